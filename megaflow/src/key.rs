@@ -1,0 +1,734 @@
+//! Flow keys, masks and matches.
+//!
+//! A [`FlowKey`] is a fixed array of [`KEY_WORDS`] `u64` words; every field a
+//! packet or the pipeline can be classified on has a fixed place in it, given
+//! once, as data, by the field table below ([`Field::layout`]). A [`Mask`] has
+//! the same layout: a 1 bit means "this key bit matters". A [`Match`] is a key
+//! and a mask whose wildcarded key bits are zero; it can only be built through
+//! constructors that enforce that, so two matches that describe the same set of
+//! packets compare and hash equal.
+//!
+//! Layout choices (see the table in `fields!` below):
+//! - fields a lookup usually needs together share a word (eth_dst with
+//!   eth_type, tp_src with tp_dst and tcp_flags), so typical masks touch few
+//!   words and the megaflow subtables store and hash only those words;
+//! - like Open vSwitch, ARP reuses the IPv4 slots (`arp_op` = `ip_proto`,
+//!   `arp_spa`/`arp_tpa` = `ipv4_src`/`ipv4_dst`), ICMP type/code sit in
+//!   `tp_src`/`tp_dst`, and ND's SLL/TLL share `arp_sha`/`arp_tha`;
+//! - a VLAN TCI carries [`VLAN_PRESENT`] (the CFI bit position) so "no tag" and
+//!   "tag with VID 0" differ.
+//!
+//! Thread-safety: plain `Copy` values.
+
+use std::fmt;
+
+/// Number of 64-bit words in a [`FlowKey`] and a [`Mask`].
+pub const KEY_WORDS: usize = 22;
+
+/// Bit set in a VLAN TCI field when a tag is present (the CFI/DEI position, as
+/// Open vSwitch uses it).
+pub const VLAN_PRESENT: u16 = 0x1000;
+/// VLAN id bits of a TCI.
+pub const VLAN_VID_MASK: u16 = 0x0fff;
+/// VLAN priority (PCP) bits of a TCI.
+pub const VLAN_PCP_MASK: u16 = 0xe000;
+
+/// `ip_frag` bit: the packet is a fragment (first or later).
+pub const FRAG_ANY: u8 = 1;
+/// `ip_frag` bit: the packet is a later fragment (offset != 0, no L4 header).
+pub const FRAG_LATER: u8 = 2;
+
+/// Where a field lives in the key: word index, shift of its least significant
+/// bit inside that word, and width in bits. Fields of 128 bits span two words,
+/// `word` holding the high half.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldLayout {
+    pub word: u8,
+    pub shift: u8,
+    pub bits: u8,
+}
+
+impl FieldLayout {
+    /// Mask of the field's bits inside its (first) word; all ones for 64- and
+    /// 128-bit fields.
+    #[inline]
+    pub const fn word_mask(self) -> u64 {
+        if self.bits >= 64 {
+            u64::MAX
+        } else {
+            ((1u64 << self.bits) - 1) << self.shift
+        }
+    }
+
+    /// All-ones value of the field's width.
+    #[inline]
+    pub const fn max_value(self) -> u128 {
+        if self.bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.bits) - 1
+        }
+    }
+}
+
+macro_rules! fields {
+    ($( $(#[$doc:meta])* $variant:ident $name:literal ($word:expr, $shift:expr, $bits:tt) $get:ident $set:ident; )*) => {
+        /// Every field of a [`FlowKey`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Field {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Field {
+            /// All fields, in layout order.
+            pub const ALL: &'static [Field] = &[ $( Field::$variant, )* ];
+
+            /// The field's place in the key.
+            #[inline]
+            pub const fn layout(self) -> FieldLayout {
+                match self {
+                    $( Field::$variant => FieldLayout { word: $word, shift: $shift, bits: $bits }, )*
+                }
+            }
+
+            /// Short lowercase name used in dumps (`eth_dst`, `ipv4_src`, ...).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( Field::$variant => $name, )*
+                }
+            }
+        }
+
+        impl FlowKey {
+            $(
+                fields!(@accessors $variant $get $set $bits);
+            )*
+        }
+    };
+    (@accessors $variant:ident $get:ident $set:ident 128) => {
+        #[doc = concat!("The `", stringify!($get), "` field.")]
+        #[inline]
+        pub fn $get(&self) -> u128 { self.field(Field::$variant) }
+        #[doc = concat!("Sets the `", stringify!($get), "` field.")]
+        #[inline]
+        pub fn $set(&mut self, v: u128) { self.set_field(Field::$variant, v) }
+    };
+    (@accessors $variant:ident $get:ident $set:ident $bits:tt) => {
+        #[doc = concat!("The `", stringify!($get), "` field.")]
+        #[inline]
+        pub fn $get(&self) -> u64 {
+            let l = Field::$variant.layout();
+            (self.w[l.word as usize] & l.word_mask()) >> l.shift
+        }
+        #[doc = concat!("Sets the `", stringify!($get), "` field; bits above its width are ignored.")]
+        #[inline]
+        pub fn $set(&mut self, v: u64) {
+            let l = Field::$variant.layout();
+            let m = l.word_mask();
+            let w = &mut self.w[l.word as usize];
+            *w = (*w & !m) | ((v << l.shift) & m);
+        }
+    };
+}
+
+// Word map (bit 63 is the most significant):
+//  0 in_port[63:32] pkt_mark[31:0]     11 ip_proto dscp|ecn ttl frag .. ipv6_label[19:0]
+//  1 metadata                           12 ipv4_src[63:32] ipv4_dst[31:0]
+//  2..5 reg0..reg7 (two per word)       13 tp_src tp_dst .. tcp_flags[15:0]
+//  6 tun_id                             14,15 ipv6_src
+//  7 tun_src tun_dst                    16,17 ipv6_dst
+//  8 eth_dst[63:16] eth_type[15:0]      18,19 nd_target
+//  9 eth_src[63:16] vlan_tci[15:0]      20 arp_sha / nd_sll [63:16]
+// 10 vlan_tpid vlan2_tpid vlan2_tci ..  21 arp_tha / nd_tll [63:16]
+fields! {
+    /// Ingress port (datapath port number).
+    InPort "in_port" (0, 32, 32) in_port set_in_port;
+    /// Packet mark (pipeline metadata set by actions, zero at ingress).
+    PktMark "pkt_mark" (0, 0, 32) pkt_mark set_pkt_mark;
+    /// OpenFlow metadata.
+    Metadata "metadata" (1, 0, 64) metadata set_metadata;
+    /// Pipeline register 0.
+    Reg0 "reg0" (2, 32, 32) reg0 set_reg0;
+    /// Pipeline register 1.
+    Reg1 "reg1" (2, 0, 32) reg1 set_reg1;
+    /// Pipeline register 2.
+    Reg2 "reg2" (3, 32, 32) reg2 set_reg2;
+    /// Pipeline register 3.
+    Reg3 "reg3" (3, 0, 32) reg3 set_reg3;
+    /// Pipeline register 4.
+    Reg4 "reg4" (4, 32, 32) reg4 set_reg4;
+    /// Pipeline register 5.
+    Reg5 "reg5" (4, 0, 32) reg5 set_reg5;
+    /// Pipeline register 6.
+    Reg6 "reg6" (5, 32, 32) reg6 set_reg6;
+    /// Pipeline register 7.
+    Reg7 "reg7" (5, 0, 32) reg7 set_reg7;
+    /// Tunnel id (VXLAN VNI).
+    TunId "tun_id" (6, 0, 64) tun_id set_tun_id;
+    /// Tunnel outer IPv4 source.
+    TunSrc "tun_src" (7, 32, 32) tun_src set_tun_src;
+    /// Tunnel outer IPv4 destination.
+    TunDst "tun_dst" (7, 0, 32) tun_dst set_tun_dst;
+    /// Ethernet destination address.
+    EthDst "eth_dst" (8, 16, 48) eth_dst set_eth_dst;
+    /// Ethertype after any VLAN tags (0x05ff and below: 802.3 length, stored as 0x05ff).
+    EthType "eth_type" (8, 0, 16) eth_type set_eth_type;
+    /// Ethernet source address.
+    EthSrc "eth_src" (9, 16, 48) eth_src set_eth_src;
+    /// Outer VLAN TCI with [`VLAN_PRESENT`] set when tagged.
+    VlanTci "vlan_tci" (9, 0, 16) vlan_tci set_vlan_tci;
+    /// Outer VLAN TPID (0x8100 or 0x88a8), zero when untagged.
+    VlanTpid "vlan_tpid" (10, 48, 16) vlan_tpid set_vlan_tpid;
+    /// Inner VLAN TPID, zero when there is no second tag.
+    Vlan2Tpid "vlan2_tpid" (10, 32, 16) vlan2_tpid set_vlan2_tpid;
+    /// Inner VLAN TCI with [`VLAN_PRESENT`] set when double tagged.
+    Vlan2Tci "vlan2_tci" (10, 16, 16) vlan2_tci set_vlan2_tci;
+    /// IP protocol / IPv6 next header after extension headers; ARP opcode.
+    IpProto "ip_proto" (11, 56, 8) ip_proto set_ip_proto;
+    /// IP DSCP (6 bits, unshifted).
+    IpDscp "ip_dscp" (11, 50, 6) ip_dscp set_ip_dscp;
+    /// IP ECN (2 bits).
+    IpEcn "ip_ecn" (11, 48, 2) ip_ecn set_ip_ecn;
+    /// IPv4 TTL / IPv6 hop limit.
+    IpTtl "ip_ttl" (11, 40, 8) ip_ttl set_ip_ttl;
+    /// Fragment state: [`FRAG_ANY`] | [`FRAG_LATER`].
+    IpFrag "ip_frag" (11, 32, 8) ip_frag set_ip_frag;
+    /// IPv6 flow label (20 bits).
+    Ipv6Label "ipv6_label" (11, 0, 20) ipv6_label set_ipv6_label;
+    /// IPv4 source; ARP sender protocol address.
+    Ipv4Src "ipv4_src" (12, 32, 32) ipv4_src set_ipv4_src;
+    /// IPv4 destination; ARP target protocol address.
+    Ipv4Dst "ipv4_dst" (12, 0, 32) ipv4_dst set_ipv4_dst;
+    /// TCP/UDP/SCTP source port; ICMP type.
+    TpSrc "tp_src" (13, 48, 16) tp_src set_tp_src;
+    /// TCP/UDP/SCTP destination port; ICMP code.
+    TpDst "tp_dst" (13, 32, 16) tp_dst set_tp_dst;
+    /// TCP flags (12 bits: NS CWR ECE URG ACK PSH RST SYN FIN).
+    TcpFlags "tcp_flags" (13, 0, 16) tcp_flags set_tcp_flags;
+    /// IPv6 source.
+    Ipv6Src "ipv6_src" (14, 0, 128) ipv6_src set_ipv6_src;
+    /// IPv6 destination.
+    Ipv6Dst "ipv6_dst" (16, 0, 128) ipv6_dst set_ipv6_dst;
+    /// ICMPv6 neighbour discovery target.
+    NdTarget "nd_target" (18, 0, 128) nd_target set_nd_target;
+    /// ARP sender hardware address; ND source link-layer address.
+    ArpSha "arp_sha" (20, 16, 48) arp_sha set_arp_sha;
+    /// ARP target hardware address; ND target link-layer address.
+    ArpTha "arp_tha" (21, 16, 48) arp_tha set_arp_tha;
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reads a field's value out of a word array.
+#[inline]
+fn read_field(w: &[u64; KEY_WORDS], field: Field) -> u128 {
+    let l = field.layout();
+    let i = l.word as usize;
+    if l.bits == 128 {
+        ((w[i] as u128) << 64) | w[i + 1] as u128
+    } else {
+        ((w[i] & l.word_mask()) >> l.shift) as u128
+    }
+}
+
+/// Writes a field's value into a word array; bits above its width are ignored.
+#[inline]
+fn write_field(w: &mut [u64; KEY_WORDS], field: Field, v: u128) {
+    let l = field.layout();
+    let i = l.word as usize;
+    if l.bits == 128 {
+        w[i] = (v >> 64) as u64;
+        w[i + 1] = v as u64;
+    } else {
+        let m = l.word_mask();
+        w[i] = (w[i] & !m) | (((v as u64) << l.shift) & m);
+    }
+}
+
+/// The classification key of one packet: every header field and pipeline
+/// metadata value, at fixed places.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C, align(64))]
+pub struct FlowKey {
+    w: [u64; KEY_WORDS],
+}
+
+impl FlowKey {
+    /// The all-zero key.
+    pub const ZERO: FlowKey = FlowKey { w: [0; KEY_WORDS] };
+
+    /// Builds a key from raw words (for decoders and tests).
+    pub const fn from_words(w: [u64; KEY_WORDS]) -> Self {
+        FlowKey { w }
+    }
+
+    /// The raw words.
+    #[inline]
+    pub fn words(&self) -> &[u64; KEY_WORDS] {
+        &self.w
+    }
+
+    /// Mutable raw words, for extraction and action execution.
+    #[inline]
+    pub(crate) fn words_mut(&mut self) -> &mut [u64; KEY_WORDS] {
+        &mut self.w
+    }
+
+    /// Any field's value, zero-extended.
+    #[inline]
+    pub fn field(&self, field: Field) -> u128 {
+        read_field(&self.w, field)
+    }
+
+    /// Sets any field; bits above its width are ignored.
+    #[inline]
+    pub fn set_field(&mut self, field: Field, v: u128) {
+        write_field(&mut self.w, field, v)
+    }
+
+    /// ICMP type (alias of `tp_src`).
+    #[inline]
+    pub fn icmp_type(&self) -> u64 {
+        self.tp_src()
+    }
+
+    /// ICMP code (alias of `tp_dst`).
+    #[inline]
+    pub fn icmp_code(&self) -> u64 {
+        self.tp_dst()
+    }
+
+    /// ARP opcode (alias of `ip_proto`).
+    #[inline]
+    pub fn arp_op(&self) -> u64 {
+        self.ip_proto()
+    }
+
+    /// Hash of the whole key (used by the exact-match cache).
+    #[inline]
+    pub fn hash(&self) -> u64 {
+        hash_words(&self.w)
+    }
+
+    /// This key with the mask applied.
+    #[inline]
+    pub fn masked(&self, mask: &Mask) -> FlowKey {
+        let mut out = *self;
+        for (o, m) in out.w.iter_mut().zip(mask.w.iter()) {
+            *o &= m;
+        }
+        out
+    }
+}
+
+impl fmt::Debug for FlowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("FlowKey");
+        for &field in Field::ALL {
+            let v = self.field(field);
+            if v != 0 {
+                d.field(field.name(), &format_args!("{v:#x}"));
+            }
+        }
+        d.finish()
+    }
+}
+
+/// Which key bits matter: same layout as [`FlowKey`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C, align(64))]
+pub struct Mask {
+    w: [u64; KEY_WORDS],
+}
+
+impl Mask {
+    /// Matches everything.
+    pub const EMPTY: Mask = Mask { w: [0; KEY_WORDS] };
+    /// Matches exactly one key.
+    pub const EXACT: Mask = Mask {
+        w: [u64::MAX; KEY_WORDS],
+    };
+
+    /// Builds a mask from raw words.
+    pub const fn from_words(w: [u64; KEY_WORDS]) -> Self {
+        Mask { w }
+    }
+
+    /// The raw words.
+    #[inline]
+    pub fn words(&self) -> &[u64; KEY_WORDS] {
+        &self.w
+    }
+
+    /// The mask bits of one field.
+    #[inline]
+    pub fn field(&self, field: Field) -> u128 {
+        read_field(&self.w, field)
+    }
+
+    /// Sets the mask bits of one field.
+    #[inline]
+    pub fn set_field(&mut self, field: Field, bits: u128) {
+        write_field(&mut self.w, field, bits)
+    }
+
+    /// Un-wildcards one whole field.
+    #[inline]
+    pub fn set_exact(&mut self, field: Field) {
+        self.set_field(field, field.layout().max_value())
+    }
+
+    /// Builder form of [`Mask::set_field`].
+    pub fn with(mut self, field: Field, bits: u128) -> Self {
+        self.set_field(field, bits);
+        self
+    }
+
+    /// Builder form of [`Mask::set_exact`].
+    pub fn with_exact(mut self, field: Field) -> Self {
+        self.set_exact(field);
+        self
+    }
+
+    /// True when the field has no mask bits set.
+    pub fn is_wildcard(&self, field: Field) -> bool {
+        self.field(field) == 0
+    }
+
+    /// True when every bit of the field is set.
+    pub fn is_exact(&self, field: Field) -> bool {
+        self.field(field) == field.layout().max_value()
+    }
+
+    /// Bitmap of the words that have any mask bit set (bit i = word i).
+    #[inline]
+    pub fn used_words(&self) -> u32 {
+        let mut map = 0u32;
+        for (i, &w) in self.w.iter().enumerate() {
+            if w != 0 {
+                map |= 1 << i;
+            }
+        }
+        map
+    }
+
+    /// Union of two masks.
+    pub fn union(&self, other: &Mask) -> Mask {
+        let mut out = *self;
+        for (o, m) in out.w.iter_mut().zip(other.w.iter()) {
+            *o |= m;
+        }
+        out
+    }
+
+    /// Intersection of two masks.
+    pub fn intersect(&self, other: &Mask) -> Mask {
+        let mut out = *self;
+        for (o, m) in out.w.iter_mut().zip(other.w.iter()) {
+            *o &= m;
+        }
+        out
+    }
+
+    /// True when every bit of `self` is also set in `other`.
+    pub fn is_subset_of(&self, other: &Mask) -> bool {
+        self.w.iter().zip(other.w.iter()).all(|(a, b)| a & !b == 0)
+    }
+
+    /// Fields with at least one mask bit set.
+    pub fn fields(&self) -> impl Iterator<Item = Field> + '_ {
+        Field::ALL
+            .iter()
+            .copied()
+            .filter(move |&f| !self.is_wildcard(f))
+    }
+}
+
+impl fmt::Debug for Mask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Mask");
+        for field in self.fields() {
+            d.field(field.name(), &format_args!("{:#x}", self.field(field)));
+        }
+        d.finish()
+    }
+}
+
+/// A key and a mask, with every wildcarded key bit zero.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Match {
+    key: FlowKey,
+    mask: Mask,
+}
+
+impl Match {
+    /// Builds a match, zeroing the key bits the mask wildcards.
+    pub fn new(key: &FlowKey, mask: &Mask) -> Self {
+        Match {
+            key: key.masked(mask),
+            mask: *mask,
+        }
+    }
+
+    /// Matches every packet.
+    pub fn catch_all() -> Self {
+        Match {
+            key: FlowKey::ZERO,
+            mask: Mask::EMPTY,
+        }
+    }
+
+    /// The masked key (wildcarded bits are zero).
+    #[inline]
+    pub fn key(&self) -> &FlowKey {
+        &self.key
+    }
+
+    /// The mask.
+    #[inline]
+    pub fn mask(&self) -> &Mask {
+        &self.mask
+    }
+
+    /// True when `key` is one of the packets this match describes.
+    #[inline]
+    pub fn matches(&self, key: &FlowKey) -> bool {
+        self.key
+            .w
+            .iter()
+            .zip(self.mask.w.iter())
+            .zip(key.w.iter())
+            .all(|((k, m), p)| p & m == *k)
+    }
+
+    /// True when some packet matches both `self` and `other`.
+    pub fn overlaps(&self, other: &Match) -> bool {
+        (0..KEY_WORDS).all(|i| (self.key.w[i] ^ other.key.w[i]) & self.mask.w[i] & other.mask.w[i] == 0)
+    }
+
+    /// Narrows one field of the match to `value` under `bits` (on top of what
+    /// is already matched). Keeps the invariant: key bits outside the mask stay
+    /// zero.
+    pub fn set_field_masked(&mut self, field: Field, value: u128, bits: u128) {
+        let old_bits = self.mask.field(field);
+        let old_val = self.key.field(field);
+        let new_bits = old_bits | bits;
+        let new_val = (old_val & old_bits & !bits) | (value & bits);
+        self.mask.set_field(field, new_bits);
+        self.key.set_field(field, new_val & new_bits);
+    }
+}
+
+impl fmt::Debug for Match {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for field in self.mask.fields() {
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            let m = self.mask.field(field);
+            let v = self.key.field(field);
+            if m == field.layout().max_value() {
+                write!(f, "{field}={v:#x}")?;
+            } else {
+                write!(f, "{field}={v:#x}/{m:#x}")?;
+            }
+        }
+        if first {
+            f.write_str("<any>")?;
+        }
+        Ok(())
+    }
+}
+
+const K0: u64 = 0xa076_1d64_78bd_642f;
+const K1: u64 = 0xe703_7ed1_a0b4_28db;
+const K2: u64 = 0x8ebc_6af0_9c88_c6e3;
+
+/// 64x64 -> 128 multiply folded to 64 bits: the mixing step of the hashes.
+#[inline(always)]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let r = (a as u128).wrapping_mul(b as u128);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+/// Hashes a sequence of words: two words per multiply, two independent
+/// lanes, so a full key costs about six dependent multiplies.
+#[inline]
+pub fn hash_words(words: &[u64]) -> u64 {
+    let mut a = K0;
+    let mut b = K1;
+    let mut chunks = words.chunks_exact(4);
+    for c in &mut chunks {
+        a = fold_mul(c[0] ^ a, c[1] ^ K1);
+        b = fold_mul(c[2] ^ b, c[3] ^ K2);
+    }
+    let rest = chunks.remainder();
+    match rest.len() {
+        1 => a = fold_mul(rest[0] ^ a, K1),
+        2 => a = fold_mul(rest[0] ^ a, rest[1] ^ K1),
+        3 => {
+            a = fold_mul(rest[0] ^ a, rest[1] ^ K1);
+            b = fold_mul(rest[2] ^ b, K2);
+        }
+        _ => {}
+    }
+    fold_mul(a ^ (words.len() as u64), b ^ K0)
+}
+
+/// Incremental form of [`hash_words`] for words produced one at a time
+/// (subtables hash `key & mask` without building it first). Gives the same
+/// result as `hash_words` over the same sequence.
+#[derive(Clone, Copy)]
+pub struct WordHasher {
+    a: u64,
+    b: u64,
+    pending: [u64; 3],
+    n: usize,
+}
+
+impl Default for WordHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WordHasher {
+    #[inline]
+    pub fn new() -> Self {
+        WordHasher {
+            a: K0,
+            b: K1,
+            pending: [0; 3],
+            n: 0,
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, w: u64) {
+        let slot = self.n & 3;
+        if slot == 3 {
+            self.a = fold_mul(self.pending[0] ^ self.a, self.pending[1] ^ K1);
+            self.b = fold_mul(self.pending[2] ^ self.b, w ^ K2);
+        } else {
+            self.pending[slot] = w;
+        }
+        self.n += 1;
+    }
+
+    #[inline]
+    pub fn finish(self) -> u64 {
+        let (mut a, mut b) = (self.a, self.b);
+        let p = self.pending;
+        match self.n & 3 {
+            1 => a = fold_mul(p[0] ^ a, K1),
+            2 => a = fold_mul(p[0] ^ a, p[1] ^ K1),
+            3 => {
+                a = fold_mul(p[0] ^ a, p[1] ^ K1);
+                b = fold_mul(p[2] ^ b, K2);
+            }
+            _ => {}
+        }
+        fold_mul(a ^ (self.n as u64), b ^ K0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_do_not_overlap_and_fit() {
+        let mut owner = [[None::<Field>; 64]; KEY_WORDS];
+        for &f in Field::ALL {
+            let l = f.layout();
+            let spans: Vec<(usize, u32, u32)> = if l.bits == 128 {
+                vec![(l.word as usize, 0, 64), (l.word as usize + 1, 0, 64)]
+            } else {
+                assert!(l.shift as u32 + l.bits as u32 <= 64, "{f} overflows its word");
+                vec![(l.word as usize, l.shift as u32, l.bits as u32)]
+            };
+            for (w, s, n) in spans {
+                for b in s..s + n {
+                    assert!(owner[w][b as usize].is_none(), "{f} overlaps {:?}", owner[w][b as usize]);
+                    owner[w][b as usize] = Some(f);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn set_and_read_every_field() {
+        for &f in Field::ALL {
+            let mut k = FlowKey::ZERO;
+            k.set_field(f, u128::MAX);
+            assert_eq!(k.field(f), f.layout().max_value(), "{f}");
+            // only this field's bits are set
+            for &g in Field::ALL {
+                if g != f {
+                    assert_eq!(k.field(g), 0, "{f} leaked into {g}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn typed_accessors_agree_with_table() {
+        let mut k = FlowKey::ZERO;
+        k.set_eth_dst(0xaabb_ccdd_eeff);
+        k.set_eth_type(0x0800);
+        k.set_tp_dst(80);
+        assert_eq!(k.field(Field::EthDst), 0xaabb_ccdd_eeff);
+        assert_eq!(k.eth_type(), 0x0800);
+        assert_eq!(k.words()[8], 0xaabb_ccdd_eeff_0800);
+        assert_eq!(k.field(Field::TpDst), 80);
+    }
+
+    #[test]
+    fn match_zeroes_wildcarded_bits() {
+        let mut k = FlowKey::ZERO;
+        k.set_ipv4_src(0x0a01_0203);
+        k.set_tp_dst(443);
+        let m = Mask::EMPTY.with(Field::Ipv4Src, 0xff00_0000);
+        let mt = Match::new(&k, &m);
+        assert_eq!(mt.key().ipv4_src(), 0x0a00_0000);
+        assert_eq!(mt.key().tp_dst(), 0);
+        assert!(mt.matches(&k));
+        let mut other = k;
+        other.set_ipv4_src(0x0b01_0203);
+        assert!(!mt.matches(&other));
+    }
+
+    #[test]
+    fn overlap_detection() {
+        let mut k1 = FlowKey::ZERO;
+        k1.set_tp_dst(80);
+        let a = Match::new(&k1, &Mask::EMPTY.with_exact(Field::TpDst));
+        let mut k2 = FlowKey::ZERO;
+        k2.set_ipv4_dst(1);
+        let b = Match::new(&k2, &Mask::EMPTY.with_exact(Field::Ipv4Dst));
+        assert!(a.overlaps(&b));
+        let mut k3 = FlowKey::ZERO;
+        k3.set_tp_dst(81);
+        let c = Match::new(&k3, &Mask::EMPTY.with_exact(Field::TpDst));
+        assert!(!a.overlaps(&c));
+    }
+
+    #[test]
+    fn incremental_hash_equals_slice_hash() {
+        for n in 0..=KEY_WORDS {
+            let words: Vec<u64> = (0..n as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+            let mut h = WordHasher::new();
+            for &w in &words {
+                h.push(w);
+            }
+            assert_eq!(h.finish(), hash_words(&words), "n={n}");
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Port I/O (placeholder, being written).

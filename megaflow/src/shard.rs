@@ -1,0 +1,1 @@
+//! Shards (being written).
