@@ -4,6 +4,8 @@
 //! Privileged scenarios call [`require_root`] and return early, printing the
 //! reason, when the privilege is missing: they never pass silently.
 
+pub mod netns;
+
 /// True when the process can create network namespaces (runs as root).
 /// Prints why a test is skipped otherwise.
 pub fn require_root(test: &str) -> bool {

@@ -1,10 +1,605 @@
-//! Megaflow cache (being written).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FlowHandle(u64);
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FlowStats;
-#[derive(Debug)]
-pub enum InsertError {}
-#[derive(Clone, Debug, Default)]
-pub struct CacheConfig;
-pub struct MegaflowCache;
+//! The megaflow cache: an exact-match front over a tuple-space search.
+//!
+//! ## Structure
+//!
+//! - One [`Subtable`] per distinct [`Mask`]. A subtable stores, for each flow,
+//!   only the words its mask uses (`key & mask`, compacted), in one flat
+//!   `Vec<u64>`; a SwissTable (`hashbrown::HashTable<u32>`) maps the hash of
+//!   those words to the flow's slot. Hash and compare therefore touch only the
+//!   words the mask uses, and a subtable that does not hold the packet's flow
+//!   usually costs one probe of its control bytes.
+//! - Subtables are probed in *rank* order: every `rerank_interval` lookups
+//!   they are sorted by recent hits (then the hit counts are halved), so the
+//!   masks that carry most traffic are tried first.
+//! - An exact-match cache (EMC) sits in front: a direct-mapped, two-way array
+//!   indexed by the hash of the whole key, holding `(signature, subtable,
+//!   slot)`. An EMC hit is *verified* against the megaflow itself (`key & mask
+//!   == stored`), so an EMC entry can never be stale in a harmful way: after a
+//!   flow is removed or its slot reused, a wrong entry simply fails to verify.
+//!   Entries are inserted on subtable hits with probability
+//!   1/`emc_insert_inv_prob` (Open vSwitch's default: 1/100), so short flows
+//!   do not thrash it.
+//!
+//! ## Invariants
+//!
+//! - Stored key words are always `key & mask` (built from a [`Match`]).
+//! - A slot is live iff its entry holds actions; a [`FlowHandle`] names
+//!   (subtable, subtable epoch, slot, slot sequence) and is rejected once the
+//!   flow is removed, even if the slot or subtable is reused.
+//! - The flow count never exceeds `flow_limit`: an insert beyond it returns
+//!   [`InsertError::FlowLimit`]; nothing is evicted silently.
+//! - Overlap policy: megaflows are expected not to overlap (the translator
+//!   makes each one sound for its packet). The cache rejects an exact
+//!   duplicate (same mask and masked key, [`InsertError::Duplicate`]), but does
+//!   not search for partial overlaps (that costs a scan of every subtable per
+//!   insert). Overlaps arise only transiently, when OpenFlow tables change
+//!   between two translations, and the revalidator removes the stale flow;
+//!   until then a lookup returns *one* matching megaflow, never a
+//!   non-matching one.
+//!
+//! ## Threads
+//!
+//! `MegaflowCache` is single-owner (`Send`, not shared): see
+//! [`crate::shard`] for how other threads insert, remove and read stats.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use crate::actions::Actions;
+use crate::key::{FlowKey, Mask, Match};
+use crate::types::Timestamp;
+
+/// Most packets a batch lookup takes at once.
+pub const MAX_BATCH: usize = 64;
+
+/// Tunables of one cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Most megaflows the cache holds (Open vSwitch: 200,000).
+    pub flow_limit: usize,
+    /// Exact-match cache entries (rounded up to a power of two); 0 disables it.
+    pub emc_entries: usize,
+    /// An EMC insert happens on one subtable hit in this many (1 = always).
+    pub emc_insert_inv_prob: u32,
+    /// Lookups between two re-rankings of the subtables.
+    pub rerank_interval: u32,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            flow_limit: 200_000,
+            emc_entries: 16_384,
+            emc_insert_inv_prob: 100,
+            rerank_interval: 1 << 16,
+        }
+    }
+}
+
+/// Per-flow statistics, updated on every hit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowStats {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Time of the last hit; [`Timestamp::NEVER`] if none.
+    pub used: Timestamp,
+    /// OR of the TCP flags of every packet counted.
+    pub tcp_flags: u16,
+}
+
+impl FlowStats {
+    /// Adds another set of stats (e.g. hardware counter deltas).
+    pub fn merge(&mut self, other: &FlowStats) {
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+        self.used = self.used.max(other.used);
+        self.tcp_flags |= other.tcp_flags;
+    }
+}
+
+/// Names one megaflow in one cache. Stale handles (flow removed) are
+/// rejected by every method that takes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowHandle {
+    sub: u16,
+    sub_epoch: u16,
+    slot: u32,
+    seq: u32,
+}
+
+/// Why an insert was refused.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InsertError {
+    #[error("flow limit of {limit} megaflows reached")]
+    FlowLimit { limit: usize },
+    #[error("an identical megaflow is already installed")]
+    Duplicate(FlowHandle),
+    #[error("too many distinct masks (at most {max})")]
+    TooManyMasks { max: usize },
+}
+
+/// A flow taken out of the cache, with its final stats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemovedFlow {
+    pub matched: Match,
+    pub actions: Actions,
+    pub stats: FlowStats,
+    pub generation: u64,
+    pub offload: u64,
+}
+
+/// A read-only view of one installed flow.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowRef<'a> {
+    pub handle: FlowHandle,
+    sub: &'a Subtable,
+    slot: u32,
+}
+
+impl<'a> FlowRef<'a> {
+    /// The flow's match (rebuilt from the subtable's mask and stored words).
+    pub fn matched(&self) -> Match {
+        self.sub.match_of(self.slot)
+    }
+
+    pub fn actions(&self) -> &'a Actions {
+        // Invariant: a FlowRef is only built for live slots, which hold actions.
+        self.sub
+            .cold(self.slot)
+            .and_then(|c| c.actions.as_ref())
+            .expect("FlowRef points at a live slot")
+    }
+
+    pub fn stats(&self) -> FlowStats {
+        self.sub.stats(self.slot)
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.sub.cold(self.slot).map_or(0, |c| c.generation)
+    }
+
+    pub fn offload(&self) -> u64 {
+        self.sub.cold(self.slot).map_or(0, |c| c.offload)
+    }
+}
+
+/// Counters of the cache as a whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheCounters {
+    pub emc_hits: u64,
+    pub tss_hits: u64,
+    pub misses: u64,
+    /// Subtables probed by tuple-space searches (hits and misses).
+    pub subtable_probes: u64,
+}
+
+mod emc;
+mod subtable;
+
+use emc::Emc;
+use subtable::Subtable;
+
+/// The megaflow cache of one datapath thread.
+pub struct MegaflowCache {
+    cfg: CacheConfig,
+    subtables: Vec<Option<Subtable>>,
+    /// Indices into `subtables` of the non-empty subtables, best first.
+    rank: Vec<u16>,
+    by_mask: HashMap<Mask, u16>,
+    free_subs: Vec<u16>,
+    epochs: Vec<u16>,
+    emc: Emc,
+    count: usize,
+    lookups_until_rerank: u32,
+    rng: u64,
+    counters: CacheCounters,
+}
+
+impl MegaflowCache {
+    pub fn new(cfg: CacheConfig) -> Self {
+        MegaflowCache {
+            lookups_until_rerank: cfg.rerank_interval.max(1),
+            emc: Emc::new(cfg.emc_entries),
+            cfg,
+            subtables: Vec::new(),
+            rank: Vec::new(),
+            by_mask: HashMap::new(),
+            free_subs: Vec::new(),
+            epochs: Vec::new(),
+            count: 0,
+            rng: 0x2545_f491_4f6c_dd1d,
+            counters: CacheCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.cfg
+    }
+
+    /// Number of megaflows installed.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Number of distinct masks (non-empty subtables).
+    pub fn subtable_count(&self) -> usize {
+        self.rank.len()
+    }
+
+    pub fn counters(&self) -> CacheCounters {
+        self.counters
+    }
+
+    /// Changes the flow limit; flows above a lowered limit stay (the
+    /// revalidator evicts them), new inserts are refused until under it.
+    pub fn set_flow_limit(&mut self, limit: usize) {
+        self.cfg.flow_limit = limit;
+    }
+
+    /// Installs a megaflow.
+    pub fn insert(
+        &mut self,
+        m: &Match,
+        actions: Actions,
+        generation: u64,
+    ) -> Result<FlowHandle, InsertError> {
+        let existing = self.by_mask.get(m.mask()).copied();
+        if existing.is_none() && self.count >= self.cfg.flow_limit {
+            return Err(self.limit_error());
+        }
+        let sub_idx = match existing {
+            Some(i) => i,
+            None => self.new_subtable(m.mask())?,
+        };
+        let at_limit = self.count >= self.cfg.flow_limit;
+        let sub = self.subtables[sub_idx as usize]
+            .as_mut()
+            .expect("by_mask names live subtables");
+        if at_limit {
+            // Still report a duplicate as such.
+            if let Some(slot) = sub.find(m.key()) {
+                return Err(InsertError::Duplicate(handle_of(sub_idx, sub, slot)));
+            }
+            return Err(self.limit_error());
+        }
+        match sub.insert(m.key(), actions, generation) {
+            Ok(slot) => {
+                self.count += 1;
+                Ok(handle_of(sub_idx, sub, slot))
+            }
+            Err(slot) => Err(InsertError::Duplicate(handle_of(sub_idx, sub, slot))),
+        }
+    }
+
+    fn limit_error(&self) -> InsertError {
+        InsertError::FlowLimit {
+            limit: self.cfg.flow_limit,
+        }
+    }
+
+    fn new_subtable(&mut self, mask: &Mask) -> Result<u16, InsertError> {
+        const MAX: usize = u16::MAX as usize;
+        let idx = match self.free_subs.pop() {
+            Some(i) => i,
+            None => {
+                if self.subtables.len() >= MAX {
+                    return Err(InsertError::TooManyMasks { max: MAX });
+                }
+                self.subtables.push(None);
+                self.epochs.push(0);
+                (self.subtables.len() - 1) as u16
+            }
+        };
+        let epoch = self.epochs[idx as usize].wrapping_add(1);
+        self.epochs[idx as usize] = epoch;
+        self.subtables[idx as usize] = Some(Subtable::new(mask, epoch));
+        self.by_mask.insert(*mask, idx);
+        // New masks go last until they earn hits.
+        self.rank.push(idx);
+        Ok(idx)
+    }
+
+    fn drop_if_empty(&mut self, idx: u16) {
+        let empty = matches!(&self.subtables[idx as usize], Some(s) if s.live() == 0);
+        if empty {
+            if let Some(s) = self.subtables[idx as usize].take() {
+                self.by_mask.remove(s.mask());
+            }
+            self.rank.retain(|&i| i != idx);
+            self.free_subs.push(idx);
+        }
+    }
+
+    #[inline]
+    fn resolve(&self, h: FlowHandle) -> Option<&Subtable> {
+        let sub = self.subtables.get(h.sub as usize)?.as_ref()?;
+        (sub.epoch == h.sub_epoch && sub.seq(h.slot) == Some(h.seq)).then_some(sub)
+    }
+
+    #[inline]
+    fn resolve_mut(&mut self, h: FlowHandle) -> Option<&mut Subtable> {
+        let sub = self.subtables.get_mut(h.sub as usize)?.as_mut()?;
+        (sub.epoch == h.sub_epoch && sub.seq(h.slot) == Some(h.seq)).then_some(sub)
+    }
+
+    /// Removes a flow, returning it with its final stats; `None` if the
+    /// handle is stale.
+    pub fn remove(&mut self, h: FlowHandle) -> Option<RemovedFlow> {
+        let removed = self.resolve_mut(h)?.remove(h.slot)?;
+        self.count -= 1;
+        self.drop_if_empty(h.sub);
+        Some(removed)
+    }
+
+    /// Finds the installed megaflow with exactly this match.
+    pub fn find(&self, m: &Match) -> Option<FlowHandle> {
+        let &idx = self.by_mask.get(m.mask())?;
+        let sub = self.subtables[idx as usize].as_ref()?;
+        let slot = sub.find(m.key())?;
+        Some(handle_of(idx, sub, slot))
+    }
+
+    /// A view of one flow.
+    pub fn get(&self, h: FlowHandle) -> Option<FlowRef<'_>> {
+        let sub = self.resolve(h)?;
+        Some(FlowRef {
+            handle: h,
+            sub,
+            slot: h.slot,
+        })
+    }
+
+    /// The actions of a flow.
+    #[inline]
+    pub fn actions(&self, h: FlowHandle) -> Option<&Actions> {
+        self.resolve(h)?.cold(h.slot)?.actions.as_ref()
+    }
+
+    /// Replaces a flow's actions (revalidation found they changed) and
+    /// generation; stats stay.
+    pub fn modify(&mut self, h: FlowHandle, actions: Actions, generation: u64) -> bool {
+        match self.resolve_mut(h).and_then(|s| s.cold_mut(h.slot)) {
+            Some(c) => {
+                c.actions = Some(actions);
+                c.generation = generation;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records the generation a flow was last validated at.
+    pub fn set_generation(&mut self, h: FlowHandle, generation: u64) -> bool {
+        self.resolve_mut(h)
+            .and_then(|s| s.cold_mut(h.slot))
+            .map(|c| c.generation = generation)
+            .is_some()
+    }
+
+    /// Stores the opaque offload state of a flow (owned by the offload layer).
+    pub fn set_offload(&mut self, h: FlowHandle, state: u64) -> bool {
+        self.resolve_mut(h)
+            .and_then(|s| s.cold_mut(h.slot))
+            .map(|c| c.offload = state)
+            .is_some()
+    }
+
+    /// Folds stats counted elsewhere (e.g. by hardware) into a flow.
+    pub fn add_stats(&mut self, h: FlowHandle, stats: &FlowStats) -> bool {
+        self.resolve_mut(h)
+            .map(|s| s.add_stats(h.slot, stats))
+            .is_some()
+    }
+
+    /// Every installed flow, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = FlowRef<'_>> + '_ {
+        self.subtables.iter().enumerate().flat_map(|(i, s)| {
+            s.iter().flat_map(move |sub| {
+                sub.slots().map(move |slot| FlowRef {
+                    handle: handle_of(i as u16, sub, slot),
+                    sub,
+                    slot,
+                })
+            })
+        })
+    }
+
+    /// Looks one packet up and, on a hit, counts it. Returns the flow.
+    #[inline]
+    pub fn lookup(&mut self, key: &FlowKey, bytes: u32, now: Timestamp) -> Option<FlowHandle> {
+        let mut out = [None];
+        self.lookup_batch(std::slice::from_ref(key), &[bytes], now, &mut out);
+        out[0]
+    }
+
+    /// Looks a batch up (at most [`MAX_BATCH`] packets; longer batches are
+    /// processed in chunks), counts every hit in its flow's stats, and writes
+    /// one result per key into `out`. `bytes[i]` is the length of packet i.
+    pub fn lookup_batch(
+        &mut self,
+        keys: &[FlowKey],
+        bytes: &[u32],
+        now: Timestamp,
+        out: &mut [Option<FlowHandle>],
+    ) {
+        let n = keys.len().min(bytes.len()).min(out.len());
+        let mut start = 0;
+        while start < n {
+            let end = (start + MAX_BATCH).min(n);
+            self.lookup_chunk(
+                &keys[start..end],
+                &bytes[start..end],
+                now,
+                &mut out[start..end],
+            );
+            start = end;
+        }
+    }
+
+    fn lookup_chunk(
+        &mut self,
+        keys: &[FlowKey],
+        bytes: &[u32],
+        now: Timestamp,
+        out: &mut [Option<FlowHandle>],
+    ) {
+        let n = keys.len();
+        // Bit i set: packet i still needs a lookup.
+        let mut pending: u64 = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let mut emc_hash = [0u64; MAX_BATCH];
+        let mut slots = [0u32; MAX_BATCH];
+        let mut subs = [0u16; MAX_BATCH];
+
+        // 1. Exact-match cache.
+        if self.emc.is_enabled() {
+            for i in 0..n {
+                let h = keys[i].hash();
+                emc_hash[i] = h;
+                let subtables = &self.subtables;
+                let hit = self.emc.lookup(h, |sub, slot| {
+                    matches!(subtables.get(sub as usize), Some(Some(s)) if s.slot_matches(slot, &keys[i]))
+                });
+                if let Some((sub, slot)) = hit {
+                    subs[i] = sub;
+                    slots[i] = slot;
+                    pending &= !(1 << i);
+                    self.counters.emc_hits += 1;
+                }
+            }
+        }
+
+        // 2. Tuple-space search, subtable by subtable in rank order, so the
+        // probes of different packets are independent and overlap in memory.
+        if pending != 0 {
+            let mut probes = 0u64;
+            for r in 0..self.rank.len() {
+                let idx = self.rank[r];
+                let Some(sub) = self.subtables[idx as usize].as_ref() else {
+                    continue;
+                };
+                probes += pending.count_ones() as u64;
+                let found = sub.lookup_batch(keys, pending, &mut slots);
+                let mut bits = found;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    subs[i] = idx;
+                }
+                if found != 0 {
+                    pending &= !found;
+                    self.counters.tss_hits += found.count_ones() as u64;
+                    if let Some(Some(sub)) = self.subtables.get_mut(idx as usize) {
+                        sub.hits += found.count_ones() as u64;
+                    }
+                    self.emc_insert_hits(found, &emc_hash, &subs, &slots);
+                }
+                if pending == 0 {
+                    break;
+                }
+            }
+            self.counters.subtable_probes += probes;
+            self.counters.misses += pending.count_ones() as u64;
+        }
+
+        // 3. Stats and results.
+        for i in 0..n {
+            if pending & (1 << i) != 0 {
+                out[i] = None;
+                continue;
+            }
+            let Some(Some(sub)) = self.subtables.get_mut(subs[i] as usize) else {
+                out[i] = None;
+                continue;
+            };
+            let slot = slots[i];
+            sub.hit(slot, bytes[i], now, keys[i].tcp_flags() as u16);
+            out[i] = sub.seq(slot).map(|seq| FlowHandle {
+                sub: subs[i],
+                sub_epoch: sub.epoch,
+                slot,
+                seq,
+            });
+        }
+
+        self.lookups_until_rerank = self.lookups_until_rerank.saturating_sub(n as u32);
+        if self.lookups_until_rerank == 0 {
+            self.rerank();
+        }
+    }
+
+    fn emc_insert_hits(
+        &mut self,
+        found: u64,
+        emc_hash: &[u64; MAX_BATCH],
+        subs: &[u16; MAX_BATCH],
+        slots: &[u32; MAX_BATCH],
+    ) {
+        if !self.emc.is_enabled() {
+            return;
+        }
+        let inv = self.cfg.emc_insert_inv_prob.max(1) as u64;
+        let mut bits = found;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            // xorshift64: cheap, good enough to spread inserts.
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            if inv > 1 && self.rng % inv != 0 {
+                continue;
+            }
+            self.emc
+                .insert(emc_hash[i], subs[i], slots[i], self.rng >> 32);
+        }
+    }
+
+    /// Sorts the subtables by recent hits and halves the counts.
+    pub fn rerank(&mut self) {
+        let subs = &self.subtables;
+        self.rank
+            .sort_by_key(|&i| std::cmp::Reverse(subs[i as usize].as_ref().map_or(0, |s| s.hits)));
+        for s in self.subtables.iter_mut().flatten() {
+            s.hits /= 2;
+        }
+        self.lookups_until_rerank = self.cfg.rerank_interval.max(1);
+    }
+
+    /// Empties the exact-match cache (e.g. after a mass removal).
+    pub fn clear_emc(&mut self) {
+        self.emc.clear();
+    }
+
+    /// Approximate heap bytes held by the cache structures (not counting
+    /// shared action lists).
+    pub fn heap_bytes(&self) -> usize {
+        let subs: usize = self
+            .subtables
+            .iter()
+            .flatten()
+            .map(Subtable::heap_bytes)
+            .sum();
+        subs + self.emc.heap_bytes()
+            + self.subtables.capacity() * std::mem::size_of::<Option<Subtable>>()
+    }
+}
+
+/// The handle of a live slot.
+#[inline]
+fn handle_of(sub_idx: u16, sub: &Subtable, slot: u32) -> FlowHandle {
+    FlowHandle {
+        sub: sub_idx,
+        sub_epoch: sub.epoch,
+        slot,
+        seq: sub.seq(slot).unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -273,12 +273,6 @@ impl FlowKey {
         &self.w
     }
 
-    /// Mutable raw words, for extraction and action execution.
-    #[inline]
-    pub(crate) fn words_mut(&mut self) -> &mut [u64; KEY_WORDS] {
-        &mut self.w
-    }
-
     /// Any field's value, zero-extended.
     #[inline]
     pub fn field(&self, field: Field) -> u128 {
@@ -508,7 +502,8 @@ impl Match {
 
     /// True when some packet matches both `self` and `other`.
     pub fn overlaps(&self, other: &Match) -> bool {
-        (0..KEY_WORDS).all(|i| (self.key.w[i] ^ other.key.w[i]) & self.mask.w[i] & other.mask.w[i] == 0)
+        (0..KEY_WORDS)
+            .all(|i| (self.key.w[i] ^ other.key.w[i]) & self.mask.w[i] & other.mask.w[i] == 0)
     }
 
     /// Narrows one field of the match to `value` under `bits` (on top of what
@@ -651,12 +646,19 @@ mod tests {
             let spans: Vec<(usize, u32, u32)> = if l.bits == 128 {
                 vec![(l.word as usize, 0, 64), (l.word as usize + 1, 0, 64)]
             } else {
-                assert!(l.shift as u32 + l.bits as u32 <= 64, "{f} overflows its word");
+                assert!(
+                    l.shift as u32 + l.bits as u32 <= 64,
+                    "{f} overflows its word"
+                );
                 vec![(l.word as usize, l.shift as u32, l.bits as u32)]
             };
             for (w, s, n) in spans {
                 for b in s..s + n {
-                    assert!(owner[w][b as usize].is_none(), "{f} overlaps {:?}", owner[w][b as usize]);
+                    assert!(
+                        owner[w][b as usize].is_none(),
+                        "{f} overlaps {:?}",
+                        owner[w][b as usize]
+                    );
                     owner[w][b as usize] = Some(f);
                 }
             }
@@ -723,7 +725,9 @@ mod tests {
     #[test]
     fn incremental_hash_equals_slice_hash() {
         for n in 0..=KEY_WORDS {
-            let words: Vec<u64> = (0..n as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+            let words: Vec<u64> = (0..n as u64)
+                .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                .collect();
             let mut h = WordHasher::new();
             for &w in &words {
                 h.push(w);

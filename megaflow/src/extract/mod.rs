@@ -80,9 +80,12 @@ pub enum ParseError {
     TruncatedVlan,
     /// ARP shorter than its Ethernet/IPv4 form.
     TruncatedArp,
-    /// IPv4 header cut short, bad version, IHL < 5, or total length inconsistent.
+    /// IPv4 header cut short, bad version, IHL < 5, or total length inconsistent
+    /// (below the IHL, beyond the frame, or ending past offset 65534, which a
+    /// [`Layout`] offset cannot hold).
     BadIpv4,
-    /// IPv6 header cut short, bad version, or payload length beyond the frame.
+    /// IPv6 header cut short, bad version, or payload length beyond the frame
+    /// (or ending past offset 65534, as for IPv4).
     BadIpv6,
     /// An IPv6 extension header cut short or too many of them.
     BadIpv6Ext,
@@ -253,7 +256,9 @@ fn parse_l2(pkt: &[u8], key: &mut FlowKey, layout: &mut Layout) -> Step {
     if ty < 0x0600 {
         // 802.3 length field: LLC/SNAP carries the real ethertype.
         match header::<8>(pkt, off) {
-            Some(s) if s[..6] == [0xaa, 0xaa, 0x03, 0, 0, 0] => {
+            // A SNAP ethertype that is itself a length is not an ethertype
+            // (as Open vSwitch): such frames are plain 802.3 too.
+            Some(s) if s[..6] == [0xaa, 0xaa, 0x03, 0, 0, 0] && be16([s[6], s[7]]) >= 0x0600 => {
                 ty = be16([s[6], s[7]]);
                 off += 8;
             }
@@ -300,7 +305,14 @@ fn parse_ipv4(pkt: &[u8], off: usize, key: &mut FlowKey, layout: &mut Layout) ->
     let h: &[u8; 20] = header(pkt, off).ok_or(ParseError::BadIpv4)?;
     let ihl = ((h[0] & 0x0f) as usize) * 4;
     let tot_len = be16([h[2], h[3]]) as usize;
-    if h[0] >> 4 != 4 || ihl < 20 || tot_len < ihl || pkt.len() - off < tot_len {
+    // The end must fit a `Layout` offset (and differ from NO_OFFSET); only a
+    // frame longer than 64 KiB could break that.
+    if h[0] >> 4 != 4
+        || ihl < 20
+        || tot_len < ihl
+        || pkt.len() - off < tot_len
+        || off + tot_len >= NO_OFFSET as usize
+    {
         return Err(ParseError::BadIpv4);
     }
     key.set_ipv4_src(be32([h[12], h[13], h[14], h[15]]) as u64);
@@ -333,7 +345,8 @@ const IPV6_DSTOPTS: u8 = 60;
 fn parse_ipv6(pkt: &[u8], off: usize, key: &mut FlowKey, layout: &mut Layout) -> Step {
     let h: &[u8; 40] = header(pkt, off).ok_or(ParseError::BadIpv6)?;
     let plen = be16([h[4], h[5]]) as usize;
-    if h[0] >> 4 != 6 || pkt.len() - off - 40 < plen {
+    // As for IPv4, the end must fit a `Layout` offset.
+    if h[0] >> 4 != 6 || pkt.len() - off - 40 < plen || off + 40 + plen >= NO_OFFSET as usize {
         return Err(ParseError::BadIpv6);
     }
     let vtcfl = be32([h[0], h[1], h[2], h[3]]);
@@ -348,7 +361,8 @@ fn parse_ipv6(pkt: &[u8], off: usize, key: &mut FlowKey, layout: &mut Layout) ->
 
     let mut nh = h[6];
     let mut cur = off + 40;
-    for _ in 0..MAX_IPV6_EXT_HEADERS {
+    // MAX_IPV6_EXT_HEADERS headers plus the upper-layer header that follows.
+    for _ in 0..=MAX_IPV6_EXT_HEADERS {
         match nh {
             IPV6_HOPOPTS | IPV6_ROUTING | IPV6_DSTOPTS | IPV6_AH => {
                 let e: &[u8; 8] = header(pkt, cur).ok_or(ParseError::BadIpv6Ext)?;
@@ -373,7 +387,11 @@ fn parse_ipv6(pkt: &[u8], off: usize, key: &mut FlowKey, layout: &mut Layout) ->
                     key.set_ip_proto(nh as u64);
                     return Ok(());
                 }
-                key.set_ip_frag(FRAG_ANY as u64);
+                // Offset 0 and no M flag is an atomic fragment (RFC 6946): a
+                // whole packet, as an IPv4 packet without MF and offset is.
+                if offlg & 0x0001 != 0 {
+                    key.set_ip_frag(FRAG_ANY as u64);
+                }
             }
             _ => {
                 key.set_ip_proto(nh as u64);
@@ -442,7 +460,11 @@ fn parse_nd(pkt: &[u8], off: usize, ty: u8, code: u8, key: &mut FlowKey) -> Step
     key.set_nd_target(ip6(&nd[8..24]));
     let mut cur = off + 24;
     while cur < pkt.len() {
-        let opt: &[u8; 2] = header(pkt, cur).ok_or(ParseError::BadNd)?;
+        // A lone trailing byte is as malformed as a too-long option.
+        let Some(opt) = header::<2>(pkt, cur) else {
+            clear_nd(key);
+            return Err(ParseError::BadNd);
+        };
         let len = opt[1] as usize * 8;
         if len == 0 || pkt.len() - cur < len {
             clear_nd(key);

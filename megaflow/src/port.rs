@@ -1,1 +1,0 @@
-//! Port I/O (placeholder, being written).
