@@ -6,11 +6,13 @@
 //! shrink the 1M-flow cases on a small machine (default 1,000,000).
 //!
 //! Workloads:
-//! - 16 masks; every mask matches in_port exactly (in_port = mask index + 1,
-//!   so flows of different masks never overlap) plus its own mix of L2/L3/L4
-//!   fields, prefixes included;
+//! - 16 masks; every mask matches in_port exactly (as every translated
+//!   megaflow does) plus its own mix of L2/L3/L4 fields, prefixes included;
+//! - 4 ports (VMs), every port has flows of every mask, so each port's
+//!   classifier holds all 16 masks;
 //! - each flow has one representative UDP or TCP frame; traffic is a stream
-//!   of those frames drawn by the workload's distribution;
+//!   of receive batches of 32 frames, each batch from one port (as a port's
+//!   receive ring delivers them), flows drawn by the workload's distribution;
 //! - the hashmap baseline holds the full keys of the same representative
 //!   frames in a hashbrown map with the same hash function, so the ratio
 //!   compares tuple-space search with the cheapest possible exact lookup.
@@ -30,6 +32,7 @@ const FRAME: usize = 64;
 const BATCH: usize = 32;
 const STREAM: usize = 1 << 18;
 const ROUNDS: usize = 7;
+const PORTS: u64 = 4;
 
 struct Rng(u64);
 impl Rng {
@@ -130,9 +133,10 @@ fn unique(f: F, j: u64, s: &mut Spec) {
 fn spec(mask: usize, j: u64, rng: &mut Rng) -> Spec {
     let r = rng.next();
     let mut s = Spec {
-        in_port: mask as u32 + 1,
-        eth_src: 0x0200_0000_0000 | (rng.next() & 0xffff_ffff),
-        eth_dst: 0x0200_0000_0000 | (rng.next() & 0xffff_ffff),
+        in_port: (j % PORTS) as u32 + 1,
+        // Random fill never equals a unique value (those have 0x02 first).
+        eth_src: 0x0600_0000_0000 | (rng.next() & 0xffff_ffff),
+        eth_dst: 0x0600_0000_0000 | (rng.next() & 0xffff_ffff),
         ip_src: rng.next() as u32,
         ip_dst: rng.next() as u32,
         proto: if r & 1 == 0 { 17 } else { 6 },
@@ -227,8 +231,10 @@ fn fill(cache: &mut MegaflowCache, set: &FlowSet, pool: &[Actions]) -> usize {
     n
 }
 
-/// A stream of frames: `hot` share of packets from the flows of the first
-/// `hot_masks` masks, the rest from the other masks, uniform inside each.
+/// A stream of receive batches: each batch of [`BATCH`] frames comes from
+/// one port; inside it, a `hot` share of packets from the flows of the
+/// first `hot_masks` masks, the rest from the other masks, uniform inside
+/// each (`hot_masks` = 0: uniform over all flows).
 struct Stream {
     bytes: Vec<u8>,
     ports: Vec<u32>,
@@ -239,18 +245,23 @@ fn stream(set: &FlowSet, hot_masks: usize, hot: f64, seed: u64) -> Stream {
     let mut bytes = Vec::with_capacity(STREAM * FRAME);
     let mut ports = Vec::with_capacity(STREAM);
     let n = set.frames.len();
-    for _ in 0..STREAM {
-        let p = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-        let m = if hot_masks == 0 || hot_masks >= n {
-            (rng.next() % n as u64) as usize
-        } else if p < hot {
-            (rng.next() % hot_masks as u64) as usize
-        } else {
-            hot_masks + (rng.next() % (n - hot_masks) as u64) as usize
-        };
-        let j = (rng.next() % set.frames[m].len() as u64) as usize;
-        bytes.extend_from_slice(&set.frames[m][j]);
-        ports.push(m as u32 + 1);
+    for b in 0..STREAM / BATCH {
+        let port = b as u64 % PORTS;
+        for _ in 0..BATCH {
+            let p = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let m = if hot_masks == 0 || hot_masks >= n {
+                (rng.next() % n as u64) as usize
+            } else if p < hot {
+                (rng.next() % hot_masks as u64) as usize
+            } else {
+                hot_masks + (rng.next() % (n - hot_masks) as u64) as usize
+            };
+            // Flow j of a mask is on port j % PORTS.
+            let per_port = set.frames[m].len() as u64 / PORTS;
+            let j = (rng.next() % per_port) * PORTS + port;
+            bytes.extend_from_slice(&set.frames[m][j as usize]);
+            ports.push(port as u32 + 1);
+        }
     }
     Stream { bytes, ports }
 }
@@ -479,10 +490,10 @@ fn main() {
 
     let mut map: HashMap<FullKey, u32, KeyBuild> =
         HashMap::with_capacity_and_hasher(total_flows, KeyBuild);
-    for (i, fr) in set.frames.iter().enumerate() {
-        for f in fr {
+    for (fr, ms) in set.frames.iter().zip(set.matches.iter()) {
+        for (f, m) in fr.iter().zip(ms.iter()) {
             let mut k = FlowKey::ZERO;
-            extract_into(i as u32 + 1, f, &mut k);
+            extract_into(m.key().in_port() as u32, f, &mut k);
             let n = map.len() as u32;
             map.entry(FullKey(k)).or_insert(n);
         }

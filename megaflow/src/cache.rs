@@ -8,7 +8,12 @@
 //!   those words to the flow's slot. Hash and compare therefore touch only the
 //!   words the mask uses, and a subtable that does not hold the packet's flow
 //!   usually costs one probe of its control bytes.
-//! - Subtables are probed in *rank* order: every `rerank_interval` lookups
+//! - Subtables are grouped by *port class*: a megaflow whose mask matches
+//!   in_port exactly (every translated megaflow does) lives in a subtable of
+//!   its in_port; others live in port-independent subtables ([`ANY_PORT`]).
+//!   A packet probes only its own port's subtables, then the independent
+//!   ones, as Open vSwitch keeps one classifier per in_port.
+//! - Within a class, subtables are probed in *rank* order: every `rerank_interval` lookups
 //!   they are sorted by recent hits (then the hit counts are halved), so the
 //!   masks that carry most traffic are tried first.
 //! - An exact-match cache (EMC) sits in front: a direct-mapped, two-way array
@@ -47,7 +52,7 @@ use std::collections::HashMap;
 use thiserror::Error;
 
 use crate::actions::Actions;
-use crate::key::{FlowKey, Mask, Match};
+use crate::key::{FastBuild, Field, FlowKey, Mask, Match};
 use crate::types::Timestamp;
 
 /// Most packets a batch lookup takes at once.
@@ -186,8 +191,9 @@ pub struct MegaflowCache {
     cfg: CacheConfig,
     subtables: Vec<Option<Subtable>>,
     /// Indices into `subtables` of the non-empty subtables, best first.
-    rank: Vec<u16>,
-    by_mask: HashMap<Mask, u16>,
+    /// Per port class (an in_port, or [`ANY_PORT`]), its subtables, best first.
+    classes: HashMap<u32, Vec<u16>, FastBuild>,
+    by_mask: HashMap<(u32, Mask), u16, FastBuild>,
     free_subs: Vec<u16>,
     epochs: Vec<u16>,
     emc: Emc,
@@ -204,8 +210,8 @@ impl MegaflowCache {
             emc: Emc::new(cfg.emc_entries),
             cfg,
             subtables: Vec::new(),
-            rank: Vec::new(),
-            by_mask: HashMap::new(),
+            classes: HashMap::default(),
+            by_mask: HashMap::default(),
             free_subs: Vec::new(),
             epochs: Vec::new(),
             count: 0,
@@ -229,7 +235,7 @@ impl MegaflowCache {
 
     /// Number of distinct masks (non-empty subtables).
     pub fn subtable_count(&self) -> usize {
-        self.rank.len()
+        self.classes.values().map(Vec::len).sum()
     }
 
     pub fn counters(&self) -> CacheCounters {
@@ -249,13 +255,14 @@ impl MegaflowCache {
         actions: Actions,
         generation: u64,
     ) -> Result<FlowHandle, InsertError> {
-        let existing = self.by_mask.get(m.mask()).copied();
+        let class = class_of(m);
+        let existing = self.by_mask.get(&(class, *m.mask())).copied();
         if existing.is_none() && self.count >= self.cfg.flow_limit {
             return Err(self.limit_error());
         }
         let sub_idx = match existing {
             Some(i) => i,
-            None => self.new_subtable(m.mask())?,
+            None => self.new_subtable(m.mask(), class)?,
         };
         let at_limit = self.count >= self.cfg.flow_limit;
         let sub = self.subtables[sub_idx as usize]
@@ -283,7 +290,7 @@ impl MegaflowCache {
         }
     }
 
-    fn new_subtable(&mut self, mask: &Mask) -> Result<u16, InsertError> {
+    fn new_subtable(&mut self, mask: &Mask, class: u32) -> Result<u16, InsertError> {
         const MAX: usize = u16::MAX as usize;
         let idx = match self.free_subs.pop() {
             Some(i) => i,
@@ -298,10 +305,10 @@ impl MegaflowCache {
         };
         let epoch = self.epochs[idx as usize].wrapping_add(1);
         self.epochs[idx as usize] = epoch;
-        self.subtables[idx as usize] = Some(Subtable::new(mask, epoch));
-        self.by_mask.insert(*mask, idx);
+        self.subtables[idx as usize] = Some(Subtable::new(mask, epoch, class));
+        self.by_mask.insert((class, *mask), idx);
         // New masks go last until they earn hits.
-        self.rank.push(idx);
+        self.classes.entry(class).or_default().push(idx);
         Ok(idx)
     }
 
@@ -309,9 +316,14 @@ impl MegaflowCache {
         let empty = matches!(&self.subtables[idx as usize], Some(s) if s.live() == 0);
         if empty {
             if let Some(s) = self.subtables[idx as usize].take() {
-                self.by_mask.remove(s.mask());
+                self.by_mask.remove(&(s.class, *s.mask()));
+                if let Some(list) = self.classes.get_mut(&s.class) {
+                    list.retain(|&i| i != idx);
+                    if list.is_empty() {
+                        self.classes.remove(&s.class);
+                    }
+                }
             }
-            self.rank.retain(|&i| i != idx);
             self.free_subs.push(idx);
         }
     }
@@ -339,7 +351,7 @@ impl MegaflowCache {
 
     /// Finds the installed megaflow with exactly this match.
     pub fn find(&self, m: &Match) -> Option<FlowHandle> {
-        let &idx = self.by_mask.get(m.mask())?;
+        let &idx = self.by_mask.get(&(class_of(m), *m.mask()))?;
         let sub = self.subtables[idx as usize].as_ref()?;
         let slot = sub.find(m.key())?;
         Some(handle_of(idx, sub, slot))
@@ -474,37 +486,88 @@ impl MegaflowCache {
             }
         }
 
-        // 2. Tuple-space search, subtable by subtable in rank order, so the
-        // probes of different packets are independent and overlap in memory.
+        // 2. Tuple-space search. Packets are grouped by in_port; each group
+        // probes its port's subtables, then the port-independent ones, each
+        // subtable for all the group's packets at once so that their memory
+        // accesses overlap.
+        let mut tss_found = 0u64;
         if pending != 0 {
             let mut probes = 0u64;
-            for r in 0..self.rank.len() {
-                let idx = self.rank[r];
-                let Some(sub) = self.subtables[idx as usize].as_ref() else {
-                    continue;
-                };
-                probes += pending.count_ones() as u64;
-                let found = sub.lookup_batch(keys, pending, &mut slots);
-                let mut bits = found;
+            let mut todo = pending;
+            while todo != 0 {
+                let port = keys[todo.trailing_zeros() as usize].in_port() as u32;
+                let mut group = 0u64;
+                let mut bits = todo;
                 while bits != 0 {
                     let i = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    subs[i] = idx;
-                }
-                if found != 0 {
-                    pending &= !found;
-                    self.counters.tss_hits += found.count_ones() as u64;
-                    if let Some(Some(sub)) = self.subtables.get_mut(idx as usize) {
-                        sub.hits += found.count_ones() as u64;
+                    if keys[i].in_port() as u32 == port {
+                        group |= 1 << i;
                     }
-                    self.emc_insert_hits(found, &emc_hash, &subs, &slots);
                 }
-                if pending == 0 {
-                    break;
+                todo &= !group;
+                let mut left = group;
+                for class in [port, ANY_PORT] {
+                    let Some(list) = self.classes.get(&class) else {
+                        continue;
+                    };
+                    for &idx in list {
+                        let Some(sub) = self.subtables[idx as usize].as_ref() else {
+                            continue;
+                        };
+                        probes += left.count_ones() as u64;
+                        let found = sub.candidates(keys, left, &mut slots);
+                        let mut bits = found;
+                        while bits != 0 {
+                            let i = bits.trailing_zeros() as usize;
+                            bits &= bits - 1;
+                            subs[i] = idx;
+                        }
+                        left &= !found;
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                    if left == 0 || class == ANY_PORT {
+                        break;
+                    }
+                }
+                tss_found |= group & !left;
+            }
+            // Load every candidate's record in a tight loop (the misses
+            // overlap), then verify; a signature collision takes the full probe.
+            let mut touch = 0u64;
+            let mut bits = tss_found;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if let Some(Some(s)) = self.subtables.get(subs[i] as usize) {
+                    touch ^= s.touch(slots[i]);
                 }
             }
+            std::hint::black_box(touch);
+            let mut bits = tss_found;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let ok = matches!(self.subtables.get(subs[i] as usize), Some(Some(s)) if s.slot_matches(slots[i], &keys[i]));
+                if !ok {
+                    match self.find_slow(&keys[i]) {
+                        Some((idx, slot)) => {
+                            subs[i] = idx;
+                            slots[i] = slot;
+                        }
+                        None => tss_found &= !(1 << i),
+                    }
+                }
+            }
+            pending &= !tss_found;
             self.counters.subtable_probes += probes;
+            self.counters.tss_hits += tss_found.count_ones() as u64;
             self.counters.misses += pending.count_ones() as u64;
+            if tss_found != 0 {
+                self.emc_insert_hits(tss_found, &emc_hash, &subs, &slots);
+            }
         }
 
         // 3. Stats and results.
@@ -518,6 +581,9 @@ impl MegaflowCache {
                 continue;
             };
             let slot = slots[i];
+            if tss_found & (1 << i) != 0 {
+                sub.hits += 1;
+            }
             sub.hit(slot, bytes[i], now, keys[i].tcp_flags() as u16);
             out[i] = sub.seq(slot).map(|seq| FlowHandle {
                 sub: subs[i],
@@ -531,6 +597,26 @@ impl MegaflowCache {
         if self.lookups_until_rerank == 0 {
             self.rerank();
         }
+    }
+
+    /// The megaflow matching `key`, by a full probe of its port's
+    /// subtables and the port-independent ones.
+    fn find_slow(&self, key: &FlowKey) -> Option<(u16, u32)> {
+        let port = key.in_port() as u32;
+        for class in [port, ANY_PORT] {
+            for &idx in self.classes.get(&class).into_iter().flatten() {
+                if let Some(slot) = self.subtables[idx as usize]
+                    .as_ref()
+                    .and_then(|s| s.find(key))
+                {
+                    return Some((idx, slot));
+                }
+            }
+            if class == ANY_PORT {
+                break;
+            }
+        }
+        None
     }
 
     fn emc_insert_hits(
@@ -560,11 +646,14 @@ impl MegaflowCache {
         }
     }
 
-    /// Sorts the subtables by recent hits and halves the counts.
+    /// Sorts each port's subtables by recent hits and halves the counts.
     pub fn rerank(&mut self) {
         let subs = &self.subtables;
-        self.rank
-            .sort_by_key(|&i| std::cmp::Reverse(subs[i as usize].as_ref().map_or(0, |s| s.hits)));
+        for list in self.classes.values_mut() {
+            list.sort_by_key(|&i| {
+                std::cmp::Reverse(subs[i as usize].as_ref().map_or(0, |s| s.hits))
+            });
+        }
         for s in self.subtables.iter_mut().flatten() {
             s.hits /= 2;
         }
@@ -587,6 +676,21 @@ impl MegaflowCache {
             .sum();
         subs + self.emc.heap_bytes()
             + self.subtables.capacity() * std::mem::size_of::<Option<Subtable>>()
+    }
+}
+
+/// Port class of subtables whose masks do not match in_port exactly.
+pub const ANY_PORT: u32 = u32::MAX;
+
+/// The port class a match's flow belongs to: its in_port when the mask
+/// matches in_port exactly (as every translated megaflow does), else
+/// [`ANY_PORT`].
+#[inline]
+fn class_of(m: &Match) -> u32 {
+    if m.mask().is_exact(Field::InPort) {
+        m.key().in_port() as u32
+    } else {
+        ANY_PORT
     }
 }
 

@@ -634,6 +634,41 @@ impl WordHasher {
     }
 }
 
+/// A fast, non-cryptographic `Hasher` for the cache's own maps (masks,
+/// port numbers). Keys come from the pipeline, not from the network, so
+/// hash flooding is not a concern there.
+#[derive(Clone, Copy, Default)]
+pub struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            self.0 = fold_mul(self.0 ^ u64::from_le_bytes(b), K1);
+        }
+    }
+
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.0 = fold_mul(self.0 ^ v as u64, K2);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = fold_mul(self.0 ^ v, K2);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// `BuildHasher` for [`FastHasher`].
+pub type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,8 @@ pub(super) struct Subtable {
     live: usize,
     pub(super) hits: u64,
     pub(super) epoch: u16,
+    /// The in_port this subtable's flows all match exactly, or [`super::ANY_PORT`].
+    pub(super) class: u32,
 }
 
 #[inline(always)]
@@ -76,7 +78,7 @@ fn sig_of(hash: u64) -> u32 {
 }
 
 impl Subtable {
-    pub(super) fn new(mask: &Mask, epoch: u16) -> Self {
+    pub(super) fn new(mask: &Mask, epoch: u16, class: u32) -> Self {
         let mut words = [0u8; KEY_WORDS];
         let mut mask_words = [0u64; KEY_WORDS];
         let mut nwords = 0;
@@ -100,6 +102,7 @@ impl Subtable {
             live: 0,
             hits: 0,
             epoch,
+            class,
         }
     }
 
@@ -170,10 +173,14 @@ impl Subtable {
         None
     }
 
-    /// Looks up every packet whose bit is set in `pending`; for each one found
-    /// sets its bit in the result and its slot in `slots`.
+    /// For every packet whose bit is set in `pending`, finds the first slot
+    /// whose signature matches and starts loading its record; sets the
+    /// packet's bit in the result and its slot in `slots`. Candidates are
+    /// *not* verified nor loaded: the caller loads and verifies them all at the end of the batch
+    /// (a signature collision is rare and falls back to [`Subtable::find`]),
+    /// so the record loads of the whole batch overlap.
     #[inline]
-    pub(super) fn lookup_batch(
+    pub(super) fn candidates(
         &self,
         keys: &[FlowKey],
         pending: u64,
@@ -183,56 +190,66 @@ impl Subtable {
         let bmask = self.buckets.len() - 1;
         let mut touch = 0u64;
 
-        // Phase 1: hash, and load each packet's bucket.
+        // Phase 1: hash (compute only), then load every packet's bucket in a
+        // tight loop, so many cache misses are in flight at once.
         let mut bits = pending;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let h = self.hash_of(&keys[i]);
-            hashes[i] = h;
-            touch ^= self.buckets[h as usize & bmask].ovf as u64;
+            hashes[i] = self.hash_of(&keys[i]);
         }
-
-        // Phase 2: first candidate by signature; load its record.
-        let mut cand = [EMPTY; MAX_BATCH];
         let mut bits = pending;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let h = hashes[i];
-            let bk = &self.buckets[h as usize & bmask];
-            let sig = sig_of(h);
-            for w in 0..WAYS {
-                if bk.sig[w] == sig && bk.slot[w] != EMPTY {
-                    let s = bk.slot[w];
-                    cand[i] = s;
-                    touch ^= self.hot.get(s as usize * self.stride).copied().unwrap_or(0);
-                    break;
-                }
-            }
+            touch ^= self.buckets[hashes[i] as usize & bmask].ovf as u64;
         }
-        black_box(touch);
 
-        // Phase 3: verify; anything unusual takes the full probe.
+        // Phase 2: first candidate by signature (following overflow). The
+        // caller loads the records of all candidates of the batch together.
         let mut found = 0u64;
         let mut bits = pending;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let s = cand[i];
-            let hit = if s != EMPTY && self.slot_matches(s, &keys[i]) {
-                Some(s)
-            } else if s != EMPTY || self.buckets[hashes[i] as usize & bmask].ovf != 0 {
-                self.find_hashed(&keys[i], hashes[i])
-            } else {
-                None
-            };
-            if let Some(s) = hit {
+            if let Some(s) = self.candidate(hashes[i]) {
                 slots[i] = s;
                 found |= 1 << i;
             }
         }
+        black_box(touch);
         found
+    }
+
+    /// Loads the first word of a slot's record and returns it (for the
+    /// caller to fold into a value it keeps, so the load is not elided).
+    #[inline(always)]
+    pub(super) fn touch(&self, slot: u32) -> u64 {
+        self.hot
+            .get(slot as usize * self.stride)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The first live slot whose signature equals the hash's.
+    #[inline(always)]
+    fn candidate(&self, hash: u64) -> Option<u32> {
+        let sig = sig_of(hash);
+        let bmask = self.buckets.len() - 1;
+        let mut b = hash as usize & bmask;
+        for _ in 0..self.buckets.len() {
+            let bk = &self.buckets[b];
+            for w in 0..WAYS {
+                if bk.sig[w] == sig && bk.slot[w] != EMPTY {
+                    return Some(bk.slot[w]);
+                }
+            }
+            if bk.ovf == 0 {
+                return None;
+            }
+            b = (b + 1) & bmask;
+        }
+        None
     }
 
     /// Counts one packet in a slot found by a lookup.

@@ -406,3 +406,80 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn packets_probe_only_their_ports_subtables() {
+    let mut c = MegaflowCache::new(CacheConfig {
+        emc_entries: 0,
+        ..cfg()
+    });
+    let per_port = Mask::EMPTY.with_exact(Field::InPort);
+    // Port 1 has four masks, port 2 one; one port-independent mask.
+    for (i, f) in [Field::TpSrc, Field::TpDst, Field::Ipv4Src, Field::Ipv4Dst]
+        .iter()
+        .enumerate()
+    {
+        let k = key_with(&[(Field::InPort, 1), (*f, 5)]);
+        c.insert(&Match::new(&k, &per_port.with_exact(*f)), out(i as u32), 0)
+            .unwrap();
+    }
+    let k2 = key_with(&[(Field::InPort, 2), (Field::EthDst, 7)]);
+    let h2 = c
+        .insert(
+            &Match::new(&k2, &per_port.with_exact(Field::EthDst)),
+            out(20),
+            0,
+        )
+        .unwrap();
+    let any = c
+        .insert(
+            &Match::new(
+                &key_with(&[(Field::EthSrc, 9)]),
+                &Mask::EMPTY.with_exact(Field::EthSrc),
+            ),
+            out(30),
+            0,
+        )
+        .unwrap();
+    assert_eq!(c.subtable_count(), 6);
+
+    let before = c.counters().subtable_probes;
+    assert_eq!(c.lookup(&k2, 1, Timestamp(1)), Some(h2));
+    assert_eq!(
+        c.counters().subtable_probes - before,
+        1,
+        "port 2's one subtable only"
+    );
+
+    // A port-2 packet that only the port-independent flow matches.
+    let mut k = key_with(&[(Field::InPort, 2), (Field::EthSrc, 9)]);
+    let before = c.counters().subtable_probes;
+    assert_eq!(c.lookup(&k, 1, Timestamp(1)), Some(any));
+    assert_eq!(
+        c.counters().subtable_probes - before,
+        2,
+        "own subtable, then the independent one"
+    );
+
+    // The same packet on port 3 (no own subtables) still finds it.
+    k.set_in_port(3);
+    assert_eq!(c.lookup(&k, 1, Timestamp(1)), Some(any));
+    // A port-1 miss probes port 1's four and the independent one.
+    let before = c.counters().subtable_probes;
+    assert_eq!(
+        c.lookup(&key_with(&[(Field::InPort, 1)]), 1, Timestamp(1)),
+        None
+    );
+    assert_eq!(c.counters().subtable_probes - before, 5);
+    // Mixed batch: each packet is grouped with its own port.
+    let keys = [k2, key_with(&[(Field::InPort, 1), (Field::TpDst, 5)]), k2];
+    let mut res = [None; 3];
+    c.lookup_batch(&keys, &[1, 1, 1], Timestamp(2), &mut res);
+    assert_eq!(res[0], Some(h2));
+    assert_eq!(res[2], Some(h2));
+    assert_eq!(port_of(&c, res[1].unwrap()), 1);
+    // Removing the last flow of a port drops its class.
+    c.remove(h2).unwrap();
+    assert_eq!(c.subtable_count(), 5);
+    assert_eq!(c.lookup(&k2, 1, Timestamp(3)), None);
+}

@@ -1,0 +1,86 @@
+//! Ethernet addresses and VLAN tags.
+
+use super::*;
+
+#[test]
+fn push_vlan_then_set() {
+    let acts = [
+        DpAction::PushVlan {
+            tpid: ETH_TYPE_VLAN,
+            tci: 0x2064,
+        },
+        DpAction::SetIpv4Dst(ip4("10.0.0.3")),
+    ];
+    let (out, _) = output_of(&acts, P2_IN);
+    assert_eq!(out, P8_PUSH_OUT);
+    check_checksums(&out).unwrap();
+    let mut sink = CollectSink::new();
+    let (_, layout, _) = run_on(&acts, P2_IN, &mut sink);
+    assert_eq!(
+        layout,
+        Layout {
+            l3: 18,
+            l4: 38,
+            l3_end: 50,
+            vlans: 1
+        }
+    );
+}
+
+#[test]
+fn pop_vlan_then_set() {
+    let (out, _) = output_of(&[DpAction::PopVlan, DpAction::SetTpDst(67)], P8_POP_IN);
+    assert_eq!(out, P8_POP_OUT);
+    check_checksums(&out).unwrap();
+    // Popping an untagged packet changes nothing.
+    let (out, o) = output_of(&[DpAction::PopVlan], P2_IN);
+    assert_eq!(out, P2_IN);
+    assert_eq!(o.skipped, 0);
+}
+
+#[test]
+fn push_goes_outside_existing_tag_and_pops_in_order() {
+    let push = DpAction::PushVlan {
+        tpid: ETH_TYPE_VLAN,
+        tci: 0x0005,
+    };
+    let (out, _) = output_of(std::slice::from_ref(&push), P8_POP_IN);
+    assert_eq!(
+        out[12..20],
+        [0x81, 0x00, 0x00, 0x05, 0x88, 0xa8, 0x00, 0x64]
+    );
+    assert_eq!(out[20..], P8_POP_IN[16..]);
+    let (key, layout) = parse(&out);
+    assert_eq!((key.vlan_tci(), key.vlan2_tci()), (0x1005, 0x1064));
+    assert_eq!(layout.vlans, 2);
+    let (out, _) = output_of(&[push, DpAction::PopVlan, DpAction::PopVlan], P8_POP_IN);
+    assert_eq!(out, P2_IN);
+    // A push on a frame shorter than an Ethernet header is skipped.
+    let mut sink = CollectSink::new();
+    let (buf, _, o) = run_on(
+        &[DpAction::PushVlan {
+            tpid: 0x8100,
+            tci: 1,
+        }],
+        &P2_IN[..13],
+        &mut sink,
+    );
+    assert_eq!(buf, P2_IN[..13]);
+    assert_eq!(o.skipped, 1);
+}
+
+#[test]
+fn set_eth_addresses() {
+    let (out, _) = output_of(
+        &[
+            DpAction::SetEthDst(0x0a0b_0c0d_0e0f),
+            DpAction::SetEthSrc(0xffff_0000_0000_0001),
+        ],
+        ARP,
+    );
+    assert_eq!(
+        out[..12],
+        [0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0, 0, 0, 0, 0, 1]
+    );
+    assert_eq!(out[12..], ARP[12..]);
+}
