@@ -422,7 +422,7 @@ fn main() {
     let s = stream(&small, 0, 0.0, 11);
     // Warm up: EMC inserts happen on 1 subtable hit in 100 (as in OVS), so
     // every flow needs a few hundred packets before it is cached.
-    run_cache(&mut emc_cache, &s, 16);
+    run_cache(&mut emc_cache, &s, 40);
     let warm = emc_cache.counters();
     let (emc, emc_hit) = measure(ROUNDS, || run_cache(&mut emc_cache, &s, 2));
     let mut c = emc_cache.counters();
@@ -436,6 +436,9 @@ fn main() {
     );
     bench("megaflow.pipeline.emc_hit", emc, "Mpps");
     drop(emc_cache);
+    if std::env::var_os("MEGAFLOW_BENCH_ONLY_EMC").is_some() {
+        return;
+    }
 
     // --- 1M flows over 16 masks.
     let set = build_flows(per_mask, 42);

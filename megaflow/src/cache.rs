@@ -75,7 +75,7 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             flow_limit: 200_000,
-            emc_entries: 16_384,
+            emc_entries: 32_768,
             emc_insert_inv_prob: 100,
             rerank_interval: 1 << 16,
         }
@@ -468,22 +468,39 @@ impl MegaflowCache {
         let mut slots = [0u32; MAX_BATCH];
         let mut subs = [0u16; MAX_BATCH];
 
-        // 1. Exact-match cache.
+        // 1. Exact-match cache, in waves over the batch (hash all, load all
+        // sets, pick candidates, load all records, verify) so that the cache
+        // misses of different packets overlap instead of chaining.
         if self.emc.is_enabled() {
+            let mut touch = 0u64;
             for i in 0..n {
-                let h = keys[i].hash();
-                emc_hash[i] = h;
-                let subtables = &self.subtables;
-                let hit = self.emc.lookup(h, |sub, slot| {
-                    matches!(subtables.get(sub as usize), Some(Some(s)) if s.slot_matches(slot, &keys[i]))
-                });
-                if let Some((sub, slot)) = hit {
-                    subs[i] = sub;
-                    slots[i] = slot;
-                    pending &= !(1 << i);
-                    self.counters.emc_hits += 1;
+                emc_hash[i] = keys[i].packet_hash();
+            }
+            for &h in &emc_hash[..n] {
+                touch ^= self.emc.touch(h);
+            }
+            let mut cand = 0u64;
+            for i in 0..n {
+                if let Some((sub, slot)) = self.emc.candidate(emc_hash[i]) {
+                    if let Some(Some(s)) = self.subtables.get(sub as usize) {
+                        subs[i] = sub;
+                        slots[i] = slot;
+                        cand |= 1 << i;
+                        touch ^= s.touch(slot);
+                    }
                 }
             }
+            std::hint::black_box(touch);
+            let mut bits = cand;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let ok = matches!(self.subtables.get(subs[i] as usize), Some(Some(s)) if s.slot_matches(slots[i], &keys[i]));
+                if ok {
+                    pending &= !(1 << i);
+                }
+            }
+            self.counters.emc_hits += (n as u32 - pending.count_ones()) as u64;
         }
 
         // 2. Tuple-space search. Packets are grouped by in_port; each group

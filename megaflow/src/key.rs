@@ -303,10 +303,23 @@ impl FlowKey {
         self.ip_proto()
     }
 
-    /// Hash of the whole key (used by the exact-match cache).
+    /// Hash of the whole key.
     #[inline]
     pub fn hash(&self) -> u64 {
         hash_words(&self.w)
+    }
+
+    /// Hash of the words a packet brings (in_port and the headers, words 0
+    /// and 8..), skipping the pipeline metadata, registers and tunnel words
+    /// that are zero for a packet fresh from a port. The exact-match cache
+    /// indexes by it; keys that differ only in the skipped words share a set
+    /// and are told apart by verification against the megaflow.
+    #[inline]
+    pub fn packet_hash(&self) -> u64 {
+        let mut a = [0u64; KEY_WORDS - 7];
+        a[0] = self.w[0];
+        a[1..].copy_from_slice(&self.w[8..]);
+        hash_words(&a)
     }
 
     /// This key with the mask applied.

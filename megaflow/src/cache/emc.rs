@@ -73,6 +73,19 @@ impl Emc {
         None
     }
 
+    /// The first entry whose signature matches `hash`, unverified.
+    #[inline(always)]
+    pub(super) fn candidate(&self, hash: u64) -> Option<(u16, u32)> {
+        self.lookup(hash, |_, _| true)
+    }
+
+    /// Loads the set `hash` maps to and returns one word of it (for the
+    /// caller to keep, so the load is not elided).
+    #[inline(always)]
+    pub(super) fn touch(&self, hash: u64) -> u64 {
+        self.entries.get(self.set(hash)).copied().unwrap_or(0)
+    }
+
     /// Remembers that the key hashing to `hash` is in (sub, slot). `victim`
     /// picks the way to replace when the set is full.
     pub(super) fn insert(&mut self, hash: u64, sub: u16, slot: u32, victim: u64) {
