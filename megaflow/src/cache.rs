@@ -2,12 +2,12 @@
 //!
 //! ## Structure
 //!
-//! - One [`Subtable`] per distinct [`Mask`]. A subtable stores, for each flow,
-//!   only the words its mask uses (`key & mask`, compacted), in one flat
-//!   `Vec<u64>`; a SwissTable (`hashbrown::HashTable<u32>`) maps the hash of
-//!   those words to the flow's slot. Hash and compare therefore touch only the
-//!   words the mask uses, and a subtable that does not hold the packet's flow
-//!   usually costs one probe of its control bytes.
+//! - One subtable per distinct (port class, [`Mask`]). A subtable stores, for
+//!   each flow, only the words its mask uses (`key & mask`, compacted) next to
+//!   the flow's stats, and an open-addressing table of 64-byte buckets maps
+//!   the hash of those words to the flow's slot (see `subtable.rs`). Hash and
+//!   compare therefore touch only the words the mask uses, and a subtable
+//!   that does not hold the packet's flow costs one bucket line.
 //! - Subtables are grouped by *port class*: a megaflow whose mask matches
 //!   in_port exactly (every translated megaflow does) lives in a subtable of
 //!   its in_port; others live in port-independent subtables ([`ANY_PORT`]).
@@ -16,9 +16,9 @@
 //! - Within a class, subtables are probed in *rank* order: every `rerank_interval` lookups
 //!   they are sorted by recent hits (then the hit counts are halved), so the
 //!   masks that carry most traffic are tried first.
-//! - An exact-match cache (EMC) sits in front: a direct-mapped, two-way array
-//!   indexed by the hash of the whole key, holding `(signature, subtable,
-//!   slot)`. An EMC hit is *verified* against the megaflow itself (`key & mask
+//! - An exact-match cache (EMC) sits in front: 8-way sets of packed
+//!   `(signature, subtable, slot)` entries indexed by the hash of the
+//!   packet's words ([`FlowKey::packet_hash`]). An EMC hit is *verified* against the megaflow itself (`key & mask
 //!   == stored`), so an EMC entry can never be stale in a harmful way: after a
 //!   flow is removed or its slot reused, a wrong entry simply fails to verify.
 //!   Entries are inserted on subtable hits with probability
@@ -108,7 +108,9 @@ impl FlowStats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FlowHandle {
     sub: u16,
-    sub_epoch: u16,
+    /// Bumped each time the subtable index is reused; slot sequences restart
+    /// at 0 in a new subtable, so this is what tells old handles apart.
+    sub_epoch: u32,
     slot: u32,
     seq: u32,
 }
@@ -121,7 +123,7 @@ pub enum InsertError {
     FlowLimit { limit: usize },
     #[error("an identical megaflow is already installed")]
     Duplicate(FlowHandle),
-    #[error("too many distinct masks (at most {max})")]
+    #[error("too many subtables, i.e. (port, mask) pairs (at most {max})")]
     TooManyMasks { max: usize },
 }
 
@@ -190,12 +192,11 @@ use subtable::Subtable;
 pub struct MegaflowCache {
     cfg: CacheConfig,
     subtables: Vec<Option<Subtable>>,
-    /// Indices into `subtables` of the non-empty subtables, best first.
     /// Per port class (an in_port, or [`ANY_PORT`]), its subtables, best first.
     classes: HashMap<u32, Vec<u16>, FastBuild>,
     by_mask: HashMap<(u32, Mask), u16, FastBuild>,
     free_subs: Vec<u16>,
-    epochs: Vec<u16>,
+    epochs: Vec<u32>,
     emc: Emc,
     count: usize,
     lookups_until_rerank: u32,
@@ -233,7 +234,7 @@ impl MegaflowCache {
         self.count == 0
     }
 
-    /// Number of distinct masks (non-empty subtables).
+    /// Number of subtables: distinct (port class, mask) pairs.
     pub fn subtable_count(&self) -> usize {
         self.classes.values().map(Vec::len).sum()
     }
@@ -440,7 +441,15 @@ impl MegaflowCache {
         now: Timestamp,
         out: &mut [Option<FlowHandle>],
     ) {
+        debug_assert!(
+            keys.len() == bytes.len() && keys.len() == out.len(),
+            "lookup_batch slices differ in length"
+        );
         let n = keys.len().min(bytes.len()).min(out.len());
+        // Never leave a stale result behind for a key that was not looked up.
+        for o in out.iter_mut().skip(n) {
+            *o = None;
+        }
         let mut start = 0;
         while start < n {
             let end = (start + MAX_BATCH).min(n);

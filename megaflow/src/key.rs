@@ -303,15 +303,11 @@ impl FlowKey {
         self.ip_proto()
     }
 
-    /// Hash of the whole key.
-    #[inline]
-    pub fn hash(&self) -> u64 {
-        hash_words(&self.w)
-    }
-
     /// Hash of the words a packet brings (in_port and the headers, words 0
-    /// and 8..), skipping the pipeline metadata, registers and tunnel words
-    /// that are zero for a packet fresh from a port. The exact-match cache
+    /// and 8..), skipping the pipeline metadata, registers and tunnel words,
+    /// which are zero for a packet fresh from a port (tunnel receive will set
+    /// the tunnel words; tenants with identical inner headers then share a
+    /// set, which costs EMC hits, never correctness). The exact-match cache
     /// indexes by it; keys that differ only in the skipped words share a set
     /// and are told apart by verification against the megaflow.
     #[inline]

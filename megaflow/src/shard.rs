@@ -91,8 +91,10 @@ impl<T> Reply<T> {
         self.0.recv().map_err(|_| ShardError::Gone)
     }
 
-    /// Waits at most `limit`.
-    pub fn wait_timeout(self, limit: Duration) -> Result<T, ShardError> {
+    /// Waits at most `limit`. The reply stays valid after a timeout: wait
+    /// again (a removal's final stats are only in its reply, so giving up on
+    /// it loses them).
+    pub fn wait_timeout(&self, limit: Duration) -> Result<T, ShardError> {
         self.0.recv_timeout(limit).map_err(|e| match e {
             RecvTimeoutError::Timeout => ShardError::Timeout,
             RecvTimeoutError::Disconnected => ShardError::Gone,

@@ -596,6 +596,8 @@ struct L4 {
     /// IPv6 with a routing header that still has segments left: the L4
     /// pseudo-header holds the final destination, not the IPv6 destination.
     routing_pending: bool,
+    /// A first fragment: the L4 header is here but the payload is not whole.
+    first_fragment: bool,
 }
 
 const IPV6_HOPOPTS: u8 = 0;
@@ -616,26 +618,29 @@ fn l4_header(pkt: &[u8], layout: &Layout, ip: Ip) -> Option<L4> {
         Ip::V4(l3) => {
             let h: &[u8; 20] = header(pkt, l3)?;
             let ihl = usize::from(h[0] & 0x0f) * 4;
-            let frag_off = u16::from_be_bytes([h[6], h[7]]) & 0x1fff;
-            if l3 + ihl != l4 || frag_off != 0 {
+            let frag = u16::from_be_bytes([h[6], h[7]]);
+            if l3 + ihl != l4 || frag & 0x1fff != 0 {
                 return None;
             }
             Some(L4 {
                 off: l4,
                 proto: h[9],
                 routing_pending: false,
+                first_fragment: frag & 0x2000 != 0,
             })
         }
         Ip::V6(l3) => {
             let mut nh = *pkt.get(l3 + 6)?;
             let mut cur = l3 + 40;
             let mut routing_pending = false;
+            let mut first_fragment = false;
             for _ in 0..=MAX_IPV6_EXT_HEADERS {
                 if cur == l4 {
                     return Some(L4 {
                         off: l4,
                         proto: nh,
                         routing_pending,
+                        first_fragment,
                     });
                 }
                 if cur > l4 {
@@ -649,7 +654,10 @@ fn l4_header(pkt: &[u8], layout: &Layout, ip: Ip) -> Option<L4> {
                         (usize::from(e[1]) + 1) * 8
                     }
                     IPV6_AH => (usize::from(e[1]) + 2) * 4,
-                    IPV6_FRAGMENT if u16::from_be_bytes([e[2], e[3]]) & 0xfff8 == 0 => 8,
+                    IPV6_FRAGMENT if u16::from_be_bytes([e[2], e[3]]) & 0xfff8 == 0 => {
+                        first_fragment |= e[3] & 1 != 0;
+                        8
+                    }
                     _ => return None,
                 };
                 nh = e[0];
@@ -792,7 +800,11 @@ fn set_port(pkt: &mut [u8], layout: &Layout, field: usize, port: u16) -> bool {
             fix_udp_csum(pkt, l4.off + 6, &old, &new);
             true
         }
-        IP_PROTO_SCTP => set_sctp_port(pkt, l4.off, layout.l3_end, field, new),
+        // The CRC32c of a fragment covers the reassembled packet, which this
+        // fragment does not hold: leave it (and the port) alone.
+        IP_PROTO_SCTP if !l4.first_fragment => {
+            set_sctp_port(pkt, l4.off, layout.l3_end, field, new)
+        }
         _ => false,
     }
 }
@@ -800,8 +812,9 @@ fn set_port(pkt: &mut [u8], layout: &Layout, field: usize, port: u16) -> bool {
 /// SCTP's CRC32c covers the whole SCTP packet (up to the IP payload's end),
 /// so it is computed before and after the change with the CRC field zeroed,
 /// and the stored value is patched by their difference (XOR: CRC is linear),
-/// which keeps a bad CRC bad. Both CRCs are written in the same byte order,
-/// so the result does not depend on the field's byte order.
+/// which keeps a bad CRC bad. The XOR patch is applied in the byte order
+/// SCTP stores the CRC in (RFC 4960 appendix B: as computed, least
+/// significant byte first); the tests pin that order.
 fn set_sctp_port(pkt: &mut [u8], l4: usize, l3_end: u16, field: usize, new: [u8; 2]) -> bool {
     if l3_end == NO_OFFSET {
         return false;

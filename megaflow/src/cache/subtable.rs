@@ -67,7 +67,7 @@ pub(super) struct Subtable {
     free: Vec<u32>,
     live: usize,
     pub(super) hits: u64,
-    pub(super) epoch: u16,
+    pub(super) epoch: u32,
     /// The in_port this subtable's flows all match exactly, or [`super::ANY_PORT`].
     pub(super) class: u32,
 }
@@ -78,7 +78,7 @@ fn sig_of(hash: u64) -> u32 {
 }
 
 impl Subtable {
-    pub(super) fn new(mask: &Mask, epoch: u16, class: u32) -> Self {
+    pub(super) fn new(mask: &Mask, epoch: u32, class: u32) -> Self {
         let mut words = [0u8; KEY_WORDS];
         let mut mask_words = [0u64; KEY_WORDS];
         let mut nwords = 0;

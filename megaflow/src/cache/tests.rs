@@ -483,3 +483,46 @@ fn packets_probe_only_their_ports_subtables() {
     assert_eq!(c.subtable_count(), 5);
     assert_eq!(c.lookup(&k2, 1, Timestamp(3)), None);
 }
+
+#[test]
+fn reused_subtable_index_rejects_old_handles() {
+    let mut c = MegaflowCache::new(cfg());
+    let a = Match::new(
+        &key_with(&[(Field::TpDst, 1)]),
+        &Mask::EMPTY.with_exact(Field::TpDst),
+    );
+    let b = Match::new(
+        &key_with(&[(Field::TpSrc, 1)]),
+        &Mask::EMPTY.with_exact(Field::TpSrc),
+    );
+    let ha = c.insert(&a, out(1), 0).unwrap();
+    c.remove(ha).unwrap();
+    // b's subtable takes the freed index and slot 0 with sequence 0 again.
+    let hb = c.insert(&b, out(2), 0).unwrap();
+    assert_ne!(ha, hb);
+    assert!(c.get(ha).is_none());
+    assert!(!c.modify(ha, out(9), 0));
+    assert!(c.remove(ha).is_none());
+    assert_eq!(port_of(&c, hb), 2);
+}
+
+#[test]
+fn short_slices_never_leave_stale_results() {
+    let mut c = MegaflowCache::new(cfg());
+    let k = key_with(&[(Field::TpDst, 1)]);
+    let h = c
+        .insert(
+            &Match::new(&k, &Mask::EMPTY.with_exact(Field::TpDst)),
+            out(1),
+            0,
+        )
+        .unwrap();
+    let mut res = [Some(h); 2];
+    c.lookup_batch(
+        &[key_with(&[(Field::TpDst, 2)])],
+        &[1],
+        Timestamp(1),
+        &mut res[..1],
+    );
+    assert_eq!(res, [None, Some(h)]);
+}

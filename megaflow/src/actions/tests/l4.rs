@@ -60,6 +60,20 @@ fn sctp_ports_patch_the_crc32c() {
 }
 
 #[test]
+fn sctp_first_fragment_is_left_alone() {
+    // Same packet with More Fragments set: its CRC covers the reassembled
+    // packet, which this fragment does not hold, so ports stay as they are.
+    let mut frag = SCTP_IN.to_vec();
+    frag[20] |= 0x20;
+    let (out, outcome) = output_of(
+        &[DpAction::SetTpSrc(5001), DpAction::SetTpDst(36412)],
+        &frag,
+    );
+    assert_eq!(out, frag);
+    assert_eq!(outcome.skipped, 2);
+}
+
+#[test]
 fn later_fragment_has_no_l4() {
     // P2 as a later fragment (offset 8 bytes), header checksum redone.
     let mut frag = P2_IN.to_vec();
