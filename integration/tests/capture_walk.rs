@@ -29,7 +29,11 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn captured_traffic_walks_the_datapath() {
-    if !require_root(TEST) || !require_tool(TEST, "ip") || !require_tool(TEST, "tcpdump") {
+    if !require_root(TEST)
+        || !require_tool(TEST, "ip")
+        || !require_tool(TEST, "tcpdump")
+        || !require_tool(TEST, "ping")
+    {
         return;
     }
     let capture = tmp("in.pcap");
