@@ -155,13 +155,21 @@ impl Subtable {
 
     #[inline]
     fn find_hashed(&self, key: &FlowKey, hash: u64) -> Option<u32> {
+        self.probe(hash, |slot| self.slot_matches(slot, key))
+    }
+
+    /// Walks the buckets from the hash's home bucket (following overflow)
+    /// and returns the first live slot with the hash's signature that
+    /// `accept` takes.
+    #[inline(always)]
+    fn probe(&self, hash: u64, mut accept: impl FnMut(u32) -> bool) -> Option<u32> {
         let sig = sig_of(hash);
         let bmask = self.buckets.len() - 1;
         let mut b = hash as usize & bmask;
         for _ in 0..self.buckets.len() {
             let bk = &self.buckets[b];
             for w in 0..WAYS {
-                if bk.sig[w] == sig && bk.slot[w] != EMPTY && self.slot_matches(bk.slot[w], key) {
+                if bk.sig[w] == sig && bk.slot[w] != EMPTY && accept(bk.slot[w]) {
                     return Some(bk.slot[w]);
                 }
             }
@@ -234,22 +242,7 @@ impl Subtable {
     /// The first live slot whose signature equals the hash's.
     #[inline(always)]
     fn candidate(&self, hash: u64) -> Option<u32> {
-        let sig = sig_of(hash);
-        let bmask = self.buckets.len() - 1;
-        let mut b = hash as usize & bmask;
-        for _ in 0..self.buckets.len() {
-            let bk = &self.buckets[b];
-            for w in 0..WAYS {
-                if bk.sig[w] == sig && bk.slot[w] != EMPTY {
-                    return Some(bk.slot[w]);
-                }
-            }
-            if bk.ovf == 0 {
-                return None;
-            }
-            b = (b + 1) & bmask;
-        }
-        None
+        self.probe(hash, |_| true)
     }
 
     /// Counts one packet in a slot found by a lookup.
