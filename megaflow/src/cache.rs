@@ -500,10 +500,7 @@ impl MegaflowCache {
                 }
             }
             std::hint::black_box(touch);
-            let mut bits = cand;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
+            for i in set_bits(cand) {
                 let ok = matches!(self.subtables.get(subs[i] as usize), Some(Some(s)) if s.slot_matches(slots[i], &keys[i]));
                 if ok {
                     pending &= !(1 << i);
@@ -523,38 +520,24 @@ impl MegaflowCache {
             while todo != 0 {
                 let port = keys[todo.trailing_zeros() as usize].in_port() as u32;
                 let mut group = 0u64;
-                let mut bits = todo;
-                while bits != 0 {
-                    let i = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
+                for i in set_bits(todo) {
                     if keys[i].in_port() as u32 == port {
                         group |= 1 << i;
                     }
                 }
                 todo &= !group;
                 let mut left = group;
-                for class in [port, ANY_PORT] {
-                    let Some(list) = self.classes.get(&class) else {
+                for idx in self.subtables_for(port) {
+                    let Some(sub) = self.subtables[idx as usize].as_ref() else {
                         continue;
                     };
-                    for &idx in list {
-                        let Some(sub) = self.subtables[idx as usize].as_ref() else {
-                            continue;
-                        };
-                        probes += left.count_ones() as u64;
-                        let found = sub.candidates(keys, left, &mut slots);
-                        let mut bits = found;
-                        while bits != 0 {
-                            let i = bits.trailing_zeros() as usize;
-                            bits &= bits - 1;
-                            subs[i] = idx;
-                        }
-                        left &= !found;
-                        if left == 0 {
-                            break;
-                        }
+                    probes += left.count_ones() as u64;
+                    let found = sub.candidates(keys, left, &mut slots);
+                    for i in set_bits(found) {
+                        subs[i] = idx;
                     }
-                    if left == 0 || class == ANY_PORT {
+                    left &= !found;
+                    if left == 0 {
                         break;
                     }
                 }
@@ -563,19 +546,13 @@ impl MegaflowCache {
             // Load every candidate's record in a tight loop (the misses
             // overlap), then verify; a signature collision takes the full probe.
             let mut touch = 0u64;
-            let mut bits = tss_found;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
+            for i in set_bits(tss_found) {
                 if let Some(Some(s)) = self.subtables.get(subs[i] as usize) {
                     touch ^= s.touch(slots[i]);
                 }
             }
             std::hint::black_box(touch);
-            let mut bits = tss_found;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
+            for i in set_bits(tss_found) {
                 let ok = matches!(self.subtables.get(subs[i] as usize), Some(Some(s)) if s.slot_matches(slots[i], &keys[i]));
                 if !ok {
                     match self.find_slow(&keys[i]) {
@@ -628,21 +605,20 @@ impl MegaflowCache {
     /// The megaflow matching `key`, by a full probe of its port's
     /// subtables and the port-independent ones.
     fn find_slow(&self, key: &FlowKey) -> Option<(u16, u32)> {
-        let port = key.in_port() as u32;
-        for class in [port, ANY_PORT] {
-            for &idx in self.classes.get(&class).into_iter().flatten() {
-                if let Some(slot) = self.subtables[idx as usize]
-                    .as_ref()
-                    .and_then(|s| s.find(key))
-                {
-                    return Some((idx, slot));
-                }
-            }
-            if class == ANY_PORT {
-                break;
-            }
-        }
-        None
+        self.subtables_for(key.in_port() as u32)
+            .find_map(|idx| Some((idx, self.subtables[idx as usize].as_ref()?.find(key)?)))
+    }
+
+    /// The subtables a packet received on `port` probes, in order: its
+    /// port's, then the port-independent ones.
+    fn subtables_for(&self, port: u32) -> impl Iterator<Item = u16> + '_ {
+        let own = self.classes.get(&port).into_iter().flatten();
+        let any = (port != ANY_PORT)
+            .then(|| self.classes.get(&ANY_PORT))
+            .flatten()
+            .into_iter()
+            .flatten();
+        own.chain(any).copied()
     }
 
     fn emc_insert_hits(
@@ -656,10 +632,7 @@ impl MegaflowCache {
             return;
         }
         let inv = self.cfg.emc_insert_inv_prob.max(1) as u64;
-        let mut bits = found;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for i in set_bits(found) {
             // xorshift64: cheap, good enough to spread inserts.
             self.rng ^= self.rng << 13;
             self.rng ^= self.rng >> 7;
@@ -703,6 +676,18 @@ impl MegaflowCache {
         subs + self.emc.heap_bytes()
             + self.subtables.capacity() * std::mem::size_of::<Option<Subtable>>()
     }
+}
+
+/// Indices of the set bits of a batch bitmap, lowest first.
+#[inline(always)]
+pub(crate) fn set_bits(mut bits: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (bits != 0).then(|| {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            i
+        })
+    })
 }
 
 /// Port class of subtables whose masks do not match in_port exactly.

@@ -37,8 +37,9 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::extract::{
-    header, Layout, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ, ETH_TYPE_VLAN, IP_PROTO_ICMPV6,
-    IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP, MAX_IPV6_EXT_HEADERS, NO_OFFSET,
+    header, ipv6_ext_len, Layout, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ, ETH_TYPE_VLAN,
+    IPV6_FRAGMENT, IPV6_ROUTING, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
+    MAX_IPV6_EXT_HEADERS, NO_OFFSET,
 };
 use crate::types::{MeterId, PortNo};
 
@@ -600,12 +601,6 @@ struct L4 {
     first_fragment: bool,
 }
 
-const IPV6_HOPOPTS: u8 = 0;
-const IPV6_ROUTING: u8 = 43;
-const IPV6_FRAGMENT: u8 = 44;
-const IPV6_AH: u8 = 51;
-const IPV6_DSTOPTS: u8 = 60;
-
 /// The L4 header the layout points at, if the IP header leads to it: the
 /// IPv4 header length, or the IPv6 extension header chain, ends there, and
 /// the packet is not a later fragment.
@@ -647,19 +642,13 @@ fn l4_header(pkt: &[u8], layout: &Layout, ip: Ip) -> Option<L4> {
                     return None;
                 }
                 let e: &[u8; 8] = header(pkt, cur)?;
-                let len = match nh {
-                    IPV6_HOPOPTS | IPV6_DSTOPTS => (usize::from(e[1]) + 1) * 8,
-                    IPV6_ROUTING => {
-                        routing_pending |= e[3] != 0;
-                        (usize::from(e[1]) + 1) * 8
-                    }
-                    IPV6_AH => (usize::from(e[1]) + 2) * 4,
-                    IPV6_FRAGMENT if u16::from_be_bytes([e[2], e[3]]) & 0xfff8 == 0 => {
-                        first_fragment |= e[3] & 1 != 0;
-                        8
-                    }
-                    _ => return None,
-                };
+                match nh {
+                    IPV6_ROUTING => routing_pending |= e[3] != 0,
+                    IPV6_FRAGMENT if u16::from_be_bytes([e[2], e[3]]) & 0xfff8 != 0 => return None,
+                    IPV6_FRAGMENT => first_fragment |= e[3] & 1 != 0,
+                    _ => {}
+                }
+                let len = ipv6_ext_len(nh, e)?;
                 nh = e[0];
                 cur += len;
             }

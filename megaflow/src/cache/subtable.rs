@@ -19,7 +19,7 @@
 
 use std::hint::black_box;
 
-use super::{FlowStats, RemovedFlow, MAX_BATCH};
+use super::{set_bits, FlowStats, RemovedFlow, MAX_BATCH};
 use crate::actions::Actions;
 use crate::key::{FlowKey, Mask, Match, WordHasher, KEY_WORDS};
 use crate::types::Timestamp;
@@ -200,26 +200,17 @@ impl Subtable {
 
         // Phase 1: hash (compute only), then load every packet's bucket in a
         // tight loop, so many cache misses are in flight at once.
-        let mut bits = pending;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for i in set_bits(pending) {
             hashes[i] = self.hash_of(&keys[i]);
         }
-        let mut bits = pending;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for i in set_bits(pending) {
             touch ^= self.buckets[hashes[i] as usize & bmask].ovf as u64;
         }
 
         // Phase 2: first candidate by signature (following overflow). The
         // caller loads the records of all candidates of the batch together.
         let mut found = 0u64;
-        let mut bits = pending;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for i in set_bits(pending) {
             if let Some(s) = self.candidate(hashes[i]) {
                 slots[i] = s;
                 found |= 1 << i;
@@ -248,11 +239,17 @@ impl Subtable {
     /// Counts one packet in a slot found by a lookup.
     #[inline(always)]
     pub(super) fn hit(&mut self, slot: u32, bytes: u32, now: Timestamp, tcp_flags: u16) {
+        self.fold(slot, 1, bytes as u64, now, tcp_flags);
+    }
+
+    /// Adds counts to a slot's stats record.
+    #[inline(always)]
+    fn fold(&mut self, slot: u32, packets: u64, bytes: u64, used: Timestamp, tcp_flags: u16) {
         let base = slot as usize * self.stride + self.nwords;
         if let Some(st) = self.hot.get_mut(base..base + STATS_WORDS) {
-            st[0] += 1;
-            st[1] += bytes as u64;
-            st[2] = st[2].max(now.0);
+            st[0] += packets;
+            st[1] += bytes;
+            st[2] = st[2].max(used.0);
             st[3] |= tcp_flags as u64;
         }
     }
@@ -278,13 +275,7 @@ impl Subtable {
     }
 
     pub(super) fn add_stats(&mut self, slot: u32, s: &FlowStats) {
-        let base = slot as usize * self.stride + self.nwords;
-        if let Some(st) = self.hot.get_mut(base..base + STATS_WORDS) {
-            st[0] += s.packets;
-            st[1] += s.bytes;
-            st[2] = st[2].max(s.used.0);
-            st[3] |= s.tcp_flags as u64;
-        }
+        self.fold(slot, s.packets, s.bytes, s.used, s.tcp_flags);
     }
 
     pub(super) fn cold(&self, slot: u32) -> Option<&Cold> {

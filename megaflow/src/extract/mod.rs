@@ -335,12 +335,26 @@ fn parse_ipv4(pkt: &[u8], off: usize, key: &mut FlowKey, layout: &mut Layout) ->
 }
 
 /// IPv6 extension headers walked over, per RFC 8200 (plus AH, RFC 4302).
-const IPV6_HOPOPTS: u8 = 0;
-const IPV6_ROUTING: u8 = 43;
-const IPV6_FRAGMENT: u8 = 44;
-const IPV6_AH: u8 = 51;
+pub(crate) const IPV6_HOPOPTS: u8 = 0;
+pub(crate) const IPV6_ROUTING: u8 = 43;
+pub(crate) const IPV6_FRAGMENT: u8 = 44;
+pub(crate) const IPV6_AH: u8 = 51;
 const IPV6_NONXT: u8 = 59;
-const IPV6_DSTOPTS: u8 = 60;
+pub(crate) const IPV6_DSTOPTS: u8 = 60;
+
+/// Length of the IPv6 extension header `nh` whose first 8 bytes are `e`, or
+/// `None` when `nh` is not an extension header walked over (an upper layer).
+/// Shared by extraction and by action execution, which re-walks the chain to
+/// validate a layout.
+#[inline]
+pub(crate) fn ipv6_ext_len(nh: u8, e: &[u8; 8]) -> Option<usize> {
+    match nh {
+        IPV6_HOPOPTS | IPV6_ROUTING | IPV6_DSTOPTS => Some((e[1] as usize + 1) * 8),
+        IPV6_AH => Some((e[1] as usize + 2) * 4),
+        IPV6_FRAGMENT => Some(8),
+        _ => None,
+    }
+}
 
 fn parse_ipv6(pkt: &[u8], off: usize, key: &mut FlowKey, layout: &mut Layout) -> Step {
     let h: &[u8; 40] = header(pkt, off).ok_or(ParseError::BadIpv6)?;
@@ -366,11 +380,7 @@ fn parse_ipv6(pkt: &[u8], off: usize, key: &mut FlowKey, layout: &mut Layout) ->
         match nh {
             IPV6_HOPOPTS | IPV6_ROUTING | IPV6_DSTOPTS | IPV6_AH => {
                 let e: &[u8; 8] = header(pkt, cur).ok_or(ParseError::BadIpv6Ext)?;
-                let len = if nh == IPV6_AH {
-                    (e[1] as usize + 2) * 4
-                } else {
-                    (e[1] as usize + 1) * 8
-                };
+                let len = ipv6_ext_len(nh, e).ok_or(ParseError::BadIpv6Ext)?;
                 if pkt.len() - cur < len {
                     return Err(ParseError::BadIpv6Ext);
                 }
