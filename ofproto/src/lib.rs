@@ -4,8 +4,17 @@
 //! syntax, translation of a packet's key through the pipeline into a sound,
 //! wide megaflow, the upcall handler, the revalidator and the OpenFlow
 //! control adapter. Depends on `megaflow` only. This crate grows in later
-//! issues; for now it holds the pipeline's identifier types.
+//! issues.
 #![forbid(unsafe_code)]
+
+pub mod classifier;
+pub mod rule;
+pub mod text;
+pub mod wildcards;
+
+pub use classifier::{Classifier, RuleId};
+pub use rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
+pub use wildcards::Wildcards;
 
 use std::fmt;
 

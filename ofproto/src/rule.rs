@@ -1,0 +1,260 @@
+//! OpenFlow rules: what a flow mod carries and what a table stores.
+//!
+//! A rule is a [`Match`] (megaflow's key layout, wildcarded bits zero by
+//! construction), a priority, a cookie, timeouts, flags and an
+//! [`Instructions`] set. The text syntax (`crate::text`) parses into these
+//! types and prints them back; the tables (`crate::table`) store them; the
+//! translator (`crate::xlate`) executes them. Plain data, no state.
+
+use std::fmt;
+
+use megaflow::{Field, Match, MeterId, PortNo};
+
+use crate::{Cookie, Priority, TableId};
+
+/// An OpenFlow port as actions and `in_port`/`out_port` name it: a numbered
+/// port or one of the reserved ports of OpenFlow 1.3 (section 4.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OfPort {
+    /// A physical or logical port, `1..=0xffffff00`.
+    Port(PortNo),
+    /// `IN_PORT`: back out of the ingress port.
+    InPort,
+    /// `ALL`: every port except the ingress port.
+    All,
+    /// `FLOOD`: every port except the ingress port (and ports with flooding
+    /// disabled), as the normal pipeline would flood.
+    Flood,
+    /// `CONTROLLER`: a packet-in to the controllers.
+    Controller,
+    /// `LOCAL`: the switch's own local port.
+    Local,
+    /// `NORMAL`: the built-in MAC-learning L2 switch.
+    Normal,
+    /// `ANY`/`NONE`: no port (a wildcard in `out_port` filters).
+    Any,
+}
+
+impl OfPort {
+    /// Highest number a non-reserved port may have (OFPP_MAX).
+    pub const MAX_NUMBER: u32 = 0xffff_ff00;
+    /// OpenFlow number of `LOCAL`.
+    pub const LOCAL_NUMBER: u32 = 0xffff_fffe;
+
+    /// The OpenFlow 1.3 32-bit number of this port.
+    pub fn number(self) -> u32 {
+        match self {
+            OfPort::Port(p) => p.0,
+            OfPort::InPort => 0xffff_fff8,
+            OfPort::Normal => 0xffff_fffa,
+            OfPort::Flood => 0xffff_fffb,
+            OfPort::All => 0xffff_fffc,
+            OfPort::Controller => 0xffff_fffd,
+            OfPort::Local => Self::LOCAL_NUMBER,
+            OfPort::Any => 0xffff_ffff,
+        }
+    }
+
+    /// The port an OpenFlow 1.3 number names, `None` for reserved numbers
+    /// OpenFlow 1.3 does not assign (`0`, `0xffffff01..=0xfffffff7`, `TABLE`).
+    pub fn from_number(n: u32) -> Option<OfPort> {
+        Some(match n {
+            1..=Self::MAX_NUMBER => OfPort::Port(PortNo(n)),
+            0xffff_fff8 => OfPort::InPort,
+            0xffff_fffa => OfPort::Normal,
+            0xffff_fffb => OfPort::Flood,
+            0xffff_fffc => OfPort::All,
+            0xffff_fffd => OfPort::Controller,
+            Self::LOCAL_NUMBER => OfPort::Local,
+            0xffff_ffff => OfPort::Any,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for OfPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OfPort::Port(p) => write!(f, "{p}"),
+            OfPort::InPort => f.write_str("IN_PORT"),
+            OfPort::All => f.write_str("ALL"),
+            OfPort::Flood => f.write_str("FLOOD"),
+            OfPort::Controller => f.write_str("CONTROLLER"),
+            OfPort::Local => f.write_str("LOCAL"),
+            OfPort::Normal => f.write_str("NORMAL"),
+            OfPort::Any => f.write_str("ANY"),
+        }
+    }
+}
+
+/// A bit range of a key field, as `move`/`load` name it
+/// (`NXM_NX_REG0[0..15]`, `reg1[]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FieldRange {
+    pub field: Field,
+    /// Least significant bit of the range.
+    pub ofs: u8,
+    /// Number of bits, at least 1; `ofs + n_bits` is at most the field width.
+    pub n_bits: u8,
+}
+
+impl FieldRange {
+    /// The whole field.
+    pub fn whole(field: Field) -> Self {
+        FieldRange {
+            field,
+            ofs: 0,
+            n_bits: field.layout().bits,
+        }
+    }
+
+    /// The range's bits as a mask of the field's value.
+    pub fn mask(self) -> u128 {
+        let ones = if self.n_bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.n_bits) - 1
+        };
+        ones << self.ofs
+    }
+}
+
+/// One OpenFlow action (an entry of an apply-actions list or of an action
+/// set). The `ovs-ofctl` spellings that mean the same thing parse into the
+/// same variant (`mod_dl_src:X` and `set_field:X->eth_src` are both a
+/// [`OfAction::SetField`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OfAction {
+    /// `output:PORT`, `in_port`, `all`, `flood`, `local`, `normal`,
+    /// `controller:MAX_LEN`. `max_len` matters only for `CONTROLLER`
+    /// (OpenFlow's default 0xffff means "the whole packet").
+    Output { port: OfPort, max_len: u16 },
+    /// `push_vlan:TPID`: a new outer tag; its TCI copies the old outer tag's
+    /// or is zero.
+    PushVlan(u16),
+    /// `pop_vlan` / `strip_vlan`.
+    PopVlan,
+    /// `mod_vlan_vid:VID`: set the VID of the outer tag, pushing an 802.1Q tag
+    /// when untagged (Open vSwitch's behaviour).
+    SetVlanVid(u16),
+    /// `mod_vlan_pcp:PCP`: set the PCP of the outer tag, pushing an 802.1Q tag
+    /// when untagged.
+    SetVlanPcp(u8),
+    /// `set_field:VALUE[/MASK]->FIELD`, `load:VALUE->FIELD[range]` and the
+    /// `mod_*` classics. Only the `mask` bits of the field change.
+    SetField { field: Field, value: u128, mask: u128 },
+    /// `move:SRC[range]->DST[range]` (equal widths).
+    Move { src: FieldRange, dst: FieldRange },
+    /// `dec_ttl`.
+    DecTtl,
+    /// `resubmit(,TABLE)`: look the packet up in another table now and run
+    /// the actions found there, then continue here.
+    Resubmit(TableId),
+    /// `sample(probability=P)`: a copy of 1 in `65535 / P` packets to
+    /// userspace for flow monitoring.
+    Sample { probability: u16 },
+}
+
+/// The instruction set of a rule (OpenFlow 1.3, section 5.9), in execution
+/// order: meter, apply-actions, clear-actions, write-actions,
+/// write-metadata, goto-table.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Instructions {
+    /// `meter:N`.
+    pub meter: Option<MeterId>,
+    /// The apply-actions list (`actions=` entries outside any instruction).
+    /// Empty with no other instruction means drop.
+    pub apply: Vec<OfAction>,
+    /// `clear_actions`.
+    pub clear_actions: bool,
+    /// `write_actions(...)`.
+    pub write: Option<Vec<OfAction>>,
+    /// `write_metadata:VALUE[/MASK]` as (value, mask).
+    pub write_metadata: Option<(u64, u64)>,
+    /// `goto_table:N`.
+    pub goto_table: Option<TableId>,
+}
+
+impl Instructions {
+    /// True for `actions=drop`: nothing at all.
+    pub fn is_drop(&self) -> bool {
+        *self == Instructions::default()
+    }
+}
+
+/// Rule flags a flow mod may set (OFPFF_*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FlowFlags {
+    /// `send_flow_rem`: tell the controller when the rule is removed.
+    pub send_flow_rem: bool,
+    /// `check_overlap`: refuse an add that overlaps a rule of the same
+    /// priority.
+    pub check_overlap: bool,
+    /// `reset_counts`: a modify zeroes the counters.
+    pub reset_counts: bool,
+    /// `no_packet_counts`.
+    pub no_packet_counts: bool,
+    /// `no_byte_counts`.
+    pub no_byte_counts: bool,
+}
+
+/// Everything a rule is, as a flow mod gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleSpec {
+    pub table: TableId,
+    pub priority: Priority,
+    pub matched: Match,
+    pub cookie: Cookie,
+    /// Seconds; 0 = none.
+    pub idle_timeout: u16,
+    /// Seconds; 0 = none.
+    pub hard_timeout: u16,
+    /// `importance` (OpenFlow 1.4; parsed and kept, used for eviction order).
+    pub importance: u16,
+    pub flags: FlowFlags,
+    pub instructions: Instructions,
+}
+
+impl RuleSpec {
+    /// OpenFlow's default priority.
+    pub const DEFAULT_PRIORITY: Priority = Priority(0x8000);
+
+    /// A rule in `table` at `priority` matching `matched` that drops.
+    pub fn new(table: TableId, priority: Priority, matched: Match) -> Self {
+        RuleSpec {
+            table,
+            priority,
+            matched,
+            cookie: Cookie(0),
+            idle_timeout: 0,
+            hard_timeout: 0,
+            importance: 0,
+            flags: FlowFlags::default(),
+            instructions: Instructions::default(),
+        }
+    }
+}
+
+/// The kind of a flow mod (OFPFC_*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowModCommand {
+    Add,
+    Modify,
+    ModifyStrict,
+    Delete,
+    DeleteStrict,
+}
+
+/// A flow mod: a command and the rule it names. For modify and delete,
+/// `cookie_mask` selects rules whose cookie agrees with `rule.cookie` under
+/// it, and `out_port` (when not `Any`) keeps only rules that output there;
+/// `table` `None` means all tables (delete only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowMod {
+    pub command: FlowModCommand,
+    /// `None`: every table (`table=255` / no `table=` on delete).
+    pub table: Option<TableId>,
+    pub rule: RuleSpec,
+    pub cookie_mask: u64,
+    pub out_port: OfPort,
+}

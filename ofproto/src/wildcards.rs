@@ -1,0 +1,170 @@
+//! The wildcards a translation accumulates: the one door through which every
+//! read of the packet's key is recorded.
+//!
+//! A megaflow's mask is the set of key bits some decision of the pipeline
+//! depended on. Every lookup and every action that reads the key adds the bits
+//! it read here, and nothing else widens or narrows the result. Bits the
+//! pipeline itself has overwritten with a constant (a `set_field` before a
+//! later table matches the field) are not the packet's: reading them says
+//! nothing about the packet, so they are left wildcarded ([`Wildcards::write`]
+//! marks them). That is one way eswitch's megaflows end up wider than Open
+//! vSwitch's, which un-wildcards such bits on the packet.
+//!
+//! Fields derived from other packet bits (`move`, `dec_ttl`) are not marked
+//! written: the caller un-wildcards the source bits when it derives.
+
+use megaflow::{Field, FlowKey, Mask, KEY_WORDS};
+
+/// Accumulated wildcards of one translation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wildcards {
+    mask: Mask,
+    written: Mask,
+}
+
+impl Wildcards {
+    /// Nothing read yet.
+    pub fn new() -> Self {
+        Wildcards::default()
+    }
+
+    /// The bits read so far: the megaflow mask.
+    pub fn mask(&self) -> &Mask {
+        &self.mask
+    }
+
+    /// Records that `bits` of `field` were read.
+    #[inline]
+    pub fn unwildcard(&mut self, field: Field, bits: u128) {
+        let written = self.written.field(field);
+        let old = self.mask.field(field);
+        let new = old | (bits & !written);
+        if new != old {
+            self.mask.set_field(field, new);
+        }
+    }
+
+    /// Records that the whole `field` was read.
+    #[inline]
+    pub fn unwildcard_field(&mut self, field: Field) {
+        self.unwildcard(field, field.layout().max_value());
+    }
+
+    /// Records that the bits of `mask` were read (a classifier subtable's
+    /// mask, a lookup stage).
+    #[inline]
+    pub fn unwildcard_mask(&mut self, mask: &Mask) {
+        let m = mask.words();
+        let wr = self.written.words();
+        let cur = self.mask.words();
+        let mut out = *cur;
+        let mut changed = false;
+        for i in 0..KEY_WORDS {
+            let add = m[i] & !wr[i];
+            if add & !cur[i] != 0 {
+                out[i] |= add;
+                changed = true;
+            }
+        }
+        if changed {
+            self.mask = Mask::from_words(out);
+        }
+    }
+
+    /// Records that the top `n` bits of a prefix field (IPv4/IPv6 address,
+    /// the port pair) were read.
+    #[inline]
+    pub fn unwildcard_prefix(&mut self, field: Field, n: u32) {
+        let bits = field.layout().bits as u32;
+        if n == 0 {
+            return;
+        }
+        let n = n.min(bits);
+        let ones = field.layout().max_value();
+        let prefix = ones & !(ones >> n);
+        self.unwildcard(field, prefix);
+    }
+
+    /// Reads a field of `key`, recording the read.
+    #[inline]
+    pub fn read(&mut self, key: &FlowKey, field: Field) -> u128 {
+        self.unwildcard_field(field);
+        key.field(field)
+    }
+
+    /// Reads the `bits` of a field of `key`, recording only those.
+    #[inline]
+    pub fn read_bits(&mut self, key: &FlowKey, field: Field, bits: u128) -> u128 {
+        self.unwildcard(field, bits);
+        key.field(field) & bits
+    }
+
+    /// Marks `bits` of `field` as overwritten by the pipeline with a value
+    /// that does not depend on the packet: later reads of them are free.
+    #[inline]
+    pub fn write(&mut self, field: Field, bits: u128) {
+        let old = self.written.field(field);
+        self.written.set_field(field, old | bits);
+    }
+
+    /// Forgets that `bits` of `field` were overwritten: their value now
+    /// derives from the packet again (`dec_ttl`, `move` from packet bits).
+    #[inline]
+    pub fn derive(&mut self, field: Field, bits: u128) {
+        let old = self.written.field(field);
+        self.written.set_field(field, old & !bits);
+    }
+
+    /// Removes pipeline-internal fields from the mask: metadata and the
+    /// registers are zero in every packet a port delivers, so a lookup on
+    /// them tells packets apart by nothing.
+    pub fn finish(mut self) -> Mask {
+        for f in PIPELINE_FIELDS {
+            self.mask.set_field(*f, 0);
+        }
+        self.mask
+    }
+}
+
+/// Fields every packet enters the pipeline with zero.
+pub const PIPELINE_FIELDS: &[Field] = &[
+    Field::Metadata,
+    Field::Reg0,
+    Field::Reg1,
+    Field::Reg2,
+    Field::Reg3,
+    Field::Reg4,
+    Field::Reg5,
+    Field::Reg6,
+    Field::Reg7,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_bits_are_not_unwildcarded() {
+        let mut wc = Wildcards::new();
+        wc.write(Field::Ipv4Src, 0xffff_0000);
+        wc.unwildcard_field(Field::Ipv4Src);
+        assert_eq!(wc.mask().field(Field::Ipv4Src), 0x0000_ffff);
+        wc.derive(Field::Ipv4Src, 0xff00_0000);
+        wc.unwildcard_mask(&Mask::EXACT);
+        assert_eq!(wc.mask().field(Field::Ipv4Src), 0xff00_ffff);
+    }
+
+    #[test]
+    fn prefixes_and_pipeline_fields() {
+        let mut wc = Wildcards::new();
+        wc.unwildcard_prefix(Field::Ipv4Dst, 9);
+        assert_eq!(wc.mask().field(Field::Ipv4Dst), 0xff80_0000);
+        wc.unwildcard_prefix(Field::Ipv6Src, 200);
+        assert!(wc.mask().is_exact(Field::Ipv6Src));
+        wc.unwildcard_field(Field::Reg3);
+        wc.unwildcard_field(Field::Metadata);
+        let m = wc.finish();
+        assert!(m.is_wildcard(Field::Reg3) && m.is_wildcard(Field::Metadata));
+        assert!(m.is_exact(Field::Ipv6Src));
+    }
+}
