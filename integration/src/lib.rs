@@ -5,6 +5,7 @@
 //! reason, when the privilege is missing: they never pass silently.
 
 pub mod netns;
+pub mod ovs;
 
 /// True when the process can create network namespaces (runs as root).
 /// Prints why a test is skipped otherwise.

@@ -7,12 +7,19 @@
 //! issues.
 #![forbid(unsafe_code)]
 
+pub mod bridge;
 pub mod classifier;
+pub mod normal;
 pub mod rule;
+pub mod table;
 pub mod text;
 pub mod wildcards;
+pub mod xlate;
 
+pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};
 pub use classifier::{Classifier, RuleId};
+pub use table::{FlowModError, FlowTables, Rule, RuleRef, RuleUid};
+pub use xlate::{Translation, XlateError};
 pub use rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
 pub use wildcards::Wildcards;
 

@@ -10,8 +10,10 @@
 //! marks them). That is one way eswitch's megaflows end up wider than Open
 //! vSwitch's, which un-wildcards such bits on the packet.
 //!
-//! Fields derived from other packet bits (`move`, `dec_ttl`) are not marked
-//! written: the caller un-wildcards the source bits when it derives.
+//! A field whose value the pipeline derived from the packet by arithmetic
+//! (`dec_ttl`) is read whole: one bit of `ttl - 1` depends on every bit of
+//! `ttl` ([`Wildcards::derive_whole`]). A `move` un-wildcards its source
+//! bits and then marks its destination written.
 
 use megaflow::{Field, FlowKey, Mask, KEY_WORDS};
 
@@ -20,6 +22,9 @@ use megaflow::{Field, FlowKey, Mask, KEY_WORDS};
 pub struct Wildcards {
     mask: Mask,
     written: Mask,
+    /// Fields a read of any bit of reads whole (see `derive_whole`).
+    whole: Mask,
+    has_whole: bool,
 }
 
 impl Wildcards {
@@ -41,6 +46,19 @@ impl Wildcards {
         let new = old | (bits & !written);
         if new != old {
             self.mask.set_field(field, new);
+            if self.has_whole {
+                self.widen();
+            }
+        }
+    }
+
+    /// Extends every partly read field that is read whole to all its bits.
+    fn widen(&mut self) {
+        for &f in Field::ALL {
+            if self.whole.field(f) != 0 && self.mask.field(f) != 0 {
+                let all = f.layout().max_value() & !self.written.field(f);
+                self.mask.set_field(f, all);
+            }
         }
     }
 
@@ -68,6 +86,9 @@ impl Wildcards {
         }
         if changed {
             self.mask = Mask::from_words(out);
+            if self.has_whole {
+                self.widen();
+            }
         }
     }
 
@@ -107,12 +128,41 @@ impl Wildcards {
         self.written.set_field(field, old | bits);
     }
 
-    /// Forgets that `bits` of `field` were overwritten: their value now
-    /// derives from the packet again (`dec_ttl`, `move` from packet bits).
+    /// Records that `bits` of the *packet's* `field` were read, even where
+    /// the pipeline has since overwritten the field (reading an original
+    /// VLAN tag after the tags were rearranged).
     #[inline]
-    pub fn derive(&mut self, field: Field, bits: u128) {
-        let old = self.written.field(field);
-        self.written.set_field(field, old & !bits);
+    pub fn unwildcard_packet(&mut self, field: Field, bits: u128) {
+        let old = self.mask.field(field);
+        if old | bits != old {
+            self.mask.set_field(field, old | bits);
+            if self.has_whole {
+                self.widen();
+            }
+        }
+    }
+
+    /// True when all of `bits` of `field` hold pipeline constants.
+    #[inline]
+    pub fn is_written(&self, field: Field, bits: u128) -> bool {
+        self.written.field(field) & bits == bits
+    }
+
+    /// Forgets that `field` was overwritten: it holds the packet's value
+    /// again (an original VLAN tag back in its original place).
+    #[inline]
+    pub fn unwrite(&mut self, field: Field) {
+        self.written.set_field(field, 0);
+    }
+
+    /// Marks `field` as derived from its own packet value by arithmetic
+    /// (`dec_ttl`): it is no longer a constant, and from now on reading any
+    /// bit of it reads the whole field.
+    pub fn derive_whole(&mut self, field: Field) {
+        self.written.set_field(field, 0);
+        self.whole.set_exact(field);
+        self.has_whole = true;
+        self.widen();
     }
 
     /// Removes pipeline-internal fields from the mask: metadata and the
@@ -149,9 +199,9 @@ mod tests {
         wc.write(Field::Ipv4Src, 0xffff_0000);
         wc.unwildcard_field(Field::Ipv4Src);
         assert_eq!(wc.mask().field(Field::Ipv4Src), 0x0000_ffff);
-        wc.derive(Field::Ipv4Src, 0xff00_0000);
-        wc.unwildcard_mask(&Mask::EXACT);
-        assert_eq!(wc.mask().field(Field::Ipv4Src), 0xff00_ffff);
+        wc.derive_whole(Field::IpTtl);
+        wc.unwildcard(Field::IpTtl, 0x80);
+        assert_eq!(wc.mask().field(Field::IpTtl), 0xff);
     }
 
     #[test]

@@ -11,3 +11,13 @@ pub struct ParseError(pub String);
 pub fn parse_flow(_s: &str, _command: FlowModCommand) -> Result<FlowMod, ParseError> {
     Err(ParseError("flow syntax not implemented yet".into()))
 }
+
+/// Placeholder printer.
+pub fn format_match(m: &megaflow::Match) -> String {
+    format!("{m:?}")
+}
+
+/// Placeholder printer.
+pub fn format_instructions(i: &crate::rule::Instructions) -> String {
+    format!("{i:?}")
+}

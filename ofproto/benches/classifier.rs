@@ -1,0 +1,2 @@
+//! Classifier micro-benchmark (being written).
+fn main() {}

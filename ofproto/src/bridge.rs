@@ -1,0 +1,173 @@
+//! A bridge: the OpenFlow tables, the ports and the MAC learning table of one
+//! switch, which is everything translation reads.
+//!
+//! Translation ([`Bridge::translate`]) takes `&self` and has no side
+//! effects: what NORMAL would learn comes back in the [`Translation`] and
+//! the caller applies it with [`Bridge::learn`]. So the revalidator can
+//! re-translate without learning, tests can translate the same key twice,
+//! and several handler threads can share a bridge behind a read lock.
+//!
+//! Every input translation reads carries a generation: the tables', the
+//! ports' and the MAC table's. A megaflow records them; when one moved on,
+//! the revalidator re-translates it.
+
+use std::collections::BTreeMap;
+
+use megaflow::{FlowKey, PortNo, Timestamp};
+
+use crate::normal::{MacLearn, MacTable};
+use crate::table::FlowTables;
+use crate::xlate::{self, Translation};
+
+/// How a port carries VLANs for NORMAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum VlanMode {
+    /// Carries every VLAN, tagged; untagged frames are VLAN 0.
+    #[default]
+    Trunk,
+    /// Carries one VLAN, untagged on the wire; tagged frames are dropped.
+    Access(u16),
+}
+
+/// One port of the bridge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    pub no: PortNo,
+    pub name: String,
+    pub vlan: VlanMode,
+    /// False: FLOOD and NORMAL's flooding skip it (OFPPC_NO_FLOOD).
+    pub flood: bool,
+    /// False: the port is down or administratively disabled; nothing is
+    /// sent to it.
+    pub up: bool,
+}
+
+impl PortInfo {
+    /// An up, flooding trunk port.
+    pub fn new(no: PortNo, name: impl Into<String>) -> Self {
+        PortInfo {
+            no,
+            name: name.into(),
+            vlan: VlanMode::Trunk,
+            flood: true,
+            up: true,
+        }
+    }
+}
+
+/// The ports of a bridge, in port number order.
+#[derive(Clone, Debug, Default)]
+pub struct Ports {
+    map: BTreeMap<PortNo, PortInfo>,
+    generation: u64,
+}
+
+impl Ports {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces a port.
+    pub fn insert(&mut self, port: PortInfo) {
+        self.map.insert(port.no, port);
+        self.generation += 1;
+    }
+
+    /// Removes a port; returns it if it was there.
+    pub fn remove(&mut self, no: PortNo) -> Option<PortInfo> {
+        let p = self.map.remove(&no);
+        if p.is_some() {
+            self.generation += 1;
+        }
+        p
+    }
+
+    /// Sets a port up or down.
+    pub fn set_up(&mut self, no: PortNo, up: bool) {
+        if let Some(p) = self.map.get_mut(&no) {
+            if p.up != up {
+                p.up = up;
+                self.generation += 1;
+            }
+        }
+    }
+
+    pub fn get(&self, no: PortNo) -> Option<&PortInfo> {
+        self.map.get(&no)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &PortInfo> + '_ {
+        self.map.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Bumped by every change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+/// The generations of everything a translation read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Generations {
+    pub tables: u64,
+    pub ports: u64,
+    pub mac: u64,
+}
+
+/// Tables, ports and MAC table of one switch.
+#[derive(Debug, Default)]
+pub struct Bridge {
+    pub tables: FlowTables,
+    pub ports: Ports,
+    pub mac: MacTable,
+}
+
+impl Bridge {
+    /// An empty bridge: no ports, no rules (every packet dropped).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A bridge with `ports` trunk ports numbered as given.
+    pub fn with_ports(ports: impl IntoIterator<Item = u32>) -> Self {
+        let mut b = Bridge::new();
+        for p in ports {
+            b.ports.insert(PortInfo::new(PortNo(p), format!("p{p}")));
+        }
+        b
+    }
+
+    /// The generations translation depends on now.
+    pub fn generations(&self) -> Generations {
+        Generations {
+            tables: self.tables.generation(),
+            ports: self.ports.generation(),
+            mac: self.mac.generation(),
+        }
+    }
+
+    /// Translates a packet's key through the pipeline (no side effects).
+    pub fn translate(&self, key: &FlowKey, now: Timestamp) -> Translation {
+        xlate::translate(self, key, now, false)
+    }
+
+    /// Translates and records every step for a readable explanation.
+    pub fn trace(&self, key: &FlowKey, now: Timestamp) -> Translation {
+        xlate::translate(self, key, now, true)
+    }
+
+    /// Applies what a translation's NORMAL action learned.
+    pub fn learn(&mut self, learned: &[MacLearn], now: Timestamp) {
+        for l in learned {
+            self.mac.learn(*l, now);
+        }
+    }
+}

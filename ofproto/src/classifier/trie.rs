@@ -1,0 +1,453 @@
+//! Path-compressed binary prefix tries: which prefix lengths of a value are
+//! present, and how many of its top bits that answer depended on.
+//!
+//! The classifier keeps one trie per address field (IPv4/ARP source and
+//! destination, IPv6 source and destination) holding the prefix of every
+//! rule whose mask on that field is a CIDR prefix, and one trie per subtable
+//! over the 32-bit port pair. A lookup walks a packet's value once and
+//! returns a [`TrieHit`]: the set of lengths `p` such that some stored prefix
+//! of length `p` equals the value's top `p` bits, and the number of top bits
+//! the walk examined.
+//!
+//! ## The examined-bits lemma
+//!
+//! Think of the uncompressed binary trie whose nodes are all prefixes of
+//! stored prefixes (so every leaf is a stored prefix). The walk for a value
+//! `a` descends while the child for `a`'s next bit exists and stops at depth
+//! `d` for one of three reasons, giving `examined`:
+//! - `d` = width (all bits read): `examined = width`;
+//! - the node has no child at all: `examined = d` (bit `d` was not needed);
+//! - the node has only the other child: `examined = d + 1`.
+//!
+//! Lemma: every value `q` with the same top `examined` bits as `a` walks the
+//! same nodes and stops at the same node, so it gets the same set of lengths.
+//! (Its path is decided by its first `d` bits; at the last node the reason
+//! to stop depends only on the node and, in the third case, on bit `d`.)
+//! The classifier builds its skip arguments on this lemma.
+//!
+//! A compressed node stands for a chain of uncompressed nodes with one child
+//! each, so a mismatch inside a node's bits at position `m` is the third case
+//! at depth `m`: `examined = m + 1`.
+//!
+//! ## Representation and invariants
+//!
+//! Values are left-aligned in a `u128` (bit 127 is bit 0 of the prefix), so
+//! one implementation serves 32- and 128-bit fields. Nodes live in a `Vec`
+//! with `u32` indices and a free list; node 0 is the root (the empty prefix),
+//! and index 0 never appears as a child, so 0 means "no child". Invariants:
+//! - a node's `prefix` holds exactly its top `end` bits (the rest zero), and
+//!   its first bit after its parent's end selects the parent's child slot;
+//! - every node but the root has `count > 0` or two children (removal prunes
+//!   and merges), so the compressed trie is exactly the uncompressed one;
+//! - the root never stores a prefix (length 0 is not a prefix the
+//!   classifier tracks), so `count` of the root stays 0.
+//!
+//! Single-owner data; not shared between threads by itself.
+
+/// Most bits a trie value has.
+pub(crate) const MAX_WIDTH: u32 = 128;
+
+/// A value with only its top `n` bits set (`n` ≤ 128).
+#[inline]
+pub(crate) fn top_bits(n: u32) -> u128 {
+    if n == 0 {
+        0
+    } else {
+        u128::MAX << (MAX_WIDTH - n.min(MAX_WIDTH))
+    }
+}
+
+/// Bit `i` (0 = most significant) of a left-aligned value.
+#[inline]
+fn bit(v: u128, i: u32) -> usize {
+    ((v >> (MAX_WIDTH - 1 - i)) & 1) as usize
+}
+
+/// What a walk found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TrieHit {
+    /// Bit `p - 1` set when a stored prefix of length `p` equals the value's
+    /// top `p` bits.
+    pub plens: u128,
+    /// Top bits of the value the answer depends on (see the lemma above).
+    pub examined: u32,
+}
+
+impl TrieHit {
+    /// True when a stored prefix of length `p` (1..=128) matched.
+    #[inline]
+    pub fn has_len(&self, p: u32) -> bool {
+        p > 0 && (self.plens >> (p - 1)) & 1 != 0
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    /// Top `end` bits of every value below this node; other bits zero.
+    prefix: u128,
+    /// Depth this node's bits end at (its parent's `end` is where they start).
+    end: u8,
+    /// Stored prefixes equal to `prefix` of length `end`.
+    count: u32,
+    /// Child by the first bit after `end`; 0 = none.
+    child: [u32; 2],
+}
+
+const ROOT: u32 = 0;
+
+/// A counted set of prefixes of one width.
+#[derive(Clone, Debug)]
+pub(crate) struct PrefixTrie {
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+    width: u8,
+    /// Stored prefixes (with multiplicity).
+    len: usize,
+}
+
+impl PrefixTrie {
+    /// An empty trie over values of `width` bits (1..=128).
+    pub fn new(width: u32) -> Self {
+        debug_assert!((1..=MAX_WIDTH).contains(&width));
+        PrefixTrie {
+            nodes: vec![Node {
+                prefix: 0,
+                end: 0,
+                count: 0,
+                child: [0, 0],
+            }],
+            free: Vec::new(),
+            width: width as u8,
+            len: 0,
+        }
+    }
+
+    /// Number of stored prefixes, with multiplicity.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn alloc(&mut self, node: Node) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.nodes[i as usize] = node;
+            i
+        } else {
+            self.nodes.push(node);
+            (self.nodes.len() - 1) as u32
+        }
+    }
+
+    fn release(&mut self, i: u32) {
+        self.nodes[i as usize] = Node {
+            prefix: 0,
+            end: 0,
+            count: 0,
+            child: [0, 0],
+        };
+        self.free.push(i);
+    }
+
+    /// Adds one copy of the prefix `value` / `plen` (`value` left-aligned;
+    /// bits below `plen` are ignored; `plen` in 1..=width).
+    pub fn insert(&mut self, value: u128, plen: u32) {
+        debug_assert!(plen >= 1 && plen <= self.width as u32);
+        let value = value & top_bits(plen);
+        self.len += 1;
+        let mut cur = ROOT;
+        loop {
+            let depth = self.nodes[cur as usize].end as u32;
+            if depth == plen {
+                self.nodes[cur as usize].count += 1;
+                return;
+            }
+            let b = bit(value, depth);
+            let c = self.nodes[cur as usize].child[b];
+            if c == 0 {
+                let leaf = self.alloc(Node {
+                    prefix: value,
+                    end: plen as u8,
+                    count: 1,
+                    child: [0, 0],
+                });
+                self.nodes[cur as usize].child[b] = leaf;
+                return;
+            }
+            let cn = self.nodes[c as usize];
+            let limit = (cn.end as u32).min(plen);
+            let diff = (value ^ cn.prefix) & top_bits(limit);
+            let common = if diff == 0 {
+                limit
+            } else {
+                diff.leading_zeros()
+            };
+            if common == cn.end as u32 {
+                cur = c;
+                continue;
+            }
+            // Split `c` at `common` (depth < common < cn.end: the bit at
+            // `depth` is equal, it chose the slot).
+            let mid = self.alloc(Node {
+                prefix: cn.prefix & top_bits(common),
+                end: common as u8,
+                count: 0,
+                child: [0, 0],
+            });
+            self.nodes[mid as usize].child[bit(cn.prefix, common)] = c;
+            self.nodes[cur as usize].child[b] = mid;
+            if common == plen {
+                self.nodes[mid as usize].count = 1;
+            } else {
+                let leaf = self.alloc(Node {
+                    prefix: value,
+                    end: plen as u8,
+                    count: 1,
+                    child: [0, 0],
+                });
+                self.nodes[mid as usize].child[bit(value, common)] = leaf;
+            }
+            return;
+        }
+    }
+
+    /// Removes one copy of the prefix `value` / `plen`; false when absent.
+    pub fn remove(&mut self, value: u128, plen: u32) -> bool {
+        let value = value & top_bits(plen);
+        // Path from the root to the node, root first.
+        let mut path: [u32; MAX_WIDTH as usize + 1] = [0; MAX_WIDTH as usize + 1];
+        let mut n = 1;
+        let mut cur = ROOT;
+        loop {
+            let node = self.nodes[cur as usize];
+            let depth = node.end as u32;
+            if depth == plen {
+                break;
+            }
+            if depth > plen {
+                return false;
+            }
+            let c = node.child[bit(value, depth)];
+            if c == 0 {
+                return false;
+            }
+            let cn = &self.nodes[c as usize];
+            if (value ^ cn.prefix) & top_bits((cn.end as u32).min(plen)) != 0 {
+                return false;
+            }
+            path[n] = c;
+            n += 1;
+            cur = c;
+        }
+        if self.nodes[cur as usize].count == 0 {
+            return false;
+        }
+        self.len -= 1;
+        self.nodes[cur as usize].count -= 1;
+        // Restore "count > 0 or two children" from the node up: at most the
+        // node itself and its parent can break it.
+        let mut i = n - 1;
+        while i > 0 {
+            let idx = path[i];
+            let node = self.nodes[idx as usize];
+            let n_children = node.child.iter().filter(|&&c| c != 0).count();
+            if node.count > 0 || n_children == 2 {
+                break;
+            }
+            let parent = path[i - 1];
+            let slot = if self.nodes[parent as usize].child[0] == idx {
+                0
+            } else {
+                1
+            };
+            if n_children == 0 {
+                self.nodes[parent as usize].child[slot] = 0;
+                self.release(idx);
+                i -= 1;
+            } else {
+                // One child: it takes this node's place (its prefix already
+                // holds all bits above it).
+                let only = node.child[0].max(node.child[1]);
+                self.nodes[parent as usize].child[slot] = only;
+                self.release(idx);
+                break;
+            }
+        }
+        true
+    }
+
+    /// Walks `value` (left-aligned): the stored lengths matching it and the
+    /// bits examined.
+    #[inline]
+    pub fn lookup(&self, value: u128) -> TrieHit {
+        let width = self.width as u32;
+        let mut plens = 0u128;
+        let mut cur = &self.nodes[ROOT as usize];
+        loop {
+            let end = cur.end as u32;
+            if cur.count > 0 {
+                plens |= 1 << (end - 1);
+            }
+            if end >= width {
+                return TrieHit {
+                    plens,
+                    examined: width,
+                };
+            }
+            let b = bit(value, end);
+            let c = cur.child[b];
+            if c == 0 {
+                let examined = if cur.child[b ^ 1] == 0 { end } else { end + 1 };
+                return TrieHit { plens, examined };
+            }
+            let next = &self.nodes[c as usize];
+            let diff = (value ^ next.prefix) & top_bits(next.end as u32);
+            if diff != 0 {
+                return TrieHit {
+                    plens,
+                    examined: diff.leading_zeros() + 1,
+                };
+            }
+            cur = next;
+        }
+    }
+
+    /// Nodes in use (root included): for tests of pruning.
+    #[cfg(test)]
+    fn live_nodes(&self) -> usize {
+        self.nodes.len() - self.free.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The uncompressed definition, over a list of stored prefixes.
+    fn naive(stored: &[(u128, u32)], width: u32, a: u128) -> TrieHit {
+        let mut plens = 0u128;
+        for &(v, p) in stored {
+            if (v ^ a) & top_bits(p) == 0 {
+                plens |= 1 << (p - 1);
+            }
+        }
+        // Node a[0..d) exists iff some stored prefix extends it.
+        let extends = |d: u32| stored.iter().any(|&(v, p)| p >= d && (v ^ a) & top_bits(d) == 0);
+        let mut d = 0;
+        let examined = loop {
+            if d == width {
+                break width;
+            }
+            let has_child = stored.iter().any(|&(v, p)| p > d && (v ^ a) & top_bits(d) == 0);
+            if !has_child {
+                break d;
+            }
+            if !extends(d + 1) {
+                break d + 1;
+            }
+            d += 1;
+        };
+        TrieHit { plens, examined }
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn random_value(rng: &mut Rng, width: u32, pool: &[u128]) -> u128 {
+        let mut v = pool[rng.below(pool.len() as u64) as usize];
+        // flip a few bits, mostly deep ones
+        for _ in 0..rng.below(3) {
+            v ^= 1u128 << (127 - rng.below(width as u64) as u32);
+        }
+        v & top_bits(width)
+    }
+
+    #[test]
+    fn brief_example_ipv4() {
+        let mut t = PrefixTrie::new(32);
+        let v = |x: u32| (x as u128) << 96;
+        t.insert(v(0x0a00_0000), 8);
+        t.insert(v(0x0a01_0200), 24);
+        let h = t.lookup(v(0x0a09_0909));
+        assert_eq!(h.plens, 1 << 7);
+        assert_eq!(h.examined, 13);
+        let h = t.lookup(v(0x0b00_0001));
+        assert_eq!(h.plens, 0);
+        assert_eq!(h.examined, 8);
+        let h = t.lookup(v(0x0a01_0203));
+        assert!(h.has_len(8) && h.has_len(24));
+        // 10.1.2.x: the /24 node has no children, so bit 24 is not needed.
+        assert_eq!(h.examined, 24);
+    }
+
+    #[test]
+    fn matches_naive_model_under_inserts_and_removes() {
+        for (seed, width) in [(1u64, 32u32), (2, 128), (3, 16), (4, 32), (5, 128)] {
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+            let pool: Vec<u128> = (0..6)
+                .map(|_| (((rng.next() as u128) << 64) | rng.next() as u128) & top_bits(width))
+                .collect();
+            let mut t = PrefixTrie::new(width);
+            let mut stored: Vec<(u128, u32)> = Vec::new();
+            for step in 0..3000 {
+                let remove = !stored.is_empty() && rng.below(5) < 2;
+                if remove {
+                    let i = rng.below(stored.len() as u64) as usize;
+                    let (v, p) = stored.swap_remove(i);
+                    assert!(t.remove(v, p));
+                } else {
+                    let p = 1 + rng.below(width as u64) as u32;
+                    let v = random_value(&mut rng, width, &pool) & top_bits(p);
+                    t.insert(v, p);
+                    stored.push((v, p));
+                }
+                assert_eq!(t.len(), stored.len());
+                for _ in 0..8 {
+                    let a = random_value(&mut rng, width, &pool);
+                    assert_eq!(t.lookup(a), naive(&stored, width, a), "step {step} a={a:#x}");
+                }
+                // Removing something absent fails and changes nothing.
+                let p = 1 + rng.below(width as u64) as u32;
+                let v = random_value(&mut rng, width, &pool) & top_bits(p);
+                if !stored.contains(&(v, p)) {
+                    assert!(!t.remove(v, p));
+                }
+            }
+            while let Some((v, p)) = stored.pop() {
+                assert!(t.remove(v, p));
+            }
+            assert_eq!(t.live_nodes(), 1, "pruning left nodes behind");
+        }
+    }
+
+    #[test]
+    fn examined_lemma_holds() {
+        // Values agreeing on the examined bits get the same lengths.
+        let mut rng = Rng(77);
+        let width = 32;
+        let pool: Vec<u128> = (0..5).map(|_| (rng.next() as u128) << 96).collect();
+        let mut t = PrefixTrie::new(width);
+        for _ in 0..40 {
+            let p = 1 + rng.below(32) as u32;
+            t.insert(random_value(&mut rng, width, &pool), p);
+        }
+        for _ in 0..2000 {
+            let a = random_value(&mut rng, width, &pool);
+            let h = t.lookup(a);
+            for _ in 0..10 {
+                let noise = ((rng.next() as u128) << 96) & !top_bits(h.examined);
+                let q = (a & top_bits(h.examined)) | noise;
+                assert_eq!(t.lookup(q).plens, h.plens);
+            }
+        }
+    }
+}

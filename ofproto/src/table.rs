@@ -1,0 +1,523 @@
+//! OpenFlow flow tables and flow mod semantics (OpenFlow 1.3, section 6.4).
+//!
+//! [`FlowTables`] holds the 254 tables of a switch. Each [`FlowTable`] keeps
+//! its rules in a slot vector (a rule's [`RuleId`] is its slot) and indexes
+//! them in a [`Classifier`]. A rule also gets a [`RuleUid`] that is never
+//! reused, so a megaflow that remembers which rules it came from can tell a
+//! rule from its replacement in the same slot.
+//!
+//! Every change bumps the changed table's generation and the switch-wide
+//! [`FlowTables::generation`]; the revalidator re-translates megaflows
+//! translated under an older generation.
+//!
+//! Semantics implemented, as the specification states them:
+//! - add replaces a rule of identical match and priority (keeping its
+//!   counters unless `reset_counts`), and with `check_overlap` refuses to add
+//!   a rule that overlaps one of the same priority;
+//! - modify (non-strict) changes the instructions of every rule whose match
+//!   is within the flow mod's match, modify-strict of the rule with identical
+//!   match and priority; neither adds a rule (OpenFlow 1.2 and later);
+//! - delete and delete-strict likewise, with `out_port` and cookie filters;
+//!   `table` `None` means every table;
+//! - `goto_table` must name a later table.
+//!
+//! A failed flow mod changes nothing. Thread-safety: plain data, mutated
+//! through `&mut`.
+
+use megaflow::{FlowKey, Match, Timestamp};
+
+use crate::classifier::{Classifier, RuleId};
+use crate::rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
+use crate::wildcards::Wildcards;
+use crate::{Priority, TableId};
+
+/// Number of tables (ids 0..=253).
+pub const N_TABLES: usize = 254;
+
+/// A rule's identity for its whole life; never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleUid(pub u64);
+
+/// Where a rule lives and which incarnation it is: what a megaflow keeps to
+/// credit stats to the rules it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RuleRef {
+    pub table: TableId,
+    pub id: RuleId,
+    pub uid: RuleUid,
+}
+
+/// A rule as a table stores it: the spec plus its life and counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub spec: RuleSpec,
+    pub uid: RuleUid,
+    /// When it was added (duration counts from here).
+    pub created: Timestamp,
+    /// Last modify (a hard timeout counts from `created`, as in OpenFlow).
+    pub modified: Timestamp,
+    /// Last time a packet hit it (idle timeout counts from here).
+    pub used: Timestamp,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Rule {
+    /// True when the rule's instructions send packets to `port` (the
+    /// `out_port` filter of modify and delete).
+    pub fn outputs_to(&self, port: OfPort) -> bool {
+        if port == OfPort::Any {
+            return true;
+        }
+        let i = &self.spec.instructions;
+        let hits = |acts: &[OfAction]| {
+            acts.iter()
+                .any(|a| matches!(a, OfAction::Output { port: p, .. } if *p == port))
+        };
+        hits(&i.apply) || i.write.as_deref().is_some_and(hits)
+    }
+}
+
+/// Why a rule left its table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemovedReason {
+    IdleTimeout,
+    HardTimeout,
+    Delete,
+}
+
+/// A rule that left its table, with its final counters (for a FLOW_REMOVED
+/// message when it has `send_flow_rem`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemovedRule {
+    pub table: TableId,
+    pub rule: Rule,
+    pub reason: RemovedReason,
+}
+
+/// A flow mod that could not be applied; the tables are unchanged. Each maps
+/// to an OpenFlow 1.3 error (type, code).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlowModError {
+    #[error("table {0} does not exist (tables are 0..=253)")]
+    BadTable(u8),
+    #[error("goto_table:{goto} in table {table} must name a later table")]
+    BadGoto { table: TableId, goto: TableId },
+    #[error("rule overlaps a rule of the same priority {0} (check_overlap)")]
+    Overlap(u16),
+    #[error("table {table} is full ({limit} rules)")]
+    TableFull { table: TableId, limit: usize },
+    #[error("add needs one table, not all")]
+    AddNeedsTable,
+}
+
+impl FlowModError {
+    /// The OpenFlow 1.3 (error type, code) this error is sent as.
+    pub fn of_error(&self) -> (u16, u16) {
+        const BAD_INSTRUCTION: u16 = 3;
+        const FLOW_MOD_FAILED: u16 = 5;
+        match self {
+            FlowModError::BadTable(_) | FlowModError::AddNeedsTable => (FLOW_MOD_FAILED, 2),
+            FlowModError::BadGoto { .. } => (BAD_INSTRUCTION, 2),
+            FlowModError::Overlap(_) => (FLOW_MOD_FAILED, 3),
+            FlowModError::TableFull { .. } => (FLOW_MOD_FAILED, 1),
+        }
+    }
+}
+
+/// What a successful flow mod did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct FlowModOutcome {
+    pub added: usize,
+    pub replaced: usize,
+    pub modified: usize,
+    pub removed: Vec<RemovedRule>,
+}
+
+/// One table: rules in slots, indexed by a classifier.
+#[derive(Debug)]
+pub struct FlowTable {
+    id: TableId,
+    cls: Classifier,
+    slots: Vec<Option<Rule>>,
+    free: Vec<u32>,
+    generation: u64,
+    max_rules: usize,
+}
+
+impl FlowTable {
+    fn new(id: TableId, max_rules: usize) -> Self {
+        FlowTable {
+            id,
+            cls: Classifier::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            generation: 0,
+            max_rules,
+        }
+    }
+
+    pub fn id(&self) -> TableId {
+        self.id
+    }
+
+    /// Bumped by every change of this table.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn len(&self) -> usize {
+        self.cls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cls.is_empty()
+    }
+
+    /// The classifier (for statistics such as its subtable count).
+    pub fn classifier(&self) -> &Classifier {
+        &self.cls
+    }
+
+    /// The rule in slot `id`.
+    pub fn rule(&self, id: RuleId) -> Option<&Rule> {
+        self.slots.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    /// The highest-priority rule matching `key`, recording what was read.
+    pub fn lookup(&self, key: &FlowKey, wc: &mut Wildcards) -> Option<(RuleId, &Rule)> {
+        let id = self.cls.lookup(key, wc)?;
+        self.rule(id).map(|r| (id, r))
+    }
+
+    /// Every rule, in slot order.
+    pub fn rules(&self) -> impl Iterator<Item = (RuleId, &Rule)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().map(|r| (RuleId(i as u32), r)))
+    }
+
+    fn find_exact(&self, m: &Match, priority: Priority) -> Option<RuleId> {
+        self.cls.find_exact(m, priority)
+    }
+
+    fn insert(&mut self, rule: Rule) -> RuleId {
+        let id = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let id = RuleId(id);
+        self.cls
+            .insert(id, &rule.spec.matched, rule.spec.priority);
+        self.slots[id.0 as usize] = Some(rule);
+        id
+    }
+
+    fn take(&mut self, id: RuleId) -> Option<Rule> {
+        let rule = self.slots.get_mut(id.0 as usize)?.take()?;
+        self.cls.remove(id, &rule.spec.matched, rule.spec.priority);
+        self.free.push(id.0);
+        Some(rule)
+    }
+
+    /// Rules a non-strict modify/delete selects: within `m`, cookie and
+    /// out_port filters.
+    fn select_loose(&self, fm: &FlowMod) -> Vec<RuleId> {
+        let m = &fm.rule.matched;
+        self.rules()
+            .filter(|(_, r)| match_covers(m, &r.spec.matched) && cookie_ok(fm, r))
+            .filter(|(_, r)| r.outputs_to(fm.out_port))
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// The rule a strict modify/delete selects.
+    fn select_strict(&self, fm: &FlowMod) -> Vec<RuleId> {
+        self.find_exact(&fm.rule.matched, fm.rule.priority)
+            .filter(|&id| {
+                self.rule(id)
+                    .is_some_and(|r| cookie_ok(fm, r) && r.outputs_to(fm.out_port))
+            })
+            .into_iter()
+            .collect()
+    }
+}
+
+/// True when every packet `inner` matches is matched by `outer` (the
+/// non-strict selection of OpenFlow: the rule is at least as specific).
+pub fn match_covers(outer: &Match, inner: &Match) -> bool {
+    let (om, ok) = (outer.mask().words(), outer.key().words());
+    let (im, ik) = (inner.mask().words(), inner.key().words());
+    (0..om.len()).all(|i| om[i] & !im[i] == 0 && (ik[i] & om[i]) == ok[i])
+}
+
+fn cookie_ok(fm: &FlowMod, r: &Rule) -> bool {
+    (r.spec.cookie.0 ^ fm.rule.cookie.0) & fm.cookie_mask == 0
+}
+
+/// The tables of one switch.
+#[derive(Debug)]
+pub struct FlowTables {
+    tables: Vec<FlowTable>,
+    generation: u64,
+    next_uid: u64,
+}
+
+impl Default for FlowTables {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FlowTables {
+    /// Default per-table rule limit.
+    pub const DEFAULT_MAX_RULES: usize = 1 << 20;
+
+    /// 254 empty tables: every packet is dropped (OpenFlow 1.3's default
+    /// table-miss).
+    pub fn new() -> Self {
+        Self::with_limit(Self::DEFAULT_MAX_RULES)
+    }
+
+    /// Tables holding at most `max_rules` rules each.
+    pub fn with_limit(max_rules: usize) -> Self {
+        FlowTables {
+            tables: (0..N_TABLES)
+                .map(|i| FlowTable::new(TableId(i as u8), max_rules))
+                .collect(),
+            generation: 0,
+            next_uid: 1,
+        }
+    }
+
+    /// Bumped by every change of any table.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// One table. Ids above 253 name no table.
+    pub fn table(&self, id: TableId) -> Option<&FlowTable> {
+        self.tables.get(id.0 as usize)
+    }
+
+    /// Every table, in id order.
+    pub fn tables(&self) -> impl Iterator<Item = &FlowTable> + '_ {
+        self.tables.iter()
+    }
+
+    /// The rule a reference names, if it is still that incarnation.
+    pub fn rule(&self, r: RuleRef) -> Option<&Rule> {
+        self.table(r.table)?
+            .rule(r.id)
+            .filter(|rule| rule.uid == r.uid)
+    }
+
+    /// Total number of rules.
+    pub fn len(&self) -> usize {
+        self.tables.iter().map(FlowTable::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds a rule (an add flow mod with no filters); the convenient form for
+    /// tests and flow files.
+    pub fn add(&mut self, spec: RuleSpec, now: Timestamp) -> Result<FlowModOutcome, FlowModError> {
+        let fm = FlowMod {
+            command: FlowModCommand::Add,
+            table: Some(spec.table),
+            rule: spec,
+            cookie_mask: 0,
+            out_port: OfPort::Any,
+        };
+        self.apply(&fm, now)
+    }
+
+    /// Applies one flow mod. On error nothing changed.
+    pub fn apply(&mut self, fm: &FlowMod, now: Timestamp) -> Result<FlowModOutcome, FlowModError> {
+        let ids: Vec<TableId> = match fm.table {
+            Some(t) if t > TableId::MAX => return Err(FlowModError::BadTable(t.0)),
+            Some(t) => vec![t],
+            None if fm.command == FlowModCommand::Add => return Err(FlowModError::AddNeedsTable),
+            None => (0..N_TABLES as u8).map(TableId).collect(),
+        };
+        let out = match fm.command {
+            FlowModCommand::Add => self.add_rule(ids[0], fm, now)?,
+            FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
+                let t = ids[0];
+                check_goto(t, &fm.rule.instructions)?;
+                let strict = fm.command == FlowModCommand::ModifyStrict;
+                let table = &mut self.tables[t.0 as usize];
+                let sel = if strict {
+                    table.select_strict(fm)
+                } else {
+                    table.select_loose(fm)
+                };
+                for &id in &sel {
+                    if let Some(Some(r)) = table.slots.get_mut(id.0 as usize) {
+                        r.spec.instructions = fm.rule.instructions.clone();
+                        r.modified = now;
+                        if fm.rule.flags.reset_counts {
+                            r.packets = 0;
+                            r.bytes = 0;
+                        }
+                    }
+                }
+                if !sel.is_empty() {
+                    table.generation += 1;
+                }
+                FlowModOutcome {
+                    modified: sel.len(),
+                    ..Default::default()
+                }
+            }
+            FlowModCommand::Delete | FlowModCommand::DeleteStrict => {
+                let strict = fm.command == FlowModCommand::DeleteStrict;
+                let mut removed = Vec::new();
+                for t in ids {
+                    let table = &mut self.tables[t.0 as usize];
+                    let sel = if strict {
+                        table.select_strict(fm)
+                    } else {
+                        table.select_loose(fm)
+                    };
+                    if !sel.is_empty() {
+                        table.generation += 1;
+                    }
+                    for id in sel {
+                        if let Some(rule) = table.take(id) {
+                            removed.push(RemovedRule {
+                                table: t,
+                                rule,
+                                reason: RemovedReason::Delete,
+                            });
+                        }
+                    }
+                }
+                FlowModOutcome {
+                    removed,
+                    ..Default::default()
+                }
+            }
+        };
+        if out.added + out.replaced + out.modified + out.removed.len() > 0 {
+            self.generation += 1;
+        }
+        Ok(out)
+    }
+
+    fn add_rule(
+        &mut self,
+        t: TableId,
+        fm: &FlowMod,
+        now: Timestamp,
+    ) -> Result<FlowModOutcome, FlowModError> {
+        check_goto(t, &fm.rule.instructions)?;
+        let table = &mut self.tables[t.0 as usize];
+        let spec = &fm.rule;
+        let existing = table.find_exact(&spec.matched, spec.priority);
+        if spec.flags.check_overlap {
+            let overlap = table.rules().any(|(id, r)| {
+                Some(id) != existing
+                    && r.spec.priority == spec.priority
+                    && r.spec.matched.overlaps(&spec.matched)
+            });
+            if overlap {
+                return Err(FlowModError::Overlap(spec.priority.0));
+            }
+        }
+        if existing.is_none() && table.len() >= table.max_rules {
+            return Err(FlowModError::TableFull {
+                table: t,
+                limit: table.max_rules,
+            });
+        }
+        let mut rule = Rule {
+            spec: RuleSpec {
+                table: t,
+                ..spec.clone()
+            },
+            uid: RuleUid(self.next_uid),
+            created: now,
+            modified: now,
+            used: now,
+            packets: 0,
+            bytes: 0,
+        };
+        self.next_uid += 1;
+        let mut out = FlowModOutcome::default();
+        if let Some(old) = existing.and_then(|id| table.take(id)) {
+            if !spec.flags.reset_counts {
+                rule.packets = old.packets;
+                rule.bytes = old.bytes;
+            }
+            out.replaced = 1;
+        } else {
+            out.added = 1;
+        }
+        table.insert(rule);
+        table.generation += 1;
+        Ok(out)
+    }
+
+    /// Credits hits to a rule (from the datapath's stats); ignored when the
+    /// rule has been replaced or removed since.
+    pub fn credit(&mut self, r: RuleRef, packets: u64, bytes: u64, used: Timestamp) {
+        if let Some(Some(rule)) = self
+            .tables
+            .get_mut(r.table.0 as usize)
+            .and_then(|t| t.slots.get_mut(r.id.0 as usize))
+        {
+            if rule.uid == r.uid {
+                rule.packets += packets;
+                rule.bytes += bytes;
+                rule.used = rule.used.max(used);
+            }
+        }
+    }
+
+    /// Removes the rules whose idle or hard timeout has passed at `now`.
+    pub fn expire(&mut self, now: Timestamp) -> Vec<RemovedRule> {
+        let mut removed = Vec::new();
+        for table in &mut self.tables {
+            let mut gone = Vec::new();
+            for (id, r) in table.rules() {
+                let secs = |s: u16| u64::from(s) * 1_000_000_000;
+                let hard = r.spec.hard_timeout;
+                let idle = r.spec.idle_timeout;
+                if hard != 0 && now.since(r.created) >= secs(hard) {
+                    gone.push((id, RemovedReason::HardTimeout));
+                } else if idle != 0 && now.since(r.used) >= secs(idle) {
+                    gone.push((id, RemovedReason::IdleTimeout));
+                }
+            }
+            if !gone.is_empty() {
+                table.generation += 1;
+                self.generation += 1;
+            }
+            for (id, reason) in gone {
+                if let Some(rule) = table.take(id) {
+                    removed.push(RemovedRule {
+                        table: table.id,
+                        rule,
+                        reason,
+                    });
+                }
+            }
+        }
+        removed
+    }
+}
+
+fn check_goto(t: TableId, i: &Instructions) -> Result<(), FlowModError> {
+    match i.goto_table {
+        Some(g) if g <= t || g > TableId::MAX => Err(FlowModError::BadGoto { table: t, goto: g }),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,507 @@
+//! Printing matches, instructions and rules in the flow syntax.
+//!
+//! The output is canonical (one spelling per meaning, fields in a fixed
+//! order) and parseable: for every rule the parser can produce,
+//! `parse_flow(&format_rule(r), Add)` gives `r` back. The order and names
+//! follow `ovs-ofctl dump-flows`: protocol shorthand first, then metadata,
+//! `in_port`, VLAN, Ethernet, L3, L4. Names depend on context where the key
+//! shares slots (`arp_spa` under `arp`, `icmp_type` under `icmp`, `nd_sll`
+//! under `icmp6`). Any bits the classic spellings cannot say are printed as
+//! `field=0xVALUE/0xMASK`, so nothing in a match is ever dropped; a match
+//! whose prerequisites do not hold still prints, but will not parse back.
+
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use megaflow::key::VLAN_PRESENT;
+use megaflow::{Field, Match};
+
+use super::fields::{
+    exact, shorthand_for, ETH_ARP, ETH_IP, ETH_IPV6, ETH_RARP, FRAG_KEYWORDS, PROTO_ICMP,
+    PROTO_ICMP6, TCP_FLAGS,
+};
+use crate::rule::{FieldRange, Instructions, OfAction, OfPort, RuleSpec};
+
+/// How a field's values are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Style {
+    Mac,
+    Ipv4,
+    Ipv6,
+    Dec,
+    Hex,
+    Port,
+}
+
+fn style(field: Field) -> Style {
+    match field {
+        Field::EthSrc | Field::EthDst | Field::ArpSha | Field::ArpTha => Style::Mac,
+        Field::Ipv4Src | Field::Ipv4Dst | Field::TunSrc | Field::TunDst => Style::Ipv4,
+        Field::Ipv6Src | Field::Ipv6Dst | Field::NdTarget => Style::Ipv6,
+        Field::InPort => Style::Port,
+        Field::IpProto
+        | Field::IpDscp
+        | Field::IpEcn
+        | Field::IpTtl
+        | Field::TpSrc
+        | Field::TpDst => Style::Dec,
+        _ => Style::Hex,
+    }
+}
+
+fn mac(v: u128) -> String {
+    let b = (v as u64).to_be_bytes();
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        b[2], b[3], b[4], b[5], b[6], b[7]
+    )
+}
+
+/// `value` (under `mask`, when not all of `field`) in the field's style.
+fn value(field: Field, v: u128, mask: u128) -> String {
+    let full = field.layout().max_value();
+    let st = style(field);
+    if mask == full {
+        return match st {
+            Style::Mac => mac(v),
+            Style::Ipv4 => Ipv4Addr::from(v as u32).to_string(),
+            Style::Ipv6 => Ipv6Addr::from(v).to_string(),
+            Style::Dec => v.to_string(),
+            Style::Hex => format!("{v:#x}"),
+            Style::Port => match u32::try_from(v).ok().and_then(OfPort::from_number) {
+                Some(OfPort::Port(_)) | None => v.to_string(),
+                Some(reserved) => reserved.to_string(),
+            },
+        };
+    }
+    match st {
+        Style::Mac => format!("{}/{}", mac(v), mac(mask)),
+        Style::Ipv4 => {
+            let m = mask as u32;
+            if m.leading_ones() + m.trailing_zeros() == 32 {
+                format!("{}/{}", Ipv4Addr::from(v as u32), m.leading_ones())
+            } else {
+                format!("{}/{}", Ipv4Addr::from(v as u32), Ipv4Addr::from(m))
+            }
+        }
+        Style::Ipv6 => {
+            if mask.leading_ones() + mask.trailing_zeros() == 128 {
+                format!("{}/{}", Ipv6Addr::from(v), mask.leading_ones())
+            } else {
+                format!("{}/{}", Ipv6Addr::from(v), Ipv6Addr::from(mask))
+            }
+        }
+        Style::Dec | Style::Hex | Style::Port => format!("{v:#x}/{mask:#x}"),
+    }
+}
+
+/// Match fields in printing order (the shorthand comes before all).
+const ORDER: &[Field] = &[
+    Field::TunId,
+    Field::TunSrc,
+    Field::TunDst,
+    Field::Metadata,
+    Field::Reg0,
+    Field::Reg1,
+    Field::Reg2,
+    Field::Reg3,
+    Field::Reg4,
+    Field::Reg5,
+    Field::Reg6,
+    Field::Reg7,
+    Field::PktMark,
+    Field::InPort,
+    Field::VlanTci,
+    Field::VlanTpid,
+    Field::Vlan2Tpid,
+    Field::Vlan2Tci,
+    Field::EthSrc,
+    Field::EthDst,
+    Field::EthType,
+    Field::Ipv4Src,
+    Field::Ipv4Dst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+    Field::Ipv6Label,
+    Field::IpProto,
+    Field::IpDscp,
+    Field::IpEcn,
+    Field::IpTtl,
+    Field::IpFrag,
+    Field::ArpSha,
+    Field::ArpTha,
+    Field::NdTarget,
+    Field::TpSrc,
+    Field::TpDst,
+    Field::TcpFlags,
+];
+
+/// What the printer knows about the match's protocols.
+struct Context {
+    arp: bool,
+    icmp: bool,
+    icmp6: bool,
+}
+
+/// Prints a match: `tcp,in_port=1,nw_src=10.0.0.0/8,tp_dst=80`; the
+/// catch-all match prints as the empty string.
+pub fn format_match(m: &Match) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let eth = exact(m, Field::EthType);
+    let proto = exact(m, Field::IpProto);
+    let mut skip: Vec<Field> = Vec::new();
+    if let Some((name, covers_proto)) = eth.and_then(|e| shorthand_for(e, proto)) {
+        parts.push(name.to_string());
+        skip.push(Field::EthType);
+        if covers_proto {
+            skip.push(Field::IpProto);
+        }
+    }
+    let ctx = Context {
+        arp: matches!(eth, Some(ETH_ARP | ETH_RARP)),
+        icmp: eth == Some(ETH_IP) && proto == Some(PROTO_ICMP),
+        icmp6: eth == Some(ETH_IPV6) && proto == Some(PROTO_ICMP6),
+    };
+    let rest = Field::ALL.iter().filter(|f| !ORDER.contains(f));
+    for &field in ORDER.iter().chain(rest) {
+        let mask = m.mask().field(field);
+        if mask == 0 || skip.contains(&field) {
+            continue;
+        }
+        format_field(&mut parts, &ctx, field, m.key().field(field), mask);
+    }
+    parts.join(",")
+}
+
+fn format_field(parts: &mut Vec<String>, ctx: &Context, field: Field, v: u128, mask: u128) {
+    let full = field.layout().max_value();
+    let name = match field {
+        Field::VlanTci => return format_vlan(parts, v, mask),
+        Field::EthType => {
+            if mask == full {
+                parts.push(format!("dl_type=0x{v:04x}"));
+                return;
+            }
+            "dl_type"
+        }
+        Field::EthSrc => "dl_src",
+        Field::EthDst => "dl_dst",
+        Field::Ipv4Src if ctx.arp => "arp_spa",
+        Field::Ipv4Dst if ctx.arp => "arp_tpa",
+        Field::Ipv4Src => "nw_src",
+        Field::Ipv4Dst => "nw_dst",
+        Field::IpProto if ctx.arp => "arp_op",
+        Field::IpProto => "nw_proto",
+        Field::IpDscp => {
+            if mask == full {
+                parts.push(format!("nw_tos={}", v << 2));
+                return;
+            }
+            "ip_dscp"
+        }
+        Field::IpEcn => "nw_ecn",
+        Field::IpTtl => "nw_ttl",
+        Field::IpFrag => {
+            match FRAG_KEYWORDS.iter().find(|&&(_, fv, fm)| (fv, fm) == (v, mask)) {
+                Some((kw, _, _)) => parts.push(format!("nw_frag={kw}")),
+                None => parts.push(format!("ip_frag={v:#x}/{mask:#x}")),
+            }
+            return;
+        }
+        Field::ArpSha if ctx.icmp6 => "nd_sll",
+        Field::ArpTha if ctx.icmp6 => "nd_tll",
+        Field::TpSrc if ctx.icmp => "icmp_type",
+        Field::TpDst if ctx.icmp => "icmp_code",
+        Field::TpSrc if ctx.icmp6 => "icmpv6_type",
+        Field::TpDst if ctx.icmp6 => "icmpv6_code",
+        Field::TcpFlags => {
+            if mask & !0x1ff == 0 {
+                let mut s = String::from("tcp_flags=");
+                for (flag, bit) in TCP_FLAGS {
+                    if mask & bit != 0 {
+                        s.push(if v & bit != 0 { '+' } else { '-' });
+                        s.push_str(flag);
+                    }
+                }
+                parts.push(s);
+                return;
+            }
+            "tcp_flags"
+        }
+        _ => read_name(field),
+    };
+    parts.push(format!("{name}={}", value(field, v, mask)));
+}
+
+/// `dl_vlan`/`dl_vlan_pcp` when the TCI bits say exactly that, else
+/// `vlan_tci=V/M`.
+fn format_vlan(parts: &mut Vec<String>, v: u128, mask: u128) {
+    let present = u128::from(VLAN_PRESENT);
+    let tagged = v & present != 0;
+    let vid = v & 0x0fff;
+    let pcp = v >> 13;
+    match mask {
+        0x1fff if tagged => parts.push(format!("dl_vlan={vid}")),
+        0xf000 if tagged => parts.push(format!("dl_vlan_pcp={pcp}")),
+        0xffff if tagged => {
+            parts.push(format!("dl_vlan={vid}"));
+            parts.push(format!("dl_vlan_pcp={pcp}"));
+        }
+        0xffff => parts.push(format!("vlan_tci=0x{v:04x}")),
+        _ => parts.push(format!("vlan_tci=0x{v:04x}/0x{mask:04x}")),
+    }
+}
+
+/// The name of a field as a `move` source or a generic match field.
+fn read_name(field: Field) -> &'static str {
+    match field {
+        Field::Ipv4Src => "ip_src",
+        Field::Ipv4Dst => "ip_dst",
+        Field::IpProto => "nw_proto",
+        Field::IpEcn => "nw_ecn",
+        Field::IpTtl => "nw_ttl",
+        _ => field.name(),
+    }
+}
+
+/// The name of a field as a `set_field`/`move` destination (IP protocol is
+/// not writable; the same slot is writable as the ARP opcode).
+fn write_name(field: Field) -> &'static str {
+    match field {
+        Field::IpProto => "arp_op",
+        _ => read_name(field),
+    }
+}
+
+fn subfield(r: &FieldRange, name: &str) -> String {
+    let width = r.field.layout().bits;
+    if r.ofs == 0 && r.n_bits == width {
+        format!("{name}[]")
+    } else if r.n_bits == 1 {
+        format!("{name}[{}]", r.ofs)
+    } else {
+        let hi = u32::from(r.ofs) + u32::from(r.n_bits) - 1;
+        format!("{name}[{}..{hi}]", r.ofs)
+    }
+}
+
+fn format_action(out: &mut String, a: &OfAction) {
+    // Writing to a String cannot fail.
+    let _ = match a {
+        OfAction::Output {
+            port: OfPort::Controller,
+            max_len,
+        } => write!(out, "CONTROLLER:{max_len}"),
+        OfAction::Output {
+            port: OfPort::Port(p),
+            max_len: 0,
+        } => write!(out, "output:{p}"),
+        OfAction::Output { port, max_len: 0 } => write!(out, "{port}"),
+        OfAction::Output { port, max_len } => {
+            write!(out, "output(port={port},max_len={max_len})")
+        }
+        OfAction::PushVlan(tpid) => write!(out, "push_vlan:{tpid:#06x}"),
+        OfAction::PopVlan => write!(out, "pop_vlan"),
+        OfAction::SetVlanVid(vid) => write!(out, "mod_vlan_vid:{vid}"),
+        OfAction::SetVlanPcp(pcp) => write!(out, "mod_vlan_pcp:{pcp}"),
+        OfAction::SetField { field, value, mask } => {
+            write!(out, "set_field:{}", set_field_arg(*field, *value, *mask))
+        }
+        OfAction::Move { src, dst } => write!(
+            out,
+            "move:{}->{}",
+            subfield(src, read_name(src.field)),
+            subfield(dst, write_name(dst.field))
+        ),
+        OfAction::DecTtl => write!(out, "dec_ttl"),
+        OfAction::Resubmit(t) => write!(out, "resubmit(,{t})"),
+        OfAction::Sample { probability } => write!(out, "sample(probability={probability})"),
+    };
+}
+
+/// `VALUE[/MASK]->FIELD`.
+fn set_field_arg(field: Field, v: u128, mask: u128) -> String {
+    let present = u128::from(VLAN_PRESENT);
+    if field == Field::VlanTci && v & present != 0 {
+        match mask {
+            0x1fff => return format!("{v}->vlan_vid"),
+            0xf000 => return format!("{}->vlan_pcp", v >> 13),
+            _ => {}
+        }
+    }
+    let shown = if field == Field::VlanTci && mask != 0xffff {
+        format!("0x{v:04x}/0x{mask:04x}")
+    } else {
+        value(field, v, mask)
+    };
+    format!("{shown}->{}", write_name(field))
+}
+
+fn format_actions(out: &mut String, actions: &[OfAction]) {
+    for (i, a) in actions.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        format_action(out, a);
+    }
+}
+
+/// Prints an instruction set: `drop` when empty, else
+/// `meter:1,output:2,clear_actions,write_actions(...),write_metadata:0x1/0xff,goto_table:2`.
+pub fn format_instructions(i: &Instructions) -> String {
+    if i.is_drop() {
+        return "drop".to_string();
+    }
+    let mut items: Vec<String> = Vec::new();
+    if let Some(m) = i.meter {
+        items.push(format!("meter:{m}"));
+    }
+    if !i.apply.is_empty() {
+        let mut s = String::new();
+        format_actions(&mut s, &i.apply);
+        items.push(s);
+    }
+    if i.clear_actions {
+        items.push("clear_actions".to_string());
+    }
+    if let Some(w) = &i.write {
+        let mut s = String::from("write_actions(");
+        format_actions(&mut s, w);
+        s.push(')');
+        items.push(s);
+    }
+    if let Some((v, m)) = i.write_metadata {
+        items.push(if m == u64::MAX {
+            format!("write_metadata:{v:#x}")
+        } else {
+            format!("write_metadata:{v:#x}/{m:#x}")
+        });
+    }
+    if let Some(t) = i.goto_table {
+        items.push(format!("goto_table:{t}"));
+    }
+    items.join(",")
+}
+
+/// Prints a rule as `ovs-ofctl dump-flows` would, minus statistics:
+/// `table=1, priority=100, cookie=0x5, idle_timeout=10, tcp,tp_dst=80 actions=output:2`.
+/// Defaults (cookie 0, no timeouts, importance 0, flags off) are left out.
+pub fn format_rule(r: &RuleSpec) -> String {
+    let mut s = format!("table={}, priority={}", r.table, r.priority.0);
+    // Writing to a String cannot fail.
+    if r.cookie.0 != 0 {
+        let _ = write!(s, ", cookie={:#x}", r.cookie.0);
+    }
+    for (name, v) in [
+        ("idle_timeout", r.idle_timeout),
+        ("hard_timeout", r.hard_timeout),
+        ("importance", r.importance),
+    ] {
+        if v != 0 {
+            let _ = write!(s, ", {name}={v}");
+        }
+    }
+    let f = &r.flags;
+    for (name, on) in [
+        ("send_flow_rem", f.send_flow_rem),
+        ("check_overlap", f.check_overlap),
+        ("reset_counts", f.reset_counts),
+        ("no_packet_counts", f.no_packet_counts),
+        ("no_byte_counts", f.no_byte_counts),
+    ] {
+        if on {
+            let _ = write!(s, ", {name}");
+        }
+    }
+    let m = format_match(&r.matched);
+    if !m.is_empty() {
+        s.push_str(", ");
+        s.push_str(&m);
+    }
+    s.push_str(" actions=");
+    s.push_str(&format_instructions(&r.instructions));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use megaflow::{FlowKey, Mask};
+
+    fn one(field: Field, v: u128, mask: u128) -> Match {
+        let mut k = FlowKey::ZERO;
+        k.set_field(field, v);
+        Match::new(&k, &Mask::EMPTY.with(field, mask))
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(value(Field::Ipv4Src, 0x0a00_0000, 0xff00_0000), "10.0.0.0/8");
+        assert_eq!(
+            value(Field::Ipv4Src, 0x0a00_0001, 0xff00_00ff),
+            "10.0.0.1/255.0.0.255"
+        );
+        assert_eq!(value(Field::EthDst, 0xaabb_ccdd_eeff, 0xffff_ffff_ffff), "aa:bb:cc:dd:ee:ff");
+        assert_eq!(value(Field::TpDst, 0x1000, 0xf000), "0x1000/0xf000");
+        assert_eq!(value(Field::InPort, 0xffff_fffe, 0xffff_ffff), "LOCAL");
+        assert_eq!(value(Field::InPort, 7, 0xffff_ffff), "7");
+        assert_eq!(value(Field::Ipv6Src, 1, u128::MAX), "::1");
+        assert_eq!(value(Field::Ipv6Src, 0, u128::MAX << 64), "::/64");
+    }
+
+    #[test]
+    fn vlan_forms() {
+        assert_eq!(format_match(&one(Field::VlanTci, 0x1005, 0x1fff)), "dl_vlan=5");
+        assert_eq!(format_match(&one(Field::VlanTci, 0, 0xffff)), "vlan_tci=0x0000");
+        assert_eq!(format_match(&one(Field::VlanTci, 0x7000, 0xf000)), "dl_vlan_pcp=3");
+        assert_eq!(
+            format_match(&one(Field::VlanTci, 0x1000, 0x1000)),
+            "vlan_tci=0x1000/0x1000"
+        );
+    }
+
+    #[test]
+    fn actions_print_ovs_style() {
+        let i = Instructions {
+            apply: vec![
+                OfAction::Output {
+                    port: OfPort::Controller,
+                    max_len: 0xffff,
+                },
+                OfAction::Output {
+                    port: OfPort::Normal,
+                    max_len: 0,
+                },
+                OfAction::SetField {
+                    field: Field::VlanTci,
+                    value: 0x1064,
+                    mask: 0x1fff,
+                },
+                OfAction::SetField {
+                    field: Field::Reg0,
+                    value: 0x50,
+                    mask: 0xf0,
+                },
+                OfAction::Move {
+                    src: FieldRange {
+                        field: Field::Reg0,
+                        ofs: 0,
+                        n_bits: 16,
+                    },
+                    dst: FieldRange {
+                        field: Field::Reg1,
+                        ofs: 16,
+                        n_bits: 16,
+                    },
+                },
+            ],
+            ..Instructions::default()
+        };
+        assert_eq!(
+            format_instructions(&i),
+            "CONTROLLER:65535,NORMAL,set_field:4196->vlan_vid,set_field:0x50/0xf0->reg0,\
+             move:reg0[0..15]->reg1[16..31]"
+        );
+        assert_eq!(format_instructions(&Instructions::default()), "drop");
+    }
+}

@@ -1,0 +1,533 @@
+//! Translation: a packet's key through the OpenFlow pipeline into datapath
+//! actions and the widest mask under which they hold (a megaflow).
+//!
+//! One [`Ctx`] per translation carries the packet as the pipeline sees it
+//! now (`flow`, rewritten by set-field, VLAN and move actions), the
+//! untouched key (`orig`), the accumulated [`Wildcards`], the datapath
+//! actions emitted so far and the OpenFlow action set. Every read of the key
+//! goes through `Ctx::read`/`Ctx::read_bits` (or the classifier, which
+//! records into the same `Wildcards`), so the final mask is exactly the bits
+//! some decision depended on (DESIGN.md, contract 1).
+//!
+//! Rewrites are emitted lazily: a set-field marks its field dirty and the
+//! datapath `set` is emitted just before the next output, with the field's
+//! value at that point. Whether a field is emitted depends only on which
+//! actions ran, never on the packet's old value (Open vSwitch compares with
+//! the old value and must un-wildcard it to do so; eswitch does not).
+//! VLAN tags are tracked as a stack of original and pushed tags
+//! (`vlan.rs`), committed as pops and pushes.
+//!
+//! Semantics: OpenFlow 1.3 instruction order (meter, apply-actions,
+//! clear-actions, write-actions, write-metadata, goto-table); a table miss
+//! with no table-miss rule drops and discards the action set; the action set
+//! runs when a rule without goto-table ends the pipeline; `resubmit(,T)`
+//! runs table T's rule (and its goto chain) in place, at most
+//! [`MAX_DEPTH`] deep and [`MAX_LOOKUPS`] lookups in all; an output to the
+//! input port by number is skipped (OpenFlow requires `IN_PORT`);
+//! `dec_ttl` is left to the datapath, which drops a packet whose TTL would
+//! expire (so the TTL is not un-wildcarded).
+
+mod normal;
+mod trace;
+mod vlan;
+
+pub use trace::{TraceEvent, TracedRule};
+
+use megaflow::actions::UserspaceReason;
+use megaflow::key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
+use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp};
+
+use crate::bridge::{Bridge, Generations};
+use crate::normal::MacLearn;
+use crate::rule::{OfAction, OfPort};
+use crate::table::RuleRef;
+use crate::wildcards::{Wildcards, PIPELINE_FIELDS};
+use crate::TableId;
+
+/// Deepest nesting of `resubmit`.
+pub const MAX_DEPTH: u32 = 64;
+/// Most table lookups in one translation.
+pub const MAX_LOOKUPS: u32 = 4096;
+
+const ETH_TYPE_IPV4: u128 = 0x0800;
+const ETH_TYPE_IPV6: u128 = 0x86dd;
+
+/// Why a translation was cut short; the packet is dropped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum XlateError {
+    #[error("resubmit nested deeper than {MAX_DEPTH}")]
+    TooDeep,
+    #[error("more than {MAX_LOOKUPS} table lookups")]
+    TooManyLookups,
+    #[error("set_field on {0} is not supported by the datapath")]
+    UnsupportedSetField(Field),
+}
+
+/// The result of translating one key.
+#[derive(Clone, Debug)]
+pub struct Translation {
+    /// The megaflow mask: the bits the result depends on.
+    pub mask: Mask,
+    /// Datapath actions; empty means drop.
+    pub actions: Vec<DpAction>,
+    /// Every rule hit, in order (for stats and for the revalidator).
+    pub rules: Vec<RuleRef>,
+    /// True when NORMAL consulted the MAC table: the result also depends on
+    /// `generations.mac`.
+    pub uses_mac_table: bool,
+    /// Generations of the inputs at translation time.
+    pub generations: Generations,
+    /// What NORMAL learned from this packet (apply with `Bridge::learn`).
+    pub learned: Vec<MacLearn>,
+    /// Set when translation was cut short (the packet is dropped).
+    pub error: Option<XlateError>,
+    /// Every step, when tracing.
+    pub trace: Vec<TraceEvent>,
+    /// The packet as the pipeline left it.
+    pub final_flow: FlowKey,
+}
+
+impl Translation {
+    /// The megaflow: the key under the mask.
+    pub fn megaflow(&self, key: &FlowKey) -> Match {
+        Match::new(key, &self.mask)
+    }
+
+    /// The datapath actions as the megaflow cache stores them.
+    pub fn datapath_actions(&self) -> Actions {
+        Actions::new(self.actions.clone())
+    }
+
+    /// True when the packet goes nowhere.
+    pub fn is_drop(&self) -> bool {
+        self.actions.is_empty()
+    }
+}
+
+/// Header fields the datapath can rewrite, in the order their `set`
+/// actions are emitted.
+const DP_FIELDS: [Field; 11] = [
+    Field::EthSrc,
+    Field::EthDst,
+    Field::Ipv4Src,
+    Field::Ipv4Dst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+    Field::IpDscp,
+    Field::IpEcn,
+    Field::IpTtl,
+    Field::TpSrc,
+    Field::TpDst,
+];
+
+fn dp_set(field: Field, v: u128) -> DpAction {
+    match field {
+        Field::EthSrc => DpAction::SetEthSrc(v as u64),
+        Field::EthDst => DpAction::SetEthDst(v as u64),
+        Field::Ipv4Src => DpAction::SetIpv4Src(v as u32),
+        Field::Ipv4Dst => DpAction::SetIpv4Dst(v as u32),
+        Field::Ipv6Src => DpAction::SetIpv6Src(v),
+        Field::Ipv6Dst => DpAction::SetIpv6Dst(v),
+        Field::IpDscp => DpAction::SetDscp(v as u8),
+        Field::IpEcn => DpAction::SetEcn(v as u8),
+        Field::IpTtl => DpAction::SetTtl(v as u8),
+        Field::TpSrc => DpAction::SetTpSrc(v as u16),
+        _ => DpAction::SetTpDst(v as u16),
+    }
+}
+
+/// Fields the pipeline may write that exist only inside it.
+fn is_pipeline_field(f: Field) -> bool {
+    PIPELINE_FIELDS.contains(&f) || matches!(f, Field::PktMark | Field::InPort)
+}
+
+/// How a table visit ended.
+enum Next {
+    Goto(TableId),
+    End,
+    Miss,
+    Abort,
+}
+
+/// The state of one translation.
+pub(crate) struct Ctx<'a> {
+    br: &'a Bridge,
+    now: Timestamp,
+    orig: FlowKey,
+    flow: FlowKey,
+    wc: Wildcards,
+    out: Vec<DpAction>,
+    /// Bit i: `DP_FIELDS[i]` was written since the last commit.
+    dirty: u16,
+    vlan: vlan::VlanStack,
+    action_set: Vec<OfAction>,
+    rules: Vec<RuleRef>,
+    depth: u32,
+    lookups: u32,
+    uses_mac_table: bool,
+    learned: Vec<MacLearn>,
+    error: Option<XlateError>,
+    tracing: bool,
+    trace: Vec<TraceEvent>,
+}
+
+/// Translates `key` through `br`'s pipeline, starting at table 0.
+pub(crate) fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
+    let mut ctx = Ctx {
+        br,
+        now,
+        orig: *key,
+        flow: *key,
+        wc: Wildcards::new(),
+        out: Vec::new(),
+        dirty: 0,
+        vlan: vlan::VlanStack::default(),
+        action_set: Vec::new(),
+        rules: Vec::new(),
+        depth: 0,
+        lookups: 0,
+        uses_mac_table: false,
+        learned: Vec::new(),
+        error: None,
+        tracing,
+        trace: Vec::new(),
+    };
+    ctx.run_chain(TableId(0), true);
+    if ctx.error.is_some() {
+        ctx.out.clear();
+    }
+    Translation {
+        mask: ctx.wc.finish(),
+        actions: ctx.out,
+        rules: ctx.rules,
+        uses_mac_table: ctx.uses_mac_table,
+        generations: br.generations(),
+        learned: ctx.learned,
+        error: ctx.error,
+        trace: ctx.trace,
+        final_flow: ctx.flow,
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// Reads a whole field of the packet as the pipeline sees it now.
+    #[inline]
+    fn read(&mut self, field: Field) -> u128 {
+        self.wc.read(&self.flow, field)
+    }
+
+    /// Reads some bits of a field of the packet as the pipeline sees it now.
+    #[inline]
+    fn read_bits(&mut self, field: Field, bits: u128) -> u128 {
+        self.wc.read_bits(&self.flow, field, bits)
+    }
+
+    /// Reads bits of the packet as it arrived (for original VLAN tags).
+    #[inline]
+    fn read_packet(&mut self, field: Field, bits: u128) -> u128 {
+        self.wc.unwildcard_packet(field, bits);
+        self.orig.field(field) & bits
+    }
+
+    fn note(&mut self, text: impl FnOnce() -> String) {
+        if self.tracing {
+            self.trace.push(TraceEvent::Note {
+                depth: self.depth,
+                text: text(),
+            });
+        }
+    }
+
+    fn fail(&mut self, e: XlateError) {
+        if self.error.is_none() {
+            let msg = e.to_string();
+            self.note(|| format!("error: {msg}"));
+            self.error = Some(e);
+        }
+    }
+
+    /// Runs `start` and the tables it goes to. At the top level a chain that
+    /// ends in a rule without goto-table executes the action set.
+    fn run_chain(&mut self, start: TableId, top: bool) {
+        let mut table = start;
+        loop {
+            match self.visit(table) {
+                Next::Goto(g) => table = g,
+                Next::End => {
+                    if top {
+                        self.execute_action_set();
+                    }
+                    return;
+                }
+                Next::Miss | Next::Abort => return,
+            }
+        }
+    }
+
+    /// Looks `table` up and runs the instructions of the rule found.
+    fn visit(&mut self, table: TableId) -> Next {
+        self.lookups += 1;
+        if self.lookups > MAX_LOOKUPS {
+            self.fail(XlateError::TooManyLookups);
+            return Next::Abort;
+        }
+        let br: &'a Bridge = self.br;
+        let hit = br
+            .tables
+            .table(table)
+            .and_then(|t| t.lookup(&self.flow, &mut self.wc));
+        if self.tracing {
+            self.trace.push(TraceEvent::Table {
+                depth: self.depth,
+                table,
+                rule: hit.map(|(id, r)| TracedRule::new(table, id, r)),
+            });
+        }
+        let Some((id, rule)) = hit else {
+            return Next::Miss;
+        };
+        self.rules.push(RuleRef {
+            table,
+            id,
+            uid: rule.uid,
+        });
+        let ins = &rule.spec.instructions;
+        if let Some(m) = ins.meter {
+            self.out.push(DpAction::Meter(m));
+        }
+        for a in &ins.apply {
+            self.action(a);
+            if self.error.is_some() {
+                return Next::Abort;
+            }
+        }
+        if ins.clear_actions {
+            self.action_set.clear();
+        }
+        if let Some(w) = &ins.write {
+            for a in w {
+                write_action_set(&mut self.action_set, a);
+            }
+        }
+        if let Some((v, m)) = ins.write_metadata {
+            self.set_field(Field::Metadata, u128::from(v), u128::from(m));
+        }
+        match ins.goto_table {
+            Some(g) => Next::Goto(g),
+            None => Next::End,
+        }
+    }
+
+    /// Runs the action set in the order OpenFlow 1.3 (5.10) prescribes.
+    fn execute_action_set(&mut self) {
+        if self.action_set.is_empty() {
+            return;
+        }
+        let mut set = std::mem::take(&mut self.action_set);
+        set.sort_by_key(action_set_rank);
+        if self.tracing {
+            self.note(|| format!("executing action set ({} actions)", set.len()));
+        }
+        for a in &set {
+            self.action(a);
+            if self.error.is_some() {
+                return;
+            }
+        }
+    }
+
+    fn action(&mut self, a: &OfAction) {
+        if self.tracing {
+            self.trace.push(TraceEvent::Action {
+                depth: self.depth,
+                action: a.clone(),
+            });
+        }
+        match a {
+            OfAction::Output { port, max_len } => self.output(*port, *max_len),
+            OfAction::PushVlan(tpid) => self.vlan_push(*tpid),
+            OfAction::PopVlan => self.vlan_pop(),
+            OfAction::SetVlanVid(v) => self.vlan_set(VLAN_VID_MASK, *v),
+            OfAction::SetVlanPcp(p) => self.vlan_set(VLAN_PCP_MASK, u16::from(*p) << 13),
+            OfAction::SetField { field, value, mask } => self.set_field(*field, *value, *mask),
+            OfAction::Move { src, dst } => {
+                let v = self.read_bits(src.field, src.mask()) >> src.ofs;
+                self.set_field(dst.field, v << dst.ofs, dst.mask());
+            }
+            OfAction::DecTtl => self.dec_ttl(),
+            OfAction::Resubmit(t) => {
+                if self.depth >= MAX_DEPTH {
+                    self.fail(XlateError::TooDeep);
+                    return;
+                }
+                self.depth += 1;
+                self.run_chain(*t, false);
+                self.depth -= 1;
+            }
+            OfAction::Sample { probability } => {
+                self.commit();
+                self.out.push(DpAction::Sample {
+                    probability: u32::from(*probability) * 65537,
+                    actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample)]),
+                });
+            }
+        }
+    }
+
+    /// True when the packet (as it is now) has the headers `field` needs.
+    fn dp_prereq_ok(&mut self, field: Field) -> bool {
+        match field {
+            Field::EthSrc | Field::EthDst => true,
+            Field::Ipv4Src | Field::Ipv4Dst => self.read(Field::EthType) == ETH_TYPE_IPV4,
+            Field::Ipv6Src | Field::Ipv6Dst => self.read(Field::EthType) == ETH_TYPE_IPV6,
+            Field::IpDscp | Field::IpEcn | Field::IpTtl => {
+                matches!(self.read(Field::EthType), ETH_TYPE_IPV4 | ETH_TYPE_IPV6)
+            }
+            _ => {
+                matches!(self.read(Field::EthType), ETH_TYPE_IPV4 | ETH_TYPE_IPV6)
+                    && matches!(self.read(Field::IpProto), 6 | 17 | 132)
+            }
+        }
+    }
+
+    /// Writes `value` into the `mask` bits of `field`.
+    fn set_field(&mut self, field: Field, value: u128, mask: u128) {
+        let mask = mask & field.layout().max_value();
+        if field == Field::VlanTci {
+            let vid = (mask as u16) & VLAN_VID_MASK;
+            let pcp = (mask as u16) & VLAN_PCP_MASK;
+            if mask as u16 & VLAN_PRESENT != 0 && value as u16 & VLAN_PRESENT == 0 {
+                self.vlan_pop();
+                return;
+            }
+            if vid != 0 {
+                self.vlan_set(vid, value as u16);
+            }
+            if pcp != 0 {
+                self.vlan_set(pcp, value as u16);
+            }
+            return;
+        }
+        let slot = DP_FIELDS.iter().position(|&f| f == field);
+        if slot.is_none() && !is_pipeline_field(field) {
+            self.fail(XlateError::UnsupportedSetField(field));
+            return;
+        }
+        if slot.is_some() && !self.dp_prereq_ok(field) {
+            self.note(|| format!("set_field on {field} skipped: packet lacks the header"));
+            return;
+        }
+        let old = self.flow.field(field);
+        self.flow.set_field(field, (old & !mask) | (value & mask));
+        self.wc.write(field, mask);
+        if let Some(i) = slot {
+            self.dirty |= 1 << i;
+        }
+    }
+
+    fn dec_ttl(&mut self) {
+        if !self.dp_prereq_ok(Field::IpTtl) {
+            self.note(|| "dec_ttl skipped: not IP".into());
+            return;
+        }
+        self.commit();
+        self.out.push(DpAction::DecTtl);
+        let ttl = self.flow.ip_ttl();
+        self.flow.set_ip_ttl(ttl.wrapping_sub(1) & 0xff);
+        // A constant TTL stays constant; one from the packet is now
+        // arithmetic on the packet's.
+        if !self.wc.is_written(Field::IpTtl, 0xff) {
+            self.wc.derive_whole(Field::IpTtl);
+        }
+    }
+
+    /// Emits the pending VLAN changes and `set` actions.
+    fn commit(&mut self) {
+        self.commit_vlan();
+        let mut d = self.dirty;
+        while d != 0 {
+            let i = d.trailing_zeros() as usize;
+            d &= d - 1;
+            let f = DP_FIELDS[i];
+            // The datapath sets the whole field: bits the pipeline did not
+            // write come from the packet.
+            let v = self.read(f);
+            self.out.push(dp_set(f, v));
+        }
+        self.dirty = 0;
+    }
+
+    fn output(&mut self, port: OfPort, max_len: u16) {
+        match port {
+            OfPort::Port(p) => {
+                let in_port = self.read(Field::InPort) as u32;
+                if p.0 == in_port {
+                    self.note(|| format!("output:{p} skipped: it is the input port"));
+                } else {
+                    self.output_port(p);
+                }
+            }
+            OfPort::InPort => {
+                let in_port = self.read(Field::InPort) as u32;
+                self.output_port(PortNo(in_port));
+            }
+            OfPort::All | OfPort::Flood => {
+                let in_port = self.read(Field::InPort) as u32;
+                let br: &'a Bridge = self.br;
+                for p in br.ports.iter() {
+                    if p.no.0 != in_port && (port == OfPort::All || p.flood) {
+                        self.output_port(p.no);
+                    }
+                }
+            }
+            OfPort::Controller => {
+                self.commit();
+                self.out
+                    .push(DpAction::Userspace(UserspaceReason::Controller { max_len }));
+            }
+            OfPort::Local => self.output_port(PortNo(OfPort::LOCAL_NUMBER)),
+            OfPort::Normal => self.normal(),
+            OfPort::Any => {}
+        }
+    }
+
+    /// Sends the packet, as it is now, to a port that exists and is up.
+    fn output_port(&mut self, p: PortNo) {
+        match self.br.ports.get(p) {
+            Some(info) if info.up => {
+                self.commit();
+                self.out.push(DpAction::Output(p));
+            }
+            Some(_) => self.note(|| format!("output:{p} skipped: port is down")),
+            None => self.note(|| format!("output:{p} skipped: no such port")),
+        }
+    }
+}
+
+/// Adds an action to an action set: one action of each kind (one per field
+/// for set-field), a later write replacing an earlier one.
+fn write_action_set(set: &mut Vec<OfAction>, a: &OfAction) {
+    let same = |x: &OfAction| match (x, a) {
+        (OfAction::SetField { field: f, .. }, OfAction::SetField { field: g, .. }) => f == g,
+        (OfAction::Move { dst: f, .. }, OfAction::Move { dst: g, .. }) => f.field == g.field,
+        _ => std::mem::discriminant(x) == std::mem::discriminant(a),
+    };
+    set.retain(|x| !same(x));
+    set.push(a.clone());
+}
+
+/// Execution order of the action set (OpenFlow 1.3, 5.10).
+fn action_set_rank(a: &OfAction) -> u8 {
+    match a {
+        OfAction::PopVlan => 0,
+        OfAction::PushVlan(_) => 1,
+        OfAction::DecTtl => 2,
+        OfAction::SetVlanVid(_)
+        | OfAction::SetVlanPcp(_)
+        | OfAction::SetField { .. }
+        | OfAction::Move { .. } => 3,
+        OfAction::Sample { .. } | OfAction::Resubmit(_) => 4,
+        OfAction::Output { .. } => 5,
+    }
+}
