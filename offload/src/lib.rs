@@ -6,6 +6,8 @@
 //! that the rest of eswitch names ports by.
 #![forbid(unsafe_code)]
 
+pub mod prm;
+
 use std::fmt;
 
 /// An eSwitch vport number: PF = 0, VF n = n + 1, ECPF = 0xfffe, uplink = 0xffff.

@@ -1,10 +1,35 @@
 //! # ofproto: OpenFlow tables and translation into megaflows
 //!
-//! The slow path of eswitch: OpenFlow 1.3 tables, the `ovs-ofctl` flow
-//! syntax, translation of a packet's key through the pipeline into a sound,
-//! wide megaflow, the upcall handler, the revalidator and the OpenFlow
-//! control adapter. Depends on `megaflow` only. This crate grows in later
-//! issues.
+//! The slow path of eswitch. Depends on `megaflow` only.
+//!
+//! - [`rule`]: what a flow mod carries ([`RuleSpec`], [`Instructions`],
+//!   [`OfAction`], [`OfPort`]);
+//! - [`text`]: the `ovs-ofctl` flow syntax, parsed into those types and
+//!   printed back (round trip), with errors that name the bad token;
+//! - [`table`]: 254 tables with OpenFlow 1.3 flow mod semantics, counters,
+//!   timeouts and generations;
+//! - [`classifier`]: one table's rules, looked up by priority with
+//!   Open vSwitch's staged lookup, prefix tries and port tries, so a lookup
+//!   reads as few key bits as it can ([`classifier::reference`] is the
+//!   linear specification it is tested against);
+//! - [`wildcards`]: the one door through which translation records what it
+//!   read;
+//! - [`xlate`]: a key through the pipeline into datapath actions and a
+//!   megaflow mask, plus the trace that explains it;
+//! - [`normal`] and [`bridge`]: the MAC learning table, the ports, and the
+//!   [`Bridge`] that ties tables, ports and MAC table together.
+//!
+//! ## Why megaflows come out wider than Open vSwitch's
+//!
+//! The classifier follows OVS (`lib/classifier.c`), and translation adds:
+//! a prefix-trie skip un-wildcards only the trie bits, never the stages
+//! before it; fields the pipeline overwrote with constants (`set_field`
+//! before a later match) are not un-wildcarded on the packet; set actions
+//! are emitted for every field the pipeline wrote, without comparing with
+//! the packet's old value; `dec_ttl` is left to the datapath, so the TTL
+//! stays wildcarded; metadata and registers, zero in every packet a port
+//! delivers, never reach the mask. Every one of these is checked by the
+//! soundness property test (`tests/xlate_soundness.rs`).
 #![forbid(unsafe_code)]
 
 pub mod bridge;
@@ -14,6 +39,7 @@ pub mod rule;
 pub mod table;
 pub mod text;
 pub mod wildcards;
+pub mod workload;
 pub mod xlate;
 
 pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};

@@ -100,9 +100,8 @@ impl Wildcards {
         if n == 0 {
             return;
         }
-        let n = n.min(bits);
         let ones = field.layout().max_value();
-        let prefix = ones & !(ones >> n);
+        let prefix = if n >= bits { ones } else { ones & !(ones >> n) };
         self.unwildcard(field, prefix);
     }
 

@@ -75,8 +75,10 @@
 //! classifier is plain data: `Send` and `Sync`, mutated only through
 //! `&mut self`.
 
+mod baseline;
 pub mod reference;
 mod subtable;
+mod table64;
 mod trie;
 
 use std::collections::HashMap;
@@ -88,7 +90,7 @@ use crate::wildcards::Wildcards;
 use crate::Priority;
 
 use subtable::{trie_value, Removed, Subtable, TRIE_FIELDS};
-use trie::{PrefixTrie, TrieHit};
+use trie::{OwnerBits, PrefixTrie, TrieHit, OWNER_CAP};
 
 /// The caller's handle of a rule in a classifier (the table's slot index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -100,24 +102,58 @@ const ETH_TYPE_ARP: u64 = 0x0806;
 /// eth_type for which the v6 address slots hold addresses.
 const ETH_TYPE_IPV6: u64 = 0x86dd;
 
+/// The per-subtable facts a lookup needs before touching the subtable
+/// itself, kept in one dense array in visiting order.
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    max_priority: Priority,
+    /// Bit `t` set when the mask is a prefix on trie field `t`.
+    tries: u8,
+    /// Prefix length of the mask on each trie field (0: none).
+    trie_plen: [u8; 4],
+    /// Index in `Classifier::slots`, also the subtable's owner id in the
+    /// tries.
+    slot: u32,
+}
+
+/// What one lookup learned from the prefix tries it walked (lazily, each
+/// when the first subtable using it is reached).
+struct Walks {
+    /// Bit `t` set once trie `t` has been walked.
+    done: u8,
+    hits: [TrieHit; 4],
+    /// Per walked trie: the slots (below [`OWNER_CAP`]) that use the trie
+    /// and own no prefix matching the packet: subtables it proves empty.
+    fails: [OwnerBits; 4],
+}
+
 /// The rules of one table, looked up by priority.
 #[derive(Clone, Debug)]
 pub struct Classifier {
-    /// Sorted by maximum priority, highest first (stable among equals).
-    subtables: Vec<Subtable>,
-    /// Mask to its subtable's index in `subtables`.
-    by_mask: HashMap<Mask, usize, FastBuild>,
-    /// One trie per field of [`TRIE_FIELDS`].
+    /// Subtables by slot; `None` for free slots.
+    slots: Vec<Option<Subtable>>,
+    free_slots: Vec<u32>,
+    /// Visiting order: by maximum priority, highest first (stable among
+    /// equals). One entry per live slot.
+    order: Vec<Head>,
+    /// Mask to its subtable's slot.
+    by_mask: HashMap<Mask, u32, FastBuild>,
+    /// One trie per field of [`TRIE_FIELDS`]; prefixes owned by slot.
     tries: [PrefixTrie; 4],
+    /// Per trie, the slots (below [`OWNER_CAP`]) whose mask uses it.
+    uses: [OwnerBits; 4],
     n_rules: usize,
 }
 
 impl Default for Classifier {
     fn default() -> Self {
         Classifier {
-            subtables: Vec::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            order: Vec::new(),
             by_mask: HashMap::default(),
             tries: TRIE_FIELDS.map(|f| PrefixTrie::new(f.layout().bits as u32)),
+            uses: [[0; OWNER_CAP / 64]; 4],
             n_rules: 0,
         }
     }
@@ -130,22 +166,22 @@ impl Classifier {
 
     /// Adds a rule. The caller keeps (match, priority) pairs unique.
     pub fn insert(&mut self, id: RuleId, m: &Match, priority: Priority) {
-        let si = match self.by_mask.get(m.mask()) {
-            Some(&i) => i,
-            None => {
-                self.subtables.push(Subtable::new(m.mask()));
-                let i = self.subtables.len() - 1;
-                self.by_mask.insert(*m.mask(), i);
-                i
-            }
+        let slot = match self.by_mask.get(m.mask()) {
+            Some(&s) => s,
+            None => self.new_subtable(m.mask()),
         };
-        let st = &mut self.subtables[si];
-        let was_empty = st.is_empty();
+        let Some(st) = self.slots[slot as usize].as_mut() else {
+            // Invariant: `by_mask` names live slots only (a slot is freed
+            // and unmapped together, in `remove`).
+            unreachable!("by_mask names a free slot");
+        };
         let old_max = st.max_priority();
+        let was_empty = st.is_empty();
         if st.insert(id, m, priority) {
             for (t, &p) in st.trie_plen().iter().enumerate() {
                 if p != 0 {
-                    self.tries[t].insert(trie_value(m.key(), TRIE_FIELDS[t]), p as u32);
+                    let v = trie_value(m.key(), TRIE_FIELDS[t]);
+                    self.tries[t].insert(v, p as u32, slot);
                 }
             }
         }
@@ -155,12 +191,51 @@ impl Classifier {
         }
     }
 
+    /// A new, empty subtable in the lowest free slot (low slots fit the
+    /// tries' owner bitmaps).
+    fn new_subtable(&mut self, mask: &Mask) -> u32 {
+        let slot = match self.free_slots.iter().enumerate().min_by_key(|(_, &s)| s) {
+            Some((i, _)) => self.free_slots.swap_remove(i),
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let st = Subtable::new(mask);
+        self.set_uses(slot, st.trie_plen(), true);
+        self.slots[slot as usize] = Some(st);
+        self.by_mask.insert(*mask, slot);
+        slot
+    }
+
+    /// Marks (or clears) `slot` as a user of the tries its mask has prefixes
+    /// on.
+    fn set_uses(&mut self, slot: u32, plen: &[u8; 4], on: bool) {
+        let s = slot as usize;
+        if s >= OWNER_CAP {
+            return;
+        }
+        for (t, &p) in plen.iter().enumerate() {
+            if p != 0 {
+                let w = &mut self.uses[t][s / 64];
+                if on {
+                    *w |= 1 << (s % 64);
+                } else {
+                    *w &= !(1 << (s % 64));
+                }
+            }
+        }
+    }
+
     /// Removes the rule `id`, inserted with this match and priority.
     pub fn remove(&mut self, id: RuleId, m: &Match, priority: Priority) -> bool {
-        let Some(&si) = self.by_mask.get(m.mask()) else {
+        let Some(&slot) = self.by_mask.get(m.mask()) else {
             return false;
         };
-        let st = &mut self.subtables[si];
+        let Some(st) = self.slots[slot as usize].as_mut() else {
+            // Invariant: as in `insert`.
+            unreachable!("by_mask names a free slot");
+        };
         let old_max = st.max_priority();
         match st.remove(id, m, priority) {
             Removed::Absent => return false,
@@ -168,8 +243,8 @@ impl Classifier {
             Removed::Node => {
                 for (t, &p) in st.trie_plen().iter().enumerate() {
                     if p != 0 {
-                        let gone =
-                            self.tries[t].remove(trie_value(m.key(), TRIE_FIELDS[t]), p as u32);
+                        let v = trie_value(m.key(), TRIE_FIELDS[t]);
+                        let gone = self.tries[t].remove(v, p as u32, slot);
                         debug_assert!(gone, "prefix trie out of step with the subtables");
                     }
                 }
@@ -177,7 +252,11 @@ impl Classifier {
         }
         self.n_rules -= 1;
         if st.is_empty() {
-            self.subtables.remove(si);
+            let plen = *st.trie_plen();
+            self.set_uses(slot, &plen, false);
+            self.slots[slot as usize] = None;
+            self.free_slots.push(slot);
+            self.by_mask.remove(m.mask());
             self.resort();
         } else if st.max_priority() != old_max {
             self.resort();
@@ -185,66 +264,150 @@ impl Classifier {
         true
     }
 
-    /// Restores the order of `subtables` and the index `by_mask`.
+    /// Rebuilds the visiting order from the live subtables.
     fn resort(&mut self) {
-        self.subtables
-            .sort_by_key(|st| std::cmp::Reverse(st.max_priority()));
-        self.by_mask.clear();
-        for (i, st) in self.subtables.iter().enumerate() {
-            self.by_mask.insert(*st.mask(), i);
+        // Keep the previous relative order among equal maxima: the old
+        // order first, then new slots, then a stable sort.
+        let mut seen = vec![false; self.slots.len()];
+        let mut order: Vec<Head> = Vec::with_capacity(self.by_mask.len());
+        let old = self.order.iter().map(|h| h.slot);
+        for slot in old.chain(0..self.slots.len() as u32) {
+            let s = slot as usize;
+            if std::mem::replace(&mut seen[s], true) {
+                continue;
+            }
+            if let Some(st) = &self.slots[s] {
+                let trie_plen = *st.trie_plen();
+                let tries = (0..4).filter(|&t| trie_plen[t] != 0).fold(0, |m, t| m | 1 << t);
+                order.push(Head {
+                    max_priority: st.max_priority(),
+                    tries,
+                    trie_plen,
+                    slot,
+                });
+            }
         }
+        order.sort_by_key(|h| std::cmp::Reverse(h.max_priority));
+        self.order = order;
     }
 
     /// The rule with exactly this match and priority.
     pub fn find_exact(&self, m: &Match, priority: Priority) -> Option<RuleId> {
-        let &si = self.by_mask.get(m.mask())?;
-        self.subtables[si].find_exact(m, priority)
+        let &slot = self.by_mask.get(m.mask())?;
+        self.slots[slot as usize].as_ref()?.find_exact(m, priority)
     }
 
     /// The highest-priority rule matching `key`, recording in `wc` every key
     /// bit the answer depended on (see the module comment).
     pub fn lookup(&self, key: &FlowKey, wc: &mut Wildcards) -> Option<RuleId> {
-        let eth_type = key.eth_type();
-        let v4 = eth_type == ETH_TYPE_IPV4 || eth_type == ETH_TYPE_ARP;
-        let v6 = eth_type == ETH_TYPE_IPV6;
-        let applies = [v4, v4, v6, v6];
-        let mut hits: [Option<TrieHit>; 4] = [None; 4];
+        let applies = address_families(key);
+        let mut walks = Walks {
+            done: 0,
+            hits: [TrieHit::default(); 4],
+            fails: [[0; OWNER_CAP / 64]; 4],
+        };
+        // Per trie: the bits a walk examined, and the longest prefix of the
+        // field some skip relied on. Kept apart from `walks` and indexed
+        // only by constants so that they live in registers: a skip per
+        // subtable updates them, and a dependency through memory would
+        // serialize the loop.
+        let mut examined = [0u32; 4];
+        let mut skip_bits = [0u32; 4];
         let mut acc = [0u64; KEY_WORDS];
         let mut best: Option<(Priority, RuleId)> = None;
-        for st in &self.subtables {
-            if best.is_some_and(|(bp, _)| bp >= st.max_priority()) {
+        for head in &self.order {
+            if best.is_some_and(|(bp, _)| bp >= head.max_priority) {
                 break;
             }
-            if st.has_tries() {
-                // The trie proving a miss with the fewest bits, if any.
-                let mut skip: Option<(usize, u32)> = None;
-                for (t, &p) in st.trie_plen().iter().enumerate() {
-                    if p == 0 || !applies[t] {
-                        continue;
-                    }
-                    let hit = *hits[t]
-                        .get_or_insert_with(|| self.tries[t].lookup(trie_value(key, TRIE_FIELDS[t])));
-                    let p = p as u32;
-                    if !hit.has_len(p) {
-                        let n = hit.examined.min(p);
-                        if skip.is_none_or(|(_, m)| n < m) {
-                            skip = Some((t, n));
+            let usable = head.tries & applies;
+            if usable != 0 {
+                let unwalked = usable & !walks.done;
+                if unwalked != 0 {
+                    self.walk_tries(unwalked, key, &mut walks);
+                    examined = walks.hits.map(|h| h.examined);
+                }
+                let proving = self.proving(head, usable, &walks);
+                if proving != 0 {
+                    // Of the proofs (each sound, see the module comment),
+                    // the one adding the fewest new bits.
+                    let (mut best_t, mut best_n, mut best_new) = (0, 0, u32::MAX);
+                    for t in 0..4 {
+                        if proving & (1 << t) != 0 {
+                            let n = examined[t].min(head.trie_plen[t] as u32);
+                            let new_bits = n.saturating_sub(skip_bits[t]);
+                            if new_bits < best_new {
+                                (best_t, best_n, best_new) = (t, n, new_bits);
+                            }
                         }
                     }
-                }
-                if let Some((t, n)) = skip {
-                    or_prefix(&mut acc, TRIE_FIELDS[t], n);
+                    for (t, sb) in skip_bits.iter_mut().enumerate() {
+                        if t == best_t {
+                            *sb = (*sb).max(best_n);
+                        }
+                    }
                     continue;
                 }
             }
+            let Some(st) = &self.slots[head.slot as usize] else {
+                debug_assert!(false, "order names a free slot");
+                continue;
+            };
             if let Some(found) = st.probe(key, &mut acc) {
                 if best.is_none_or(|(bp, _)| found.0 > bp) {
                     best = Some(found);
                 }
             }
         }
+        for (t, &n) in skip_bits.iter().enumerate() {
+            or_prefix(&mut acc, TRIE_FIELDS[t], n);
+        }
         wc.unwildcard_mask(&Mask::from_words(acc));
         best.map(|(_, id)| id)
+    }
+
+    /// The tries among `usable` (walked ones, that the subtable of `head`
+    /// uses and that apply to the packet) proving that the subtable has no
+    /// rule matching the packet: those in which the subtable owns no prefix
+    /// matching it.
+    #[inline]
+    fn proving(&self, head: &Head, usable: u8, walks: &Walks) -> u8 {
+        let slot = head.slot as usize;
+        if slot < OWNER_CAP {
+            let (w, b) = (slot / 64, slot % 64);
+            let bit = |t: usize| (((walks.fails[t][w] >> b) & 1) as u8) << t;
+            (bit(0) | bit(1) | bit(2) | bit(3)) & usable
+        } else {
+            self.proving_by_length(head, usable, walks)
+        }
+    }
+
+    /// [`Classifier::proving`] for a slot beyond the owner bitmaps: the
+    /// tries in which no rule of any subtable has a prefix of the
+    /// subtable's length matching the packet (sound, less selective).
+    #[cold]
+    fn proving_by_length(&self, head: &Head, usable: u8, walks: &Walks) -> u8 {
+        (0..4)
+            .filter(|&t| usable & (1 << t) != 0)
+            .filter(|&t| !walks.hits[t].has_len(head.trie_plen[t] as u32))
+            .fold(0, |m, t| m | 1 << t)
+    }
+
+    /// Walks the tries in `which` for `key`, filling in their part of
+    /// `walks`.
+    #[cold]
+    fn walk_tries(&self, which: u8, key: &FlowKey, walks: &mut Walks) {
+        for t in 0..4 {
+            if which & (1 << t) == 0 {
+                continue;
+            }
+            let mut owners = [0u64; OWNER_CAP / 64];
+            let v = trie_value(key, TRIE_FIELDS[t]);
+            walks.hits[t] = self.tries[t].lookup_owners(v, &mut owners);
+            for (f, (u, o)) in walks.fails[t].iter_mut().zip(self.uses[t].iter().zip(&owners)) {
+                *f = u & !o;
+            }
+        }
+        walks.done |= which;
     }
 
     pub fn len(&self) -> usize {
@@ -257,12 +420,27 @@ impl Classifier {
 
     /// Number of distinct masks (subtables).
     pub fn subtable_count(&self) -> usize {
-        self.subtables.len()
+        self.order.len()
     }
 
-    /// Every rule, by subtable (highest maximum priority first).
+    /// Every rule, by subtable in visiting order.
     pub fn iter(&self) -> impl Iterator<Item = (RuleId, &Match, Priority)> + '_ {
-        self.subtables.iter().flat_map(|st| st.iter())
+        self.order
+            .iter()
+            .filter_map(|h| self.slots[h.slot as usize].as_ref())
+            .flat_map(|st| st.iter())
+    }
+}
+
+/// The tries (bit `t` for [`TRIE_FIELDS`]`[t]`) whose field holds an
+/// address for this packet's eth_type (IPv4 and ARP: the v4 slots; IPv6:
+/// the v6 slots); the others are not consulted.
+#[inline]
+fn address_families(key: &FlowKey) -> u8 {
+    match key.eth_type() {
+        ETH_TYPE_IPV4 | ETH_TYPE_ARP => 0b0011,
+        ETH_TYPE_IPV6 => 0b1100,
+        _ => 0,
     }
 }
 

@@ -44,12 +44,12 @@
 //!
 //! Owned by one [`super::Classifier`]; single-threaded like it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 
 use megaflow::key::WordHasher;
 use megaflow::{Field, FlowKey, Mask, Match, KEY_WORDS};
 
+use super::table64::Table64;
 use super::trie::{top_bits, PrefixTrie};
 use super::RuleId;
 use crate::Priority;
@@ -103,30 +103,6 @@ fn prefix_len(mask: &Mask, field: Field) -> u8 {
         0
     }
 }
-
-/// Hasher for maps whose keys are already hashes.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ b as u64;
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type IdBuild = BuildHasherDefault<IdHasher>;
 
 /// End of a collision chain.
 const NONE: u32 = u32::MAX;
@@ -190,9 +166,9 @@ pub(crate) struct Subtable {
     /// Mask word of each entry of `words`.
     mwords: [u64; KEY_WORDS],
     /// Counted cumulative hashes, one set per stage but the last.
-    stage_sets: Vec<HashMap<u64, u32, IdBuild>>,
+    stage_sets: Vec<Table64>,
     /// Final hash to the first node of its chain.
-    index: HashMap<u64, u32, IdBuild>,
+    index: Table64,
     nodes: Vec<Node>,
     free: Vec<u32>,
     ports: Option<PortTrie>,
@@ -246,8 +222,8 @@ impl Subtable {
             stage_ends,
             words,
             mwords,
-            stage_sets: vec![HashMap::default(); n_stages - 1],
-            index: HashMap::default(),
+            stage_sets: vec![Table64::default(); n_stages - 1],
+            index: Table64::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             ports,
@@ -255,10 +231,6 @@ impl Subtable {
             n_rules: 0,
             mask: *mask,
         }
-    }
-
-    pub fn mask(&self) -> &Mask {
-        &self.mask
     }
 
     #[inline]
@@ -270,11 +242,6 @@ impl Subtable {
     #[inline]
     pub fn trie_plen(&self) -> &[u8; 4] {
         &self.trie_plen
-    }
-
-    #[inline]
-    pub fn has_tries(&self) -> bool {
-        self.has_tries
     }
 
     pub fn is_empty(&self) -> bool {
@@ -311,7 +278,7 @@ impl Subtable {
 
     /// The node holding exactly `m` (whose mask is this subtable's).
     fn find_node(&self, m: &Match, final_hash: u64) -> Option<u32> {
-        let mut ni = self.index.get(&final_hash).copied().unwrap_or(NONE);
+        let mut ni = self.index.get(final_hash).unwrap_or(NONE);
         while ni != NONE {
             let node = &self.nodes[ni as usize];
             if node.m == *m {
@@ -340,7 +307,7 @@ impl Subtable {
             rules.insert(at, (priority, id));
             return false;
         }
-        let next = self.index.get(&final_hash).copied().unwrap_or(NONE);
+        let next = self.index.get(final_hash).unwrap_or(NONE);
         let node = Node {
             m: *m,
             rules: vec![(priority, id)],
@@ -358,11 +325,11 @@ impl Subtable {
         };
         self.index.insert(final_hash, ni);
         for (set, &h) in self.stage_sets.iter_mut().zip(&hashes[..last]) {
-            *set.entry(h).or_insert(0) += 1;
+            *set.entry(h, 0) += 1;
         }
         if let Some(pt) = &mut self.ports {
             let v = pt.value(m.key().words());
-            pt.trie.insert(v, pt.len);
+            pt.trie.insert(v, pt.len, 0);
         }
         true
     }
@@ -396,10 +363,10 @@ impl Subtable {
         }
         // Unlink the node from its chain.
         let next = self.nodes[ni as usize].next;
-        let head = self.index.get(&final_hash).copied().unwrap_or(NONE);
+        let head = self.index.get(final_hash).unwrap_or(NONE);
         if head == ni {
             if next == NONE {
-                self.index.remove(&final_hash);
+                self.index.remove(final_hash);
             } else {
                 self.index.insert(final_hash, next);
             }
@@ -416,16 +383,16 @@ impl Subtable {
         self.nodes[ni as usize].next = NONE;
         self.free.push(ni);
         for (set, &h) in self.stage_sets.iter_mut().zip(&hashes[..last]) {
-            if let Some(c) = set.get_mut(&h) {
+            if let Some(c) = set.get_mut(h) {
                 *c -= 1;
                 if *c == 0 {
-                    set.remove(&h);
+                    set.remove(h);
                 }
             }
         }
         if let Some(pt) = &mut self.ports {
             let v = pt.value(m.key().words());
-            let removed = pt.trie.remove(v, pt.len);
+            let removed = pt.trie.remove(v, pt.len, 0);
             debug_assert!(removed, "port trie out of step with the nodes");
         }
         Removed::Node
@@ -458,6 +425,20 @@ impl Subtable {
         }
     }
 
+    /// The node with final hash `hash` whose match covers `kw`.
+    #[inline]
+    fn matching_node(&self, kw: &[u64; KEY_WORDS], hash: u64) -> Option<&Node> {
+        let mut ni = self.index.get(hash).unwrap_or(NONE);
+        while ni != NONE {
+            let node = &self.nodes[ni as usize];
+            if self.node_matches(node, kw) {
+                return Some(node);
+            }
+            ni = node.next;
+        }
+        None
+    }
+
     /// Looks `key` up in this subtable's stages and nodes: the best rule of
     /// the node matching `key`, if any. ORs into `acc` the key bits the
     /// answer depends on (see the module comment for why each is enough).
@@ -473,7 +454,7 @@ impl Subtable {
                 h.push(kw[self.words[j] as usize] & self.mwords[j]);
                 j += 1;
             }
-            if !set.contains_key(&h.finish()) {
+            if !set.contains(h.finish()) {
                 // Stages 0..=s decided the miss.
                 self.fold(acc, end);
                 return None;
@@ -485,14 +466,9 @@ impl Subtable {
             h.push(kw[self.words[j] as usize] & self.mwords[j]);
             j += 1;
         }
-        let mut ni = self.index.get(&h.finish()).copied().unwrap_or(NONE);
-        while ni != NONE {
-            let node = &self.nodes[ni as usize];
-            if self.node_matches(node, kw) {
-                self.fold(acc, n);
-                return node.rules.first().copied();
-            }
-            ni = node.next;
+        if let Some(node) = self.matching_node(kw, h.finish()) {
+            self.fold(acc, n);
+            return node.rules.first().copied();
         }
         if let Some(pt) = &self.ports {
             let hit = pt.trie.lookup(pt.value(kw));
@@ -500,6 +476,61 @@ impl Subtable {
                 // No node has these ports: the examined port bits decide.
                 let bits = (top_bits(hit.examined) >> 96) as u32 & pt.mask;
                 acc[PORTS_WORD] |= (bits as u64) << PORTS_SHIFT;
+                return None;
+            }
+        }
+        self.fold(acc, n);
+        None
+    }
+
+    /// Open vSwitch 3.1's `find_match_wc` on this subtable, as a baseline
+    /// for the width of [`Subtable::probe`]'s wildcards: the prefix tries
+    /// are consulted (through `trie_check`, which records its own bits and
+    /// says whether to skip) only when the stage holding the address words
+    /// is reached, and a skip, like a port-trie miss, also records every
+    /// earlier stage. Where the port trie finds the packet's ports in full,
+    /// the whole mask is recorded (Open vSwitch keeps tcp_flags out of its
+    /// L4 stage, eswitch's layout does not).
+    pub fn probe_ovs31(
+        &self,
+        key: &FlowKey,
+        acc: &mut [u64; KEY_WORDS],
+        mut trie_check: impl FnMut(&mut [u64; KEY_WORDS]) -> bool,
+    ) -> Option<(Priority, RuleId)> {
+        let kw = key.words();
+        let mut h = WordHasher::new();
+        let mut j = 0usize;
+        let last = self.n_stages as usize - 1;
+        for s in 0..=last {
+            let (start, end) = (j, self.stage_ends[s] as usize);
+            let has_address = self.words[start..end]
+                .iter()
+                .any(|&w| w == 12 || (14..=17).contains(&w));
+            if self.has_tries && has_address && trie_check(acc) {
+                self.fold(acc, start);
+                return None;
+            }
+            while j < end {
+                h.push(kw[self.words[j] as usize] & self.mwords[j]);
+                j += 1;
+            }
+            if s < last && !self.stage_sets[s].contains(h.finish()) {
+                self.fold(acc, end);
+                return None;
+            }
+        }
+        let n = self.n_words as usize;
+        if let Some(node) = self.matching_node(kw, h.finish()) {
+            self.fold(acc, n);
+            return node.rules.first().copied();
+        }
+        if let Some(pt) = &self.ports {
+            let hit = pt.trie.lookup(pt.value(kw));
+            if !hit.has_len(pt.len) {
+                let bits = (top_bits(hit.examined) >> 96) as u32 & pt.mask;
+                acc[PORTS_WORD] |= (bits as u64) << PORTS_SHIFT;
+                let before_last = if last == 0 { 0 } else { self.stage_ends[last - 1] };
+                self.fold(acc, before_last as usize);
                 return None;
             }
         }

@@ -9,6 +9,12 @@
 //! of length `p` equals the value's top `p` bits, and the number of top bits
 //! the walk examined.
 //!
+//! Every stored prefix has an *owner* (the classifier's subtable slot; the
+//! port tries use 0). A walk can also collect the owners of the prefixes it
+//! matched, as a bitmap over owners below [`OWNER_CAP`]: the classifier then
+//! knows which subtables have a rule whose prefix matches the packet, not
+//! only which lengths some rule has.
+//!
 //! ## The examined-bits lemma
 //!
 //! Think of the uncompressed binary trie whose nodes are all prefixes of
@@ -20,7 +26,8 @@
 //! - the node has only the other child: `examined = d + 1`.
 //!
 //! Lemma: every value `q` with the same top `examined` bits as `a` walks the
-//! same nodes and stops at the same node, so it gets the same set of lengths.
+//! same nodes and stops at the same node, so it matches the same stored
+//! prefixes: same set of lengths, same owners, same `examined`.
 //! (Its path is decided by its first `d` bits; at the last node the reason
 //! to stop depends only on the node and, in the third case, on bit `d`.)
 //! The classifier builds its skip arguments on this lemma.
@@ -47,6 +54,12 @@
 /// Most bits a trie value has.
 pub(crate) const MAX_WIDTH: u32 = 128;
 
+/// Owners below this are tracked in walk bitmaps ([`OwnerBits`]).
+pub(crate) const OWNER_CAP: usize = 512;
+
+/// Bitmap over owners `0..OWNER_CAP`.
+pub(crate) type OwnerBits = [u64; OWNER_CAP / 64];
+
 /// A value with only its top `n` bits set (`n` ≤ 128).
 #[inline]
 pub(crate) fn top_bits(n: u32) -> u128 {
@@ -64,7 +77,7 @@ fn bit(v: u128, i: u32) -> usize {
 }
 
 /// What a walk found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TrieHit {
     /// Bit `p - 1` set when a stored prefix of length `p` equals the value's
     /// top `p` bits.
@@ -81,16 +94,41 @@ impl TrieHit {
     }
 }
 
+/// A trie node: only what a walk reads, 32 bytes, so that walks touch few
+/// cache lines; who stores a prefix here is kept aside in [`Stored`].
 #[derive(Clone, Copy, Debug)]
 struct Node {
     /// Top `end` bits of every value below this node; other bits zero.
     prefix: u128,
-    /// Depth this node's bits end at (its parent's `end` is where they start).
-    end: u8,
-    /// Stored prefixes equal to `prefix` of length `end`.
-    count: u32,
     /// Child by the first bit after `end`; 0 = none.
     child: [u32; 2],
+    /// Index in `PrefixTrie::stored` when prefixes of length `end` equal
+    /// to `prefix` are stored, else [`NO_SET`].
+    set: u32,
+    /// Depth this node's bits end at (its parent's `end` is where they start).
+    end: u8,
+}
+
+/// No prefix is stored at a node.
+const NO_SET: u32 = u32::MAX;
+
+impl Node {
+    fn new(prefix: u128, end: u32) -> Self {
+        Node {
+            prefix,
+            child: [0, 0],
+            set: NO_SET,
+            end: end as u8,
+        }
+    }
+}
+
+/// The prefixes stored at one node, by owner.
+#[derive(Clone, Debug, Default)]
+struct Stored {
+    /// Sum of the owners' counts; never 0 while in use.
+    count: u32,
+    owners: Vec<(u32, u32)>,
 }
 
 const ROOT: u32 = 0;
@@ -100,6 +138,11 @@ const ROOT: u32 = 0;
 pub(crate) struct PrefixTrie {
     nodes: Vec<Node>,
     free: Vec<u32>,
+    /// Owners of the prefixes stored at a node (`Node::set`), and the
+    /// bitmap of those below [`OWNER_CAP`] at the same index.
+    stored: Vec<Stored>,
+    stored_bits: Vec<OwnerBits>,
+    free_stored: Vec<u32>,
     width: u8,
     /// Stored prefixes (with multiplicity).
     len: usize,
@@ -110,13 +153,11 @@ impl PrefixTrie {
     pub fn new(width: u32) -> Self {
         debug_assert!((1..=MAX_WIDTH).contains(&width));
         PrefixTrie {
-            nodes: vec![Node {
-                prefix: 0,
-                end: 0,
-                count: 0,
-                child: [0, 0],
-            }],
+            nodes: vec![Node::new(0, 0)],
             free: Vec::new(),
+            stored: Vec::new(),
+            stored_bits: Vec::new(),
+            free_stored: Vec::new(),
             width: width as u8,
             len: 0,
         }
@@ -139,18 +180,77 @@ impl PrefixTrie {
     }
 
     fn release(&mut self, i: u32) {
-        self.nodes[i as usize] = Node {
-            prefix: 0,
-            end: 0,
-            count: 0,
-            child: [0, 0],
-        };
+        debug_assert_eq!(self.nodes[i as usize].set, NO_SET);
+        self.nodes[i as usize] = Node::new(0, 0);
         self.free.push(i);
     }
 
+    /// Records one more prefix of `owner` at node `n`.
+    fn add_owner(&mut self, n: u32, owner: u32) {
+        let mut si = self.nodes[n as usize].set;
+        if si == NO_SET {
+            si = match self.free_stored.pop() {
+                Some(i) => i,
+                None => {
+                    self.stored.push(Stored::default());
+                    self.stored_bits.push([0; OWNER_CAP / 64]);
+                    (self.stored.len() - 1) as u32
+                }
+            };
+            self.nodes[n as usize].set = si;
+        }
+        let st = &mut self.stored[si as usize];
+        st.count += 1;
+        match st.owners.iter_mut().find(|(o, _)| *o == owner) {
+            Some((_, c)) => *c += 1,
+            None => {
+                st.owners.push((owner, 1));
+                let o = owner as usize;
+                if o < OWNER_CAP {
+                    self.stored_bits[si as usize][o / 64] |= 1 << (o % 64);
+                }
+            }
+        }
+    }
+
+    /// Forgets one prefix of `owner` at node `n`; false when it has none.
+    fn remove_owner(&mut self, n: u32, owner: u32) -> bool {
+        let si = self.nodes[n as usize].set;
+        if si == NO_SET {
+            return false;
+        }
+        let st = &mut self.stored[si as usize];
+        let Some(i) = st.owners.iter().position(|(o, _)| *o == owner) else {
+            return false;
+        };
+        st.count -= 1;
+        st.owners[i].1 -= 1;
+        if st.owners[i].1 == 0 {
+            st.owners.swap_remove(i);
+            let o = owner as usize;
+            if o < OWNER_CAP {
+                self.stored_bits[si as usize][o / 64] &= !(1 << (o % 64));
+            }
+        }
+        if st.count == 0 {
+            debug_assert!(st.owners.is_empty());
+            self.nodes[n as usize].set = NO_SET;
+            self.free_stored.push(si);
+        }
+        true
+    }
+
+    /// Stored prefixes at node `n`.
+    fn count(&self, n: u32) -> u32 {
+        match self.nodes[n as usize].set {
+            NO_SET => 0,
+            si => self.stored[si as usize].count,
+        }
+    }
+
     /// Adds one copy of the prefix `value` / `plen` (`value` left-aligned;
-    /// bits below `plen` are ignored; `plen` in 1..=width).
-    pub fn insert(&mut self, value: u128, plen: u32) {
+    /// bits below `plen` are ignored; `plen` in 1..=width) for `owner`.
+    pub fn insert(&mut self, value: u128, plen: u32, owner: u32) {
         debug_assert!(plen >= 1 && plen <= self.width as u32);
         let value = value & top_bits(plen);
         self.len += 1;
@@ -158,67 +258,56 @@ impl PrefixTrie {
         loop {
             let depth = self.nodes[cur as usize].end as u32;
             if depth == plen {
-                self.nodes[cur as usize].count += 1;
+                self.add_owner(cur, owner);
                 return;
             }
             let b = bit(value, depth);
             let c = self.nodes[cur as usize].child[b];
             if c == 0 {
-                let leaf = self.alloc(Node {
-                    prefix: value,
-                    end: plen as u8,
-                    count: 1,
-                    child: [0, 0],
-                });
+                let leaf = self.alloc(Node::new(value, plen));
+                self.add_owner(leaf, owner);
                 self.nodes[cur as usize].child[b] = leaf;
                 return;
             }
-            let cn = self.nodes[c as usize];
-            let limit = (cn.end as u32).min(plen);
-            let diff = (value ^ cn.prefix) & top_bits(limit);
+            let cn = &self.nodes[c as usize];
+            let (cn_prefix, cn_end) = (cn.prefix, cn.end as u32);
+            let limit = cn_end.min(plen);
+            let diff = (value ^ cn_prefix) & top_bits(limit);
             let common = if diff == 0 {
                 limit
             } else {
                 diff.leading_zeros()
             };
-            if common == cn.end as u32 {
+            if common == cn_end {
                 cur = c;
                 continue;
             }
             // Split `c` at `common` (depth < common < cn.end: the bit at
             // `depth` is equal, it chose the slot).
-            let mid = self.alloc(Node {
-                prefix: cn.prefix & top_bits(common),
-                end: common as u8,
-                count: 0,
-                child: [0, 0],
-            });
-            self.nodes[mid as usize].child[bit(cn.prefix, common)] = c;
+            let mid = self.alloc(Node::new(cn_prefix & top_bits(common), common));
+            self.nodes[mid as usize].child[bit(cn_prefix, common)] = c;
             self.nodes[cur as usize].child[b] = mid;
             if common == plen {
-                self.nodes[mid as usize].count = 1;
+                self.add_owner(mid, owner);
             } else {
-                let leaf = self.alloc(Node {
-                    prefix: value,
-                    end: plen as u8,
-                    count: 1,
-                    child: [0, 0],
-                });
+                let leaf = self.alloc(Node::new(value, plen));
+                self.add_owner(leaf, owner);
                 self.nodes[mid as usize].child[bit(value, common)] = leaf;
             }
             return;
         }
     }
 
-    /// Removes one copy of the prefix `value` / `plen`; false when absent.
-    pub fn remove(&mut self, value: u128, plen: u32) -> bool {
+    /// Removes one copy of `owner`'s prefix `value` / `plen`; false when
+    /// absent.
+    pub fn remove(&mut self, value: u128, plen: u32, owner: u32) -> bool {
         let value = value & top_bits(plen);
         // Path from the root to the node, root first.
         let mut path: [u32; MAX_WIDTH as usize + 1] = [0; MAX_WIDTH as usize + 1];
         let mut n = 1;
         let mut cur = ROOT;
         loop {
-            let node = self.nodes[cur as usize];
+            let node = &self.nodes[cur as usize];
             let depth = node.end as u32;
             if depth == plen {
                 break;
@@ -238,19 +327,18 @@ impl PrefixTrie {
             n += 1;
             cur = c;
         }
-        if self.nodes[cur as usize].count == 0 {
+        if !self.remove_owner(cur, owner) {
             return false;
         }
         self.len -= 1;
-        self.nodes[cur as usize].count -= 1;
         // Restore "count > 0 or two children" from the node up: at most the
         // node itself and its parent can break it.
         let mut i = n - 1;
         while i > 0 {
             let idx = path[i];
-            let node = self.nodes[idx as usize];
-            let n_children = node.child.iter().filter(|&&c| c != 0).count();
-            if node.count > 0 || n_children == 2 {
+            let (count, child) = (self.count(idx), self.nodes[idx as usize].child);
+            let n_children = child.iter().filter(|&&c| c != 0).count();
+            if count > 0 || n_children == 2 {
                 break;
             }
             let parent = path[i - 1];
@@ -266,7 +354,7 @@ impl PrefixTrie {
             } else {
                 // One child: it takes this node's place (its prefix already
                 // holds all bits above it).
-                let only = node.child[0].max(node.child[1]);
+                let only = child[0].max(child[1]);
                 self.nodes[parent as usize].child[slot] = only;
                 self.release(idx);
                 break;
@@ -279,13 +367,30 @@ impl PrefixTrie {
     /// bits examined.
     #[inline]
     pub fn lookup(&self, value: u128) -> TrieHit {
+        self.walk(value, None)
+    }
+
+    /// [`PrefixTrie::lookup`] that also ORs into `owners` the owners (below
+    /// [`OWNER_CAP`]) of every stored prefix matching `value`.
+    #[inline]
+    pub fn lookup_owners(&self, value: u128, owners: &mut OwnerBits) -> TrieHit {
+        self.walk(value, Some(owners))
+    }
+
+    #[inline]
+    fn walk(&self, value: u128, mut owners: Option<&mut OwnerBits>) -> TrieHit {
         let width = self.width as u32;
         let mut plens = 0u128;
         let mut cur = &self.nodes[ROOT as usize];
         loop {
             let end = cur.end as u32;
-            if cur.count > 0 {
+            if cur.set != NO_SET {
                 plens |= 1 << (end - 1);
+                if let Some(bits) = owners.as_deref_mut() {
+                    for (b, &o) in bits.iter_mut().zip(&self.stored_bits[cur.set as usize]) {
+                        *b |= o;
+                    }
+                }
             }
             if end >= width {
                 return TrieHit {
@@ -322,22 +427,36 @@ impl PrefixTrie {
 mod tests {
     use super::*;
 
-    /// The uncompressed definition, over a list of stored prefixes.
-    fn naive(stored: &[(u128, u32)], width: u32, a: u128) -> TrieHit {
+    /// A stored prefix: value, length, owner.
+    type Stored = (u128, u32, u32);
+
+    /// The uncompressed definition, over a list of stored prefixes: the hit
+    /// and the owners (below the cap) of the matching prefixes.
+    fn naive(stored: &[Stored], width: u32, a: u128) -> (TrieHit, OwnerBits) {
         let mut plens = 0u128;
-        for &(v, p) in stored {
+        let mut owners = [0u64; OWNER_CAP / 64];
+        for &(v, p, o) in stored {
             if (v ^ a) & top_bits(p) == 0 {
                 plens |= 1 << (p - 1);
+                if (o as usize) < OWNER_CAP {
+                    owners[o as usize / 64] |= 1 << (o % 64);
+                }
             }
         }
         // Node a[0..d) exists iff some stored prefix extends it.
-        let extends = |d: u32| stored.iter().any(|&(v, p)| p >= d && (v ^ a) & top_bits(d) == 0);
+        let extends = |d: u32| {
+            stored
+                .iter()
+                .any(|&(v, p, _)| p >= d && (v ^ a) & top_bits(d) == 0)
+        };
         let mut d = 0;
         let examined = loop {
             if d == width {
                 break width;
             }
-            let has_child = stored.iter().any(|&(v, p)| p > d && (v ^ a) & top_bits(d) == 0);
+            let has_child = stored
+                .iter()
+                .any(|&(v, p, _)| p > d && (v ^ a) & top_bits(d) == 0);
             if !has_child {
                 break d;
             }
@@ -346,7 +465,7 @@ mod tests {
             }
             d += 1;
         };
-        TrieHit { plens, examined }
+        (TrieHit { plens, examined }, owners)
     }
 
     struct Rng(u64);
@@ -364,7 +483,7 @@ mod tests {
 
     fn random_value(rng: &mut Rng, width: u32, pool: &[u128]) -> u128 {
         let mut v = pool[rng.below(pool.len() as u64) as usize];
-        // flip a few bits, mostly deep ones
+        // flip a few bits
         for _ in 0..rng.below(3) {
             v ^= 1u128 << (127 - rng.below(width as u64) as u32);
         }
@@ -375,16 +494,18 @@ mod tests {
     fn brief_example_ipv4() {
         let mut t = PrefixTrie::new(32);
         let v = |x: u32| (x as u128) << 96;
-        t.insert(v(0x0a00_0000), 8);
-        t.insert(v(0x0a01_0200), 24);
+        t.insert(v(0x0a00_0000), 8, 1);
+        t.insert(v(0x0a01_0200), 24, 2);
         let h = t.lookup(v(0x0a09_0909));
         assert_eq!(h.plens, 1 << 7);
         assert_eq!(h.examined, 13);
         let h = t.lookup(v(0x0b00_0001));
         assert_eq!(h.plens, 0);
         assert_eq!(h.examined, 8);
-        let h = t.lookup(v(0x0a01_0203));
+        let mut owners = [0u64; OWNER_CAP / 64];
+        let h = t.lookup_owners(v(0x0a01_0203), &mut owners);
         assert!(h.has_len(8) && h.has_len(24));
+        assert_eq!(owners[0], 0b110);
         // 10.1.2.x: the /24 node has no children, so bit 24 is not needed.
         assert_eq!(h.examined, 24);
     }
@@ -397,33 +518,39 @@ mod tests {
                 .map(|_| (((rng.next() as u128) << 64) | rng.next() as u128) & top_bits(width))
                 .collect();
             let mut t = PrefixTrie::new(width);
-            let mut stored: Vec<(u128, u32)> = Vec::new();
+            let mut stored: Vec<Stored> = Vec::new();
             for step in 0..3000 {
                 let remove = !stored.is_empty() && rng.below(5) < 2;
                 if remove {
                     let i = rng.below(stored.len() as u64) as usize;
-                    let (v, p) = stored.swap_remove(i);
-                    assert!(t.remove(v, p));
+                    let (v, p, o) = stored.swap_remove(i);
+                    assert!(t.remove(v, p, o));
                 } else {
                     let p = 1 + rng.below(width as u64) as u32;
                     let v = random_value(&mut rng, width, &pool) & top_bits(p);
-                    t.insert(v, p);
-                    stored.push((v, p));
+                    // few owners, some beyond the bitmap cap
+                    let o = [0, 1, 63, 64, 200, OWNER_CAP as u32 - 1, OWNER_CAP as u32 + 7]
+                        [rng.below(7) as usize];
+                    t.insert(v, p, o);
+                    stored.push((v, p, o));
                 }
                 assert_eq!(t.len(), stored.len());
                 for _ in 0..8 {
                     let a = random_value(&mut rng, width, &pool);
-                    assert_eq!(t.lookup(a), naive(&stored, width, a), "step {step} a={a:#x}");
+                    let mut owners = [0u64; OWNER_CAP / 64];
+                    let hit = t.lookup_owners(a, &mut owners);
+                    assert_eq!((hit, owners), naive(&stored, width, a), "step {step} a={a:#x}");
+                    assert_eq!(t.lookup(a), hit);
                 }
                 // Removing something absent fails and changes nothing.
                 let p = 1 + rng.below(width as u64) as u32;
                 let v = random_value(&mut rng, width, &pool) & top_bits(p);
-                if !stored.contains(&(v, p)) {
-                    assert!(!t.remove(v, p));
+                if !stored.contains(&(v, p, 1)) {
+                    assert!(!t.remove(v, p, 1));
                 }
             }
-            while let Some((v, p)) = stored.pop() {
-                assert!(t.remove(v, p));
+            while let Some((v, p, o)) = stored.pop() {
+                assert!(t.remove(v, p, o));
             }
             assert_eq!(t.live_nodes(), 1, "pruning left nodes behind");
         }
@@ -431,22 +558,25 @@ mod tests {
 
     #[test]
     fn examined_lemma_holds() {
-        // Values agreeing on the examined bits get the same lengths.
+        // Values agreeing on the examined bits get the same hit and owners.
         let mut rng = Rng(77);
         let width = 32;
         let pool: Vec<u128> = (0..5).map(|_| (rng.next() as u128) << 96).collect();
         let mut t = PrefixTrie::new(width);
-        for _ in 0..40 {
+        for i in 0..40 {
             let p = 1 + rng.below(32) as u32;
-            t.insert(random_value(&mut rng, width, &pool), p);
+            t.insert(random_value(&mut rng, width, &pool), p, i % 9);
         }
         for _ in 0..2000 {
             let a = random_value(&mut rng, width, &pool);
-            let h = t.lookup(a);
+            let mut owners = [0u64; OWNER_CAP / 64];
+            let h = t.lookup_owners(a, &mut owners);
             for _ in 0..10 {
                 let noise = ((rng.next() as u128) << 96) & !top_bits(h.examined);
                 let q = (a & top_bits(h.examined)) | noise;
-                assert_eq!(t.lookup(q).plens, h.plens);
+                let mut q_owners = [0u64; OWNER_CAP / 64];
+                assert_eq!(t.lookup_owners(q, &mut q_owners), h);
+                assert_eq!(q_owners, owners);
             }
         }
     }

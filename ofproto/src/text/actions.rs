@@ -100,10 +100,7 @@ pub(crate) fn parse_instructions(s: &str) -> Result<Instructions, ParseError> {
                 ));
             }
             if rank == last_rank && rank != Rank::Apply {
-                return Err(ParseError::new(
-                    name,
-                    ParseErrorKind::DuplicateInstruction,
-                ));
+                return Err(ParseError::new(name, ParseErrorKind::DuplicateInstruction));
             }
         }
         last = Some((rank, item));
@@ -120,8 +117,7 @@ pub(crate) fn parse_instructions(s: &str) -> Result<Instructions, ParseError> {
 }
 
 fn split(s: &str) -> Result<Vec<&str>, ParseError> {
-    value::split_list(s)
-        .map_err(|reason| ParseError::new(s, ParseErrorKind::Syntax { reason }))
+    value::split_list(s).map_err(|reason| ParseError::new(s, ParseErrorKind::Syntax { reason }))
 }
 
 /// `name`, `name:arg` or `name(arg)`.
@@ -239,6 +235,8 @@ fn set(field: Field, value: u128) -> OfAction {
 }
 
 /// A plain action, or `None` when `name` names no action.
+///
+/// Every narrowing `as` below casts a number `num` has range-checked.
 fn parse_action(name: &str, arg: Arg<'_>, item: &str) -> Result<Option<OfAction>, ParseError> {
     let lname = name.to_ascii_lowercase();
     let num = |text: &str, max: u128| value::number_max(text, max).map_err(|e| e.at(text, name));
@@ -258,8 +256,9 @@ fn parse_action(name: &str, arg: Arg<'_>, item: &str) -> Result<Option<OfAction>
                         match (k, v) {
                             ("max_len", Some(v)) => max_len = num(v, 0xffff)? as u16,
                             _ => {
-                                return Err(ValueError::bad("only max_len=N is supported")
-                                    .at(args, name))
+                                return Err(
+                                    ValueError::bad("only max_len=N is supported").at(args, name)
+                                )
                             }
                         }
                     }
@@ -284,9 +283,7 @@ fn parse_action(name: &str, arg: Arg<'_>, item: &str) -> Result<Option<OfAction>
             match num(text, 0xffff)? {
                 tpid @ (0x8100 | 0x88a8) => OfAction::PushVlan(tpid as u16),
                 _ => {
-                    return Err(
-                        ValueError::bad("the TPID must be 0x8100 or 0x88a8").at(text, name)
-                    )
+                    return Err(ValueError::bad("the TPID must be 0x8100 or 0x88a8").at(text, name))
                 }
             }
         }
@@ -320,10 +317,10 @@ fn parse_action(name: &str, arg: Arg<'_>, item: &str) -> Result<Option<OfAction>
             let text = colon(name, arg)?;
             let tos = num(text, 0xff)?;
             if tos & 3 != 0 {
-                return Err(ValueError::bad(
-                    "the ECN bits (low 2 bits) of the ToS must be zero",
-                )
-                .at(text, name));
+                return Err(
+                    ValueError::bad("the ECN bits (low 2 bits) of the ToS must be zero")
+                        .at(text, name),
+                );
             }
             set(Field::IpDscp, tos >> 2)
         }
@@ -358,7 +355,8 @@ fn parse_action(name: &str, arg: Arg<'_>, item: &str) -> Result<Option<OfAction>
 }
 
 fn kv(args: &str) -> Result<Vec<(&str, Option<&str>)>, ParseError> {
-    value::key_values(args).map_err(|reason| ParseError::new(args, ParseErrorKind::Syntax { reason }))
+    value::key_values(args)
+        .map_err(|reason| ParseError::new(args, ParseErrorKind::Syntax { reason }))
 }
 
 /// `output:PORT` (max_len given by `output(...)` only).
@@ -386,13 +384,9 @@ fn output_args(name: &str, args: &str) -> Result<OfAction, ParseError> {
         match (k, v) {
             ("port", Some(p)) => port = Some(p),
             ("max_len", Some(n)) => {
-                max_len = Some(
-                    value::number_max(n, 0xffff).map_err(|e| e.at(n, "max_len"))? as u16,
-                )
+                max_len = Some(value::number_max(n, 0xffff).map_err(|e| e.at(n, "max_len"))? as u16)
             }
-            _ => {
-                return Err(ValueError::bad("expected output(port=P[,max_len=N])").at(args, name))
-            }
+            _ => return Err(ValueError::bad("expected output(port=P[,max_len=N])").at(args, name)),
         }
     }
     match port {
@@ -467,7 +461,12 @@ fn move_(name: &str, text: &str) -> Result<OfAction, ParseError> {
 
 /// `resubmit(,TABLE)`; resubmitting to a port is not supported.
 fn resubmit(name: &str, arg: Arg<'_>, item: &str) -> Result<OfAction, ParseError> {
-    let unsupported = |reason| Err(ParseError::new(item, ParseErrorKind::Unsupported { reason }));
+    let unsupported = |reason| {
+        Err(ParseError::new(
+            item,
+            ParseErrorKind::Unsupported { reason },
+        ))
+    };
     let Arg::Paren(args) = arg else {
         return unsupported("resubmit to a port (use resubmit(,TABLE))");
     };
@@ -501,13 +500,16 @@ fn sample(name: &str, args: &str) -> Result<OfAction, ParseError> {
                 if p == 0 {
                     return Err(ValueError::bad("must be at least 1").at(v, k));
                 }
+                // At most 0xffff, checked above.
                 probability = Some(p as u16);
             }
             "collector_set_id" | "obs_domain_id" | "obs_point_id" => {
                 value::number_max(v, u128::from(u32::MAX)).map_err(|e| e.at(v, k))?;
             }
             _ => {
-                return Err(ValueError::bad(format!("unknown sample argument \"{k}\"")).at(args, name))
+                return Err(
+                    ValueError::bad(format!("unknown sample argument \"{k}\"")).at(args, name)
+                )
             }
         }
     }
@@ -534,7 +536,11 @@ mod tests {
         assert_eq!(apply("output:LOCAL"), vec![out(OfPort::Local, 0)]);
         assert_eq!(
             apply("IN_PORT,flood ALL"),
-            vec![out(OfPort::InPort, 0), out(OfPort::Flood, 0), out(OfPort::All, 0)]
+            vec![
+                out(OfPort::InPort, 0),
+                out(OfPort::Flood, 0),
+                out(OfPort::All, 0)
+            ]
         );
         assert_eq!(apply("controller"), vec![out(OfPort::Controller, 0xffff)]);
         assert_eq!(apply("CONTROLLER:128"), vec![out(OfPort::Controller, 128)]);
@@ -594,7 +600,10 @@ mod tests {
     #[test]
     fn item_splitting() {
         assert!(split_item("resubmit(,1)x").is_err());
-        assert!(matches!(split_item("a:b(c)"), Ok(("a", Arg::Colon("b(c)")))));
+        assert!(matches!(
+            split_item("a:b(c)"),
+            Ok(("a", Arg::Colon("b(c)")))
+        ));
         assert!(matches!(split_item("a(b:c)"), Ok(("a", Arg::Paren("b:c")))));
     }
 }

@@ -102,9 +102,7 @@ const ND_ADVERT: u128 = 136;
 
 /// The value of `field` when the match pins all of its bits.
 pub(crate) fn exact(m: &Match, field: Field) -> Option<u128> {
-    m.mask()
-        .is_exact(field)
-        .then(|| m.key().field(field))
+    m.mask().is_exact(field).then(|| m.key().field(field))
 }
 
 impl Prereq {
@@ -143,9 +141,7 @@ impl Prereq {
             Prereq::IpAny => ip_any,
             Prereq::Arp => arp,
             Prereq::Ipv6 => eth == Some(ETH_IPV6),
-            Prereq::L4 => {
-                ip_any && matches!(proto, Some(PROTO_TCP | PROTO_UDP | PROTO_SCTP))
-            }
+            Prereq::L4 => ip_any && matches!(proto, Some(PROTO_TCP | PROTO_UDP | PROTO_SCTP)),
             Prereq::Tcp => ip_any && proto == Some(PROTO_TCP),
             Prereq::Udp => ip_any && proto == Some(PROTO_UDP),
             Prereq::Sctp => ip_any && proto == Some(PROTO_SCTP),
@@ -342,11 +338,7 @@ pub(crate) const TCP_FLAGS: [(&str, u128); 9] = [
 pub(crate) const FRAG_KEYWORDS: [(&str, u128, u128); 5] = [
     ("no", 0, FRAG_ANY as u128),
     ("yes", FRAG_ANY as u128, FRAG_ANY as u128),
-    (
-        "first",
-        FRAG_ANY as u128,
-        (FRAG_ANY | FRAG_LATER) as u128,
-    ),
+    ("first", FRAG_ANY as u128, (FRAG_ANY | FRAG_LATER) as u128),
     (
         "later",
         (FRAG_ANY | FRAG_LATER) as u128,
@@ -509,8 +501,8 @@ impl MatchBuilder {
             }
             return Ok(());
         }
-        let def = field_def(name)
-            .ok_or_else(|| ParseError::new(name, ParseErrorKind::UnknownField))?;
+        let def =
+            field_def(name).ok_or_else(|| ParseError::new(name, ParseErrorKind::UnknownField))?;
         let text = value.ok_or_else(|| ParseError::new(name, ParseErrorKind::MissingValue))?;
         let (v, m) = parse_value(&def, text)?;
         self.assign(Group::Field(def.field, def.kind), name, def.field, v, m)?;
@@ -527,11 +519,14 @@ impl MatchBuilder {
         mask: u128,
     ) -> Result<(), ParseError> {
         for a in self.sets.iter().filter(|a| a.field == field) {
-            if a.group == group {
+            let same_group = a.group == group;
+            if same_group && a.label == label {
                 if (a.value, a.mask) != (value, mask) {
                     return Err(ParseError::new(label, ParseErrorKind::DuplicateField));
                 }
-            } else if (a.value ^ value) & a.mask & mask != 0 {
+            } else if (same_group && (a.value, a.mask) != (value, mask))
+                || (a.value ^ value) & a.mask & mask != 0
+            {
                 return Err(ParseError::new(
                     label,
                     ParseErrorKind::Conflict {
@@ -653,8 +648,9 @@ pub(crate) fn parse_subfield(s: &str) -> Result<(FieldRange, bool), ParseError> 
         Some((name, rest)) => match rest.strip_suffix(']') {
             Some(range) => (name, Some(range)),
             None => {
-                return Err(ValueError::bad("expected NAME[], NAME[BIT] or NAME[START..END]")
-                    .at(s, name))
+                return Err(
+                    ValueError::bad("expected NAME[], NAME[BIT] or NAME[START..END]").at(s, name),
+                )
             }
         },
         None => (s, None),
@@ -726,7 +722,11 @@ mod tests {
         }
         // names are unique
         for (i, d) in FIELDS.iter().enumerate() {
-            assert!(FIELDS[i + 1..].iter().all(|e| e.name != d.name), "{}", d.name);
+            assert!(
+                FIELDS[i + 1..].iter().all(|e| e.name != d.name),
+                "{}",
+                d.name
+            );
             assert!(SHORTHANDS.iter().all(|s| s.name != d.name), "{}", d.name);
         }
     }
@@ -740,7 +740,10 @@ mod tests {
         assert_eq!(u.mask().field(Field::VlanTci), 0xffff);
         assert_eq!(u.key().vlan_tci(), 0);
         let err = m(&[("dl_vlan", Some("0xffff")), ("dl_vlan_pcp", Some("1"))]).unwrap_err();
-        assert_eq!(err.to_string(), "\"dl_vlan_pcp\" conflicts with \"dl_vlan\"");
+        assert_eq!(
+            err.to_string(),
+            "\"dl_vlan_pcp\" conflicts with \"dl_vlan\""
+        );
         let v = m(&[("vlan_vid", Some("0x1000/0x1000"))]).unwrap();
         assert_eq!(v.mask().field(Field::VlanTci), 0x1000);
     }

@@ -49,6 +49,7 @@ fn style(field: Field) -> Style {
     }
 }
 
+/// The low 48 bits of `v` as an Ethernet address.
 fn mac(v: u128) -> String {
     let b = (v as u64).to_be_bytes();
     format!(
@@ -59,6 +60,8 @@ fn mac(v: u128) -> String {
 
 /// `value` (under `mask`, when not all of `field`) in the field's style.
 fn value(field: Field, v: u128, mask: u128) -> String {
+    // `v` and `mask` fit the field's width (a `Match` and the parser keep
+    // them so), so the narrowing casts below lose nothing.
     let full = field.layout().max_value();
     let st = style(field);
     if mask == full {
@@ -202,7 +205,10 @@ fn format_field(parts: &mut Vec<String>, ctx: &Context, field: Field, v: u128, m
         Field::IpEcn => "nw_ecn",
         Field::IpTtl => "nw_ttl",
         Field::IpFrag => {
-            match FRAG_KEYWORDS.iter().find(|&&(_, fv, fm)| (fv, fm) == (v, mask)) {
+            match FRAG_KEYWORDS
+                .iter()
+                .find(|&&(_, fv, fm)| (fv, fm) == (v, mask))
+            {
                 Some((kw, _, _)) => parts.push(format!("nw_frag={kw}")),
                 None => parts.push(format!("ip_frag={v:#x}/{mask:#x}")),
             }
@@ -436,12 +442,18 @@ mod tests {
 
     #[test]
     fn values() {
-        assert_eq!(value(Field::Ipv4Src, 0x0a00_0000, 0xff00_0000), "10.0.0.0/8");
+        assert_eq!(
+            value(Field::Ipv4Src, 0x0a00_0000, 0xff00_0000),
+            "10.0.0.0/8"
+        );
         assert_eq!(
             value(Field::Ipv4Src, 0x0a00_0001, 0xff00_00ff),
             "10.0.0.1/255.0.0.255"
         );
-        assert_eq!(value(Field::EthDst, 0xaabb_ccdd_eeff, 0xffff_ffff_ffff), "aa:bb:cc:dd:ee:ff");
+        assert_eq!(
+            value(Field::EthDst, 0xaabb_ccdd_eeff, 0xffff_ffff_ffff),
+            "aa:bb:cc:dd:ee:ff"
+        );
         assert_eq!(value(Field::TpDst, 0x1000, 0xf000), "0x1000/0xf000");
         assert_eq!(value(Field::InPort, 0xffff_fffe, 0xffff_ffff), "LOCAL");
         assert_eq!(value(Field::InPort, 7, 0xffff_ffff), "7");
@@ -451,9 +463,18 @@ mod tests {
 
     #[test]
     fn vlan_forms() {
-        assert_eq!(format_match(&one(Field::VlanTci, 0x1005, 0x1fff)), "dl_vlan=5");
-        assert_eq!(format_match(&one(Field::VlanTci, 0, 0xffff)), "vlan_tci=0x0000");
-        assert_eq!(format_match(&one(Field::VlanTci, 0x7000, 0xf000)), "dl_vlan_pcp=3");
+        assert_eq!(
+            format_match(&one(Field::VlanTci, 0x1005, 0x1fff)),
+            "dl_vlan=5"
+        );
+        assert_eq!(
+            format_match(&one(Field::VlanTci, 0, 0xffff)),
+            "vlan_tci=0x0000"
+        );
+        assert_eq!(
+            format_match(&one(Field::VlanTci, 0x7000, 0xf000)),
+            "dl_vlan_pcp=3"
+        );
         assert_eq!(
             format_match(&one(Field::VlanTci, 0x1000, 0x1000)),
             "vlan_tci=0x1000/0x1000"

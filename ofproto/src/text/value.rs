@@ -272,7 +272,13 @@ mod tests {
     fn macs() {
         assert_eq!(mac("aa:bb:cc:dd:ee:ff").unwrap(), 0xaabb_ccdd_eeff);
         assert_eq!(mac("0:1:2:3:4:5").unwrap(), 0x0001_0203_0405);
-        for bad in ["aa:bb:cc:dd:ee", "aa:bb:cc:dd:ee:ff:00", "aaa:bb:cc:dd:ee:ff", "", ":::::"] {
+        for bad in [
+            "aa:bb:cc:dd:ee",
+            "aa:bb:cc:dd:ee:ff:00",
+            "aaa:bb:cc:dd:ee:ff",
+            "",
+            ":::::",
+        ] {
             assert!(mac(bad).is_err(), "{bad}");
         }
     }

@@ -1,0 +1,429 @@
+//! # prm: megaflow matches as the device's `fte_match_param` bytes
+//!
+//! The Direct Rule API takes a match as two buffers in the device's own
+//! layout (the PRM's `fte_match_param`): a matcher's *mask* and a rule's
+//! *value*, plus `match_criteria_enable`, the bitmap of the 64-byte blocks
+//! (outer headers, misc, inner headers, misc2, ...) that the mask uses. This
+//! module turns a megaflow [`Match`](megaflow::Match) into those bytes
+//! ([`encode`]) and back ([`decode`]); the `sim` backend decodes the same
+//! bytes the `mlx5` backend hands to `mlx5dv_dr_matcher_create` and
+//! `mlx5dv_dr_rule_create`.
+//!
+//! ## Layout as data
+//!
+//! [`layout`] holds the whole layout as one table of (block, field, bit
+//! offset, width), [`FIELDS`], each row checked against rdma-core's
+//! `providers/mlx5/mlx5_ifc.h`, and the one bounds-checked setter and getter,
+//! [`set`] and [`get`], that every byte of a buffer is written and read
+//! through.
+//!
+//! ## Translation
+//!
+//! [`encode`] works like Open vSwitch's offload translators: it *consumes*
+//! the megaflow mask field by field, one translator per layer (source port,
+//! L2 and VLANs, L3, L4) writing mask and value symmetrically, and refuses
+//! the flow with [`Unsupported`] — naming the megaflow field and the reason
+//! — as soon as a field cannot be expressed, or when mask bits are left that
+//! no translator took. Such a flow stays in software. Only fields with mask
+//! bits are visited, nothing allocates, and the output is two fixed arrays.
+//!
+//! [`decode`] is the inverse and the *reader of untrusted bytes*: any
+//! `(criteria, mask, value)` goes through [`Encoded::from_bytes`] (lengths,
+//! value bits inside the mask) and then is consumed field by field the same
+//! way, so every mask bit it does not understand is an error naming the PRM
+//! field, as `mlx5dv_dr_matcher_create` answers EOPNOTSUPP for a mask it
+//! cannot consume.
+//!
+//! ## Device rules the encoding follows (and decoding enforces)
+//!
+//! - **IP version.** Direct Rule picks its IPv4/IPv6 parsers from
+//!   `outer.ip_version` *in the mask*, which must hold 4 or 6 (not 0xf), and
+//!   the rule's value must hold the same number ("IP version in matcher mask
+//!   and rule should be equal and set to 4, 6 or 0", mlx5dv_dr man page;
+//!   `dr_ste_build_pre_check_spec` in providers/mlx5/dr_ste.c). Without it no
+//!   L3/L4 field is consumed. So an exact IPv4/IPv6 `eth_type` is encoded as
+//!   *both* `ethertype` (exact) and `ip_version` (4 or 6); decoding accepts
+//!   `ip_version` alone as the same exact `eth_type`.
+//! - **VLAN tags.** `cvlan_tag`/`svlan_tag` are one qualifier in the device
+//!   (`first_vlan_qualifier` in dr_ste_v1.c): none, C-VLAN (TPID 0x8100) or
+//!   S-VLAN (0x88a8); either mask bit masks the whole qualifier. "Tagged with
+//!   any TPID" is not expressible, so a megaflow that matches tag presence
+//!   must also match `vlan_tpid` exactly; "untagged" is both bits masked to 0.
+//!   Same for the second tag in misc (`outer_second_cvlan_tag`, bit 0 of
+//!   misc byte 12, and `outer_second_svlan_tag`, bit 2). The key's
+//!   `VLAN_PRESENT` bit sits where the CFI is, so the real CFI is never in a
+//!   key and `first_cfi` is never matched.
+//! - **Ethertype.** Exact only, and an ethertype proper (>= 0x0600): the key
+//!   stores 802.3 frames as 0x05ff and LLC/SNAP frames under their SNAP type,
+//!   the device sees the length field, so a partial mask could match frames
+//!   the megaflow does not. A third tag (eth_type 0x8100/0x88a8) is refused.
+//! - **Fragments.** The device has one `frag` bit ("is a fragment"); the key
+//!   has `FRAG_ANY` and `FRAG_LATER`. `ip_frag` with mask `FRAG_ANY` maps to
+//!   it; `(0, FRAG_ANY|FRAG_LATER)` ("not a fragment") is the same set and
+//!   is accepted (decoding gives the `FRAG_ANY` form); first-vs-later is
+//!   refused.
+//! - **L4 ports.** The device has separate TCP and UDP port fields, so ports
+//!   need `ip_proto` exactly 6 or 17; SCTP and ICMP type/code are refused.
+//!   `tcp_flags` needs `ip_proto` 6 and fits 9 bits (NS..FIN).
+//! - **IPv6 next header.** The key's `ip_proto` is the protocol after the
+//!   extension headers; to stay sound whatever the device reports for
+//!   extension headers, IPv6 `ip_proto` must be exact and not an extension
+//!   header number (0, 43, 44, 51, 60).
+//! - **Source port.** `in_port` must be exact. It becomes either
+//!   `misc.source_port` = the vport (Direct Rule refuses a partial
+//!   source_port mask, dr_ste.c), or, when the firmware tags packets with
+//!   vport metadata, `misc2.metadata_reg_c_0` under the configured mask
+//!   ([`SourcePortMode`]).
+//!
+//! Thread-safety: pure functions over plain values.
+
+mod decode;
+mod encode;
+pub mod layout;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use megaflow::{Field, PortNo};
+use thiserror::Error;
+
+use crate::Vport;
+
+pub use decode::decode;
+pub use encode::encode;
+pub use layout::{
+    get, set, Block, FieldDef, PrmError, PrmField, BLOCK_LEN, CRITERIA_ALL, ENCODED_LEN, FIELDS,
+    MATCH_PARAM_LEN,
+};
+
+/// How FDB rules name the port a packet came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SourcePortMode {
+    /// `misc.source_port` = the vport number, exact.
+    MiscSourcePort,
+    /// The firmware tags each packet with its vport's metadata in
+    /// `metadata_reg_c_0`: the rule matches `reg_c_0 & mask == tag << shift`,
+    /// where the tag comes from [`PortMap::metadata_tag`].
+    /// `mlx5dv_query_port(..., MLX5DV_QUERY_PORT_VPORT_REG_C0)` reports the
+    /// value and mask per vport: `shift` is the mask's trailing zeros and the
+    /// tag is `value >> shift`.
+    Metadata { mask: u32, shift: u8 },
+}
+
+impl SourcePortMode {
+    /// Linux's layout: the vport metadata in the upper 16 bits of reg_c_0.
+    pub const REG_C0_UPPER_16: SourcePortMode = SourcePortMode::Metadata {
+        mask: 0xffff_0000,
+        shift: 16,
+    };
+}
+
+/// Datapath port numbers ↔ eSwitch vports, and vports ↔ their reg_c_0
+/// metadata tags. The defaults make the tag the vport number, as the `sim`
+/// backend models it.
+pub trait PortMap {
+    /// The vport behind a datapath port, if it is an eSwitch port.
+    fn vport(&self, port: PortNo) -> Option<Vport>;
+    /// The datapath port of a vport.
+    fn port(&self, vport: Vport) -> Option<PortNo>;
+    /// The vport's metadata tag for [`SourcePortMode::Metadata`].
+    fn metadata_tag(&self, vport: Vport) -> Option<u32> {
+        Some(u32::from(vport.0))
+    }
+    /// The vport of a metadata tag.
+    fn tag_vport(&self, tag: u32) -> Option<Vport> {
+        u16::try_from(tag).ok().map(Vport)
+    }
+}
+
+/// A [`PortMap`] from explicit pairs.
+#[derive(Clone, Debug, Default)]
+pub struct PortTable {
+    to_vport: HashMap<PortNo, Vport>,
+    to_port: HashMap<Vport, PortNo>,
+}
+
+impl PortTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Maps `port` ↔ `vport`, replacing earlier pairs of either.
+    pub fn insert(&mut self, port: PortNo, vport: Vport) {
+        if let Some(old) = self.to_vport.insert(port, vport) {
+            self.to_port.remove(&old);
+        }
+        if let Some(old) = self.to_port.insert(vport, port) {
+            if old != port {
+                self.to_vport.remove(&old);
+            }
+        }
+    }
+
+    /// Builder form of [`PortTable::insert`].
+    pub fn with(mut self, port: PortNo, vport: Vport) -> Self {
+        self.insert(port, vport);
+        self
+    }
+}
+
+impl PortMap for PortTable {
+    fn vport(&self, port: PortNo) -> Option<Vport> {
+        self.to_vport.get(&port).copied()
+    }
+
+    fn port(&self, vport: Vport) -> Option<PortNo> {
+        self.to_port.get(&vport).copied()
+    }
+}
+
+/// A megaflow field the device cannot match as the megaflow does: the flow
+/// stays in software, and `reason` says why (shown by `dump-flows`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error("{field}: {reason}")]
+pub struct Unsupported {
+    /// The megaflow field.
+    pub field: Field,
+    /// Why it cannot be offloaded.
+    pub reason: &'static str,
+}
+
+/// Why bytes do not decode to a megaflow match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// `match_sz` above [`MATCH_PARAM_LEN`] or not a multiple of 4 (Direct
+    /// Rule: EINVAL).
+    #[error("match buffer of {len} bytes: must be a multiple of 4 and at most {MATCH_PARAM_LEN}")]
+    BadLength { len: usize },
+    /// `match_criteria_enable` has bits above misc5 (EINVAL).
+    #[error("match_criteria_enable {0:#x} has unknown bits")]
+    BadCriteria(u8),
+    /// A value bit outside the mask (Direct Rule: EINVAL, "Rule parameters
+    /// contains a value not specified by mask").
+    #[error("value has bits outside the mask in {block} byte {byte}")]
+    ValueOutsideMask { block: Block, byte: usize },
+    /// A masked block this decoder has no fields for (misc3..misc5).
+    #[error("{0} block is masked; nothing eswitch matches lives there")]
+    UnsupportedBlock(Block),
+    /// A masked PRM field with no megaflow counterpart.
+    #[error("{0} has no megaflow field")]
+    UnsupportedField(PrmField),
+    /// Mask bits in a reserved range.
+    #[error("reserved mask bits in byte {byte}")]
+    ReservedBits { byte: usize },
+    /// A masked field whose mask or value the device or the megaflow key
+    /// cannot mean.
+    #[error("{field}: {reason}")]
+    Invalid {
+        field: PrmField,
+        reason: &'static str,
+    },
+    /// A source vport (or metadata tag) with no datapath port.
+    #[error("source {0} has no datapath port")]
+    UnknownVport(Vport),
+    /// A reg_c_0 metadata tag with no vport.
+    #[error("reg_c_0 tag {0:#x} names no vport")]
+    UnknownTag(u32),
+}
+
+/// A match in the device's format: `match_criteria_enable` and the mask and
+/// value buffers, holding outer, misc, inner and misc2 ([`ENCODED_LEN`]
+/// bytes; Direct Rule reads the absent misc3..misc5 as zero).
+///
+/// Invariants: every value bit is inside the mask, and blocks outside
+/// `criteria` are zero. Built by [`encode`] or, from outside bytes, by
+/// [`Encoded::from_bytes`].
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Encoded {
+    criteria: u8,
+    mask: [u8; ENCODED_LEN],
+    value: [u8; ENCODED_LEN],
+}
+
+impl Encoded {
+    /// The catch-all match: no criteria, empty buffers.
+    pub const EMPTY: Encoded = Encoded {
+        criteria: 0,
+        mask: [0; ENCODED_LEN],
+        value: [0; ENCODED_LEN],
+    };
+
+    /// Checks outside bytes as `mlx5dv_dr_matcher_create` and
+    /// `mlx5dv_dr_rule_create` would and keeps what the device reads: the
+    /// blocks enabled in `criteria` (Direct Rule ignores the others). A
+    /// buffer may be shorter than the blocks it enables; the rest reads as
+    /// zero.
+    pub fn from_bytes(criteria: u8, mask: &[u8], value: &[u8]) -> Result<Encoded, DecodeError> {
+        if criteria & !CRITERIA_ALL != 0 {
+            return Err(DecodeError::BadCriteria(criteria));
+        }
+        for len in [mask.len(), value.len()] {
+            if len > MATCH_PARAM_LEN || len % 4 != 0 {
+                return Err(DecodeError::BadLength { len });
+            }
+        }
+        let mut out = Encoded {
+            criteria,
+            ..Encoded::EMPTY
+        };
+        for block in Block::ALL {
+            if criteria & block.criteria_bit() == 0 {
+                continue;
+            }
+            let range = block.base_byte()..block.base_byte() + BLOCK_LEN;
+            let m = mask.get(range.clone()).unwrap_or(mask.get(range.start..).unwrap_or(&[]));
+            let v = value.get(range.clone()).unwrap_or(value.get(range.start..).unwrap_or(&[]));
+            for (i, (&vb, &mb)) in v.iter().zip(m.iter().chain(std::iter::repeat(&0))).enumerate() {
+                if vb & !mb != 0 {
+                    return Err(DecodeError::ValueOutsideMask {
+                        block,
+                        byte: range.start + i,
+                    });
+                }
+            }
+            if range.end > ENCODED_LEN {
+                if m.iter().any(|&b| b != 0) {
+                    return Err(DecodeError::UnsupportedBlock(block));
+                }
+                continue;
+            }
+            out.mask[range.start..range.start + m.len()].copy_from_slice(m);
+            out.value[range.start..range.start + v.len()].copy_from_slice(v);
+        }
+        Ok(out)
+    }
+
+    /// `match_criteria_enable`.
+    #[inline]
+    pub fn criteria(&self) -> u8 {
+        self.criteria
+    }
+
+    /// Bytes to pass as `match_sz`: up to the end of the last enabled block
+    /// (0 for the catch-all).
+    #[inline]
+    pub fn match_sz(&self) -> usize {
+        (8 - self.criteria.leading_zeros() as usize).min(4) * BLOCK_LEN
+    }
+
+    /// The matcher's mask buffer (`match_sz` bytes).
+    #[inline]
+    pub fn mask(&self) -> &[u8] {
+        &self.mask[..self.match_sz()]
+    }
+
+    /// The rule's value buffer (`match_sz` bytes).
+    #[inline]
+    pub fn value(&self) -> &[u8] {
+        &self.value[..self.match_sz()]
+    }
+
+    /// The mask bits of one field.
+    #[inline]
+    pub fn field_mask(&self, field: PrmField) -> u128 {
+        // The table test keeps every field inside ENCODED_LEN.
+        get(&self.mask, field).unwrap_or(0)
+    }
+
+    /// The value bits of one field.
+    #[inline]
+    pub fn field_value(&self, field: PrmField) -> u128 {
+        get(&self.value, field).unwrap_or(0)
+    }
+}
+
+impl Default for Encoded {
+    fn default() -> Self {
+        Encoded::EMPTY
+    }
+}
+
+impl fmt::Debug for Encoded {
+    /// `criteria=0x3 outer.ethertype=0x800/0xffff ...`: the masked fields.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "criteria={:#x}", self.criteria)?;
+        for d in FIELDS {
+            let m = self.field_mask(d.field);
+            if m != 0 {
+                write!(f, " {}={:#x}/{m:#x}", d.name, self.field_value(d.field))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_bytes_checks_lengths_criteria_and_value_bits() {
+        assert_eq!(
+            Encoded::from_bytes(0, &[0; 6], &[]),
+            Err(DecodeError::BadLength { len: 6 })
+        );
+        assert_eq!(
+            Encoded::from_bytes(0, &[], &[0; MATCH_PARAM_LEN + 4]),
+            Err(DecodeError::BadLength {
+                len: MATCH_PARAM_LEN + 4
+            })
+        );
+        assert_eq!(
+            Encoded::from_bytes(0x80, &[], &[]),
+            Err(DecodeError::BadCriteria(0x80))
+        );
+        let mut v = [0u8; 64];
+        v[16] = 6;
+        assert_eq!(
+            Encoded::from_bytes(1, &[0; 64], &v),
+            Err(DecodeError::ValueOutsideMask {
+                block: Block::Outer,
+                byte: 16
+            })
+        );
+        // A value beyond a shorter mask is outside the mask too.
+        assert_eq!(
+            Encoded::from_bytes(1, &[0; 8], &v),
+            Err(DecodeError::ValueOutsideMask {
+                block: Block::Outer,
+                byte: 16
+            })
+        );
+        // Blocks not enabled are ignored, as Direct Rule copies only enabled ones.
+        let e = Encoded::from_bytes(2, &[0xff; 64], &v).unwrap();
+        assert_eq!(e, Encoded { criteria: 2, ..Encoded::EMPTY });
+        // Masked misc3 is refused; an enabled but empty misc3 is fine.
+        let mut m = [0u8; MATCH_PARAM_LEN];
+        assert!(Encoded::from_bytes(0x10, &m, &[]).is_ok());
+        m[300] = 1;
+        assert_eq!(
+            Encoded::from_bytes(0x10, &m, &[]),
+            Err(DecodeError::UnsupportedBlock(Block::Misc3))
+        );
+    }
+
+    #[test]
+    fn match_sz_ends_at_the_last_enabled_block() {
+        let with = |criteria| Encoded { criteria, ..Encoded::EMPTY }.match_sz();
+        assert_eq!(with(0), 0);
+        assert_eq!(with(1), 64);
+        assert_eq!(with(3), 128);
+        assert_eq!(with(2), 128);
+        assert_eq!(with(9), 256);
+        // misc3+ enabled but empty: the buffer still stops after misc2.
+        assert_eq!(with(0x10), 256);
+    }
+
+    #[test]
+    fn port_table_is_a_bijection() {
+        let mut t = PortTable::new().with(PortNo(1), Vport(2));
+        t.insert(PortNo(1), Vport(3));
+        assert_eq!(t.vport(PortNo(1)), Some(Vport(3)));
+        assert_eq!(t.port(Vport(2)), None);
+        t.insert(PortNo(5), Vport(3));
+        assert_eq!(t.vport(PortNo(1)), None);
+        assert_eq!(t.port(Vport(3)), Some(PortNo(5)));
+    }
+}
