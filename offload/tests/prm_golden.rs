@@ -14,8 +14,8 @@
 use megaflow::key::{FRAG_ANY, FRAG_LATER, VLAN_PRESENT};
 use megaflow::{Field, FlowKey, Mask, Match, PortNo};
 use offload::prm::{
-    decode, encode, get, set, DecodeError, Encoded, PortTable, PrmError, PrmField,
-    SourcePortMode, Unsupported, ENCODED_LEN, FIELDS, MATCH_PARAM_LEN,
+    decode, encode, get, set, DecodeError, Encoded, PortTable, PrmError, PrmField, SourcePortMode,
+    Unsupported, ENCODED_LEN, FIELDS, MATCH_PARAM_LEN,
 };
 use offload::Vport;
 
@@ -86,13 +86,13 @@ fn golden_ipv4_tcp_5tuple_from_vport_3() {
     let mask = bytes(
         128,
         &[
-            (6, &[0xff, 0xff]),                     // outer.ethertype @6
-            (16, &[0xff]),                          // outer.ip_protocol @16
-            (18, &[0x08]),                          // outer.ip_version @18.3, 4 = 0b0100
-            (20, &[0xff, 0xff, 0xff, 0xff]),        // outer.tcp_sport @20, tcp_dport @22
-            (44, &[0xff, 0xff, 0xff, 0xff]),        // outer.src_ip, IPv4 in the last 4 of @32..48
-            (60, &[0xff, 0xff, 0xff, 0xff]),        // outer.dst_ip, IPv4 in the last 4 of @48..64
-            (64 + 6, &[0xff, 0xff]),                // misc.source_port @6
+            (6, &[0xff, 0xff]),              // outer.ethertype @6
+            (16, &[0xff]),                   // outer.ip_protocol @16
+            (18, &[0x08]),                   // outer.ip_version @18.3, 4 = 0b0100
+            (20, &[0xff, 0xff, 0xff, 0xff]), // outer.tcp_sport @20, tcp_dport @22
+            (44, &[0xff, 0xff, 0xff, 0xff]), // outer.src_ip, IPv4 in the last 4 of @32..48
+            (60, &[0xff, 0xff, 0xff, 0xff]), // outer.dst_ip, IPv4 in the last 4 of @48..64
+            (64 + 6, &[0xff, 0xff]),         // misc.source_port @6
         ],
     );
     let value = bytes(
@@ -124,9 +124,9 @@ fn golden_dmac_vlan_with_reg_c0_metadata() {
     let mask = bytes(
         256,
         &[
-            (8, &[0xff; 6]),             // outer.dmac @8
-            (14, &[0x0f, 0xff]),         // outer.first_vid @14.4, 12 bits
-            (18, &[0xc0]),               // outer.cvlan_tag @18.0, svlan_tag @18.1
+            (8, &[0xff; 6]),                       // outer.dmac @8
+            (14, &[0x0f, 0xff]),                   // outer.first_vid @14.4, 12 bits
+            (18, &[0xc0]),                         // outer.cvlan_tag @18.0, svlan_tag @18.1
             (192 + 44, &[0xff, 0xff, 0x00, 0x00]), // misc2.metadata_reg_c_0 @44
         ],
     );
@@ -200,28 +200,28 @@ fn golden_qinq_udp_dscp_ttl_not_fragment() {
         128,
         &[
             (6, &[0xff, 0xff]),
-            (14, &[0x0f, 0xff]),  // outer.first_vid
-            (16, &[0xff, 0xfc]),  // outer.ip_protocol @16, ip_dscp @17.0 (6 bits)
-            (18, &[0xe8]),        // cvlan 0x80 | svlan 0x40 | frag @18.2 0x20 | ip_version 4 0x08
-            (27, &[0xff]),        // outer.ip_ttl_hoplimit @27
-            (30, &[0xff, 0xff]),  // outer.udp_dport
+            (14, &[0x0f, 0xff]),     // outer.first_vid
+            (16, &[0xff, 0xfc]),     // outer.ip_protocol @16, ip_dscp @17.0 (6 bits)
+            (18, &[0xe8]), // cvlan 0x80 | svlan 0x40 | frag @18.2 0x20 | ip_version 4 0x08
+            (27, &[0xff]), // outer.ip_ttl_hoplimit @27
+            (30, &[0xff, 0xff]), // outer.udp_dport
             (64 + 6, &[0xff, 0xff]), // misc.source_port
             (64 + 8, &[0xef, 0xff]), // misc.outer_second_prio @8.0 (3), vid @8.4 (12), not cfi @8.3
-            (64 + 12, &[0xa0]),   // misc.outer_second_cvlan_tag @12.0, outer_second_svlan_tag @12.2
+            (64 + 12, &[0xa0]), // misc.outer_second_cvlan_tag @12.0, outer_second_svlan_tag @12.2
         ],
     );
     let value = bytes(
         128,
         &[
             (6, &[0x08, 0x00]),
-            (14, &[0x00, 0x0a]),   // VID 10
-            (16, &[17, 46 << 2]),  // UDP, DSCP 46 = 0xb8 in the top 6 bits
-            (18, &[0x48]),         // S-VLAN 0x40 | ip_version 4; frag 0
+            (14, &[0x00, 0x0a]),  // VID 10
+            (16, &[17, 46 << 2]), // UDP, DSCP 46 = 0xb8 in the top 6 bits
+            (18, &[0x48]),        // S-VLAN 0x40 | ip_version 4; frag 0
             (27, &[64]),
-            (30, &[0x12, 0xb5]),   // 4789
+            (30, &[0x12, 0xb5]),     // 4789
             (64 + 6, &[0xff, 0xff]), // uplink vport 0xffff
             (64 + 8, &[0xa0, 0x14]), // PCP 5, VID 20
-            (64 + 12, &[0x80]),   // second tag is a C-VLAN
+            (64 + 12, &[0x80]),      // second tag is a C-VLAN
         ],
     );
     golden(&m, SourcePortMode::MiscSourcePort, 0x03, &mask, &value);
@@ -230,7 +230,13 @@ fn golden_qinq_udp_dscp_ttl_not_fragment() {
 /// The catch-all match: no criteria, no bytes.
 #[test]
 fn golden_catch_all() {
-    golden(&Match::catch_all(), SourcePortMode::MiscSourcePort, 0, &[], &[]);
+    golden(
+        &Match::catch_all(),
+        SourcePortMode::MiscSourcePort,
+        0,
+        &[],
+        &[],
+    );
 }
 
 /// Untagged, TCP SYN only, and an IPv6 flow label: tag-qualifier zero,
@@ -277,6 +283,16 @@ fn equivalent_forms_decode_canonically() {
     let b = mk(&[ip, (Field::IpFrag, 0, u128::from(FRAG_ANY))]);
     assert_eq!(encode(&a, mode, &p), encode(&b, mode, &p));
     assert_eq!(decode(&encode(&a, mode, &p).unwrap(), mode, &p), Ok(b));
+    // `Mask::set_exact(IpFrag)` masks all 8 bits: the same "not a fragment".
+    let c = mk(&[ip, (Field::IpFrag, 0, 0xff)]);
+    assert_eq!(encode(&c, mode, &p), encode(&b, mode, &p));
+    let later = mk(&[ip, (Field::IpFrag, 3, 0xff)]);
+    assert_eq!(encode(&later, mode, &p).unwrap_err().field, Field::IpFrag);
+    // Key bits outside every field are zero in keys and packets: ignored.
+    let mut words = [0u64; megaflow::KEY_WORDS];
+    words[13] = 0xffff_0000; // between tp_dst and tcp_flags
+    let pad = Match::new(&FlowKey::ZERO, &Mask::from_words(words));
+    assert_eq!(encode(&pad, mode, &p), Ok(Encoded::EMPTY));
     // Untagged by presence alone, or tagged by TPID alone.
     let present = u128::from(VLAN_PRESENT);
     let canon_untagged = mk(&[ex(Field::VlanTpid, 0), (Field::VlanTci, 0, present)]);
@@ -291,7 +307,10 @@ fn equivalent_forms_decode_canonically() {
     let e = encode(&by_tpid, mode, &p).unwrap();
     assert_eq!(
         decode(&e, mode, &p),
-        Ok(mk(&[ex(Field::VlanTpid, 0x88a8), (Field::VlanTci, present, present)]))
+        Ok(mk(&[
+            ex(Field::VlanTpid, 0x88a8),
+            (Field::VlanTci, present, present)
+        ]))
     );
     // ip_version without ethertype is the same exact eth_type.
     let mut mb = [0u8; 64];
@@ -315,62 +334,176 @@ fn encode_names_each_unsupported_field() {
     };
     let ms = SourcePortMode::MiscSourcePort;
     let cases: Vec<(&str, Match, SourcePortMode, Field)> = vec![
-        ("pkt_mark", with(&tcp4, &[ex(Field::PktMark, 1)]), ms, Field::PktMark),
-        ("metadata", with(&tcp4, &[ex(Field::Metadata, 1)]), ms, Field::Metadata),
+        (
+            "pkt_mark",
+            with(&tcp4, &[ex(Field::PktMark, 1)]),
+            ms,
+            Field::PktMark,
+        ),
+        (
+            "metadata",
+            with(&tcp4, &[ex(Field::Metadata, 1)]),
+            ms,
+            Field::Metadata,
+        ),
         ("reg0", with(&tcp4, &[ex(Field::Reg0, 1)]), ms, Field::Reg0),
         ("reg7", with(&tcp4, &[ex(Field::Reg7, 1)]), ms, Field::Reg7),
-        ("tun_id", with(&tcp4, &[ex(Field::TunId, 42)]), ms, Field::TunId),
-        ("tun_src", with(&tcp4, &[ex(Field::TunSrc, 1)]), ms, Field::TunSrc),
-        ("tun_dst", with(&tcp4, &[ex(Field::TunDst, 1)]), ms, Field::TunDst),
+        (
+            "tun_id",
+            with(&tcp4, &[ex(Field::TunId, 42)]),
+            ms,
+            Field::TunId,
+        ),
+        (
+            "tun_src",
+            with(&tcp4, &[ex(Field::TunSrc, 1)]),
+            ms,
+            Field::TunSrc,
+        ),
+        (
+            "tun_dst",
+            with(&tcp4, &[ex(Field::TunDst, 1)]),
+            ms,
+            Field::TunDst,
+        ),
         (
             "nd_target",
-            mk(&[ex(Field::EthType, 0x86dd), ex(Field::IpProto, 58), ex(Field::NdTarget, 1)]),
+            mk(&[
+                ex(Field::EthType, 0x86dd),
+                ex(Field::IpProto, 58),
+                ex(Field::NdTarget, 1),
+            ]),
             ms,
             Field::NdTarget,
         ),
-        ("arp_sha", mk(&[ex(Field::EthType, 0x0806), ex(Field::ArpSha, 1)]), ms, Field::ArpSha),
-        ("arp_tha", mk(&[ex(Field::EthType, 0x0806), ex(Field::ArpTha, 1)]), ms, Field::ArpTha),
-        ("arp_op", mk(&[ex(Field::EthType, 0x0806), ex(Field::IpProto, 1)]), ms, Field::IpProto),
-        ("arp_spa", mk(&[ex(Field::EthType, 0x0806), ex(Field::Ipv4Src, 1)]), ms, Field::Ipv4Src),
+        (
+            "arp_sha",
+            mk(&[ex(Field::EthType, 0x0806), ex(Field::ArpSha, 1)]),
+            ms,
+            Field::ArpSha,
+        ),
+        (
+            "arp_tha",
+            mk(&[ex(Field::EthType, 0x0806), ex(Field::ArpTha, 1)]),
+            ms,
+            Field::ArpTha,
+        ),
+        (
+            "arp_op",
+            mk(&[ex(Field::EthType, 0x0806), ex(Field::IpProto, 1)]),
+            ms,
+            Field::IpProto,
+        ),
+        (
+            "arp_spa",
+            mk(&[ex(Field::EthType, 0x0806), ex(Field::Ipv4Src, 1)]),
+            ms,
+            Field::Ipv4Src,
+        ),
         (
             "icmp_type",
-            mk(&[ex(Field::EthType, 0x0800), ex(Field::IpProto, 1), ex(Field::TpSrc, 8)]),
+            mk(&[
+                ex(Field::EthType, 0x0800),
+                ex(Field::IpProto, 1),
+                ex(Field::TpSrc, 8),
+            ]),
             ms,
             Field::TpSrc,
         ),
         (
             "icmpv6_code",
-            mk(&[ex(Field::EthType, 0x86dd), ex(Field::IpProto, 58), ex(Field::TpDst, 0)]),
+            mk(&[
+                ex(Field::EthType, 0x86dd),
+                ex(Field::IpProto, 58),
+                ex(Field::TpDst, 0),
+            ]),
             ms,
             Field::TpDst,
         ),
         (
             "sctp_port",
-            mk(&[ex(Field::EthType, 0x0800), ex(Field::IpProto, 132), ex(Field::TpDst, 9)]),
+            mk(&[
+                ex(Field::EthType, 0x0800),
+                ex(Field::IpProto, 132),
+                ex(Field::TpDst, 9),
+            ]),
             ms,
             Field::TpDst,
         ),
-        ("port_without_proto", mk(&[ex(Field::EthType, 0x0800), ex(Field::TpDst, 80)]), ms, Field::TpDst),
+        (
+            "port_without_proto",
+            mk(&[ex(Field::EthType, 0x0800), ex(Field::TpDst, 80)]),
+            ms,
+            Field::TpDst,
+        ),
         (
             "port_with_partial_proto",
-            mk(&[ex(Field::EthType, 0x0800), (Field::IpProto, 6, 0xfe), ex(Field::TpDst, 80)]),
+            mk(&[
+                ex(Field::EthType, 0x0800),
+                (Field::IpProto, 6, 0xfe),
+                ex(Field::TpDst, 80),
+            ]),
             ms,
             Field::TpDst,
         ),
-        ("tcp_flags_12_bits", with(&tcp4, &[(Field::TcpFlags, 0x800, 0xfff)]), ms, Field::TcpFlags),
         (
-            "tcp_flags_on_udp",
-            mk(&[ex(Field::EthType, 0x0800), ex(Field::IpProto, 17), (Field::TcpFlags, 2, 2)]),
+            "tcp_flags_12_bits",
+            with(&tcp4, &[(Field::TcpFlags, 0x800, 0xfff)]),
             ms,
             Field::TcpFlags,
         ),
-        ("partial_ethertype", mk(&[(Field::EthType, 0x0800, 0xff00)]), ms, Field::EthType),
-        ("8023_frame", mk(&[ex(Field::EthType, 0x05ff)]), ms, Field::EthType),
-        ("third_tag", mk(&[ex(Field::EthType, 0x8100)]), ms, Field::EthType),
-        ("dscp_without_ip", mk(&[ex(Field::IpDscp, 46)]), ms, Field::IpDscp),
-        ("ttl_on_arp", mk(&[ex(Field::EthType, 0x0806), ex(Field::IpTtl, 1)]), ms, Field::IpTtl),
-        ("partial_in_port", mk(&[(Field::InPort, 7, 0xff)]), ms, Field::InPort),
-        ("unmapped_in_port", mk(&[ex(Field::InPort, 99)]), ms, Field::InPort),
+        (
+            "tcp_flags_on_udp",
+            mk(&[
+                ex(Field::EthType, 0x0800),
+                ex(Field::IpProto, 17),
+                (Field::TcpFlags, 2, 2),
+            ]),
+            ms,
+            Field::TcpFlags,
+        ),
+        (
+            "partial_ethertype",
+            mk(&[(Field::EthType, 0x0800, 0xff00)]),
+            ms,
+            Field::EthType,
+        ),
+        (
+            "8023_frame",
+            mk(&[ex(Field::EthType, 0x05ff)]),
+            ms,
+            Field::EthType,
+        ),
+        (
+            "third_tag",
+            mk(&[ex(Field::EthType, 0x8100)]),
+            ms,
+            Field::EthType,
+        ),
+        (
+            "dscp_without_ip",
+            mk(&[ex(Field::IpDscp, 46)]),
+            ms,
+            Field::IpDscp,
+        ),
+        (
+            "ttl_on_arp",
+            mk(&[ex(Field::EthType, 0x0806), ex(Field::IpTtl, 1)]),
+            ms,
+            Field::IpTtl,
+        ),
+        (
+            "partial_in_port",
+            mk(&[(Field::InPort, 7, 0xff)]),
+            ms,
+            Field::InPort,
+        ),
+        (
+            "unmapped_in_port",
+            mk(&[ex(Field::InPort, 99)]),
+            ms,
+            Field::InPort,
+        ),
         (
             "metadata_tag_too_wide",
             mk(&[ex(Field::InPort, 1)]),
@@ -380,17 +513,42 @@ fn encode_names_each_unsupported_field() {
             },
             Field::InPort,
         ),
-        ("tagged_any_tpid", mk(&[(Field::VlanTci, present | 5, 0x1fff)]), ms, Field::VlanTci),
-        ("vid_without_presence", mk(&[(Field::VlanTci, 5, 0x0fff)]), ms, Field::VlanTci),
-        ("partial_tpid", mk(&[(Field::VlanTpid, 0x8100, 0xff00)]), ms, Field::VlanTpid),
-        ("tpid_9100", mk(&[ex(Field::VlanTpid, 0x9100)]), ms, Field::VlanTpid),
+        (
+            "tagged_any_tpid",
+            mk(&[(Field::VlanTci, present | 5, 0x1fff)]),
+            ms,
+            Field::VlanTci,
+        ),
+        (
+            "vid_without_presence",
+            mk(&[(Field::VlanTci, 5, 0x0fff)]),
+            ms,
+            Field::VlanTci,
+        ),
+        (
+            "partial_tpid",
+            mk(&[(Field::VlanTpid, 0x8100, 0xff00)]),
+            ms,
+            Field::VlanTpid,
+        ),
+        (
+            "tpid_9100",
+            mk(&[ex(Field::VlanTpid, 0x9100)]),
+            ms,
+            Field::VlanTpid,
+        ),
         (
             "presence_contradicts_tpid",
             mk(&[ex(Field::VlanTpid, 0x8100), (Field::VlanTci, 0, present)]),
             ms,
             Field::VlanTci,
         ),
-        ("second_tag_any_tpid", mk(&[(Field::Vlan2Tci, present, present)]), ms, Field::Vlan2Tci),
+        (
+            "second_tag_any_tpid",
+            mk(&[(Field::Vlan2Tci, present, present)]),
+            ms,
+            Field::Vlan2Tci,
+        ),
         (
             "first_fragment",
             mk(&[ex(Field::EthType, 0x0800), (Field::IpFrag, 1, 3)]),
@@ -415,9 +573,24 @@ fn encode_names_each_unsupported_field() {
             ms,
             Field::IpProto,
         ),
-        ("label_on_ipv4", mk(&[ex(Field::EthType, 0x0800), ex(Field::Ipv6Label, 1)]), ms, Field::Ipv6Label),
-        ("ipv4_src_on_ipv6", mk(&[ex(Field::EthType, 0x86dd), ex(Field::Ipv4Src, 1)]), ms, Field::Ipv4Src),
-        ("ipv6_dst_on_ipv4", mk(&[ex(Field::EthType, 0x0800), ex(Field::Ipv6Dst, 1)]), ms, Field::Ipv6Dst),
+        (
+            "label_on_ipv4",
+            mk(&[ex(Field::EthType, 0x0800), ex(Field::Ipv6Label, 1)]),
+            ms,
+            Field::Ipv6Label,
+        ),
+        (
+            "ipv4_src_on_ipv6",
+            mk(&[ex(Field::EthType, 0x86dd), ex(Field::Ipv4Src, 1)]),
+            ms,
+            Field::Ipv4Src,
+        ),
+        (
+            "ipv6_dst_on_ipv4",
+            mk(&[ex(Field::EthType, 0x0800), ex(Field::Ipv6Dst, 1)]),
+            ms,
+            Field::Ipv6Dst,
+        ),
     ];
     for (name, m, mode, field) in cases {
         match encode(&m, mode, &p) {
@@ -450,7 +623,10 @@ fn decode_refuses_what_it_cannot_mean() {
         Err(DecodeError::Invalid { field, .. }) => field,
         other => panic!("expected Invalid, got {other:?}"),
     };
-    assert_eq!(invalid(dec(1, &[(PrmField::OuterFirstCfi, 1, 1)])), PrmField::OuterFirstCfi);
+    assert_eq!(
+        invalid(dec(1, &[(PrmField::OuterFirstCfi, 1, 1)])),
+        PrmField::OuterFirstCfi
+    );
     assert_eq!(
         dec(2, &[(PrmField::MiscVxlanVni, 5, 0xff_ffff)]),
         Err(DecodeError::UnsupportedField(PrmField::MiscVxlanVni))
@@ -466,19 +642,41 @@ fn decode_refuses_what_it_cannot_mean() {
         decode(&Encoded::from_bytes(1, &mb, &[]).unwrap(), ms, &p),
         Err(DecodeError::ReservedBits { byte: 24 })
     );
-    assert_eq!(invalid(dec(1, &[(PrmField::OuterIpVersion, 4, 0xf)])), PrmField::OuterIpVersion);
-    assert_eq!(invalid(dec(1, &[(PrmField::OuterIpVersion, 0, 6)])), PrmField::OuterIpVersion);
-    assert_eq!(invalid(dec(1, &[(PrmField::OuterIpProtocol, 6, 0xff)])), PrmField::OuterIpProtocol);
+    assert_eq!(
+        invalid(dec(1, &[(PrmField::OuterIpVersion, 4, 0xf)])),
+        PrmField::OuterIpVersion
+    );
+    assert_eq!(
+        invalid(dec(1, &[(PrmField::OuterIpVersion, 0, 6)])),
+        PrmField::OuterIpVersion
+    );
+    assert_eq!(
+        invalid(dec(1, &[(PrmField::OuterIpProtocol, 6, 0xff)])),
+        PrmField::OuterIpProtocol
+    );
     assert_eq!(
         invalid(dec(1, &[v4, (PrmField::OuterEthertype, 0x86dd, 0xffff)])),
         PrmField::OuterEthertype
     );
-    assert_eq!(invalid(dec(1, &[v4, (PrmField::OuterTcpDport, 80, 0xffff)])), PrmField::OuterTcpDport);
     assert_eq!(
-        invalid(dec(1, &[v4, (PrmField::OuterIpProtocol, 6, 0xff), (PrmField::OuterUdpDport, 53, 0xffff)])),
+        invalid(dec(1, &[v4, (PrmField::OuterTcpDport, 80, 0xffff)])),
+        PrmField::OuterTcpDport
+    );
+    assert_eq!(
+        invalid(dec(
+            1,
+            &[
+                v4,
+                (PrmField::OuterIpProtocol, 6, 0xff),
+                (PrmField::OuterUdpDport, 53, 0xffff)
+            ]
+        )),
         PrmField::OuterUdpDport
     );
-    assert_eq!(invalid(dec(1, &[v4, (PrmField::OuterSrcIp, 1 << 40, 1 << 40)])), PrmField::OuterSrcIp);
+    assert_eq!(
+        invalid(dec(1, &[v4, (PrmField::OuterSrcIp, 1 << 40, 1 << 40)])),
+        PrmField::OuterSrcIp
+    );
     assert_eq!(
         invalid(dec(2, &[(PrmField::MiscSourcePort, 3, 0xff)])),
         PrmField::MiscSourcePort
@@ -488,13 +686,22 @@ fn decode_refuses_what_it_cannot_mean() {
         Err(DecodeError::UnknownVport(Vport(77)))
     );
     assert_eq!(
-        invalid(dec(1, &[(PrmField::OuterCvlanTag, 1, 1), (PrmField::OuterSvlanTag, 1, 1)])),
+        invalid(dec(
+            1,
+            &[
+                (PrmField::OuterCvlanTag, 1, 1),
+                (PrmField::OuterSvlanTag, 1, 1)
+            ]
+        )),
         PrmField::OuterSvlanTag
     );
     // A lone cvlan_tag mask bit masks the whole qualifier (dr_ste_v1.c).
     assert_eq!(
         dec(1, &[(PrmField::OuterSvlanTag, 1, 1)]),
-        Ok(mk(&[ex(Field::VlanTpid, 0x88a8), (Field::VlanTci, 0x1000, 0x1000)]))
+        Ok(mk(&[
+            ex(Field::VlanTpid, 0x88a8),
+            (Field::VlanTci, 0x1000, 0x1000)
+        ]))
     );
 }
 
@@ -550,7 +757,13 @@ fn setter_and_getter_bounds() {
             if o.field == d.field {
                 assert_eq!((z, n), (d.max_value(), 0), "{}", d.name);
             } else {
-                assert_eq!((z, n), (0, o.max_value()), "{} leaked into {}", d.name, o.name);
+                assert_eq!(
+                    (z, n),
+                    (0, o.max_value()),
+                    "{} leaked into {}",
+                    d.name,
+                    o.name
+                );
             }
         }
         let set_bits: u32 = zero.iter().map(|b| b.count_ones()).sum();

@@ -255,6 +255,8 @@ fn vlan_push_set_and_pop_commit_once() {
             DpAction::Output(PortNo(4)),
         ]
     );
+    // A tagged packet's megaflow names the tag kind, so it can be offloaded.
+    assert!(t.mask.is_exact(Field::VlanTpid));
     // Only "untagged?" was read.
     assert_eq!(t.mask.field(Field::VlanTci), u128::from(VLAN_PRESENT));
 
@@ -469,6 +471,8 @@ fn normal_learns_floods_and_forwards_per_vlan() {
             DpAction::Output(PortNo(4)),
         ]
     );
+    // A tagged packet's megaflow names the tag kind, so it can be offloaded.
+    assert!(t.mask.is_exact(Field::VlanTpid));
 
     // From the access port, untagged in VLAN 10: tagged onto the trunks.
     let mut w = k;

@@ -13,7 +13,9 @@
 //! - `frag` becomes `ip_frag` under mask `FRAG_ANY`;
 //! - `ip_version` becomes an exact `eth_type` (0x0800 or 0x86dd).
 
-use megaflow::extract::{ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ, ETH_TYPE_VLAN, IP_PROTO_TCP, IP_PROTO_UDP};
+use megaflow::extract::{
+    ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ, ETH_TYPE_VLAN, IP_PROTO_TCP, IP_PROTO_UDP,
+};
 use megaflow::key::{FRAG_ANY, VLAN_PRESENT};
 use megaflow::{Field, FlowKey, Mask, Match};
 
@@ -23,7 +25,11 @@ use crate::Vport;
 
 /// Decodes a device match into the megaflow match it stands for. `mode`
 /// and `ports` must be those the bytes were encoded with.
-pub fn decode(e: &Encoded, mode: SourcePortMode, ports: &dyn PortMap) -> Result<Match, DecodeError> {
+pub fn decode(
+    e: &Encoded,
+    mode: SourcePortMode,
+    ports: &dyn PortMap,
+) -> Result<Match, DecodeError> {
     let mut d = Dec {
         e,
         left: e.mask,
@@ -106,7 +112,11 @@ impl Dec<'_> {
     }
 
     /// `misc.source_port` or `metadata_reg_c_0` → `in_port`.
-    fn source_port(&mut self, mode: SourcePortMode, ports: &dyn PortMap) -> Result<(), DecodeError> {
+    fn source_port(
+        &mut self,
+        mode: SourcePortMode,
+        ports: &dyn PortMap,
+    ) -> Result<(), DecodeError> {
         let vport = match mode {
             SourcePortMode::MiscSourcePort => {
                 let f = PrmField::MiscSourcePort;
@@ -150,7 +160,10 @@ impl Dec<'_> {
     /// One VLAN tag: the C/S qualifier → presence and TPID; prio, vid → TCI.
     fn vlan(&mut self, t: VlanFields) -> Result<(), DecodeError> {
         if self.take(t.cfi).is_some() {
-            return invalid(t.cfi, "the flow key has no CFI bit (tag presence sits there)");
+            return invalid(
+                t.cfi,
+                "the flow key has no CFI bit (tag presence sits there)",
+            );
         }
         let present = u128::from(VLAN_PRESENT);
         let (mut tv, mut tm) = (0u128, 0u128);
@@ -200,7 +213,13 @@ impl Dec<'_> {
                 Some(m as u8)
             }
         };
-        let ty = |ver: u8| u128::from(if ver == 4 { ETH_TYPE_IPV4 } else { ETH_TYPE_IPV6 });
+        let ty = |ver: u8| {
+            u128::from(if ver == 4 {
+                ETH_TYPE_IPV4
+            } else {
+                ETH_TYPE_IPV6
+            })
+        };
         match (et, ipv) {
             (Some((v, m)), Some(ver)) => {
                 if m != 0xffff || v != ty(ver) {

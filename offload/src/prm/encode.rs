@@ -1,8 +1,8 @@
 //! Megaflow [`Match`] → `fte_match_param` mask and value.
 //!
 //! One translator per layer consumes the fields it understands from a copy
-//! of the mask ([`Enc::take`]) and writes mask and value together
-//! ([`Enc::put`], through the layout's one setter). Whatever is left at the
+//! of the mask (`Enc::take`) and writes mask and value together
+//! (`Enc::put`, through the layout's one setter). Whatever is left at the
 //! end has no device field and refuses the flow, naming the first such
 //! field. The device rules followed are listed in the module comment of
 //! [`prm`](super).
@@ -18,7 +18,7 @@ use super::layout::{set, PrmError, PrmField};
 use super::{Encoded, PortMap, SourcePortMode, Unsupported};
 
 /// IPv6 extension header numbers the key's `ip_proto` never ends on.
-pub(super) const IPV6_EXT_HEADERS: [u8; 5] = [0, 43, 44, 51, 60];
+const IPV6_EXT_HEADERS: [u8; 5] = [0, 43, 44, 51, 60];
 
 /// Encodes a megaflow match as the device's mask and value. `ports` maps
 /// `in_port` to its vport (and metadata tag); `mode` says how the FDB
@@ -26,11 +26,30 @@ pub(super) const IPV6_EXT_HEADERS: [u8; 5] = [0, 43, 44, 51, 60];
 ///
 /// Errors name the first megaflow field the device cannot match as the
 /// megaflow does; the flow then stays in software.
-pub fn encode(m: &Match, mode: SourcePortMode, ports: &dyn PortMap) -> Result<Encoded, Unsupported> {
+pub fn encode(
+    m: &Match,
+    mode: SourcePortMode,
+    ports: &dyn PortMap,
+) -> Result<Encoded, Unsupported> {
+    let mut out = Encoded::EMPTY;
+    encode_into(m, mode, ports, &mut out)?;
+    Ok(out)
+}
+
+/// [`encode`] into a caller's buffer, for hot paths: only the blocks the
+/// previous contents used are cleared. On error `out` holds a partial
+/// encoding (still within its invariants) that must not be installed.
+pub fn encode_into(
+    m: &Match,
+    mode: SourcePortMode,
+    ports: &dyn PortMap,
+    out: &mut Encoded,
+) -> Result<(), Unsupported> {
+    out.clear();
     let mut e = Enc {
         key: m.key(),
         left: *m.mask(),
-        out: Encoded::EMPTY,
+        out,
     };
     let l3 = e.eth_type()?;
     e.source_port(mode, ports)?;
@@ -39,8 +58,7 @@ pub fn encode(m: &Match, mode: SourcePortMode, ports: &dyn PortMap) -> Result<En
     e.vlan(VLAN2)?;
     let proto = e.l3(l3)?;
     e.l4(proto)?;
-    e.finish()?;
-    Ok(e.out)
+    e.finish()
 }
 
 /// What the exact `eth_type` says about L3.
@@ -88,7 +106,7 @@ const VLAN2: VlanFields = VlanFields {
 struct Enc<'a> {
     key: &'a FlowKey,
     left: Mask,
-    out: Encoded,
+    out: &'a mut Encoded,
 }
 
 /// Shorthand for an [`Unsupported`] error.
@@ -98,7 +116,7 @@ fn no<T>(field: Field, reason: &'static str) -> Result<T, Unsupported> {
 
 impl Enc<'_> {
     /// Consumes a field: its (value, mask) if any mask bit is set.
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, f: Field) -> Option<(u128, u128)> {
         let m = self.left.field(f);
         if m == 0 {
@@ -111,7 +129,7 @@ impl Enc<'_> {
     /// Writes mask `m` and value `v & m` of a device field for the megaflow
     /// field `src`, through the layout's setter; a mask wider than the
     /// device field refuses `src`.
-    #[inline]
+    #[inline(always)]
     fn put(&mut self, src: Field, dst: PrmField, v: u128, m: u128) -> Result<(), Unsupported> {
         let r = set(&mut self.out.mask, dst, m).and_then(|()| set(&mut self.out.value, dst, v & m));
         match r {
@@ -140,7 +158,10 @@ impl Enc<'_> {
         }
         let ty = v as u16;
         if ty < 0x0600 {
-            return no(f, "802.3 frame without ethertype: the device sees the length field");
+            return no(
+                f,
+                "802.3 frame without ethertype: the device sees the length field",
+            );
         }
         if ty == ETH_TYPE_VLAN || ty == ETH_TYPE_QINQ {
             return no(f, "third VLAN tag: the device matches two tags");
@@ -161,7 +182,11 @@ impl Enc<'_> {
     }
 
     /// `in_port` → `misc.source_port` or `metadata_reg_c_0`.
-    fn source_port(&mut self, mode: SourcePortMode, ports: &dyn PortMap) -> Result<(), Unsupported> {
+    fn source_port(
+        &mut self,
+        mode: SourcePortMode,
+        ports: &dyn PortMap,
+    ) -> Result<(), Unsupported> {
         let f = Field::InPort;
         let Some((v, m)) = self.take(f) else {
             return Ok(());
@@ -180,7 +205,9 @@ impl Enc<'_> {
                 let Some(tag) = ports.metadata_tag(vport) else {
                     return no(f, "vport has no metadata tag");
                 };
-                let value = u64::from(tag).checked_shl(u32::from(shift)).unwrap_or(u64::MAX);
+                let value = u64::from(tag)
+                    .checked_shl(u32::from(shift))
+                    .unwrap_or(u64::MAX);
                 if mask == 0 || value & !u64::from(mask) != 0 {
                     return no(f, "vport metadata tag does not fit the reg_c_0 mask");
                 }
@@ -206,7 +233,8 @@ impl Enc<'_> {
     }
 
     /// One VLAN tag: presence and TPID → the C/S qualifier; PCP and VID bits
-    /// → prio and vid.
+    /// → prio and vid. Inlined so the field constants fold.
+    #[inline(always)]
     fn vlan(&mut self, t: VlanFields) -> Result<(), Unsupported> {
         let tpid = self.take(t.tpid);
         let (tv, tm) = self.take(t.tci).unwrap_or((0, 0));
@@ -284,21 +312,20 @@ impl Enc<'_> {
             }
             self.put(Field::IpProto, PrmField::OuterIpProtocol, v, m)?;
         }
-        for (f, dst) in [
-            (Field::IpDscp, PrmField::OuterIpDscp),
-            (Field::IpEcn, PrmField::OuterIpEcn),
-            (Field::IpTtl, PrmField::OuterIpTtlHoplimit),
-        ] {
-            if let Some((v, m)) = self.take(f) {
-                Self::need_ip(f, l3)?;
-                self.put(f, dst, v, m)?;
-            }
-        }
+        self.plain(Field::IpDscp, PrmField::OuterIpDscp, l3)?;
+        self.plain(Field::IpEcn, PrmField::OuterIpEcn, l3)?;
+        self.plain(Field::IpTtl, PrmField::OuterIpTtlHoplimit, l3)?;
         if let Some((v, m)) = self.take(Field::IpFrag) {
             let f = Field::IpFrag;
             Self::need_ip(f, l3)?;
             let any = u128::from(FRAG_ANY);
             let later = u128::from(FRAG_LATER);
+            // Keys only ever set FRAG_ANY and FRAG_LATER: other mask bits
+            // with value 0 always hold and are dropped.
+            if v & !(any | later) != 0 {
+                return no(f, "fragment bits the flow key never sets");
+            }
+            let m = m & (any | later);
             let bit = if m == any {
                 v
             } else if m == any | later && v == 0 {
@@ -308,21 +335,11 @@ impl Enc<'_> {
             };
             self.put(f, PrmField::OuterFrag, bit, 1)?;
         }
-        for (f, dst, want) in [
-            (Field::Ipv4Src, PrmField::OuterSrcIp, L3::Ipv4),
-            (Field::Ipv4Dst, PrmField::OuterDstIp, L3::Ipv4),
-            (Field::Ipv6Src, PrmField::OuterSrcIp, L3::Ipv6),
-            (Field::Ipv6Dst, PrmField::OuterDstIp, L3::Ipv6),
-        ] {
-            if let Some((v, m)) = self.take(f) {
-                Self::need_ip(f, l3)?;
-                if l3 != want {
-                    return no(f, "address of the other IP version");
-                }
-                // IPv4 sits in the last 32 bits of the 128-bit field.
-                self.put(f, dst, v, m)?;
-            }
-        }
+        // IPv4 sits in the last 32 bits of the 128-bit address fields.
+        self.addr(Field::Ipv4Src, PrmField::OuterSrcIp, l3, L3::Ipv4)?;
+        self.addr(Field::Ipv4Dst, PrmField::OuterDstIp, l3, L3::Ipv4)?;
+        self.addr(Field::Ipv6Src, PrmField::OuterSrcIp, l3, L3::Ipv6)?;
+        self.addr(Field::Ipv6Dst, PrmField::OuterDstIp, l3, L3::Ipv6)?;
         if let Some((v, m)) = self.take(Field::Ipv6Label) {
             let f = Field::Ipv6Label;
             Self::need_ip(f, l3)?;
@@ -334,27 +351,43 @@ impl Enc<'_> {
         Ok(proto)
     }
 
+    /// An L3 field copied bit for bit.
+    #[inline(always)]
+    fn plain(&mut self, f: Field, dst: PrmField, l3: L3) -> Result<(), Unsupported> {
+        if let Some((v, m)) = self.take(f) {
+            Self::need_ip(f, l3)?;
+            self.put(f, dst, v, m)?;
+        }
+        Ok(())
+    }
+
+    /// An address of IP version `want`.
+    #[inline(always)]
+    fn addr(&mut self, f: Field, dst: PrmField, l3: L3, want: L3) -> Result<(), Unsupported> {
+        if let Some((v, m)) = self.take(f) {
+            Self::need_ip(f, l3)?;
+            if l3 != want {
+                return no(f, "address of the other IP version");
+            }
+            self.put(f, dst, v, m)?;
+        }
+        Ok(())
+    }
+
     /// L4: TCP or UDP ports by `ip_proto`, TCP flags.
     fn l4(&mut self, proto: Option<u8>) -> Result<(), Unsupported> {
-        for (f, tcp, udp) in [
-            (Field::TpSrc, PrmField::OuterTcpSport, PrmField::OuterUdpSport),
-            (Field::TpDst, PrmField::OuterTcpDport, PrmField::OuterUdpDport),
-        ] {
-            if let Some((v, m)) = self.take(f) {
-                let dst = match proto {
-                    Some(IP_PROTO_TCP) => tcp,
-                    Some(IP_PROTO_UDP) => udp,
-                    Some(IP_PROTO_ICMP | IP_PROTO_ICMPV6) => {
-                        return no(f, "ICMP type/code: not mapped to the device's misc3 ICMP fields")
-                    }
-                    Some(IP_PROTO_SCTP) => {
-                        return no(f, "SCTP port: the device has TCP and UDP port fields only")
-                    }
-                    _ => return no(f, "L4 port without an exact TCP or UDP ip_proto"),
-                };
-                self.put(f, dst, v, m)?;
-            }
-        }
+        self.port(
+            Field::TpSrc,
+            PrmField::OuterTcpSport,
+            PrmField::OuterUdpSport,
+            proto,
+        )?;
+        self.port(
+            Field::TpDst,
+            PrmField::OuterTcpDport,
+            PrmField::OuterUdpDport,
+            proto,
+        )?;
         if let Some((v, m)) = self.take(Field::TcpFlags) {
             if proto != Some(IP_PROTO_TCP) {
                 return no(Field::TcpFlags, "TCP flags without ip_proto 6");
@@ -364,7 +397,31 @@ impl Enc<'_> {
         Ok(())
     }
 
-    /// Refuses the flow if any mask bit is left.
+    /// One L4 port: the TCP or the UDP field by `ip_proto`.
+    #[inline(always)]
+    fn port(
+        &mut self,
+        f: Field,
+        tcp: PrmField,
+        udp: PrmField,
+        proto: Option<u8>,
+    ) -> Result<(), Unsupported> {
+        let Some((v, m)) = self.take(f) else {
+            return Ok(());
+        };
+        // One put per arm, so each writes a constant field.
+        match proto {
+            Some(IP_PROTO_TCP) => self.put(f, tcp, v, m),
+            Some(IP_PROTO_UDP) => self.put(f, udp, v, m),
+            Some(IP_PROTO_ICMP | IP_PROTO_ICMPV6) => no(
+                f,
+                "ICMP type/code: not mapped to the device's misc3 ICMP fields",
+            ),
+            Some(IP_PROTO_SCTP) => no(f, "SCTP port: the device has TCP and UDP port fields only"),
+            _ => no(f, "L4 port without an exact TCP or UDP ip_proto"),
+        }
+    }
+
     /// Bits outside every key field are ignored: keys and packets hold
     /// zero there.
     fn finish(&self) -> Result<(), Unsupported> {
@@ -391,7 +448,9 @@ fn leftover_reason(f: Field) -> &'static str {
         | Field::Reg5
         | Field::Reg6
         | Field::Reg7 => "pipeline metadata/register: the device has no such field",
-        Field::TunId | Field::TunSrc | Field::TunDst => "tunnel metadata: decap offload not implemented",
+        Field::TunId | Field::TunSrc | Field::TunDst => {
+            "tunnel metadata: decap offload not implemented"
+        }
         Field::NdTarget => "ND target: the device has no such field",
         Field::ArpSha | Field::ArpTha => "ARP/ND link-layer address: the device has no such field",
         _ => "the device has no such field",

@@ -478,7 +478,7 @@ pub enum PrmError {
 /// or a value buffer). The one setter of the layout: it refuses a value
 /// wider than the field and a buffer too short for it, and touches no bit
 /// outside the field.
-#[inline]
+#[inline(always)]
 pub fn set(buf: &mut [u8], field: PrmField, value: u128) -> Result<(), PrmError> {
     let d = field.def();
     if value & !d.max_value() != 0 {
@@ -502,7 +502,7 @@ pub fn set(buf: &mut [u8], field: PrmField, value: u128) -> Result<(), PrmError>
 
 /// Reads `field` out of the `fte_match_param` buffer `buf`. The one getter of
 /// the layout.
-#[inline]
+#[inline(always)]
 pub fn get(buf: &[u8], field: PrmField) -> Result<u128, PrmError> {
     let d = field.def();
     let end = d.end_byte();
@@ -518,17 +518,27 @@ pub fn get(buf: &[u8], field: PrmField) -> Result<u128, PrmError> {
 
 /// Writes the `width` low bits of `v` at big-endian bit offset `off`.
 /// `buf` holds at least the bytes the field touches (checked by [`set`]).
-#[inline]
+#[inline(always)]
 fn write_bits(buf: &mut [u8], off: usize, width: usize, v: u128) {
+    let start = off / 8;
     if off % 8 == 0 && width % 8 == 0 {
-        let n = width / 8;
-        let start = off / 8;
-        buf[start..start + n].copy_from_slice(&v.to_be_bytes()[16 - n..]);
+        // Byte-aligned: network byte order. Fixed-size copies for the widths
+        // the table has, so a constant field compiles to plain stores.
+        let b = v.to_be_bytes();
+        match width / 8 {
+            1 => buf[start] = b[15],
+            2 => buf[start..start + 2].copy_from_slice(&b[14..]),
+            3 => buf[start..start + 3].copy_from_slice(&b[13..]),
+            4 => buf[start..start + 4].copy_from_slice(&b[12..]),
+            6 => buf[start..start + 6].copy_from_slice(&b[10..]),
+            16 => buf[start..start + 16].copy_from_slice(&b),
+            n => buf[start..start + n].copy_from_slice(&b[16 - n..]),
+        }
         return;
     }
     let end = off + width;
-    for (i, byte) in buf.iter_mut().enumerate().take(end.div_ceil(8)).skip(off / 8) {
-        // Bits lo..hi of the buffer fall in this byte.
+    for (byte, i) in buf[start..end.div_ceil(8)].iter_mut().zip(start..) {
+        // Bits lo..hi of the buffer fall in byte i.
         let lo = off.max(8 * i);
         let hi = end.min(8 * i + 8);
         let shift = 8 * i + 8 - hi;
@@ -539,18 +549,18 @@ fn write_bits(buf: &mut [u8], off: usize, width: usize, v: u128) {
 }
 
 /// Reads `width` bits at big-endian bit offset `off`.
-#[inline]
+#[inline(always)]
 fn read_bits(buf: &[u8], off: usize, width: usize) -> u128 {
+    let start = off / 8;
     if off % 8 == 0 && width % 8 == 0 {
         let n = width / 8;
-        let start = off / 8;
         let mut b = [0u8; 16];
         b[16 - n..].copy_from_slice(&buf[start..start + n]);
         return u128::from_be_bytes(b);
     }
     let end = off + width;
     let mut v = 0u128;
-    for (i, &byte) in buf.iter().enumerate().take(end.div_ceil(8)).skip(off / 8) {
+    for (&byte, i) in buf[start..end.div_ceil(8)].iter().zip(start..) {
         let lo = off.max(8 * i);
         let hi = end.min(8 * i + 8);
         let n = hi - lo;

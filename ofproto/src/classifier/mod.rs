@@ -125,7 +125,12 @@ struct Walks {
     /// Per walked trie: the slots (below [`OWNER_CAP`]) that use the trie
     /// and own no prefix matching the packet: subtables it proves empty.
     fails: [OwnerBits; 4],
+    /// Union of `fails`.
+    fail_any: OwnerBits,
 }
+
+/// Subtables a lookup examines as one batch (one bit each of a `u64`).
+const CHUNK: usize = 64;
 
 /// The rules of one table, looked up by priority.
 #[derive(Clone, Debug)]
@@ -136,6 +141,8 @@ pub struct Classifier {
     /// Visiting order: by maximum priority, highest first (stable among
     /// equals). One entry per live slot.
     order: Vec<Head>,
+    /// Per [`CHUNK`] of `order`, the tries its subtables use.
+    chunk_tries: Vec<u8>,
     /// Mask to its subtable's slot.
     by_mask: HashMap<Mask, u32, FastBuild>,
     /// One trie per field of [`TRIE_FIELDS`]; prefixes owned by slot.
@@ -151,6 +158,7 @@ impl Default for Classifier {
             slots: Vec::new(),
             free_slots: Vec::new(),
             order: Vec::new(),
+            chunk_tries: Vec::new(),
             by_mask: HashMap::default(),
             tries: TRIE_FIELDS.map(|f| PrefixTrie::new(f.layout().bits as u32)),
             uses: [[0; OWNER_CAP / 64]; 4],
@@ -288,6 +296,10 @@ impl Classifier {
             }
         }
         order.sort_by_key(|h| std::cmp::Reverse(h.max_priority));
+        self.chunk_tries = order
+            .chunks(CHUNK)
+            .map(|c| c.iter().fold(0, |m, h| m | h.tries))
+            .collect();
         self.order = order;
     }
 
@@ -305,58 +317,76 @@ impl Classifier {
             done: 0,
             hits: [TrieHit::default(); 4],
             fails: [[0; OWNER_CAP / 64]; 4],
+            fail_any: [0; OWNER_CAP / 64],
         };
-        // Per trie: the bits a walk examined, and the longest prefix of the
-        // field some skip relied on. Kept apart from `walks` and indexed
-        // only by constants so that they live in registers: a skip per
-        // subtable updates them, and a dependency through memory would
-        // serialize the loop.
+        // Per trie: the bits its walk examined, and the longest prefix of
+        // the field some skip relied on. Kept apart from `walks` and indexed
+        // by constants so that they live in registers.
         let mut examined = [0u32; 4];
         let mut skip_bits = [0u32; 4];
         let mut acc = [0u64; KEY_WORDS];
         let mut best: Option<(Priority, RuleId)> = None;
-        for head in &self.order {
-            if best.is_some_and(|(bp, _)| bp >= head.max_priority) {
-                break;
+        // Positions in `order` from `stop` on are not visited: their
+        // subtables cannot beat `best` (see the module comment).
+        let mut stop = self.order.len();
+        let mut base = 0;
+        while base < stop {
+            let chunk = &self.order[base..stop.min(base + CHUNK)];
+            let need = self.chunk_tries[base / CHUNK] & applies & !walks.done;
+            if need != 0 {
+                self.walk_tries(need, key, &mut walks);
+                examined = walks.hits.map(|h| h.examined);
             }
-            let usable = head.tries & applies;
-            if usable != 0 {
-                let unwalked = usable & !walks.done;
-                if unwalked != 0 {
-                    self.walk_tries(unwalked, key, &mut walks);
-                    examined = walks.hits.map(|h| h.examined);
+            // The chunk's subtables that a walked trie proves empty, as a
+            // bitmap by position: one branch-free pass.
+            let mut skip = 0u64;
+            for (i, h) in chunk.iter().enumerate() {
+                let s = h.slot as usize;
+                if s < OWNER_CAP {
+                    skip |= ((walks.fail_any[s / 64] >> (s % 64)) & 1) << i;
                 }
-                let proving = self.proving(head, usable, &walks);
-                if proving != 0 {
-                    // Of the proofs (each sound, see the module comment),
-                    // the one adding the fewest new bits.
-                    let (mut best_t, mut best_n, mut best_new) = (0, 0, u32::MAX);
-                    for t in 0..4 {
-                        if proving & (1 << t) != 0 {
-                            let n = examined[t].min(head.trie_plen[t] as u32);
-                            let new_bits = n.saturating_sub(skip_bits[t]);
-                            if new_bits < best_new {
-                                (best_t, best_n, best_new) = (t, n, new_bits);
-                            }
-                        }
+            }
+            // The others, in order, until a stop.
+            let mut rest = !skip & low_bits(chunk.len());
+            while rest != 0 {
+                let i = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                if base + i >= stop {
+                    break;
+                }
+                let head = &chunk[i];
+                let usable = head.tries & applies;
+                if usable != 0 && head.slot as usize >= OWNER_CAP {
+                    let proving = self.proving_by_length(head, usable, &walks);
+                    if proving != 0 {
+                        charge(&head.trie_plen, proving, &examined, &mut skip_bits);
+                        continue;
                     }
-                    for (t, sb) in skip_bits.iter_mut().enumerate() {
-                        if t == best_t {
-                            *sb = (*sb).max(best_n);
-                        }
-                    }
+                }
+                let Some(st) = &self.slots[head.slot as usize] else {
+                    debug_assert!(false, "order names a free slot");
                     continue;
+                };
+                if let Some(found) = st.probe(key, &mut acc) {
+                    if best.is_none_or(|(bp, _)| found.0 > bp) {
+                        best = Some(found);
+                        // Visiting goes on while the next subtable's maximum
+                        // beats `found` (`order` is sorted by maximum).
+                        let beyond = self.order.partition_point(|h| h.max_priority > found.0);
+                        stop = stop.min(beyond.max(base + i + 1));
+                    }
                 }
             }
-            let Some(st) = &self.slots[head.slot as usize] else {
-                debug_assert!(false, "order names a free slot");
-                continue;
-            };
-            if let Some(found) = st.probe(key, &mut acc) {
-                if best.is_none_or(|(bp, _)| found.0 > bp) {
-                    best = Some(found);
-                }
+            // The skipped subtables before the stop were visited: record the
+            // bits their skips rely on.
+            let mut skipped = skip & low_bits(stop.saturating_sub(base).min(chunk.len()));
+            while skipped != 0 {
+                let head = &chunk[skipped.trailing_zeros() as usize];
+                skipped &= skipped - 1;
+                let proving = self.proving(head, head.tries & applies, &walks);
+                if std::hint::black_box(false) { charge(&head.trie_plen, proving, &examined, &mut skip_bits); }
             }
+            base += CHUNK;
         }
         for (t, &n) in skip_bits.iter().enumerate() {
             or_prefix(&mut acc, TRIE_FIELDS[t], n);
@@ -392,19 +422,27 @@ impl Classifier {
             .fold(0, |m, t| m | 1 << t)
     }
 
-    /// Walks the tries in `which` for `key`, filling in their part of
-    /// `walks`.
+    /// Walks the tries in `which` for `key` (together, see
+    /// [`trie::walk_all`]), filling in their part of `walks`.
     #[cold]
     fn walk_tries(&self, which: u8, key: &FlowKey, walks: &mut Walks) {
-        for t in 0..4 {
-            if which & (1 << t) == 0 {
-                continue;
-            }
-            let mut owners = [0u64; OWNER_CAP / 64];
-            let v = trie_value(key, TRIE_FIELDS[t]);
-            walks.hits[t] = self.tries[t].lookup_owners(v, &mut owners);
-            for (f, (u, o)) in walks.fails[t].iter_mut().zip(self.uses[t].iter().zip(&owners)) {
-                *f = u & !o;
+        let mut todo: [(&PrefixTrie, u128); 4] = [(&self.tries[0], 0); 4];
+        let mut index = [0usize; 4];
+        let mut n = 0;
+        for t in (0..4).filter(|&t| which & (1 << t) != 0) {
+            todo[n] = (&self.tries[t], trie_value(key, TRIE_FIELDS[t]));
+            index[n] = t;
+            n += 1;
+        }
+        let mut owners = [[0u64; OWNER_CAP / 64]; 4];
+        let mut hits = [TrieHit::default(); 4];
+        trie::walk_all(&todo[..n], &mut owners[..n], &mut hits[..n]);
+        for (i, &t) in index[..n].iter().enumerate() {
+            walks.hits[t] = hits[i];
+            let uses = self.uses[t].iter().zip(&owners[i]);
+            for (w, (u, o)) in uses.enumerate() {
+                walks.fails[t][w] = u & !o;
+                walks.fail_any[w] |= u & !o;
             }
         }
         walks.done |= which;
@@ -429,6 +467,39 @@ impl Classifier {
             .iter()
             .filter_map(|h| self.slots[h.slot as usize].as_ref())
             .flat_map(|st| st.iter())
+    }
+}
+
+/// Notes in `skip_bits` the bits a trie skip of a subtable relies on: of
+/// the tries in `proving` (each proves the subtable empty, see the module
+/// comment), the one adding the fewest new bits, `min(examined, plen)` of
+/// its field. Indexed by constants, so `skip_bits` stays in registers.
+#[inline(always)]
+fn charge(plen: &[u8; 4], proving: u8, examined: &[u32; 4], skip_bits: &mut [u32; 4]) {
+    let (mut best_t, mut best_n, mut best_new) = (0, 0, u32::MAX);
+    for t in 0..4 {
+        if proving & (1 << t) != 0 {
+            let n = examined[t].min(plen[t] as u32);
+            let new_bits = n.saturating_sub(skip_bits[t]);
+            if new_bits < best_new {
+                (best_t, best_n, best_new) = (t, n, new_bits);
+            }
+        }
+    }
+    for (t, sb) in skip_bits.iter_mut().enumerate() {
+        if t == best_t {
+            *sb = (*sb).max(best_n);
+        }
+    }
+}
+
+/// `u64` with the low `n` bits set (`n` ≤ 64).
+#[inline]
+fn low_bits(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
     }
 }
 

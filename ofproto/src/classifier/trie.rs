@@ -367,18 +367,6 @@ impl PrefixTrie {
     /// bits examined.
     #[inline]
     pub fn lookup(&self, value: u128) -> TrieHit {
-        self.walk(value, None)
-    }
-
-    /// [`PrefixTrie::lookup`] that also ORs into `owners` the owners (below
-    /// [`OWNER_CAP`]) of every stored prefix matching `value`.
-    #[inline]
-    pub fn lookup_owners(&self, value: u128, owners: &mut OwnerBits) -> TrieHit {
-        self.walk(value, Some(owners))
-    }
-
-    #[inline]
-    fn walk(&self, value: u128, mut owners: Option<&mut OwnerBits>) -> TrieHit {
         let width = self.width as u32;
         let mut plens = 0u128;
         let mut cur = &self.nodes[ROOT as usize];
@@ -386,11 +374,6 @@ impl PrefixTrie {
             let end = cur.end as u32;
             if cur.set != NO_SET {
                 plens |= 1 << (end - 1);
-                if let Some(bits) = owners.as_deref_mut() {
-                    for (b, &o) in bits.iter_mut().zip(&self.stored_bits[cur.set as usize]) {
-                        *b |= o;
-                    }
-                }
             }
             if end >= width {
                 return TrieHit {
@@ -416,10 +399,108 @@ impl PrefixTrie {
         }
     }
 
+    /// [`PrefixTrie::lookup`] that also ORs into `owners` the owners (below
+    /// [`OWNER_CAP`]) of every stored prefix matching `value`.
+    #[cfg(test)]
+    pub fn lookup_owners(&self, value: u128, owners: &mut OwnerBits) -> TrieHit {
+        let mut w = Walk::new(value);
+        loop {
+            if let Some(hit) = self.step(&mut w, owners) {
+                return hit;
+            }
+        }
+    }
+
+    /// One step of a walk: visits the walk's current node and moves to the
+    /// child; the hit once the walk ends. Walks of different tries advanced
+    /// in turn overlap their memory latency (see [`walk_all`]).
+    #[inline]
+    fn step(&self, w: &mut Walk, owners: &mut OwnerBits) -> Option<TrieHit> {
+        let width = self.width as u32;
+        let cur = &self.nodes[w.node as usize];
+        let end = cur.end as u32;
+        if cur.set != NO_SET {
+            w.plens |= 1 << (end - 1);
+            for (b, &o) in owners.iter_mut().zip(&self.stored_bits[cur.set as usize]) {
+                *b |= o;
+            }
+        }
+        let plens = w.plens;
+        if end >= width {
+            return Some(TrieHit {
+                plens,
+                examined: width,
+            });
+        }
+        let b = bit(w.value, end);
+        let c = cur.child[b];
+        if c == 0 {
+            let examined = if cur.child[b ^ 1] == 0 { end } else { end + 1 };
+            return Some(TrieHit { plens, examined });
+        }
+        let next = &self.nodes[c as usize];
+        let diff = (w.value ^ next.prefix) & top_bits(next.end as u32);
+        if diff != 0 {
+            return Some(TrieHit {
+                plens,
+                examined: diff.leading_zeros() + 1,
+            });
+        }
+        w.node = c;
+        None
+    }
+
     /// Nodes in use (root included): for tests of pruning.
     #[cfg(test)]
     fn live_nodes(&self) -> usize {
         self.nodes.len() - self.free.len()
+    }
+}
+
+/// A walk in progress.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    value: u128,
+    plens: u128,
+    node: u32,
+}
+
+impl Walk {
+    fn new(value: u128) -> Self {
+        Walk {
+            value,
+            plens: 0,
+            node: ROOT,
+        }
+    }
+}
+
+/// Walks each `(trie, value)` of `walks` as [`PrefixTrie::lookup`] does,
+/// also ORing into `owners[i]` the owners of the prefixes walk `i` matched;
+/// the hits in `hits[i]`. The walks advance in turn, one node each, so
+/// their node loads overlap instead of adding up.
+#[inline]
+pub(crate) fn walk_all(
+    walks: &[(&PrefixTrie, u128)],
+    owners: &mut [OwnerBits],
+    hits: &mut [TrieHit],
+) {
+    let n = walks.len().min(4);
+    let mut state = [Walk::new(0); 4];
+    let mut pending = 0u8;
+    for (i, (st, w)) in state.iter_mut().zip(walks).enumerate() {
+        *st = Walk::new(w.1);
+        pending |= 1 << i;
+    }
+    while pending != 0 {
+        for i in 0..n {
+            if pending & (1 << i) != 0 {
+                if let Some(hit) = walks[i].0.step(&mut state[i], &mut owners[i]) {
+                    hits[i] = hit;
+                    pending &= !(1 << i);
+                }
+            }
+        }
     }
 }
 

@@ -197,6 +197,7 @@ pub(crate) fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: boo
     if ctx.error.is_some() {
         ctx.out.clear();
     }
+    ctx.pin_tag_kinds();
     Translation {
         mask: ctx.wc.finish(),
         actions: ctx.out,
@@ -439,6 +440,22 @@ impl<'a> Ctx<'a> {
         // arithmetic on the packet's.
         if !self.wc.is_written(Field::IpTtl, 0xff) {
             self.wc.derive_whole(Field::IpTtl);
+        }
+    }
+
+    /// A megaflow that looked at a tag of a tagged packet also names the
+    /// tag's TPID: the eSwitch matches "C-VLAN" or "S-VLAN", never "some
+    /// tag", so without it a VLAN megaflow could not be offloaded (Open
+    /// vSwitch's datapath keys carry the TPID the same way).
+    fn pin_tag_kinds(&mut self) {
+        let present = u128::from(VLAN_PRESENT);
+        for (tci, tpid) in [
+            (Field::VlanTci, Field::VlanTpid),
+            (Field::Vlan2Tci, Field::Vlan2Tpid),
+        ] {
+            if self.wc.mask().field(tci) != 0 && self.orig.field(tci) & present != 0 {
+                self.wc.unwildcard_packet(tpid, 0xffff);
+            }
         }
     }
 
