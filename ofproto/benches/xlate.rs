@@ -71,7 +71,9 @@ fn main() {
         max_len: 0,
     });
     nb.tables.add(s, Timestamp(0)).expect("normal rule");
-    let learned: Vec<(u64, u32)> = (0..10_000u64).map(|i| (mac(0x10_0000 + i), 1 + (i % 8) as u32)).collect();
+    let learned: Vec<(u64, u32)> = (0..10_000u64)
+        .map(|i| (mac(0x10_0000 + i), 1 + (i % 8) as u32))
+        .collect();
     for &(m, p) in &learned {
         nb.mac.learn(
             MacLearn {
@@ -91,7 +93,7 @@ fn main() {
             k.set_eth_src(src);
             k.set_eth_dst(dst);
             k.set_eth_type(0x0800);
-            k.set_ipv4_src(r.next() & 0xffff_ffff);
+            k.set_ipv4_src(r.next_u64() & 0xffff_ffff);
             k
         })
         .collect();
@@ -112,7 +114,10 @@ fn main() {
         }
         let t = br.translate(&k, Timestamp(1));
         wild += u64::from(t.mask.words().iter().map(|w| w.count_zeros()).sum::<u32>());
-        if cache.insert(&t.megaflow(&k), Actions::new(t.actions), 0).is_ok() {
+        if cache
+            .insert(&t.megaflow(&k), Actions::new(t.actions), 0)
+            .is_ok()
+        {
             created += 1;
         }
     }

@@ -44,10 +44,10 @@ pub mod xlate;
 
 pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};
 pub use classifier::{Classifier, RuleId};
-pub use table::{FlowModError, FlowTables, Rule, RuleRef, RuleUid};
-pub use xlate::{Translation, XlateError};
 pub use rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
+pub use table::{FlowModError, FlowTables, Rule, RuleRef, RuleUid};
 pub use wildcards::Wildcards;
+pub use xlate::{Translation, XlateError};
 
 use std::fmt;
 

@@ -142,7 +142,11 @@ pub enum OfAction {
     SetVlanPcp(u8),
     /// `set_field:VALUE[/MASK]->FIELD`, `load:VALUE->FIELD[range]` and the
     /// `mod_*` classics. Only the `mask` bits of the field change.
-    SetField { field: Field, value: u128, mask: u128 },
+    SetField {
+        field: Field,
+        value: u128,
+        mask: u128,
+    },
     /// `move:SRC[range]->DST[range]` (equal widths).
     Move { src: FieldRange, dst: FieldRange },
     /// `dec_ttl`.

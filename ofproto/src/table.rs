@@ -212,8 +212,7 @@ impl FlowTable {
             }
         };
         let id = RuleId(id);
-        self.cls
-            .insert(id, &rule.spec.matched, rule.spec.priority);
+        self.cls.insert(id, &rule.spec.matched, rule.spec.priority);
         self.slots[id.0 as usize] = Some(rule);
         id
     }

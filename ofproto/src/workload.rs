@@ -23,7 +23,7 @@ pub const ACL_RULES: usize = 1000;
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -32,10 +32,9 @@ impl Rng {
     }
 
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
 }
-
 
 /// The IPv4 netmask of a prefix length.
 pub fn prefix(len: u32) -> u32 {
@@ -158,19 +157,21 @@ pub fn acl_packet(r: &mut Rng, rules: &[AclRule]) -> FlowKey {
     k.set_ip_ttl(64);
     let a = rules[r.below(rules.len() as u64) as usize];
     let inside = r.below(2) == 0;
-    let host = |r: &mut Rng, base: u32, len: u32| (base & prefix(len)) | (r.next() as u32 & !prefix(len));
+    let host = |r: &mut Rng, base: u32, len: u32| {
+        (base & prefix(len)) | (r.next_u64() as u32 & !prefix(len))
+    };
     if inside {
         k.set_ipv4_src(host(r, a.src, a.src_len).into());
         k.set_ipv4_dst(host(r, a.dst, a.dst_len).into());
         k.set_ip_proto(a.proto.into());
         let dport = match a.dport {
-            Some((p, m)) => (p & m) | (r.next() as u16 & !m),
-            None => r.next() as u16,
+            Some((p, m)) => (p & m) | (r.next_u64() as u16 & !m),
+            None => r.next_u64() as u16,
         };
         k.set_tp_dst(dport.into());
     } else {
-        k.set_ipv4_src(r.next() & 0xffff_ffff);
-        k.set_ipv4_dst(r.next() & 0xffff_ffff);
+        k.set_ipv4_src(r.next_u64() & 0xffff_ffff);
+        k.set_ipv4_dst(r.next_u64() & 0xffff_ffff);
         k.set_ip_proto(if r.below(3) == 0 { 17 } else { 6 });
         k.set_tp_dst(u64::from(SERVICE_PORTS[r.below(8) as usize]));
     }

@@ -22,7 +22,11 @@ fn exact(f: Field, v: u128) -> (Field, u128, u128) {
 }
 
 fn v4_src(addr: u32, plen: u32) -> (Field, u128, u128) {
-    (Field::Ipv4Src, addr as u128, (u32::MAX << (32 - plen)) as u128)
+    (
+        Field::Ipv4Src,
+        addr as u128,
+        (u32::MAX << (32 - plen)) as u128,
+    )
 }
 
 /// A TCP/IPv4 packet.
@@ -198,7 +202,9 @@ fn port_trie_with_source_and_destination_prefixes() {
     assert_eq!(r, None);
     assert_eq!(
         mask,
-        Mask::EMPTY.with(Field::TpSrc, 0xfc00).with(Field::TpDst, 0xffff)
+        Mask::EMPTY
+            .with(Field::TpSrc, 0xfc00)
+            .with(Field::TpDst, 0xffff)
     );
     // tp_src 0x8000 differs at its first bit: one bit.
     let (_, mask) = lookup(&c, &tcp4(1, 1, 2, 0x8000, 22));
@@ -230,7 +236,9 @@ fn higher_priority_hit_hides_lower_subtables() {
     assert_eq!(r, Some(RuleId(1)));
     assert_eq!(
         mask,
-        Mask::EMPTY.with_exact(Field::InPort).with_exact(Field::TpDst)
+        Mask::EMPTY
+            .with_exact(Field::InPort)
+            .with_exact(Field::TpDst)
     );
 }
 
@@ -276,7 +284,9 @@ impl Rng {
 /// destination prefixes /8../32, TCP/UDP ports exact, prefix-masked or
 /// absent, several priorities.
 fn acl(r: &mut Rng, n: usize) -> Vec<(Match, u16)> {
-    let nets: Vec<u32> = (0..24).map(|_| (r.next() as u32) & 0xffff_ff00 | 0x0a00_0000 >> (r.below(2) * 8)).collect();
+    let nets: Vec<u32> = (0..24)
+        .map(|_| (r.next() as u32) & 0xffff_ff00 | 0x0a00_0000 >> (r.below(2) * 8))
+        .collect();
     let lens = [8u32, 16, 20, 24, 28, 32];
     let mut out = Vec::new();
     while out.len() < n {
@@ -291,7 +301,10 @@ fn acl(r: &mut Rng, n: usize) -> Vec<(Match, u16)> {
             0 => {}
             1 => {
                 f.push(exact(Field::IpProto, [6, 17][r.below(2) as usize]));
-                f.push(exact(Field::TpDst, [22, 80, 443, 53, 8080][r.below(5) as usize]));
+                f.push(exact(
+                    Field::TpDst,
+                    [22, 80, 443, 53, 8080][r.below(5) as usize],
+                ));
             }
             2 => {
                 f.push(exact(Field::IpProto, 6));
@@ -407,5 +420,9 @@ fn random_acl_masks_versus_reference_and_ovs() {
         "versus Open vSwitch policy: {narrower} narrower masks, {wider} wider, {subset_of_ovs}/{n} subsets"
     );
     assert!(total[0] <= total[1], "wider than Open vSwitch on average");
-    assert!(total[0] * 4 < total[2] * 3, "not much narrower than the reference");
+    assert!(wider * 20 <= n, "wider than Open vSwitch on many packets");
+    assert!(
+        total[0] * 4 < total[2] * 3,
+        "not much narrower than the reference"
+    );
 }

@@ -61,7 +61,8 @@ fn lookup_port(t: &FlowTables, table: u8, k: &FlowKey) -> Option<OfPort> {
 #[test]
 fn add_replaces_identical_rule_and_keeps_counters_unless_reset() {
     let mut t = FlowTables::new();
-    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1)).unwrap();
+    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1))
+        .unwrap();
     let (id, r) = t.table(TableId(0)).unwrap().rules().next().unwrap();
     let rr = RuleRef {
         table: TableId(0),
@@ -70,7 +71,9 @@ fn add_replaces_identical_rule_and_keeps_counters_unless_reset() {
     };
     t.credit(rr, 5, 500, secs(2));
     let g = t.generation();
-    let out = t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 2), secs(3)).unwrap();
+    let out = t
+        .add(spec(0, 10, ip_src(0x0a00_0000, 8), 2), secs(3))
+        .unwrap();
     assert_eq!((out.added, out.replaced), (0, 1));
     assert!(t.generation() > g);
     assert_eq!(t.len(), 1);
@@ -78,7 +81,10 @@ fn add_replaces_identical_rule_and_keeps_counters_unless_reset() {
     assert_eq!((r2.packets, r2.bytes), (5, 500));
     assert_ne!(r2.uid, rr.uid, "a replacement is a new incarnation");
     assert!(t.rule(rr).is_none(), "the old reference no longer resolves");
-    assert_eq!(lookup_port(&t, 0, &key(0x0a01_0101)), Some(OfPort::Port(PortNo(2))));
+    assert_eq!(
+        lookup_port(&t, 0, &key(0x0a01_0101)),
+        Some(OfPort::Port(PortNo(2)))
+    );
 
     let mut s = spec(0, 10, ip_src(0x0a00_0000, 8), 3);
     s.flags.reset_counts = true;
@@ -90,7 +96,8 @@ fn add_replaces_identical_rule_and_keeps_counters_unless_reset() {
 #[test]
 fn check_overlap_refuses_and_changes_nothing() {
     let mut t = FlowTables::new();
-    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1)).unwrap();
+    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1))
+        .unwrap();
     let g = t.generation();
     let mut s = spec(0, 10, ip_src(0x0a01_0000, 16), 2);
     s.flags = FlowFlags {
@@ -110,61 +117,108 @@ fn check_overlap_refuses_and_changes_nothing() {
 #[test]
 fn modify_changes_covered_rules_and_never_adds() {
     let mut t = FlowTables::new();
-    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1)).unwrap();
-    t.add(spec(0, 20, ip_src(0x0a01_0000, 16), 1), secs(1)).unwrap();
-    t.add(spec(0, 30, ip_src(0x0b00_0000, 8), 1), secs(1)).unwrap();
+    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1))
+        .unwrap();
+    t.add(spec(0, 20, ip_src(0x0a01_0000, 16), 1), secs(1))
+        .unwrap();
+    t.add(spec(0, 30, ip_src(0x0b00_0000, 8), 1), secs(1))
+        .unwrap();
 
     // Non-strict over 10/8 covers the /8 and the /16 below it.
     let out = t
-        .apply(&fm(FlowModCommand::Modify, Some(0), spec(0, 0, ip_src(0x0a00_0000, 8), 7)), secs(2))
+        .apply(
+            &fm(
+                FlowModCommand::Modify,
+                Some(0),
+                spec(0, 0, ip_src(0x0a00_0000, 8), 7),
+            ),
+            secs(2),
+        )
         .unwrap();
     assert_eq!(out.modified, 2);
-    assert_eq!(lookup_port(&t, 0, &key(0x0a01_0001)), Some(OfPort::Port(PortNo(7))));
-    assert_eq!(lookup_port(&t, 0, &key(0x0b00_0001)), Some(OfPort::Port(PortNo(1))));
+    assert_eq!(
+        lookup_port(&t, 0, &key(0x0a01_0001)),
+        Some(OfPort::Port(PortNo(7)))
+    );
+    assert_eq!(
+        lookup_port(&t, 0, &key(0x0b00_0001)),
+        Some(OfPort::Port(PortNo(1)))
+    );
 
     // Strict needs the same priority.
     let out = t
         .apply(
-            &fm(FlowModCommand::ModifyStrict, Some(0), spec(0, 21, ip_src(0x0a01_0000, 16), 9)),
+            &fm(
+                FlowModCommand::ModifyStrict,
+                Some(0),
+                spec(0, 21, ip_src(0x0a01_0000, 16), 9),
+            ),
             secs(2),
         )
         .unwrap();
     assert_eq!(out.modified, 0);
     let out = t
         .apply(
-            &fm(FlowModCommand::ModifyStrict, Some(0), spec(0, 20, ip_src(0x0a01_0000, 16), 9)),
+            &fm(
+                FlowModCommand::ModifyStrict,
+                Some(0),
+                spec(0, 20, ip_src(0x0a01_0000, 16), 9),
+            ),
             secs(2),
         )
         .unwrap();
     assert_eq!(out.modified, 1);
     // Modify of nothing adds nothing.
     let n = t.len();
-    t.apply(&fm(FlowModCommand::Modify, Some(0), spec(0, 0, ip_src(0x0c00_0000, 8), 1)), secs(2))
-        .unwrap();
+    t.apply(
+        &fm(
+            FlowModCommand::Modify,
+            Some(0),
+            spec(0, 0, ip_src(0x0c00_0000, 8), 1),
+        ),
+        secs(2),
+    )
+    .unwrap();
     assert_eq!(t.len(), n);
 }
 
 #[test]
 fn delete_filters_by_cookie_out_port_and_table() {
     let mut t = FlowTables::new();
-    for (table, prio, cookie, port) in [(0, 1, 0x11, 1), (0, 2, 0x12, 2), (1, 3, 0x21, 1), (2, 4, 0x11, 3)] {
+    for (table, prio, cookie, port) in [
+        (0, 1, 0x11, 1),
+        (0, 2, 0x12, 2),
+        (1, 3, 0x21, 1),
+        (2, 4, 0x11, 3),
+    ] {
         let mut s = spec(table, prio, ip_src(0x0a00_0000 + u32::from(prio), 32), port);
         s.cookie = Cookie(cookie);
         t.add(s, secs(1)).unwrap();
     }
     // Cookie 0x1?/0xf0 in all tables.
-    let mut d = fm(FlowModCommand::Delete, None, RuleSpec::new(TableId(0), Priority(0), Match::catch_all()));
+    let mut d = fm(
+        FlowModCommand::Delete,
+        None,
+        RuleSpec::new(TableId(0), Priority(0), Match::catch_all()),
+    );
     d.rule.cookie = Cookie(0x10);
     d.cookie_mask = 0xf0;
     let out = t.apply(&d, secs(2)).unwrap();
     let mut gone: Vec<u64> = out.removed.iter().map(|r| r.rule.spec.cookie.0).collect();
     gone.sort();
     assert_eq!(gone, vec![0x11, 0x11, 0x12]);
-    assert!(out.removed.iter().all(|r| r.reason == RemovedReason::Delete));
+    assert!(out
+        .removed
+        .iter()
+        .all(|r| r.reason == RemovedReason::Delete));
     assert_eq!(t.len(), 1);
 
     // out_port keeps rules that do not output there.
-    let mut d = fm(FlowModCommand::Delete, Some(1), RuleSpec::new(TableId(1), Priority(0), Match::catch_all()));
+    let mut d = fm(
+        FlowModCommand::Delete,
+        Some(1),
+        RuleSpec::new(TableId(1), Priority(0), Match::catch_all()),
+    );
     d.out_port = OfPort::Port(PortNo(2));
     assert!(t.apply(&d, secs(2)).unwrap().removed.is_empty());
     d.out_port = OfPort::Port(PortNo(1));
@@ -175,10 +229,19 @@ fn delete_filters_by_cookie_out_port_and_table() {
 #[test]
 fn delete_strict_removes_exactly_one() {
     let mut t = FlowTables::new();
-    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1)).unwrap();
-    t.add(spec(0, 11, ip_src(0x0a00_0000, 8), 1), secs(1)).unwrap();
+    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1))
+        .unwrap();
+    t.add(spec(0, 11, ip_src(0x0a00_0000, 8), 1), secs(1))
+        .unwrap();
     let out = t
-        .apply(&fm(FlowModCommand::DeleteStrict, Some(0), spec(0, 11, ip_src(0x0a00_0000, 8), 0)), secs(2))
+        .apply(
+            &fm(
+                FlowModCommand::DeleteStrict,
+                Some(0),
+                spec(0, 11, ip_src(0x0a00_0000, 8), 0),
+            ),
+            secs(2),
+        )
         .unwrap();
     assert_eq!(out.removed.len(), 1);
     assert_eq!(out.removed[0].rule.spec.priority, Priority(11));
@@ -190,7 +253,10 @@ fn goto_must_go_forward_and_tables_exist() {
     let mut t = FlowTables::new();
     let mut s = spec(3, 1, Match::catch_all(), 1);
     s.instructions.goto_table = Some(TableId(3));
-    assert!(matches!(t.add(s.clone(), secs(1)), Err(FlowModError::BadGoto { .. })));
+    assert!(matches!(
+        t.add(s.clone(), secs(1)),
+        Err(FlowModError::BadGoto { .. })
+    ));
     s.instructions.goto_table = Some(TableId(4));
     t.add(s, secs(1)).unwrap();
     let bad = spec(254, 1, Match::catch_all(), 1);
@@ -199,7 +265,10 @@ fn goto_must_go_forward_and_tables_exist() {
         Err(FlowModError::BadTable(254))
     );
     let err = t
-        .apply(&fm(FlowModCommand::Add, None, spec(0, 1, Match::catch_all(), 1)), secs(1))
+        .apply(
+            &fm(FlowModCommand::Add, None, spec(0, 1, Match::catch_all(), 1)),
+            secs(1),
+        )
         .unwrap_err();
     assert_eq!(err, FlowModError::AddNeedsTable);
 }

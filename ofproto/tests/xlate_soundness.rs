@@ -43,8 +43,19 @@ impl Rng {
     }
 }
 
-const MACS: [u64; 4] = [0x0200_0000_0001, 0x0200_0000_0002, 0x0200_0000_0003, 0xffff_ffff_ffff];
-const V4: [u32; 5] = [0x0a00_0001, 0x0a01_0203, 0x0a01_02ff, 0xc612_0001, 0x0a80_0000];
+const MACS: [u64; 4] = [
+    0x0200_0000_0001,
+    0x0200_0000_0002,
+    0x0200_0000_0003,
+    0xffff_ffff_ffff,
+];
+const V4: [u32; 5] = [
+    0x0a00_0001,
+    0x0a01_0203,
+    0x0a01_02ff,
+    0xc612_0001,
+    0x0a80_0000,
+];
 const PORTS: [u16; 4] = [80, 443, 8080, 53];
 
 fn prefix32(len: u32) -> u32 {
@@ -101,7 +112,11 @@ fn random_match(r: &mut Rng) -> Match {
         if r.chance(60) {
             let len = r.pick(&[16u32, 64, 128]);
             let mask = u128::MAX << (128 - len);
-            m.set_field_masked(Field::Ipv6Src, 0x2001_0db8u128 << 96 | r.below(3) as u128, mask);
+            m.set_field_masked(
+                Field::Ipv6Src,
+                0x2001_0db8u128 << 96 | r.below(3) as u128,
+                mask,
+            );
         }
     }
     m
@@ -148,9 +163,9 @@ fn random_action(r: &mut Rng, table: u8, n_tables: u8) -> OfAction {
                 n_bits: 2,
             },
         },
-        12 if table + 1 < n_tables => {
-            OfAction::Resubmit(TableId(table + 1 + r.below(u64::from(n_tables - table - 1)) as u8))
-        }
+        12 if table + 1 < n_tables => OfAction::Resubmit(TableId(
+            table + 1 + r.below(u64::from(n_tables - table - 1)) as u8,
+        )),
         13 => OfAction::SetField {
             field: Field::TpDst,
             value: r.pick(&PORTS).into(),
@@ -213,7 +228,9 @@ fn random_packet(r: &mut Rng) -> FlowKey {
     k.set_eth_dst(r.pick(&MACS));
     if r.chance(40) {
         k.set_vlan_tpid(0x8100);
-        k.set_vlan_tci(u64::from(VLAN_PRESENT | r.pick(&[0u16, 10, 20, 30]) | (r.below(8) as u16) << 13));
+        k.set_vlan_tci(u64::from(
+            VLAN_PRESENT | r.pick(&[0u16, 10, 20, 30]) | (r.below(8) as u16) << 13,
+        ));
         if r.chance(30) {
             k.set_vlan2_tpid(0x8100);
             k.set_vlan2_tci(u64::from(VLAN_PRESENT | 7));
@@ -297,13 +314,7 @@ fn megaflows_are_sound_on_random_pipelines() {
                 Match::new(&p, &tp.mask).matches(&p),
                 "seed {seed}: the megaflow must match its own packet"
             );
-            wild_bits += u64::from(
-                tp.mask
-                    .words()
-                    .iter()
-                    .map(|w| w.count_zeros())
-                    .sum::<u32>(),
-            );
+            wild_bits += u64::from(tp.mask.words().iter().map(|w| w.count_zeros()).sum::<u32>());
             for _ in 0..40 {
                 let near = random_packet(&mut r);
                 let q = agreeing_packet(&mut r, &p, &tp.mask, &near);

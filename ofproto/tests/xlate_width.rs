@@ -66,7 +66,13 @@ fn l2_table_unwildcards_no_l3_or_l4() {
     let mut br = Bridge::with_ports(1..=4);
     for (i, p) in [(2u64, 2u32), (3, 3)] {
         let mac = 0x0200_0000_0000u128 | u128::from(i);
-        rule(&mut br, 0, 10, m(&[(Field::EthDst, mac, (1 << 48) - 1)]), apply(vec![out(p)]));
+        rule(
+            &mut br,
+            0,
+            10,
+            m(&[(Field::EthDst, mac, (1 << 48) - 1)]),
+            apply(vec![out(p)]),
+        );
     }
     let k = tcp_packet(0x0a00_0001, 0x0a00_0002, 80);
     let t = br.translate(&k, NOW);
@@ -86,8 +92,20 @@ fn l2_table_unwildcards_no_l3_or_l4() {
 #[test]
 fn acl_prefixes_unwildcard_only_distinguishing_bits() {
     let mut br = Bridge::with_ports(1..=4);
-    rule(&mut br, 0, 10, m(&[IP, (Field::Ipv4Src, 0x0a00_0000, 0xff00_0000)]), apply(vec![out(2)]));
-    rule(&mut br, 0, 20, m(&[IP, (Field::Ipv4Src, 0x0a01_0200, 0xffff_ff00)]), apply(vec![out(3)]));
+    rule(
+        &mut br,
+        0,
+        10,
+        m(&[IP, (Field::Ipv4Src, 0x0a00_0000, 0xff00_0000)]),
+        apply(vec![out(2)]),
+    );
+    rule(
+        &mut br,
+        0,
+        20,
+        m(&[IP, (Field::Ipv4Src, 0x0a01_0200, 0xffff_ff00)]),
+        apply(vec![out(3)]),
+    );
 
     // 10.9.9.9: the /8 rule; telling it from 10.1.2.0/24 takes 13 bits
     // (OVS 3.1: nw_src=10.8.0.0/13).
@@ -111,7 +129,13 @@ fn acl_prefixes_unwildcard_only_distinguishing_bits() {
 #[test]
 fn port_rules_unwildcard_only_high_port_bits() {
     let mut br = Bridge::with_ports(1..=4);
-    rule(&mut br, 0, 10, m(&[IP, TCP, (Field::TpDst, 80, 0xffff)]), apply(vec![out(2)]));
+    rule(
+        &mut br,
+        0,
+        10,
+        m(&[IP, TCP, (Field::TpDst, 80, 0xffff)]),
+        apply(vec![out(2)]),
+    );
     // 443 vs 80: they differ from bit 7 on (OVS 3.1: tp_dst=0x100/0xff00).
     let t = br.translate(&tcp_packet(1, 2, 443), NOW);
     assert!(t.is_drop());
@@ -152,13 +176,20 @@ fn fields_the_pipeline_wrote_are_not_unwildcarded() {
         &mut br,
         1,
         1,
-        m(&[IP, (Field::Ipv4Dst, 0x0101_0101, u32::MAX.into()), (Field::Reg0, 5, u32::MAX.into())]),
+        m(&[
+            IP,
+            (Field::Ipv4Dst, 0x0101_0101, u32::MAX.into()),
+            (Field::Reg0, 5, u32::MAX.into()),
+        ]),
         apply(vec![out(2)]),
     );
     let t = br.translate(&tcp_packet(7, 0x0909_0909, 80), NOW);
     assert_eq!(
         t.actions,
-        vec![DpAction::SetIpv4Dst(0x0101_0101), DpAction::Output(PortNo(2))]
+        vec![
+            DpAction::SetIpv4Dst(0x0101_0101),
+            DpAction::Output(PortNo(2))
+        ]
     );
     assert!(t.mask.is_wildcard(Field::Ipv4Dst), "{:?}", t.mask);
     assert!(t.mask.is_wildcard(Field::Reg0));
@@ -185,7 +216,10 @@ fn masked_set_field_reads_the_bits_it_keeps() {
     let t = br.translate(&tcp_packet(0xc0a8_0102, 1, 80), NOW);
     assert_eq!(
         t.actions,
-        vec![DpAction::SetIpv4Src(0x0aa8_0102), DpAction::Output(PortNo(2))]
+        vec![
+            DpAction::SetIpv4Src(0x0aa8_0102),
+            DpAction::Output(PortNo(2))
+        ]
     );
     assert_eq!(t.mask.field(Field::Ipv4Src), 0x00ff_ffff);
 }
@@ -215,7 +249,13 @@ fn move_unwildcards_its_source() {
             ..Default::default()
         },
     );
-    rule(&mut br, 1, 1, m(&[(Field::Reg1, 1, 0xff)]), apply(vec![out(2)]));
+    rule(
+        &mut br,
+        1,
+        1,
+        m(&[(Field::Reg1, 1, 0xff)]),
+        apply(vec![out(2)]),
+    );
     let t = br.translate(&tcp_packet(1, 2, 3), NOW);
     assert_eq!(t.actions, vec![DpAction::Output(PortNo(2))]);
     assert_eq!(t.mask.field(Field::EthSrc), 0xff);
@@ -263,7 +303,13 @@ fn vlan_push_set_and_pop_commit_once() {
     tagged.set_vlan_tpid(0x8100);
     tagged.set_vlan_tci(u64::from(VLAN_PRESENT | 0x6000 | 7));
     let mut br2 = Bridge::with_ports(1..=4);
-    rule(&mut br2, 0, 1, Match::catch_all(), apply(vec![OfAction::PushVlan(0x88a8), out(2)]));
+    rule(
+        &mut br2,
+        0,
+        1,
+        Match::catch_all(),
+        apply(vec![OfAction::PushVlan(0x88a8), out(2)]),
+    );
     let t = br2.translate(&tagged, NOW);
     assert_eq!(
         t.actions,
@@ -280,7 +326,13 @@ fn vlan_push_set_and_pop_commit_once() {
 #[test]
 fn output_to_input_port_needs_in_port_and_flood_skips_it() {
     let mut br = Bridge::with_ports(1..=4);
-    rule(&mut br, 0, 1, Match::catch_all(), apply(vec![out(1), out(2)]));
+    rule(
+        &mut br,
+        0,
+        1,
+        Match::catch_all(),
+        apply(vec![out(1), out(2)]),
+    );
     let t = br.translate(&tcp_packet(1, 2, 3), NOW);
     assert_eq!(t.actions, vec![DpAction::Output(PortNo(2))]);
 
@@ -330,7 +382,13 @@ fn meter_controller_and_sample_become_datapath_actions() {
     );
     let t = br.translate(&tcp_packet(1, 2, 3), NOW);
     assert_eq!(t.actions[0], DpAction::Meter(MeterId(7)));
-    assert!(matches!(t.actions[1], DpAction::Sample { probability: u32::MAX, .. }));
+    assert!(matches!(
+        t.actions[1],
+        DpAction::Sample {
+            probability: u32::MAX,
+            ..
+        }
+    ));
     assert_eq!(
         t.actions[2],
         DpAction::Userspace(UserspaceReason::Controller { max_len: 128 })
@@ -511,5 +569,8 @@ fn trace_explains_tables_rules_and_wildcards() {
     assert!(text.contains("priority 100, cookie 0x5"), "{text}");
     assert!(text.contains(" 1. No match: drop."), "{text}");
     assert!(text.contains("Datapath actions: drop"), "{text}");
-    assert!(text.contains("exact: eth_type; masked: ipv4_src/0xff000000"), "{text}");
+    assert!(
+        text.contains("exact: eth_type; masked: ipv4_src/0xff000000"),
+        "{text}"
+    );
 }

@@ -1,6 +1,6 @@
 //! The OpenFlow classifier of one table: highest-priority match with
-//! wildcard tracking as wide as Open vSwitch's (`lib/classifier.c`,
-//! `find_match_wc`), and wider in three places.
+//! wildcard tracking at least as wide as Open vSwitch 3.1's
+//! (`lib/classifier.c`, `find_match_wc`), and wider in four places.
 //!
 //! ## What a lookup promises
 //!
@@ -11,45 +11,71 @@
 //! Among equal-priority overlapping rules the answer is the one found first
 //! in the (fixed) subtable order; the answer is therefore a function of the
 //! key and the classifier's contents alone, whatever path a lookup takes.
+//! Callers: the flow table (`crate::table`), once per table a translation
+//! visits.
 //!
 //! ## Structure
 //!
-//! - Tuple space search: one [`Subtable`] per distinct mask, kept sorted by
-//!   the highest priority of its rules. A lookup visits them in that order and
-//!   stops as soon as the best priority found is at least the next
-//!   subtable's maximum; skipped subtables cannot change the answer (a tie
-//!   keeps the earlier rule), so they record nothing.
+//! - Tuple space search: one `Subtable` per distinct mask, kept in a slab
+//!   (`slots`; a subtable's slot never changes while it lives) and visited
+//!   through `order`, a dense array of `Head`s sorted by the highest
+//!   priority of each subtable's rules. A lookup stops as soon as the best
+//!   priority found is at least the next subtable's maximum; subtables not
+//!   visited cannot change the answer (a tie keeps the earlier rule), so
+//!   they record nothing.
 //! - Staged lookup inside a subtable (metadata, L2, L3, L4 hash stages) and a
 //!   port-pair trie per subtable: see `subtable.rs`.
 //! - Four prefix tries over the whole classifier, for `ipv4_src`, `ipv4_dst`
-//!   (also ARP SPA/TPA), `ipv6_src`, `ipv6_dst` (`trie.rs`). A rule whose mask
-//!   on such a field is a CIDR prefix of length `p > 0` has its prefix in the
-//!   field's trie (one entry per distinct match, as nodes are counted).
+//!   (also ARP SPA/TPA), `ipv6_src`, `ipv6_dst` (`trie.rs`). Every distinct
+//!   match whose mask on such a field is a CIDR prefix of length `p > 0` has
+//!   its prefix in the field's trie, *owned* by its subtable's slot.
 //!
 //! ## Prefix-trie skips and why `min(examined, p)` bits suffice
 //!
-//! A lookup walks a trie at most once (lazily, when the first subtable using
-//! it is reached, and only when the packet's eth_type is one the field
-//! applies to: 0x0800/0x0806 for the v4 slots, 0x86dd for v6; otherwise the
-//! subtable relies on its stages). The walk of the packet's address `a`
-//! yields `plens` (the lengths `p` with a stored prefix equal to `a`'s top
-//! `p` bits) and `e`, the bits examined. Before hashing anything in a
-//! subtable whose mask on the field is the prefix `/p`, if `p ∉ plens` the
-//! subtable cannot match, and only the top `min(e, p)` bits of the field are
-//! recorded. Let `q` agree with `a` on those bits:
-//! - if `p ≤ e`, `q`'s top `p` bits are `a`'s, and no stored prefix of length
-//!   `p` equals them;
+//! A lookup walks a trie at most once: when the first subtable using it is
+//! reached, and only when the packet's eth_type is one the field applies to
+//! (0x0800/0x0806 for the v4 slots, 0x86dd for v6; otherwise the subtable
+//! relies on its stages). The walk of the packet's address `a` yields the
+//! stored prefixes equal to `a`'s top bits (their lengths, and their owners
+//! as a bitmap over slots) and `e`, the bits the walk examined. Before
+//! hashing anything in a subtable `S` whose mask on the field is the prefix
+//! `/p`, if `S` owns none of the matching prefixes, `S` cannot match, and
+//! only the top `min(e, p)` bits of the field are recorded. Let `q` agree
+//! with `a` on those bits:
+//! - if `p ≤ e`, `q`'s top `p` bits are `a`'s, and no prefix of `S` (all of
+//!   length `p`) equals them;
 //! - if `p > e`, `q` agrees with `a` on the `e` examined bits, so by the
-//!   trie lemma its walk finds the same `plens`, without `p`.
+//!   trie lemma (`trie.rs`) its walk matches exactly the same stored
+//!   prefixes, none of them `S`'s.
 //!
-//! Either way no stored `/p` prefix equals `q`'s top `p` bits. Every rule of
-//! the subtable has its `/p` prefix in the trie and would have to equal
-//! `q`'s top `p` bits to match `q`, so none matches `q`. The proof uses the
-//! field alone, so unlike Open vSwitch no bits of earlier stages are recorded
-//! and the skip is taken even when `e > p`. Nor is eth_type recorded for the
-//! choice to consult a trie: that choice changes which (sound) proof of a
-//! subtable's miss is recorded, never the answer. (The translator records
-//! eth_type itself, as a megaflow must for its L3 fields to make sense.)
+//! Either way no rule of `S` has the prefix of `q`, so none matches `q`.
+//!
+//! Improvements over Open vSwitch, which keeps per trie only the set of
+//! lengths with a matching prefix (any subtable's) and checks it when the
+//! lookup reaches the address's stage: the ownership test is exact per
+//! subtable, so many more subtables are skipped by a few address bits
+//! instead of a stage miss (which records the whole stage mask); the proof
+//! uses the field alone, so no bits of earlier stages are recorded; and the
+//! skip is taken even when `e > p`. (The fourth improvement is in
+//! `subtable.rs`: a port-trie miss records port bits only.) Subtables in
+//! slots beyond the owner bitmaps (`OWNER_CAP`) fall back to the length
+//! test, which the same argument covers.
+//!
+//! Which proof to record is chosen once, after the lookup, over all
+//! skipped subtables: a packet is IPv4 or IPv6, so at most two tries apply
+//! (source and destination), and each skipped subtable needs either `a` bits
+//! of the source or `b` bits of the destination. Prefixes of one field nest,
+//! so the cost of a choice is the longest prefix charged per field; the
+//! lookup sorts the (a, b) pairs and sweeps the source length over them,
+//! charging the destination with the largest `b` among the pairs the source
+//! does not cover, and keeps the cheapest. Choosing subtable by subtable
+//! (the cheapest proof for each) can cost more in total than Open vSwitch's
+//! fixed destination-first order; this choice never does.
+//!
+//! Eth_type is not recorded for the choice to consult a trie: that choice
+//! changes which (sound) proof of a subtable's miss is recorded, never the
+//! answer. (The translator records eth_type itself, as a megaflow must for
+//! its L3 fields to mean anything.)
 //!
 //! ## Soundness of a whole lookup
 //!
@@ -63,16 +89,21 @@
 //!
 //! ## Recording
 //!
-//! A lookup ORs the bits it needs into a local word array and hands it to
+//! A lookup ORs the bits it needs into a local word array (trie skips as
+//! one longest prefix per field) and hands it to
 //! [`Wildcards::unwildcard_mask`] once at the end: the same result as
 //! recording each piece as it is found (the wildcards' "written bits" filter
 //! is bitwise), at one pass over the mask instead of one per subtable.
 //!
 //! ## Costs and threads
 //!
-//! A lookup allocates nothing: trie results live on the stack. Inserts and
-//! removals re-sort the subtables when a maximum priority changes. The
-//! classifier is plain data: `Send` and `Sync`, mutated only through
+//! A lookup allocates nothing: trie results, owner bitmaps and the recorded
+//! bits live on the stack; the tries a subtable needs are walked together,
+//! so that their memory accesses overlap. Inserts and removals rebuild `order` when
+//! a maximum priority changes or a subtable comes or goes (O(subtables)).
+//! [`Classifier::lookup_ovs31`] (`baseline.rs`) runs Open vSwitch's policy on
+//! the same structures, for the tests and the benchmark to compare widths.
+//! The classifier is plain data: `Send` and `Sync`, mutated only through
 //! `&mut self`.
 
 mod baseline;
@@ -125,12 +156,7 @@ struct Walks {
     /// Per walked trie: the slots (below [`OWNER_CAP`]) that use the trie
     /// and own no prefix matching the packet: subtables it proves empty.
     fails: [OwnerBits; 4],
-    /// Union of `fails`.
-    fail_any: OwnerBits,
 }
-
-/// Subtables a lookup examines as one batch (one bit each of a `u64`).
-const CHUNK: usize = 64;
 
 /// The rules of one table, looked up by priority.
 #[derive(Clone, Debug)]
@@ -141,8 +167,6 @@ pub struct Classifier {
     /// Visiting order: by maximum priority, highest first (stable among
     /// equals). One entry per live slot.
     order: Vec<Head>,
-    /// Per [`CHUNK`] of `order`, the tries its subtables use.
-    chunk_tries: Vec<u8>,
     /// Mask to its subtable's slot.
     by_mask: HashMap<Mask, u32, FastBuild>,
     /// One trie per field of [`TRIE_FIELDS`]; prefixes owned by slot.
@@ -158,7 +182,6 @@ impl Default for Classifier {
             slots: Vec::new(),
             free_slots: Vec::new(),
             order: Vec::new(),
-            chunk_tries: Vec::new(),
             by_mask: HashMap::default(),
             tries: TRIE_FIELDS.map(|f| PrefixTrie::new(f.layout().bits as u32)),
             uses: [[0; OWNER_CAP / 64]; 4],
@@ -286,7 +309,9 @@ impl Classifier {
             }
             if let Some(st) = &self.slots[s] {
                 let trie_plen = *st.trie_plen();
-                let tries = (0..4).filter(|&t| trie_plen[t] != 0).fold(0, |m, t| m | 1 << t);
+                let tries = (0..4)
+                    .filter(|&t| trie_plen[t] != 0)
+                    .fold(0, |m, t| m | 1 << t);
                 order.push(Head {
                     max_priority: st.max_priority(),
                     tries,
@@ -296,10 +321,6 @@ impl Classifier {
             }
         }
         order.sort_by_key(|h| std::cmp::Reverse(h.max_priority));
-        self.chunk_tries = order
-            .chunks(CHUNK)
-            .map(|c| c.iter().fold(0, |m, h| m | h.tries))
-            .collect();
         self.order = order;
     }
 
@@ -317,76 +338,77 @@ impl Classifier {
             done: 0,
             hits: [TrieHit::default(); 4],
             fails: [[0; OWNER_CAP / 64]; 4],
-            fail_any: [0; OWNER_CAP / 64],
         };
-        // Per trie: the bits its walk examined, and the longest prefix of
-        // the field some skip relied on. Kept apart from `walks` and indexed
-        // by constants so that they live in registers.
+        // Per trie: the bits a walk examined, and the longest prefix of the
+        // field some skip relied on. Kept apart from `walks` and indexed
+        // only by constants so that they live in registers: a skip per
+        // subtable updates them, and a dependency through memory would
+        // serialize the loop.
         let mut examined = [0u32; 4];
         let mut skip_bits = [0u32; 4];
         let mut acc = [0u64; KEY_WORDS];
+        // Subtables two tries proved empty: the bits each proof needs.
+        let mut pairs = [(0u8, 0u8); PAIR_CAP];
+        let mut n_pairs = 0;
+        let mut pair_tries = (0, 0);
         let mut best: Option<(Priority, RuleId)> = None;
-        // Positions in `order` from `stop` on are not visited: their
-        // subtables cannot beat `best` (see the module comment).
-        let mut stop = self.order.len();
-        let mut base = 0;
-        while base < stop {
-            let chunk = &self.order[base..stop.min(base + CHUNK)];
-            let need = self.chunk_tries[base / CHUNK] & applies & !walks.done;
-            if need != 0 {
-                self.walk_tries(need, key, &mut walks);
-                examined = walks.hits.map(|h| h.examined);
+        for head in &self.order {
+            if best.is_some_and(|(bp, _)| bp >= head.max_priority) {
+                break;
             }
-            // The chunk's subtables that a walked trie proves empty, as a
-            // bitmap by position: one branch-free pass.
-            let mut skip = 0u64;
-            for (i, h) in chunk.iter().enumerate() {
-                let s = h.slot as usize;
-                if s < OWNER_CAP {
-                    skip |= ((walks.fail_any[s / 64] >> (s % 64)) & 1) << i;
+            let usable = head.tries & applies;
+            if usable != 0 {
+                let unwalked = usable & !walks.done;
+                if unwalked != 0 {
+                    self.walk_tries(unwalked, key, &mut walks);
+                    examined = walks.hits.map(|h| h.examined);
                 }
-            }
-            // The others, in order, until a stop.
-            let mut rest = !skip & low_bits(chunk.len());
-            while rest != 0 {
-                let i = rest.trailing_zeros() as usize;
-                rest &= rest - 1;
-                if base + i >= stop {
-                    break;
-                }
-                let head = &chunk[i];
-                let usable = head.tries & applies;
-                if usable != 0 && head.slot as usize >= OWNER_CAP {
-                    let proving = self.proving_by_length(head, usable, &walks);
-                    if proving != 0 {
-                        charge(&head.trie_plen, proving, &examined, &mut skip_bits);
-                        continue;
+                let proving = self.proving(head, usable, &walks);
+                if proving != 0 {
+                    // Each proof is sound (see the module comment); a
+                    // subtable with one proof is charged now, one with two
+                    // joins the choice made after the loop.
+                    let need = |t: usize| examined[t].min(u32::from(head.trie_plen[t]));
+                    let first = proving.trailing_zeros() as usize;
+                    let rest = proving & (proving - 1);
+                    if rest == 0 {
+                        skip_bits[first] = skip_bits[first].max(need(first));
+                    } else {
+                        let second = rest.trailing_zeros() as usize;
+                        if rest & (rest - 1) == 0 && n_pairs < PAIR_CAP {
+                            pair_tries = (first, second);
+                            pairs[n_pairs] = (need(first) as u8, need(second) as u8);
+                            n_pairs += 1;
+                        } else {
+                            // Out of room: the cheaper proof, now.
+                            let (a, b) = (need(first), need(second));
+                            if a.saturating_sub(skip_bits[first])
+                                <= b.saturating_sub(skip_bits[second])
+                            {
+                                skip_bits[first] = skip_bits[first].max(a);
+                            } else {
+                                skip_bits[second] = skip_bits[second].max(b);
+                            }
+                        }
                     }
-                }
-                let Some(st) = &self.slots[head.slot as usize] else {
-                    debug_assert!(false, "order names a free slot");
                     continue;
-                };
-                if let Some(found) = st.probe(key, &mut acc) {
-                    if best.is_none_or(|(bp, _)| found.0 > bp) {
-                        best = Some(found);
-                        // Visiting goes on while the next subtable's maximum
-                        // beats `found` (`order` is sorted by maximum).
-                        let beyond = self.order.partition_point(|h| h.max_priority > found.0);
-                        stop = stop.min(beyond.max(base + i + 1));
-                    }
                 }
             }
-            // The skipped subtables before the stop were visited: record the
-            // bits their skips rely on.
-            let mut skipped = skip & low_bits(stop.saturating_sub(base).min(chunk.len()));
-            while skipped != 0 {
-                let head = &chunk[skipped.trailing_zeros() as usize];
-                skipped &= skipped - 1;
-                let proving = self.proving(head, head.tries & applies, &walks);
-                charge(&head.trie_plen, proving, &examined, &mut skip_bits);
+            let Some(st) = &self.slots[head.slot as usize] else {
+                debug_assert!(false, "order names a free slot");
+                continue;
+            };
+            if let Some(found) = st.probe(key, &mut acc) {
+                if best.is_none_or(|(bp, _)| found.0 > bp) {
+                    best = Some(found);
+                }
             }
-            base += CHUNK;
+        }
+        if n_pairs > 0 {
+            let (x, y) = pair_tries;
+            let (sx, sy) = cheapest_cover(&mut pairs[..n_pairs], skip_bits[x], skip_bits[y]);
+            skip_bits[x] = sx;
+            skip_bits[y] = sy;
         }
         for (t, &n) in skip_bits.iter().enumerate() {
             or_prefix(&mut acc, TRIE_FIELDS[t], n);
@@ -440,9 +462,8 @@ impl Classifier {
         for (i, &t) in index[..n].iter().enumerate() {
             walks.hits[t] = hits[i];
             let uses = self.uses[t].iter().zip(&owners[i]);
-            for (w, (u, o)) in uses.enumerate() {
-                walks.fails[t][w] = u & !o;
-                walks.fail_any[w] |= u & !o;
+            for (f, (u, o)) in walks.fails[t].iter_mut().zip(uses) {
+                *f = u & !o;
             }
         }
         walks.done |= which;
@@ -470,37 +491,38 @@ impl Classifier {
     }
 }
 
-/// Notes in `skip_bits` the bits a trie skip of a subtable relies on: of
-/// the tries in `proving` (each proves the subtable empty, see the module
-/// comment), the one adding the fewest new bits, `min(examined, plen)` of
-/// its field. Indexed by constants, so `skip_bits` stays in registers.
-#[inline(always)]
-fn charge(plen: &[u8; 4], proving: u8, examined: &[u32; 4], skip_bits: &mut [u32; 4]) {
-    let (mut best_t, mut best_n, mut best_new) = (0, 0, u32::MAX);
-    for t in 0..4 {
-        if proving & (1 << t) != 0 {
-            let n = examined[t].min(plen[t] as u32);
-            let new_bits = n.saturating_sub(skip_bits[t]);
-            if new_bits < best_new {
-                (best_t, best_n, best_new) = (t, n, new_bits);
-            }
-        }
-    }
-    for (t, sb) in skip_bits.iter_mut().enumerate() {
-        if t == best_t {
-            *sb = (*sb).max(best_n);
-        }
-    }
-}
+/// Most subtables whose choice of proof is deferred to the end of a lookup
+/// (beyond it, the cheaper proof is charged at once: sound, maybe wider).
+const PAIR_CAP: usize = 128;
 
-/// `u64` with the low `n` bits set (`n` ≤ 64).
-#[inline]
-fn low_bits(n: usize) -> u64 {
-    if n >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << n) - 1
+/// The cheapest prefix lengths (x, y) such that every pair (a, b) has
+/// `a <= x` or `b <= y`, given that at least `fx` and `fy` bits are charged
+/// anyway. Cost: `x + y`. Sorts `pairs`.
+fn cheapest_cover(pairs: &mut [(u8, u8)], fx: u32, fy: u32) -> (u32, u32) {
+    pairs.sort_unstable();
+    // suffix[i]: the largest b among pairs[i..].
+    let mut suffix = [0u8; PAIR_CAP + 1];
+    for i in (0..pairs.len()).rev() {
+        suffix[i] = suffix[i + 1].max(pairs[i].1);
     }
+    let mut best = (u32::MAX, 0, 0);
+    // x = fx covers the pairs with a <= fx; then each larger a in turn.
+    let mut i = pairs.partition_point(|p| u32::from(p.0) <= fx);
+    let mut x = fx;
+    loop {
+        let y = fy.max(u32::from(suffix[i]));
+        if x + y < best.0 {
+            best = (x + y, x, y);
+        }
+        if i == pairs.len() {
+            break;
+        }
+        x = u32::from(pairs[i].0);
+        while i < pairs.len() && u32::from(pairs[i].0) <= x {
+            i += 1;
+        }
+    }
+    (best.1, best.2)
 }
 
 /// The tries (bit `t` for [`TRIE_FIELDS`]`[t]`) whose field holds an
@@ -550,6 +572,26 @@ mod tests {
         k.set_eth_type(0x0800);
         k.set_ipv4_src(src as u64);
         k
+    }
+
+    #[test]
+    fn cheapest_cover_beats_greedy_choices() {
+        // Three subtables: sources need 3, 4, 5 bits, destinations 4 each;
+        // one destination prefix of 4 covers them all (greedy per subtable
+        // would charge 5 source bits and nothing else only if it looked
+        // ahead).
+        let mut p = [(3, 4), (4, 4), (5, 4)];
+        assert_eq!(cheapest_cover(&mut p, 0, 0), (0, 4));
+        // A forced source charge of 4 leaves only the third pair.
+        let mut p = [(3, 9), (4, 9), (5, 6)];
+        assert_eq!(cheapest_cover(&mut p, 4, 0), (5, 0));
+        // Every pair is covered by the answer.
+        let mut p = [(8, 1), (2, 7), (5, 5), (1, 9)];
+        let (x, y) = cheapest_cover(&mut p, 0, 0);
+        assert!(p
+            .iter()
+            .all(|&(a, b)| u32::from(a) <= x || u32::from(b) <= y));
+        assert_eq!((x, y), (5, 1));
     }
 
     #[test]

@@ -38,6 +38,9 @@
 //!   so the whole mask is recorded: every packet equal to this one under the
 //!   mask has the same masked key and misses the same way.
 //!
+//! Stage sets (hash → count) and the final index (hash → first node of a
+//! collision chain) are [`Table64`]s: open addressing over hashes.
+//!
 //! Invariants: every node's key is `key & mask` (it comes from a `Match`);
 //! the stage sets and the port trie hold exactly one entry per node; `prios`
 //! counts the rules of each priority.
@@ -529,7 +532,11 @@ impl Subtable {
             if !hit.has_len(pt.len) {
                 let bits = (top_bits(hit.examined) >> 96) as u32 & pt.mask;
                 acc[PORTS_WORD] |= (bits as u64) << PORTS_SHIFT;
-                let before_last = if last == 0 { 0 } else { self.stage_ends[last - 1] };
+                let before_last = if last == 0 {
+                    0
+                } else {
+                    self.stage_ends[last - 1]
+                };
                 self.fold(acc, before_last as usize);
                 return None;
             }

@@ -171,7 +171,8 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             // few distinct keys, clustered homes: long runs and wrap-around
-            let key = ((x % 97) << 1 | 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) & 0xff00_0000_0000_00ff;
+            let key =
+                ((x % 97) << 1 | 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) & 0xff00_0000_0000_00ff;
             if x % 3 == 0 {
                 assert_eq!(t.remove(key), model.remove(&(key | 1)), "step {step}");
             } else {

@@ -39,15 +39,21 @@
 //! ## Representation and invariants
 //!
 //! Values are left-aligned in a `u128` (bit 127 is bit 0 of the prefix), so
-//! one implementation serves 32- and 128-bit fields. Nodes live in a `Vec`
-//! with `u32` indices and a free list; node 0 is the root (the empty prefix),
-//! and index 0 never appears as a child, so 0 means "no child". Invariants:
+//! one implementation serves 32- and 128-bit fields. Nodes (32 bytes: what
+//! a walk reads) live in a `Vec` with `u32` indices and a free list; node 0
+//! is the root (the empty prefix), and index 0 never appears as a child, so
+//! 0 means "no child". A node where prefixes are stored points to a
+//! [`Stored`] entry (owners and counts) and to its owner bitmap, kept in
+//! side vectors. Invariants:
 //! - a node's `prefix` holds exactly its top `end` bits (the rest zero), and
 //!   its first bit after its parent's end selects the parent's child slot;
-//! - every node but the root has `count > 0` or two children (removal prunes
-//!   and merges), so the compressed trie is exactly the uncompressed one;
+//! - a node has a `Stored` entry iff some prefix is stored there, and the
+//!   entry's bitmap has exactly the bits of its owners below [`OWNER_CAP`];
+//! - every node but the root stores a prefix or has two children (removal
+//!   prunes and merges), so the compressed trie is exactly the uncompressed
+//!   one;
 //! - the root never stores a prefix (length 0 is not a prefix the
-//!   classifier tracks), so `count` of the root stays 0.
+//!   classifier tracks).
 //!
 //! Single-owner data; not shared between threads by itself.
 
@@ -509,11 +515,11 @@ mod tests {
     use super::*;
 
     /// A stored prefix: value, length, owner.
-    type Stored = (u128, u32, u32);
+    type Entry = (u128, u32, u32);
 
     /// The uncompressed definition, over a list of stored prefixes: the hit
     /// and the owners (below the cap) of the matching prefixes.
-    fn naive(stored: &[Stored], width: u32, a: u128) -> (TrieHit, OwnerBits) {
+    fn naive(stored: &[Entry], width: u32, a: u128) -> (TrieHit, OwnerBits) {
         let mut plens = 0u128;
         let mut owners = [0u64; OWNER_CAP / 64];
         for &(v, p, o) in stored {
@@ -599,7 +605,7 @@ mod tests {
                 .map(|_| (((rng.next() as u128) << 64) | rng.next() as u128) & top_bits(width))
                 .collect();
             let mut t = PrefixTrie::new(width);
-            let mut stored: Vec<Stored> = Vec::new();
+            let mut stored: Vec<Entry> = Vec::new();
             for step in 0..3000 {
                 let remove = !stored.is_empty() && rng.below(5) < 2;
                 if remove {
@@ -610,8 +616,15 @@ mod tests {
                     let p = 1 + rng.below(width as u64) as u32;
                     let v = random_value(&mut rng, width, &pool) & top_bits(p);
                     // few owners, some beyond the bitmap cap
-                    let o = [0, 1, 63, 64, 200, OWNER_CAP as u32 - 1, OWNER_CAP as u32 + 7]
-                        [rng.below(7) as usize];
+                    let o = [
+                        0,
+                        1,
+                        63,
+                        64,
+                        200,
+                        OWNER_CAP as u32 - 1,
+                        OWNER_CAP as u32 + 7,
+                    ][rng.below(7) as usize];
                     t.insert(v, p, o);
                     stored.push((v, p, o));
                 }
@@ -620,7 +633,11 @@ mod tests {
                     let a = random_value(&mut rng, width, &pool);
                     let mut owners = [0u64; OWNER_CAP / 64];
                     let hit = t.lookup_owners(a, &mut owners);
-                    assert_eq!((hit, owners), naive(&stored, width, a), "step {step} a={a:#x}");
+                    assert_eq!(
+                        (hit, owners),
+                        naive(&stored, width, a),
+                        "step {step} a={a:#x}"
+                    );
                     assert_eq!(t.lookup(a), hit);
                 }
                 // Removing something absent fails and changes nothing.

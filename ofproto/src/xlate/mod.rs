@@ -282,7 +282,7 @@ impl<'a> Ctx<'a> {
             self.trace.push(TraceEvent::Table {
                 depth: self.depth,
                 table,
-                rule: hit.map(|(id, r)| TracedRule::new(table, id, r)),
+                rule: hit.map(|(id, r)| Box::new(TracedRule::new(table, id, r))),
             });
         }
         let Some((id, rule)) = hit else {

@@ -44,7 +44,7 @@ pub enum TraceEvent {
     Table {
         depth: u32,
         table: TableId,
-        rule: Option<TracedRule>,
+        rule: Option<Box<TracedRule>>,
     },
     /// An action run.
     Action { depth: u32, action: OfAction },
@@ -103,12 +103,7 @@ impl Translation {
                         apply: vec![action.clone()],
                         ..Default::default()
                     };
-                    let _ = writeln!(
-                        s,
-                        "{}    {}",
-                        indent(*depth),
-                        text::format_instructions(&i)
-                    );
+                    let _ = writeln!(s, "{}    {}", indent(*depth), text::format_instructions(&i));
                 }
                 TraceEvent::Note { depth, text } => {
                     let _ = writeln!(s, "{}    >> {text}", indent(*depth));
@@ -126,11 +121,7 @@ impl Translation {
             );
         }
         let mf = text::format_match(&self.megaflow(key));
-        let _ = writeln!(
-            s,
-            "Megaflow: {}",
-            if mf.is_empty() { "(any)" } else { &mf }
-        );
+        let _ = writeln!(s, "Megaflow: {}", if mf.is_empty() { "(any)" } else { &mf });
         let acts = if self.actions.is_empty() {
             "drop".to_string()
         } else {
