@@ -13,7 +13,7 @@
 use megaflow::key::{FRAG_ANY, FRAG_LATER, VLAN_PRESENT};
 use megaflow::{Field, FlowKey, Mask, Match, PortNo};
 use offload::prm::{
-    decode, encode, encode_into, get, set, Encoded, PortTable, SourcePortMode, ENCODED_LEN, FIELDS,
+    decode, encode, get, set, Encoded, PortTable, SourcePortMode, ENCODED_LEN, FIELDS,
     MATCH_PARAM_LEN,
 };
 use offload::Vport;
