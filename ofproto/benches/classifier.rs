@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use megaflow::{Field, FlowKey, Mask, Match};
 use ofproto::classifier::reference::ReferenceClassifier;
+use ofproto::workload::{dense_acl, Rng as WRng};
 use ofproto::{Classifier, Priority, RuleId, Wildcards};
 
 const RULES: usize = 1000;
@@ -116,46 +117,6 @@ fn packet_xlate(r: &mut Rng, rules: &[(Match, u16)]) -> FlowKey {
     }
     k.set_tp_src(1024 + r.below(60000));
     k
-}
-
-/// The dense ACL (see the module comment).
-fn acl(r: &mut Rng, n: usize) -> Vec<(Match, u16)> {
-    let nets: Vec<u32> = (0..24).map(|_| r.next() as u32).collect();
-    let lens = [8u32, 16, 20, 24, 28, 32];
-    let mut out: Vec<(Match, u16)> = Vec::new();
-    while out.len() < n {
-        let pick = |r: &mut Rng| nets[r.below(nets.len() as u64) as usize] ^ r.below(256) as u32;
-        let mut f = vec![exact(Field::EthType, 0x0800)];
-        let (s, d) = (lens[r.below(6) as usize], lens[r.below(6) as usize]);
-        let (sv, dv) = (pick(r), pick(r));
-        f.push(prefix(Field::Ipv4Src, sv, s));
-        f.push(prefix(Field::Ipv4Dst, dv, d));
-        match r.below(4) {
-            0 => {}
-            1 => {
-                f.push(exact(Field::IpProto, [6, 17][r.below(2) as usize]));
-                f.push(exact(
-                    Field::TpDst,
-                    [22, 80, 443, 53, 8080][r.below(5) as usize],
-                ));
-            }
-            2 => {
-                f.push(exact(Field::IpProto, 6));
-                f.push((Field::TpDst, 0x400 * r.below(4) as u128, 0xfc00));
-            }
-            _ => {
-                f.push(exact(Field::IpProto, 17));
-                f.push((Field::TpSrc, 1024 * r.below(2) as u128, 0xfc00));
-                f.push(exact(Field::TpDst, 53));
-            }
-        }
-        let m = rule(&f);
-        let prio = [100u16, 200, 300, 400, 500][r.below(5) as usize];
-        if !out.iter().any(|(om, op)| *om == m && *op == prio) {
-            out.push((m, prio));
-        }
-    }
-    out
 }
 
 fn packet(r: &mut Rng, rules: &[(Match, u16)]) -> FlowKey {
@@ -281,7 +242,7 @@ fn main() {
     let rules = acl_xlate(&mut r, RULES);
     let packets: Vec<FlowKey> = (0..PACKETS).map(|_| packet_xlate(&mut r, &rules)).collect();
     run("acl1k", &rules, &packets);
-    let rules = acl(&mut r, RULES);
+    let rules = dense_acl(&mut WRng(r.next()), RULES);
     let packets: Vec<FlowKey> = (0..PACKETS).map(|_| packet(&mut r, &rules)).collect();
     run("acl1k_dense", &rules, &packets);
 }

@@ -178,3 +178,49 @@ pub fn acl_packet(r: &mut Rng, rules: &[AclRule]) -> FlowKey {
     k.set_tp_src(1024 + r.below(60000));
     k
 }
+
+/// A dense ACL of `n` rules for classifier tests and benches: IPv4
+/// source and destination prefixes /8, /16, /20, /24, /28 or /32 around 24
+/// random networks, TCP/UDP destination ports exact, prefix-masked or
+/// absent, and five priority levels, so many rules overlap at equal
+/// priority. Pairs of (match, priority), each pair unique.
+pub fn dense_acl(r: &mut Rng, n: usize) -> Vec<(Match, u16)> {
+    let nets: Vec<u32> = (0..24).map(|_| r.next_u64() as u32).collect();
+    let lens = [8u32, 16, 20, 24, 28, 32];
+    let mut out: Vec<(Match, u16)> = Vec::new();
+    while out.len() < n {
+        let mut pick = || nets[r.below(nets.len() as u64) as usize] ^ r.below(256) as u32;
+        let (sv, dv) = (pick(), pick());
+        let mut m = Match::catch_all();
+        m.set_field_masked(Field::EthType, 0x0800, 0xffff);
+        let s = lens[r.below(6) as usize];
+        let d = lens[r.below(6) as usize];
+        m.set_field_masked(Field::Ipv4Src, sv.into(), prefix(s).into());
+        m.set_field_masked(Field::Ipv4Dst, dv.into(), prefix(d).into());
+        match r.below(4) {
+            0 => {}
+            1 => {
+                m.set_field_masked(Field::IpProto, [6, 17][r.below(2) as usize], 0xff);
+                m.set_field_masked(
+                    Field::TpDst,
+                    [22, 80, 443, 53, 8080][r.below(5) as usize],
+                    0xffff,
+                );
+            }
+            2 => {
+                m.set_field_masked(Field::IpProto, 6, 0xff);
+                m.set_field_masked(Field::TpDst, 0x400 * u128::from(r.below(4)), 0xfc00);
+            }
+            _ => {
+                m.set_field_masked(Field::IpProto, 17, 0xff);
+                m.set_field_masked(Field::TpSrc, 1024 * u128::from(r.below(2)), 0xfc00);
+                m.set_field_masked(Field::TpDst, 53, 0xffff);
+            }
+        }
+        let prio = [100u16, 200, 300, 400, 500][r.below(5) as usize];
+        if !out.iter().any(|(om, op)| *om == m && *op == prio) {
+            out.push((m, prio));
+        }
+    }
+    out
+}

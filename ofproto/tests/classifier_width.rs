@@ -4,6 +4,7 @@
 
 use megaflow::{Field, FlowKey, Mask, Match};
 use ofproto::classifier::reference::ReferenceClassifier;
+use ofproto::workload::{dense_acl, Rng as WRng};
 use ofproto::{Classifier, Priority, RuleId, Wildcards};
 
 /// A rule builder: `(field, value, mask bits)` triples.
@@ -280,51 +281,6 @@ impl Rng {
     }
 }
 
-/// A 1,000-rule ACL like the translator's benchmark: IPv4 source and
-/// destination prefixes /8../32, TCP/UDP ports exact, prefix-masked or
-/// absent, several priorities.
-fn acl(r: &mut Rng, n: usize) -> Vec<(Match, u16)> {
-    let nets: Vec<u32> = (0..24)
-        .map(|_| (r.next() as u32) & 0xffff_ff00 | 0x0a00_0000 >> (r.below(2) * 8))
-        .collect();
-    let lens = [8u32, 16, 20, 24, 28, 32];
-    let mut out = Vec::new();
-    while out.len() < n {
-        let mut f = vec![exact(Field::EthType, 0x0800)];
-        let s = lens[r.below(lens.len() as u64) as usize];
-        let d = lens[r.below(lens.len() as u64) as usize];
-        let sv = nets[r.below(nets.len() as u64) as usize] ^ (r.below(256) as u32);
-        let dv = nets[r.below(nets.len() as u64) as usize] ^ (r.below(256) as u32);
-        f.push(v4_src(sv, s));
-        f.push((Field::Ipv4Dst, dv as u128, (u32::MAX << (32 - d)) as u128));
-        match r.below(4) {
-            0 => {}
-            1 => {
-                f.push(exact(Field::IpProto, [6, 17][r.below(2) as usize]));
-                f.push(exact(
-                    Field::TpDst,
-                    [22, 80, 443, 53, 8080][r.below(5) as usize],
-                ));
-            }
-            2 => {
-                f.push(exact(Field::IpProto, 6));
-                f.push((Field::TpDst, 0x400 * r.below(4) as u128, 0xfc00));
-            }
-            _ => {
-                f.push(exact(Field::IpProto, 17));
-                f.push((Field::TpSrc, 1024 * r.below(2) as u128, 0xfc00));
-                f.push(exact(Field::TpDst, 53));
-            }
-        }
-        let m = rule(&f);
-        let prio = [100u16, 200, 300, 400, 500][r.below(5) as usize];
-        if !out.iter().any(|(om, op)| *om == m && *op == prio) {
-            out.push((m, prio));
-        }
-    }
-    out
-}
-
 /// Packets near the ACL's rules.
 fn acl_packet(r: &mut Rng, rules: &[(Match, u16)]) -> FlowKey {
     let (m, _) = rules[r.below(rules.len() as u64) as usize];
@@ -355,7 +311,7 @@ fn bits(m: &Mask) -> u64 {
 #[test]
 fn random_acl_masks_versus_reference_and_ovs() {
     let mut r = Rng(0x5eed_1234_abcd_ef01);
-    let rules = acl(&mut r, 1000);
+    let rules = dense_acl(&mut WRng(r.next()), 1000);
     let c = classifier(&rules);
     let mut rf = ReferenceClassifier::new();
     for (i, (m, p)) in rules.iter().enumerate() {
