@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod actions;
+pub mod build;
 pub mod cache;
 pub mod extract;
 pub mod key;

@@ -6,7 +6,9 @@
 //! that the rest of eswitch names ports by.
 #![forbid(unsafe_code)]
 
+pub mod dr;
 pub mod prm;
+pub mod sim;
 
 use std::fmt;
 

@@ -27,6 +27,10 @@
 //! - the [`Layout`] follows the bytes: VLAN push/pop shift `l3`, `l4` and
 //!   `l3_end` by 4, so later actions and the caller see correct offsets.
 //!
+//! The header rewrites themselves live in [`edit`], public so that other
+//! datapath models (the offload crate's NIC simulator) rewrite with the same
+//! code.
+//!
 //! Thread-safety: [`Actions`] is an immutable `Arc` slice, cheap to clone
 //! and to share between threads; [`execute`] is a function of its arguments
 //! and the sink.
@@ -36,12 +40,19 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::extract::{
-    header, ipv6_ext_len, Layout, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ, ETH_TYPE_VLAN,
-    IPV6_FRAGMENT, IPV6_ROUTING, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
-    MAX_IPV6_EXT_HEADERS, NO_OFFSET,
-};
+use crate::extract::Layout;
 use crate::types::{MeterId, PortNo};
+
+pub mod edit;
+
+// The tests reach these through `use super::*`.
+#[cfg(test)]
+use crate::extract::{
+    ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ, ETH_TYPE_VLAN, IP_PROTO_ICMPV6, IP_PROTO_SCTP,
+    IP_PROTO_TCP, IP_PROTO_UDP, NO_OFFSET,
+};
+#[cfg(test)]
+use edit::{crc32c, csum_update};
 
 #[cfg(test)]
 mod tests;
@@ -429,27 +440,27 @@ fn run<S: ActionSink>(
                     true
                 }
             }
-            DpAction::DecTtl => match dec_ttl(pkt, layout) {
+            DpAction::DecTtl => match edit::dec_ttl(pkt, layout) {
                 Some(true) => true,
                 Some(false) => return Some(DropReason::TtlExpired),
                 None => false,
             },
-            DpAction::PushVlan { tpid, tci } => push_vlan(pkt, layout, *tpid, *tci),
+            DpAction::PushVlan { tpid, tci } => edit::push_vlan(pkt, layout, *tpid, *tci),
             DpAction::PopVlan => {
-                pop_vlan(pkt, layout);
+                edit::pop_vlan(pkt, layout);
                 true
             }
-            DpAction::SetEthSrc(m) => put(pkt, 6, &mac_bytes(*m)),
-            DpAction::SetEthDst(m) => put(pkt, 0, &mac_bytes(*m)),
-            DpAction::SetIpv4Src(a) => set_ipv4_addr(pkt, layout, 12, *a),
-            DpAction::SetIpv4Dst(a) => set_ipv4_addr(pkt, layout, 16, *a),
-            DpAction::SetIpv6Src(a) => set_ipv6_addr(pkt, layout, 8, *a),
-            DpAction::SetIpv6Dst(a) => set_ipv6_addr(pkt, layout, 24, *a),
-            DpAction::SetDscp(v) => set_tos(pkt, layout, 0xfc, (v & 0x3f) << 2),
-            DpAction::SetEcn(v) => set_tos(pkt, layout, 0x03, v & 0x03),
-            DpAction::SetTtl(v) => set_ttl(pkt, layout, *v),
-            DpAction::SetTpSrc(p) => set_port(pkt, layout, 0, *p),
-            DpAction::SetTpDst(p) => set_port(pkt, layout, 2, *p),
+            DpAction::SetEthSrc(m) => edit::set_eth_src(pkt, *m),
+            DpAction::SetEthDst(m) => edit::set_eth_dst(pkt, *m),
+            DpAction::SetIpv4Src(a) => edit::set_ipv4_src(pkt, layout, *a),
+            DpAction::SetIpv4Dst(a) => edit::set_ipv4_dst(pkt, layout, *a),
+            DpAction::SetIpv6Src(a) => edit::set_ipv6_src(pkt, layout, *a),
+            DpAction::SetIpv6Dst(a) => edit::set_ipv6_dst(pkt, layout, *a),
+            DpAction::SetDscp(v) => edit::set_dscp(pkt, layout, *v),
+            DpAction::SetEcn(v) => edit::set_ecn(pkt, layout, *v),
+            DpAction::SetTtl(v) => edit::set_ttl(pkt, layout, *v),
+            DpAction::SetTpSrc(p) => edit::set_tp_src(pkt, layout, *p),
+            DpAction::SetTpDst(p) => edit::set_tp_dst(pkt, layout, *p),
         };
         if !applied {
             out.skipped += 1;
@@ -460,415 +471,4 @@ fn run<S: ActionSink>(
     } else {
         Some(DropReason::NoOutput)
     }
-}
-
-// ---------------------------------------------------------------------------
-// Byte access and checksums.
-
-/// Copies `bytes` into `pkt` at `off`; false (and nothing written) if they
-/// do not fit.
-fn put(pkt: &mut [u8], off: usize, bytes: &[u8]) -> bool {
-    let Some(end) = off.checked_add(bytes.len()) else {
-        return false;
-    };
-    match pkt.get_mut(off..end) {
-        Some(dst) => {
-            dst.copy_from_slice(bytes);
-            true
-        }
-        None => false,
-    }
-}
-
-fn read<const N: usize>(pkt: &[u8], off: usize) -> Option<[u8; N]> {
-    header::<N>(pkt, off).copied()
-}
-
-fn read16(pkt: &[u8], off: usize) -> Option<u16> {
-    read::<2>(pkt, off).map(u16::from_be_bytes)
-}
-
-fn mac_bytes(m: u64) -> [u8; 6] {
-    let b = m.to_be_bytes();
-    [b[2], b[3], b[4], b[5], b[6], b[7]]
-}
-
-/// RFC 1624 eqn. 3: the Internet checksum `csum` after the 16-bit-aligned
-/// data `old` became `new` (same, even, length): `~(~csum + ~old + new)`.
-fn csum_update(csum: u16, old: &[u8], new: &[u8]) -> u16 {
-    let mut sum = u32::from(!csum);
-    for w in old.chunks_exact(2) {
-        if let [a, b] = *w {
-            sum += u32::from(!u16::from_be_bytes([a, b]));
-        }
-    }
-    for w in new.chunks_exact(2) {
-        if let [a, b] = *w {
-            sum += u32::from(u16::from_be_bytes([a, b]));
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// Updates the checksum stored at `at` for the change `old` -> `new`.
-fn fix_csum(pkt: &mut [u8], at: usize, old: &[u8], new: &[u8]) {
-    if let Some(c) = read16(pkt, at) {
-        put(pkt, at, &csum_update(c, old, new).to_be_bytes());
-    }
-}
-
-/// As [`fix_csum`] for UDP: zero means "no checksum" and stays zero; a
-/// result of zero is sent as 0xffff (RFC 768).
-fn fix_udp_csum(pkt: &mut [u8], at: usize, old: &[u8], new: &[u8]) {
-    if let Some(c) = read16(pkt, at) {
-        if c != 0 {
-            let n = match csum_update(c, old, new) {
-                0 => 0xffff,
-                n => n,
-            };
-            put(pkt, at, &n.to_be_bytes());
-        }
-    }
-}
-
-/// CRC32c (Castagnoli, reflected polynomial 0x82f63b78) lookup table.
-const CRC32C_TABLE: [u32; 256] = {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ 0x82f6_3b78
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        table[i] = c;
-        i += 1;
-    }
-    table
-};
-
-fn crc32c(data: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in data {
-        // The index is masked to 0..=255, within the 256-entry table.
-        c = CRC32C_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
-    }
-    !c
-}
-
-// ---------------------------------------------------------------------------
-// Locating headers from the layout, checked against the bytes.
-
-#[derive(Clone, Copy)]
-enum Ip {
-    V4(usize),
-    V6(usize),
-}
-
-/// The IP header the layout points at, if the ethertype in front of it and
-/// its version agree and its fixed part is in the buffer.
-fn ip_header(pkt: &[u8], layout: &Layout) -> Option<Ip> {
-    if layout.l3 == NO_OFFSET {
-        return None;
-    }
-    let l3 = usize::from(layout.l3);
-    // The ethertype (after any tags, or of the SNAP header) precedes L3.
-    let ty = read16(pkt, l3.checked_sub(2)?)?;
-    let version = pkt.get(l3)? >> 4;
-    match (ty, version) {
-        (ETH_TYPE_IPV4, 4) if header::<20>(pkt, l3).is_some() => Some(Ip::V4(l3)),
-        (ETH_TYPE_IPV6, 6) if header::<40>(pkt, l3).is_some() => Some(Ip::V6(l3)),
-        _ => None,
-    }
-}
-
-/// The transport header of a packet.
-struct L4 {
-    off: usize,
-    proto: u8,
-    /// IPv6 with a routing header that still has segments left: the L4
-    /// pseudo-header holds the final destination, not the IPv6 destination.
-    routing_pending: bool,
-    /// A first fragment: the L4 header is here but the payload is not whole.
-    first_fragment: bool,
-}
-
-/// The L4 header the layout points at, if the IP header leads to it: the
-/// IPv4 header length, or the IPv6 extension header chain, ends there, and
-/// the packet is not a later fragment.
-fn l4_header(pkt: &[u8], layout: &Layout, ip: Ip) -> Option<L4> {
-    if layout.l4 == NO_OFFSET {
-        return None;
-    }
-    let l4 = usize::from(layout.l4);
-    match ip {
-        Ip::V4(l3) => {
-            let h: &[u8; 20] = header(pkt, l3)?;
-            let ihl = usize::from(h[0] & 0x0f) * 4;
-            let frag = u16::from_be_bytes([h[6], h[7]]);
-            if l3 + ihl != l4 || frag & 0x1fff != 0 {
-                return None;
-            }
-            Some(L4 {
-                off: l4,
-                proto: h[9],
-                routing_pending: false,
-                first_fragment: frag & 0x2000 != 0,
-            })
-        }
-        Ip::V6(l3) => {
-            let mut nh = *pkt.get(l3 + 6)?;
-            let mut cur = l3 + 40;
-            let mut routing_pending = false;
-            let mut first_fragment = false;
-            for _ in 0..=MAX_IPV6_EXT_HEADERS {
-                if cur == l4 {
-                    return Some(L4 {
-                        off: l4,
-                        proto: nh,
-                        routing_pending,
-                        first_fragment,
-                    });
-                }
-                if cur > l4 {
-                    return None;
-                }
-                let e: &[u8; 8] = header(pkt, cur)?;
-                match nh {
-                    IPV6_ROUTING => routing_pending |= e[3] != 0,
-                    IPV6_FRAGMENT if u16::from_be_bytes([e[2], e[3]]) & 0xfff8 != 0 => return None,
-                    IPV6_FRAGMENT => first_fragment |= e[3] & 1 != 0,
-                    _ => {}
-                }
-                let len = ipv6_ext_len(nh, e)?;
-                nh = e[0];
-                cur += len;
-            }
-            None
-        }
-    }
-}
-
-/// Folds a change of pseudo-header bytes (an IP address) into the L4
-/// checksum. ICMPv4 and SCTP have no pseudo-header in their checksum.
-fn fix_pseudo_header(pkt: &mut [u8], l4: &L4, v6: bool, old: &[u8], new: &[u8]) {
-    match l4.proto {
-        IP_PROTO_TCP => fix_csum(pkt, l4.off + 16, old, new),
-        IP_PROTO_UDP => fix_udp_csum(pkt, l4.off + 6, old, new),
-        IP_PROTO_ICMPV6 if v6 => fix_csum(pkt, l4.off + 2, old, new),
-        _ => {}
-    }
-}
-
-// ---------------------------------------------------------------------------
-// The actions that edit the packet. Each returns false when skipped.
-
-fn set_ipv4_addr(pkt: &mut [u8], layout: &Layout, field: usize, addr: u32) -> bool {
-    let Some(Ip::V4(l3)) = ip_header(pkt, layout) else {
-        return false;
-    };
-    let Some(old) = read::<4>(pkt, l3 + field) else {
-        return false;
-    };
-    let new = addr.to_be_bytes();
-    put(pkt, l3 + field, &new);
-    fix_csum(pkt, l3 + 10, &old, &new);
-    if let Some(l4) = l4_header(pkt, layout, Ip::V4(l3)) {
-        fix_pseudo_header(pkt, &l4, false, &old, &new);
-    }
-    true
-}
-
-fn set_ipv6_addr(pkt: &mut [u8], layout: &Layout, field: usize, addr: u128) -> bool {
-    let Some(Ip::V6(l3)) = ip_header(pkt, layout) else {
-        return false;
-    };
-    let Some(old) = read::<16>(pkt, l3 + field) else {
-        return false;
-    };
-    let new = addr.to_be_bytes();
-    put(pkt, l3 + field, &new);
-    if let Some(l4) = l4_header(pkt, layout, Ip::V6(l3)) {
-        let is_dst = field == 24;
-        if !(is_dst && l4.routing_pending) {
-            fix_pseudo_header(pkt, &l4, true, &old, &new);
-        }
-    }
-    true
-}
-
-/// Replaces the `mask` bits of the IPv4 TOS / IPv6 traffic class by `bits`.
-fn set_tos(pkt: &mut [u8], layout: &Layout, mask: u8, bits: u8) -> bool {
-    match ip_header(pkt, layout) {
-        Some(Ip::V4(l3)) => {
-            let Some(old) = read::<2>(pkt, l3) else {
-                return false;
-            };
-            let new = [old[0], (old[1] & !mask) | (bits & mask)];
-            put(pkt, l3, &new);
-            fix_csum(pkt, l3 + 10, &old, &new);
-            true
-        }
-        Some(Ip::V6(l3)) => {
-            // Version (4 bits) | traffic class (8) | flow label (20).
-            let Some(old) = read::<4>(pkt, l3) else {
-                return false;
-            };
-            let vtcfl = u32::from_be_bytes(old);
-            let tc = (vtcfl >> 20) as u8;
-            let tc = (tc & !mask) | (bits & mask);
-            let vtcfl = (vtcfl & 0xf00f_ffff) | (u32::from(tc) << 20);
-            put(pkt, l3, &vtcfl.to_be_bytes())
-        }
-        None => false,
-    }
-}
-
-fn set_ttl(pkt: &mut [u8], layout: &Layout, ttl: u8) -> bool {
-    match ip_header(pkt, layout) {
-        Some(Ip::V4(l3)) => {
-            // TTL shares its checksum word with the protocol.
-            let Some(old) = read::<2>(pkt, l3 + 8) else {
-                return false;
-            };
-            let new = [ttl, old[1]];
-            put(pkt, l3 + 8, &new);
-            fix_csum(pkt, l3 + 10, &old, &new);
-            true
-        }
-        Some(Ip::V6(l3)) => put(pkt, l3 + 7, &[ttl]),
-        None => false,
-    }
-}
-
-/// `Some(true)` decremented, `Some(false)` expired, `None` not IP.
-fn dec_ttl(pkt: &mut [u8], layout: &Layout) -> Option<bool> {
-    let at = match ip_header(pkt, layout)? {
-        Ip::V4(l3) => l3 + 8,
-        Ip::V6(l3) => l3 + 7,
-    };
-    let ttl = *pkt.get(at)?;
-    if ttl <= 1 {
-        return Some(false);
-    }
-    Some(set_ttl(pkt, layout, ttl - 1))
-}
-
-/// Sets the TCP/UDP/SCTP port at offset `field` (0 source, 2 destination).
-fn set_port(pkt: &mut [u8], layout: &Layout, field: usize, port: u16) -> bool {
-    let Some(ip) = ip_header(pkt, layout) else {
-        return false;
-    };
-    let Some(l4) = l4_header(pkt, layout, ip) else {
-        return false;
-    };
-    let at = l4.off + field;
-    let new = port.to_be_bytes();
-    match l4.proto {
-        IP_PROTO_TCP if header::<20>(pkt, l4.off).is_some() => {
-            let Some(old) = read::<2>(pkt, at) else {
-                return false;
-            };
-            put(pkt, at, &new);
-            fix_csum(pkt, l4.off + 16, &old, &new);
-            true
-        }
-        IP_PROTO_UDP if header::<8>(pkt, l4.off).is_some() => {
-            let Some(old) = read::<2>(pkt, at) else {
-                return false;
-            };
-            put(pkt, at, &new);
-            fix_udp_csum(pkt, l4.off + 6, &old, &new);
-            true
-        }
-        // The CRC32c of a fragment covers the reassembled packet, which this
-        // fragment does not hold: leave it (and the port) alone.
-        IP_PROTO_SCTP if !l4.first_fragment => {
-            set_sctp_port(pkt, l4.off, layout.l3_end, field, new)
-        }
-        _ => false,
-    }
-}
-
-/// SCTP's CRC32c covers the whole SCTP packet (up to the IP payload's end),
-/// so it is computed before and after the change with the CRC field zeroed,
-/// and the stored value is patched by their difference (XOR: CRC is linear),
-/// which keeps a bad CRC bad. The XOR patch is applied in the byte order
-/// SCTP stores the CRC in (RFC 4960 appendix B: as computed, least
-/// significant byte first); the tests pin that order.
-fn set_sctp_port(pkt: &mut [u8], l4: usize, l3_end: u16, field: usize, new: [u8; 2]) -> bool {
-    if l3_end == NO_OFFSET {
-        return false;
-    }
-    let Some(seg) = pkt.get_mut(l4..usize::from(l3_end)) else {
-        return false;
-    };
-    // The common header (ports, verification tag, CRC) is 12 bytes.
-    let Some(stored) = read::<4>(seg, 8) else {
-        return false;
-    };
-    put(seg, 8, &[0; 4]);
-    let before = crc32c(seg).to_le_bytes();
-    put(seg, field, &new);
-    let after = crc32c(seg).to_le_bytes();
-    let mut crc = stored;
-    for (c, (b, a)) in crc.iter_mut().zip(before.iter().zip(after.iter())) {
-        *c ^= b ^ a;
-    }
-    put(seg, 8, &crc)
-}
-
-/// Shifts a layout offset by the 4 bytes of a tag inserted at 12; an offset
-/// that would no longer fit becomes absent.
-fn shift_up(off: u16) -> u16 {
-    if off == NO_OFFSET {
-        return NO_OFFSET;
-    }
-    off.checked_add(4).unwrap_or(NO_OFFSET)
-}
-
-/// Shifts a layout offset for the removal of bytes 12..16; an offset that
-/// pointed into them (an inconsistent layout) becomes absent.
-fn shift_down(off: u16) -> u16 {
-    if off == NO_OFFSET || off < 16 {
-        return NO_OFFSET;
-    }
-    off - 4
-}
-
-fn push_vlan(pkt: &mut Vec<u8>, layout: &mut Layout, tpid: u16, tci: u16) -> bool {
-    if pkt.len() < 14 {
-        return false;
-    }
-    let [t0, t1] = tpid.to_be_bytes();
-    let [c0, c1] = tci.to_be_bytes();
-    // 12 <= len was checked above, so the splice range is in bounds.
-    pkt.splice(12..12, [t0, t1, c0, c1]);
-    layout.l3 = shift_up(layout.l3);
-    layout.l4 = shift_up(layout.l4);
-    layout.l3_end = shift_up(layout.l3_end);
-    layout.vlans = layout.vlans.saturating_add(1);
-    true
-}
-
-fn pop_vlan(pkt: &mut Vec<u8>, layout: &mut Layout) {
-    let tagged = matches!(read16(pkt, 12), Some(ETH_TYPE_VLAN | ETH_TYPE_QINQ));
-    // A tag must be followed by an ethertype: at least 18 bytes, so the
-    // drained range 12..16 is in bounds.
-    if !tagged || pkt.len() < 18 {
-        return;
-    }
-    pkt.drain(12..16);
-    layout.l3 = shift_down(layout.l3);
-    layout.l4 = shift_down(layout.l4);
-    layout.l3_end = shift_down(layout.l3_end);
-    layout.vlans = layout.vlans.saturating_sub(1);
 }

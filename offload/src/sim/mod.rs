@@ -1,0 +1,404 @@
+//! # sim: a software model of the eSwitch FDB
+//!
+//! [`SimBackend`] implements [`DrBackend`] the way the device and rdma-core
+//! behave, and forwards packets through what was programmed
+//! ([`SimBackend::process`]). It is how every test, `eswitchd replay` and
+//! every user without a ConnectX sees offload work, so it takes the same
+//! bytes the `mlx5` backend hands to the library and answers the same
+//! errors:
+//!
+//! - matchers take `fte_match_param` masks; bits the device cannot match
+//!   (reserved, blocks past misc2, a partial `source_port`, IP addresses
+//!   without an `ip_version` of 4 or 6 in the mask) are refused; rule values
+//!   must lie inside the mask and carry the matcher's IP version;
+//! - a rule's actions must form a sequence the library accepts
+//!   ([`check_sequence`](crate::dr::check_sequence)); destination, meter and
+//!   sampler tables must be above the rule's level; the root table (level 0)
+//!   takes only what firmware steering takes (drop, default_miss,
+//!   dest_table, dest_array, counters); dest_vport is FDB-only and names a
+//!   vport the eSwitch has;
+//! - duplicates: refused in the root table, and in other tables once the
+//!   domain disallows them (EEXIST); when allowed, the older rule answers;
+//! - objects in use cannot be destroyed (EBUSY); capacities give ENOSPC.
+//!
+//! Packets walk the FDB as the man page says: level-0 matchers in priority
+//! order (equal priorities: creation order, which the device leaves
+//! undefined), the first rule whose masked packet equals its value fires,
+//! its actions run in order, `dest_table`/meter/sampler continue in a
+//! higher table, and a miss, or a rule that ends without a destination,
+//! takes the FDB default: to the eSwitch manager, i.e. software sees the
+//! packet on the representor of its ingress vport.
+//!
+//! Thread-safety: one lock. Packet processing takes it shared (counters,
+//! meters and samplers are atomics or own a small lock), so any number of
+//! datapath threads forward concurrently; configuration calls take it
+//! exclusively, one at a time, as the library serialises per domain.
+//!
+//! Time is the caller's: [`process`](SimBackend::process) takes the packet's
+//! timestamp, so meters run on simulated time (a replay) as on real time.
+//!
+//! Faults: [`SimBackend::inject`] makes the Nth call of an operation fail
+//! with a chosen errno, or every call, and [`SimBackend::set_latency`]
+//! delays calls, for the offload manager's fault tests.
+
+mod exec;
+mod matcher;
+pub mod packet;
+mod slab;
+mod state;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+pub use exec::{DropCause, Egress, OutFrame, Output};
+
+use crate::dr::{
+    ActionId, ActionSpec, CounterBulkId, CounterValue, DomainId, DomainType, DrBackend, DrError,
+    Errno, MatcherId, RuleId, SyncFlags, TableId,
+};
+use crate::prm::SourcePortMode;
+use crate::Vport;
+
+use state::State;
+
+/// Capacities and identity of the simulated device.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The vports the eSwitch has (dest_vport to another is EINVAL).
+    pub vports: Vec<Vport>,
+    /// Rules per table (steering memory).
+    pub max_rules_per_table: usize,
+    /// Matchers per table.
+    pub max_matchers_per_table: usize,
+    /// Flow counters over all bulks.
+    pub max_counters: usize,
+    /// Largest bulk, as log2 of its size.
+    pub max_bulk_log: u8,
+    /// Flow meters.
+    pub max_meters: usize,
+    /// Actions in one modify-header object.
+    pub max_modify_actions: usize,
+    /// Seed of the samplers' random numbers.
+    pub seed: u64,
+    /// How the firmware marks the source vport: with vport metadata, reg_c_0
+    /// starts as the vport's tag; `misc.source_port` is always filled.
+    pub source_port: SourcePortMode,
+}
+
+impl Default for SimConfig {
+    /// A ConnectX-6 Dx-like eSwitch with the PF, 127 VFs, the ECPF and the
+    /// uplink; vport metadata in the upper half of reg_c_0, as Linux sets
+    /// it up.
+    fn default() -> Self {
+        let mut vports = vec![Vport::PF, Vport::ECPF, Vport::UPLINK];
+        vports.extend((0..127).filter_map(Vport::vf));
+        SimConfig {
+            vports,
+            max_rules_per_table: 1 << 24,
+            max_matchers_per_table: 4096,
+            max_counters: 1 << 24,
+            max_bulk_log: 16,
+            max_meters: 1 << 16,
+            max_modify_actions: 64,
+            seed: 0x5eed_5eed,
+            source_port: SourcePortMode::REG_C0_UPPER_16,
+        }
+    }
+}
+
+/// The operations faults can be injected into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    DomainCreate,
+    TableCreate,
+    MatcherCreate,
+    RuleCreate,
+    RuleDestroy,
+    ActionCreate,
+    CounterAlloc,
+    CounterQuery,
+}
+
+impl Op {
+    /// The call's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::DomainCreate => "domain_create",
+            Op::TableCreate => "table_create",
+            Op::MatcherCreate => "matcher_create",
+            Op::RuleCreate => "rule_create",
+            Op::RuleDestroy => "rule_destroy",
+            Op::ActionCreate => "action_create",
+            Op::CounterAlloc => "counter_bulk_alloc",
+            Op::CounterQuery => "counter_bulk_query",
+        }
+    }
+}
+
+/// A planned failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// The operation that fails.
+    pub op: Op,
+    /// The call (counting from 1, from when the fault is injected) that
+    /// fails first.
+    pub nth: u64,
+    /// How many calls in a row fail (`u64::MAX`: from then on).
+    pub times: u64,
+    /// The errno they fail with.
+    pub errno: Errno,
+}
+
+impl Fault {
+    /// The `nth` call of `op` fails once with `errno`.
+    pub fn nth(op: Op, nth: u64, errno: Errno) -> Fault {
+        Fault {
+            op,
+            nth,
+            times: 1,
+            errno,
+        }
+    }
+
+    /// Every call of `op` fails with `errno` until cleared.
+    pub fn always(op: Op, errno: Errno) -> Fault {
+        Fault {
+            op,
+            nth: 1,
+            times: u64::MAX,
+            errno,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Faults {
+    planned: Vec<(Fault, u64)>,
+    latency: HashMap<Op, Duration>,
+    injected: u64,
+}
+
+impl Faults {
+    /// Counts a call of `op`; the error if a fault fires.
+    fn check(&mut self, op: Op) -> Result<Option<Duration>, DrError> {
+        let mut fire = None;
+        for (f, calls) in self.planned.iter_mut().filter(|(f, _)| f.op == op) {
+            *calls += 1;
+            if *calls >= f.nth && *calls - f.nth < f.times && fire.is_none() {
+                fire = Some(f.errno);
+            }
+        }
+        if let Some(errno) = fire {
+            self.injected += 1;
+            return Err(DrError::Injected {
+                errno,
+                op: op.name(),
+            });
+        }
+        Ok(self.latency.get(&op).copied())
+    }
+}
+
+/// The simulated eSwitch. See the module documentation.
+#[derive(Debug)]
+pub struct SimBackend {
+    state: RwLock<State>,
+    faults: Mutex<Faults>,
+}
+
+impl Default for SimBackend {
+    fn default() -> Self {
+        SimBackend::new(SimConfig::default())
+    }
+}
+
+impl SimBackend {
+    /// A device with no domains.
+    pub fn new(config: SimConfig) -> Self {
+        SimBackend {
+            state: RwLock::new(State::new(config)),
+            faults: Mutex::new(Faults::default()),
+        }
+    }
+
+    /// Plans a failure.
+    pub fn inject(&self, fault: Fault) {
+        self.faults_lock().planned.push((fault, 0));
+    }
+
+    /// Delays every call of `op` by `latency` (zero removes it).
+    pub fn set_latency(&self, op: Op, latency: Duration) {
+        let mut f = self.faults_lock();
+        if latency.is_zero() {
+            f.latency.remove(&op);
+        } else {
+            f.latency.insert(op, latency);
+        }
+    }
+
+    /// Removes every planned failure and latency.
+    pub fn clear_faults(&self) {
+        let mut f = self.faults_lock();
+        f.planned.clear();
+        f.latency.clear();
+    }
+
+    /// Failures injected so far.
+    pub fn injected(&self) -> u64 {
+        self.faults_lock().injected
+    }
+
+    fn faults_lock(&self) -> std::sync::MutexGuard<'_, Faults> {
+        self.faults.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs the fault plan for `op`, sleeping outside every lock.
+    fn gate(&self, op: Op) -> Result<(), DrError> {
+        let delay = self.faults_lock().check(op)?;
+        if let Some(d) = delay {
+            std::thread::sleep(d);
+        }
+        Ok(())
+    }
+
+    /// Forwards one packet that entered the eSwitch from `ingress` through
+    /// `domain` at time `now_ns`; appends what leaves to `out` (tagged with
+    /// packet number `out.packets()` before the call).
+    pub fn process(
+        &self,
+        domain: DomainId,
+        now_ns: u64,
+        ingress: Vport,
+        frame: &[u8],
+        out: &mut Output,
+    ) {
+        let st = self.read();
+        exec::process(&st, domain, now_ns, [(ingress, frame)], out);
+    }
+
+    /// [`process`](Self::process) for a batch under one lock acquisition.
+    pub fn process_batch<'a>(
+        &self,
+        domain: DomainId,
+        now_ns: u64,
+        packets: impl IntoIterator<Item = (Vport, &'a [u8])>,
+        out: &mut Output,
+    ) {
+        let st = self.read();
+        exec::process(&st, domain, now_ns, packets, out);
+    }
+
+    /// What is programmed, for dumps and tests.
+    pub fn snapshot(&self) -> Snapshot {
+        self.read().snapshot()
+    }
+}
+
+/// A summary of the programmed objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub domains: usize,
+    pub tables: usize,
+    pub matchers: usize,
+    pub rules: usize,
+    pub actions: usize,
+    pub counter_bulks: usize,
+    pub counters: usize,
+    pub meters: usize,
+}
+
+impl DrBackend for SimBackend {
+    fn domain_create(&self, ty: DomainType) -> Result<DomainId, DrError> {
+        self.gate(Op::DomainCreate)?;
+        Ok(self.write().domain_create(ty))
+    }
+
+    fn domain_destroy(&self, domain: DomainId) -> Result<(), DrError> {
+        self.write().domain_destroy(domain)
+    }
+
+    fn domain_sync(&self, domain: DomainId, _flags: SyncFlags) -> Result<(), DrError> {
+        // Every call is applied before it returns: nothing is queued.
+        self.read().domain(domain).map(|_| ())
+    }
+
+    fn domain_allow_duplicate_rules(&self, domain: DomainId, allow: bool) -> Result<(), DrError> {
+        self.write().domain_mut(domain)?.allow_duplicates = allow;
+        Ok(())
+    }
+
+    fn table_create(&self, domain: DomainId, level: u32) -> Result<TableId, DrError> {
+        self.gate(Op::TableCreate)?;
+        self.write().table_create(domain, level)
+    }
+
+    fn table_destroy(&self, table: TableId) -> Result<(), DrError> {
+        self.write().table_destroy(table)
+    }
+
+    fn matcher_create(
+        &self,
+        table: TableId,
+        priority: u16,
+        criteria: u8,
+        mask: &[u8],
+    ) -> Result<MatcherId, DrError> {
+        self.gate(Op::MatcherCreate)?;
+        self.write().matcher_create(table, priority, criteria, mask)
+    }
+
+    fn matcher_destroy(&self, matcher: MatcherId) -> Result<(), DrError> {
+        self.write().matcher_destroy(matcher)
+    }
+
+    fn rule_create(
+        &self,
+        matcher: MatcherId,
+        value: &[u8],
+        actions: &[ActionId],
+    ) -> Result<RuleId, DrError> {
+        self.gate(Op::RuleCreate)?;
+        self.write().rule_create(matcher, value, actions)
+    }
+
+    fn rule_destroy(&self, rule: RuleId) -> Result<(), DrError> {
+        self.gate(Op::RuleDestroy)?;
+        self.write().rule_destroy(rule)
+    }
+
+    fn action_create(&self, domain: DomainId, spec: ActionSpec) -> Result<ActionId, DrError> {
+        self.gate(Op::ActionCreate)?;
+        self.write().action_create(domain, spec)
+    }
+
+    fn action_destroy(&self, action: ActionId) -> Result<(), DrError> {
+        self.write().action_destroy(action)
+    }
+
+    fn counter_bulk_alloc(&self, log_size: u8) -> Result<CounterBulkId, DrError> {
+        self.gate(Op::CounterAlloc)?;
+        self.write().counter_bulk_alloc(log_size)
+    }
+
+    fn counter_bulk_free(&self, bulk: CounterBulkId) -> Result<(), DrError> {
+        self.write().counter_bulk_free(bulk)
+    }
+
+    fn counter_bulk_query(
+        &self,
+        bulk: CounterBulkId,
+        out: &mut Vec<CounterValue>,
+    ) -> Result<(), DrError> {
+        self.gate(Op::CounterQuery)?;
+        self.read().counter_bulk_query(bulk, out)
+    }
+}
