@@ -136,8 +136,7 @@ impl FrameSpec {
         let l4_len = self.l4.header_len() + self.payload;
         let v6 = matches!(self.l3, L3::Ipv6 { .. });
         let proto = self.l4.proto(v6);
-        let pseudo: u32;
-        match self.l3 {
+        let pseudo = match self.l3 {
             L3::Ipv4 { src, dst } => {
                 f.extend_from_slice(&0x0800u16.to_be_bytes());
                 let ip_start = f.len();
@@ -149,10 +148,10 @@ impl FrameSpec {
                 f.extend_from_slice(&dst.to_be_bytes());
                 let c = checksum(0, f.get(ip_start..).unwrap_or(&[]));
                 f[ip_start + 10..ip_start + 12].copy_from_slice(&c.to_be_bytes());
-                pseudo = sum16(&src.to_be_bytes())
+                sum16(&src.to_be_bytes())
                     + sum16(&dst.to_be_bytes())
                     + u32::from(proto)
-                    + l4_len as u32;
+                    + l4_len as u32
             }
             L3::Ipv6 { src, dst } => {
                 f.extend_from_slice(&0x86ddu16.to_be_bytes());
@@ -162,12 +161,12 @@ impl FrameSpec {
                 f.extend_from_slice(&[proto, self.ttl]);
                 f.extend_from_slice(&src.to_be_bytes());
                 f.extend_from_slice(&dst.to_be_bytes());
-                pseudo = sum16(&src.to_be_bytes())
+                sum16(&src.to_be_bytes())
                     + sum16(&dst.to_be_bytes())
                     + u32::from(proto)
-                    + l4_len as u32;
+                    + l4_len as u32
             }
-        }
+        };
         let l4_start = f.len();
         let csum_at = match self.l4 {
             L4::Tcp {

@@ -120,6 +120,8 @@ struct Work {
     bytes: Vec<u8>,
     regs: [u32; 8],
     sampled: bool,
+    /// Whether the batch's key still describes `bytes` and `regs`.
+    fresh: bool,
     ingress: Vport,
     /// Its number in the [`Output`].
     packet: u32,
@@ -168,6 +170,7 @@ pub(crate) fn process<'p>(
                     bytes,
                     regs,
                     sampled: false,
+                    fresh: false,
                     ingress,
                     packet: out.packets,
                 },
@@ -222,11 +225,14 @@ impl Walk<'_> {
             };
             let mut group = [0u8; BATCH];
             let mut n = 0;
-            for (i, l) in lanes.iter().enumerate() {
+            for (i, l) in lanes.iter_mut().enumerate() {
                 if l.live && l.table == table {
                     group[n] = i as u8;
                     n += 1;
-                    extract_key(&l.w.bytes, l.w.ingress.0, &l.w.regs, &mut keys[i]);
+                    if !l.w.fresh {
+                        extract_key(&l.w.bytes, l.w.ingress.0, &l.w.regs, &mut keys[i]);
+                        l.w.fresh = true;
+                    }
                 }
             }
             let group = &group[..n];
@@ -246,7 +252,7 @@ impl Walk<'_> {
                     continue;
                 };
                 let next = match hits[i] {
-                    Some(rule) => self.actions(rule.ops(), &mut l.w, out),
+                    Some(rule) => self.actions(&rule.0, &mut l.w, out),
                     None => {
                         let egress = self.default_egress(&l.w);
                         out.emit(&mut l.w, egress);
@@ -276,7 +282,7 @@ impl Walk<'_> {
                 out.emit(w, egress);
                 return;
             };
-            match self.actions(rule.ops(), w, out) {
+            match self.actions(&rule.0, w, out) {
                 Next::Table(t) => cur = Some(t),
                 Next::Done => return,
             }
@@ -315,6 +321,12 @@ impl Walk<'_> {
                     return Next::Done;
                 }
                 Op::Action(a) => *a,
+                Op::Rule(r) => {
+                    let Some(rule) = self.st.rules.at(*r) else {
+                        continue;
+                    };
+                    return self.actions(&rule.ops, w, out);
+                }
             };
             let Some(act) = self.st.actions.at(a) else {
                 continue;
@@ -326,9 +338,18 @@ impl Walk<'_> {
                         c.bytes.fetch_add(w.bytes.len() as u64, Ordering::Relaxed);
                     }
                 }
-                Body::Modify(ops) => apply_modify(&mut w.bytes, &mut w.regs, ops),
-                Body::PushVlan(h) => push_vlan(&mut w.bytes, *h),
-                Body::PopVlan => pop_vlan(&mut w.bytes),
+                Body::Modify(ops) => {
+                    apply_modify(&mut w.bytes, &mut w.regs, ops);
+                    w.fresh = false;
+                }
+                Body::PushVlan(h) => {
+                    push_vlan(&mut w.bytes, *h);
+                    w.fresh = false;
+                }
+                Body::PopVlan => {
+                    pop_vlan(&mut w.bytes);
+                    w.fresh = false;
+                }
                 Body::Drop => {
                     out.emit(w, Egress::Drop(DropCause::Rule));
                     return Next::Done;
@@ -367,6 +388,7 @@ impl Walk<'_> {
                     if let Some(r) = w.regs.get_mut(usize::from(m.reg)) {
                         *r = color as u32;
                     }
+                    w.fresh = false;
                     return Next::Table(m.next);
                 }
                 Body::Sampler(s) => {
@@ -381,6 +403,7 @@ impl Walk<'_> {
                     }
                     if let Some(op) = &s.set {
                         apply_modify(&mut w.bytes, &mut w.regs, std::slice::from_ref(op));
+                        w.fresh = false;
                     }
                     return Next::Table(s.next);
                 }

@@ -50,13 +50,14 @@ pub(crate) struct Rule {
     matcher: u32,
     slot: u32,
     actions: Box<[u32]>,
-    compiled: Compiled,
+    /// Every action compiled (the matcher holds the first three).
+    pub(crate) ops: Box<[Op]>,
 }
 
 /// A rule's actions as the packet path runs them: the common ones carry
-/// what they need (a counter's cell, a vport, a table), the others name
-/// their action object.
-#[derive(Clone, Copy, Debug, Default)]
+/// what they need (a counter's bulk and offset, a vport, a table), the
+/// others name their action object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Op {
     #[default]
     Nop,
@@ -67,41 +68,24 @@ pub(crate) enum Op {
     Drop,
     Miss,
     Action(u32),
+    /// More actions than fit: run the rule's full list.
+    Rule(u32),
 }
 
-/// A rule's compiled actions, inline for up to three.
-#[derive(Clone, Debug)]
-pub(crate) enum Compiled {
-    Inline(u8, [Op; 3]),
-    Heap(Box<[Op]>),
-}
-
-impl Default for Compiled {
-    fn default() -> Self {
-        Compiled::Inline(0, Default::default())
-    }
-}
+/// Up to three compiled actions, stored beside the rule's key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Compiled(pub(crate) [Op; 3]);
 
 impl Compiled {
-    fn new(ops: Vec<Op>) -> Compiled {
+    /// The first three ops, or a pointer to the rule's full list.
+    fn new(rule: u32, ops: &[Op]) -> Compiled {
+        let mut arr = [Op::Nop; 3];
         if ops.len() <= 3 {
-            let mut arr: [Op; 3] = Default::default();
-            let n = ops.len() as u8;
-            for (d, o) in arr.iter_mut().zip(ops) {
-                *d = o;
-            }
-            Compiled::Inline(n, arr)
+            arr[..ops.len()].copy_from_slice(ops);
         } else {
-            Compiled::Heap(ops.into_boxed_slice())
+            arr[0] = Op::Rule(rule);
         }
-    }
-
-    #[inline]
-    pub(crate) fn ops(&self) -> &[Op] {
-        match self {
-            Compiled::Inline(n, arr) => arr.get(..usize::from(*n)).unwrap_or(&[]),
-            Compiled::Heap(ops) => ops,
-        }
+        Compiled(arr)
     }
 }
 
@@ -550,14 +534,19 @@ impl State {
         }
         let duplicates = table.level != 0 && domain.allow_duplicates;
         let t = matcher.table;
-        let compiled = self.compile(&resolved);
+        let ops = self.compile(&resolved);
         self.count_users(&resolved, true);
         let (index, generation) = self.rules.insert(Rule {
             matcher: m.index,
             slot: 0,
             actions: resolved.into_boxed_slice(),
-            compiled: compiled.clone(),
+            ops: ops.into_boxed_slice(),
         });
+        let compiled = self
+            .rules
+            .at(index)
+            .map(|r| Compiled::new(index, &r.ops))
+            .unwrap_or_default();
         let slot = self
             .matchers
             .at_mut(m.index)
@@ -591,7 +580,7 @@ impl State {
         let promote = |next: u32| {
             rules
                 .at(next)
-                .map(|r| r.compiled.clone())
+                .map(|r| Compiled::new(next, &r.ops))
                 .unwrap_or_default()
         };
         if let Some(m) = self.matchers.at_mut(rule.matcher) {
@@ -619,8 +608,8 @@ impl State {
     }
 
     /// The packet-path form of a rule's actions.
-    fn compile(&self, actions: &[u32]) -> Compiled {
-        let ops = actions
+    fn compile(&self, actions: &[u32]) -> Vec<Op> {
+        actions
             .iter()
             .map(|&a| match self.actions.at(a).map(|x| &x.body) {
                 Some(Body::Counter { bulk, offset, .. }) => Op::Count(*bulk, *offset),
@@ -630,8 +619,7 @@ impl State {
                 Some(Body::DefaultMiss) => Op::Miss,
                 _ => Op::Action(a),
             })
-            .collect();
-        Compiled::new(ops)
+            .collect()
     }
 
     /// A table of `domain` for an action, counted as a user.

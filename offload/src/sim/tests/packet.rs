@@ -454,7 +454,6 @@ fn key_of_a_tagged_tcp_packet() {
     assert_eq!(b[232..236], [0, 0, 0, 1], "reg_c_1");
 }
 
-
 // ---------------------------------------------------------------------------
 // Edits on well-formed packets, checksums recomputed from scratch.
 
