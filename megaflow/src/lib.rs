@@ -36,6 +36,7 @@ pub mod build;
 pub mod cache;
 pub mod extract;
 pub mod key;
+pub mod offload;
 pub mod port;
 pub mod shard;
 mod types;

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dr;
+pub mod manager;
 pub mod prm;
 pub mod sim;
 

@@ -1,0 +1,138 @@
+//! The contract between the megaflow layer and hardware offload.
+//!
+//! megaflow never depends on the NIC: it defines [`FlowOffload`], which the
+//! `offload` crate implements over Direct Rule, and the lifecycle every
+//! megaflow goes through ([`FlowState`]), with its legal transitions in one
+//! place ([`FlowState::can_go`]).
+
+use std::fmt;
+
+use thiserror::Error;
+
+use crate::actions::Actions;
+use crate::key::Match;
+
+/// The offloader's name for a megaflow's hardware rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HwId(pub u64);
+
+impl fmt::Display for HwId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "hw{}", self.0)
+    }
+}
+
+/// Cumulative hardware counters of one rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct HwStats {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Why a megaflow stays in software. `Display` is what `dump-flows` shows.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Error)]
+pub enum NotOffloaded {
+    /// A match field the device cannot match as the megaflow does.
+    #[error("unsupported match field {field}: {reason}")]
+    Match {
+        field: &'static str,
+        reason: &'static str,
+    },
+    /// An action the device cannot do (`action controller`).
+    #[error("action {0}")]
+    Action(String),
+    /// The hardware table (or the rule budget) is full.
+    #[error("table full")]
+    TableFull,
+    /// The backend refused: `backend error ENOSPC on rule_create`.
+    #[error("backend error {errno} on {op}")]
+    Backend {
+        errno: &'static str,
+        op: &'static str,
+    },
+}
+
+/// What the offload layer offers the megaflow layer. Calls come from the
+/// one thread that owns offload decisions (the revalidator / offload
+/// thread).
+pub trait FlowOffload {
+    /// Puts a megaflow into hardware.
+    fn install(&mut self, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded>;
+    /// Replaces a megaflow's rule without a gap: the new rule is in place
+    /// before the old one goes. On error the old rule stays.
+    fn replace(&mut self, old: HwId, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded>;
+    /// Removes a rule (unknown ids are ignored).
+    fn remove(&mut self, id: HwId);
+    /// The cumulative counters of every installed rule, appended to `out`.
+    fn poll(&mut self, out: &mut Vec<(HwId, HwStats)>) -> Result<(), NotOffloaded>;
+}
+
+/// Where a megaflow is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlowState {
+    /// Translated, not yet in the cache.
+    New,
+    /// In the software cache.
+    Installed,
+    /// Being put into hardware.
+    Offloading,
+    /// In hardware.
+    Offloaded,
+    /// Kept in software with a reason (may be retried).
+    SoftwareOnly,
+    /// Being removed from hardware and software.
+    Evicting,
+    /// Removed.
+    Gone,
+}
+
+/// A transition [`FlowState::can_go`] does not allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error("megaflow cannot go from {from:?} to {to:?}")]
+pub struct IllegalTransition {
+    pub from: FlowState,
+    pub to: FlowState,
+}
+
+impl FlowState {
+    /// The legal transitions, all of them.
+    pub fn can_go(self, to: FlowState) -> bool {
+        use FlowState::*;
+        matches!(
+            (self, to),
+            (New, Installed | Gone)
+                | (Installed, Offloading | SoftwareOnly | Evicting)
+                | (Offloading, Offloaded | SoftwareOnly | Evicting)
+                | (Offloaded, Offloading | SoftwareOnly | Evicting)
+                | (SoftwareOnly, Offloading | Evicting)
+                | (Evicting, Gone)
+        )
+    }
+
+    /// Moves to `to` if legal.
+    pub fn go(&mut self, to: FlowState) -> Result<(), IllegalTransition> {
+        if self.can_go(to) {
+            *self = to;
+            Ok(())
+        } else {
+            Err(IllegalTransition { from: *self, to })
+        }
+    }
+
+    /// The name `dump-flows` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlowState::New => "new",
+            FlowState::Installed => "installed",
+            FlowState::Offloading => "offloading",
+            FlowState::Offloaded => "offloaded",
+            FlowState::SoftwareOnly => "software",
+            FlowState::Evicting => "evicting",
+            FlowState::Gone => "gone",
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/offload.rs"]
+mod tests;

@@ -1,0 +1,265 @@
+use std::collections::HashMap;
+
+use megaflow::actions::UserspaceReason;
+use megaflow::build::{FrameSpec, L4};
+use megaflow::{extract, Mask};
+
+use super::*;
+use crate::dr::Errno;
+use crate::sim::{Egress, Fault, Op, Output, SimBackend};
+
+fn ports() -> PortTable {
+    (1..=4u32).fold(PortTable::new(), |t, p| {
+        t.with(PortNo(p), Vport::vf(p as u16).expect("vf"))
+    })
+}
+
+fn manager() -> OffloadManager<SimBackend> {
+    OffloadManager::new(
+        Arc::new(SimBackend::default()),
+        ports(),
+        ManagerConfig::default(),
+    )
+    .expect("fdb layout")
+}
+
+fn frame(sport: u16) -> Vec<u8> {
+    FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::tcp(sport, 80)).build()
+}
+
+/// The 5-tuple megaflow of `frame(sport)` from port 1.
+fn flow(sport: u16) -> Match {
+    let key = extract(1, &frame(sport));
+    let mask = [
+        Field::InPort,
+        Field::EthType,
+        Field::IpProto,
+        Field::Ipv4Src,
+        Field::Ipv4Dst,
+        Field::TpSrc,
+        Field::TpDst,
+    ]
+    .iter()
+    .fold(Mask::EMPTY, |m, &f| m.with_exact(f));
+    Match::new(&key, &mask)
+}
+
+fn send(mgr: &OffloadManager<SimBackend>, f: &[u8]) -> Vec<(Egress, Vec<u8>)> {
+    let mut out = Output::new();
+    let vport = Vport::vf(1).expect("vf");
+    mgr.backend().process(mgr.domain(), 0, vport, f, &mut out);
+    out.frames()
+        .iter()
+        .map(|f| (f.egress, f.bytes.clone()))
+        .collect()
+}
+
+fn stats(mgr: &mut OffloadManager<SimBackend>) -> HashMap<HwId, HwStats> {
+    let mut v = Vec::new();
+    mgr.poll(&mut v).expect("poll");
+    v.into_iter().collect()
+}
+
+#[test]
+fn an_offloaded_flow_forwards_in_hardware_and_counts_exactly() {
+    let mut mgr = manager();
+    let out2 = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    let id = mgr.install(&flow(1000), &out2).expect("offload");
+    for _ in 0..5 {
+        let r = send(&mgr, &frame(1000));
+        assert_eq!(
+            r,
+            vec![(Egress::Vport(Vport::vf(2).expect("vf")), frame(1000))]
+        );
+    }
+    // Another 5-tuple misses to software on the ingress representor.
+    let miss = send(&mgr, &frame(1001));
+    assert_eq!(
+        miss[0].0,
+        Egress::Manager {
+            ingress: Vport::vf(1).expect("vf")
+        }
+    );
+    let s = stats(&mut mgr);
+    assert_eq!(s[&id].packets, 5);
+    assert_eq!(s[&id].bytes, 5 * frame(1000).len() as u64);
+}
+
+#[test]
+fn unsupported_flows_stay_in_software_with_their_reason() {
+    let mut mgr = manager();
+    let ctl = Actions::new(vec![DpAction::Userspace(UserspaceReason::Controller {
+        max_len: 128,
+    })]);
+    assert_eq!(
+        mgr.install(&flow(1), &ctl),
+        Err(NotOffloaded::Action("controller".into()))
+    );
+    let nowhere = Actions::new(vec![DpAction::Output(PortNo(9))]);
+    assert_eq!(
+        mgr.install(&flow(1), &nowhere).map_err(|e| e.to_string()),
+        Err("action output:9 (no vport)".into())
+    );
+    // ICMP type and code (the key's tp_src/tp_dst) have no FDB match field.
+    let icmp = FrameSpec::ipv4(1, 2, L4::Icmp { ty: 8, code: 0 }).build();
+    let key = extract(1, &icmp);
+    let mask = [Field::InPort, Field::EthType, Field::IpProto, Field::TpSrc]
+        .iter()
+        .fold(Mask::EMPTY, |m, &f| m.with_exact(f));
+    let e = mgr
+        .install(
+            &Match::new(&key, &mask),
+            &Actions::new(vec![DpAction::Output(PortNo(2))]),
+        )
+        .map_err(|e| e.to_string());
+    assert!(
+        matches!(&e, Err(s) if s.starts_with("unsupported match field tp_src")),
+        "{e:?}"
+    );
+    let late = Actions::new(vec![
+        DpAction::Output(PortNo(2)),
+        DpAction::SetEthDst(1),
+        DpAction::Output(PortNo(3)),
+    ]);
+    assert!(matches!(
+        mgr.install(&flow(1), &late),
+        Err(NotOffloaded::Action(_))
+    ));
+    // Nothing was left behind by the refusals.
+    assert_eq!(mgr.matcher_count(), 0);
+    assert!(mgr.is_empty());
+}
+
+#[test]
+fn rewrites_are_done_by_the_device_and_shared() {
+    let mut mgr = manager();
+    let acts = Actions::new(vec![
+        DpAction::SetEthDst(0x0200_0000_0099),
+        DpAction::SetTpDst(8080),
+        DpAction::Output(PortNo(3)),
+    ]);
+    let a = mgr.install(&flow(1), &acts).expect("a");
+    let b = mgr.install(&flow(2), &acts).expect("b");
+    let before = mgr.backend().snapshot().actions;
+    let r = send(&mgr, &frame(1));
+    let want = FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::tcp(1, 8080))
+        .macs(0x0200_0000_0001, 0x0200_0000_0099)
+        .build();
+    assert_eq!(r, vec![(Egress::Vport(Vport::vf(3).expect("vf")), want)]);
+    mgr.remove(a);
+    // The shared modify-header stays while b uses it.
+    assert_eq!(mgr.backend().snapshot().actions, before - 1);
+    assert_eq!(
+        send(&mgr, &frame(2))[0].0,
+        Egress::Vport(Vport::vf(3).expect("vf"))
+    );
+    mgr.remove(b);
+    assert_eq!(mgr.backend().snapshot().actions, before - 3);
+    assert_eq!(mgr.matcher_count(), 0);
+}
+
+#[test]
+fn several_outputs_become_a_dest_array() {
+    let mut mgr = manager();
+    let acts = Actions::new(vec![
+        DpAction::Output(PortNo(2)),
+        DpAction::Output(PortNo(3)),
+    ]);
+    mgr.install(&flow(7), &acts).expect("offload");
+    let mut to: Vec<Egress> = send(&mgr, &frame(7)).into_iter().map(|(e, _)| e).collect();
+    to.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        to,
+        vec![
+            Egress::Vport(Vport::vf(2).expect("vf")),
+            Egress::Vport(Vport::vf(3).expect("vf"))
+        ]
+    );
+}
+
+#[test]
+fn replace_is_hitless_and_keeps_one_matcher() {
+    let mut mgr = manager();
+    let to2 = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    let to3 = Actions::new(vec![DpAction::Output(PortNo(3))]);
+    let old = mgr.install(&flow(5), &to2).expect("install");
+    let new = mgr.replace(old, &flow(5), &to3).expect("replace");
+    assert_ne!(old, new);
+    assert_eq!(mgr.len(), 1);
+    assert_eq!(mgr.matcher_count(), 1);
+    assert_eq!(
+        send(&mgr, &frame(5))[0].0,
+        Egress::Vport(Vport::vf(3).expect("vf"))
+    );
+    // A failed replace leaves the old rule working.
+    mgr.backend()
+        .inject(Fault::nth(Op::RuleCreate, 1, Errno::EIO));
+    let e = mgr.replace(new, &flow(5), &to2);
+    assert_eq!(
+        e,
+        Err(NotOffloaded::Backend {
+            errno: "EIO",
+            op: "rule_create"
+        })
+    );
+    assert_eq!(
+        send(&mgr, &frame(5))[0].0,
+        Egress::Vport(Vport::vf(3).expect("vf"))
+    );
+}
+
+#[test]
+fn a_failed_insert_leaks_nothing_and_names_the_errno() {
+    let mut mgr = manager();
+    let before = mgr.backend().snapshot();
+    mgr.backend()
+        .inject(Fault::nth(Op::RuleCreate, 1, Errno::ENOSPC));
+    let acts = Actions::new(vec![DpAction::SetEthSrc(5), DpAction::Output(PortNo(2))]);
+    assert_eq!(
+        mgr.install(&flow(1), &acts).map_err(|e| e.to_string()),
+        Err("backend error ENOSPC on rule_create".into())
+    );
+    let after = mgr.backend().snapshot();
+    assert_eq!(after.rules, before.rules);
+    assert_eq!(after.matchers, before.matchers);
+    // The retry works.
+    mgr.install(&flow(1), &acts).expect("retry");
+}
+
+#[test]
+fn a_reused_counter_starts_from_zero() {
+    let mut mgr = manager();
+    let acts = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    let mgr_cfg_counters = 1usize << ManagerConfig::default().bulk_log;
+    let a = mgr.install(&flow(1), &acts).expect("a");
+    for _ in 0..3 {
+        send(&mgr, &frame(1));
+    }
+    mgr.remove(a);
+    let _ = stats(&mut mgr); // records the freed counter's final value
+                             // Fill every counter of the bulk so the freed one is reused.
+    let mut ids = Vec::new();
+    for p in 0..mgr_cfg_counters as u16 {
+        ids.push(mgr.install(&flow(100 + p), &acts).expect("install"));
+    }
+    let s = stats(&mut mgr);
+    assert!(ids.iter().all(|id| s[id] == HwStats::default()));
+}
+
+#[test]
+fn shutdown_leaves_the_device_empty() {
+    let mut mgr = manager();
+    let backend = Arc::clone(mgr.backend());
+    for p in 0..20 {
+        let acts = Actions::new(vec![
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: p,
+            },
+            DpAction::Output(PortNo(2)),
+        ]);
+        mgr.install(&flow(p), &acts).expect("install");
+    }
+    mgr.shutdown().expect("shutdown");
+    assert_eq!(backend.snapshot(), crate::sim::Snapshot::default());
+}
