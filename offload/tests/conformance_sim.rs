@@ -2,6 +2,7 @@
 //! eSwitch: one test per case, each on a fresh [`SimBackend`].
 
 mod conformance;
+mod support;
 
 use conformance::Device;
 use offload::dr::DomainId;

@@ -3,6 +3,7 @@
 //! rule updates concurrent with forwarding keep counters exact.
 
 mod sim_common;
+mod support;
 
 use sim_common::*;
 
@@ -384,12 +385,12 @@ fn concurrent_rule_updates_keep_counters_exact() {
     const READS: usize = 20_000;
     let sim = Arc::new(SimBackend::default());
     let (d, t1) = pipe(&sim);
-    let m = matcher(&sim, t1, 0, &dmac_mask());
+    let m = matcher(&*sim, t1, 0, &dmac_mask());
     let bulk = sim.counter_bulk_alloc(3).expect("counter_bulk_alloc");
     let ctrs: Vec<ActionId> = (0..SLOTS)
         .map(|k| {
             action(
-                &sim,
+                &*sim,
                 d,
                 ActionSpec::FlowCounter {
                     bulk,
@@ -399,12 +400,12 @@ fn concurrent_rule_updates_keep_counters_exact() {
         })
         .collect();
     let outs: Vec<ActionId> = (0..SLOTS)
-        .map(|k| to_vport(&sim, d, vf(k as u16)))
+        .map(|k| to_vport(&*sim, d, vf(k as u16)))
         .collect();
     // Even slots stay; the writer toggles the odd ones.
     let mut live: Vec<Option<RuleId>> = (0..SLOTS)
         .map(|k| {
-            (k % 2 == 0).then(|| rule(&sim, m, &dmac_value(mac(k as u64)), &[ctrs[k], outs[k]]))
+            (k % 2 == 0).then(|| rule(&*sim, m, &dmac_value(mac(k as u64)), &[ctrs[k], outs[k]]))
         })
         .collect();
 

@@ -7,6 +7,7 @@
 //! updates concurrent with forwarding keep counters exact.
 
 mod sim_common;
+mod support;
 
 use sim_common::*;
 

@@ -267,26 +267,15 @@ impl Walk<'_> {
         }
     }
 
-    /// Looks the packet up from `start` (None = the root) until it leaves.
-    fn tables(&self, start: Option<u32>, w: &mut Work, out: &mut Output) {
-        let mut key = PacketKey::ZERO;
-        let mut cur = start;
-        loop {
-            let matchers = self.matchers(cur);
-            extract_key(&w.bytes, w.ingress.0, &w.regs, &mut key);
-            let hit = matchers
-                .iter()
-                .find_map(|&m| self.st.matchers.at(m).and_then(|m| m.index.lookup(&key)));
-            let Some(rule) = hit else {
-                let egress = self.default_egress(w);
-                out.emit(w, egress);
-                return;
-            };
-            match self.actions(&rule.0, w, out) {
-                Next::Table(t) => cur = Some(t),
-                Next::Done => return,
-            }
-        }
+    /// Walks a copy from table `start` until it leaves (a batch of one).
+    fn tables(&self, start: Option<u32>, w: Work, out: &mut Output) {
+        let mut lane = Lane {
+            w,
+            table: start,
+            live: true,
+        };
+        lane.w.fresh = false;
+        self.batch(std::slice::from_mut(&mut lane), out);
     }
 
     /// Runs a rule's (or a sampler's) actions.
@@ -332,12 +321,6 @@ impl Walk<'_> {
                 continue;
             };
             match &act.body {
-                Body::Counter { cells, offset, .. } => {
-                    if let Some(c) = cells.get(*offset as usize) {
-                        c.packets.fetch_add(1, Ordering::Relaxed);
-                        c.bytes.fetch_add(w.bytes.len() as u64, Ordering::Relaxed);
-                    }
-                }
                 Body::Modify(ops) => {
                     apply_modify(&mut w.bytes, &mut w.regs, ops);
                     w.fresh = false;
@@ -350,28 +333,19 @@ impl Walk<'_> {
                     pop_vlan(&mut w.bytes);
                     w.fresh = false;
                 }
-                Body::Drop => {
-                    out.emit(w, Egress::Drop(DropCause::Rule));
-                    return Next::Done;
+                // compile() turns these into their own ops.
+                Body::Counter { .. }
+                | Body::Drop
+                | Body::DefaultMiss
+                | Body::Vport(_)
+                | Body::Table(_) => {
+                    debug_assert!(false, "{:?} reached as an action object", act.kind);
                 }
-                Body::DefaultMiss => {
-                    let egress = self.default_egress(w);
-                    out.emit(w, egress);
-                    return Next::Done;
-                }
-                Body::Vport(v) => {
-                    out.emit(w, Egress::Vport(*v));
-                    return Next::Done;
-                }
-                Body::Table(t) => return Next::Table(*t),
                 Body::Array(dests) => {
                     for &d in dests.iter() {
                         match self.st.actions.at(d).map(|d| &d.body) {
                             Some(Body::Vport(v)) => out.emit_copy(w, Egress::Vport(*v)),
-                            Some(Body::Table(t)) => {
-                                let mut copy = w.clone();
-                                self.tables(Some(*t), &mut copy, out);
-                            }
+                            Some(Body::Table(t)) => self.tables(Some(*t), w.clone(), out),
                             _ => {}
                         }
                     }
@@ -395,9 +369,8 @@ impl Walk<'_> {
                     if sample_hit(&s.rng, s.ratio) {
                         let mut copy = w.clone();
                         copy.sampled = true;
-                        let ops: Vec<Op> = s.sample.iter().map(|&a| Op::Action(a)).collect();
-                        match self.actions(&ops, &mut copy, out) {
-                            Next::Table(t) => self.tables(Some(t), &mut copy, out),
+                        match self.actions(&s.sample_ops, &mut copy, out) {
+                            Next::Table(t) => self.tables(Some(t), copy, out),
                             Next::Done => {}
                         }
                     }

@@ -198,18 +198,6 @@ impl<T: Clone + Default> MatcherIndex<T> {
         self.find_from(key, h, h as usize & (self.cap - 1))
     }
 
-    /// The payload of the rule a packet hits, if any.
-    #[inline]
-    pub(crate) fn lookup(&self, pkt: &PacketKey) -> Option<&T> {
-        let mut key = [0u64; WORDS];
-        let h = self.packet_key(pkt, &mut key);
-        if !self.may_contain(h) {
-            return None;
-        }
-        let slot = self.find(key.get(..self.pos.len())?, h)?;
-        self.payload.get(slot as usize)
-    }
-
     /// Looks up the packets `group` of `keys` that have no hit yet, filling
     /// `hits`. First every packet's first bucket is read (independent loads
     /// the CPU overlaps), then each is resolved.

@@ -113,6 +113,8 @@ pub(crate) struct Sampler {
     pub(crate) ratio: u32,
     pub(crate) next: u32,
     pub(crate) sample: Box<[u32]>,
+    /// `sample`, compiled as rules' actions are.
+    pub(crate) sample_ops: Box<[Op]>,
     pub(crate) set: Option<ModifyOp>,
     pub(crate) rng: AtomicU64,
 }
@@ -123,11 +125,7 @@ pub(crate) enum Body {
     Vport(Vport),
     Table(u32),
     Array(Box<[u32]>),
-    Counter {
-        bulk: u32,
-        cells: Arc<[Cell]>,
-        offset: u32,
-    },
+    Counter { bulk: u32, offset: u32 },
     Meter(Box<Meter>),
     Sampler(Box<Sampler>),
     PushVlan(u32),
@@ -225,6 +223,15 @@ fn unmodelled(mask: &Encoded) -> Option<DecodeError> {
         Some(d) => DecodeError::UnsupportedField(d.field),
         None => DecodeError::ReservedBits { byte: i },
     })
+}
+
+/// One reference counted in (`up`) or out.
+fn step(n: &mut usize, up: bool) {
+    if up {
+        *n += 1;
+    } else {
+        *n -= 1;
+    }
 }
 
 fn stale(o: Object) -> DrError {
@@ -598,11 +605,7 @@ impl State {
     fn count_users(&mut self, actions: &[u32], up: bool) {
         for &a in actions {
             if let Some(act) = self.actions.at_mut(a) {
-                if up {
-                    act.users += 1;
-                } else {
-                    act.users -= 1;
-                }
+                step(&mut act.users, up);
             }
         }
     }
@@ -683,7 +686,6 @@ impl State {
                 }
                 Body::Counter {
                     bulk: bulk.index,
-                    cells: b.cells.clone(),
                     offset,
                 }
             }
@@ -740,6 +742,15 @@ impl State {
                     ratio: attr.sample_ratio,
                     next,
                     sample: attr.sample_actions.iter().map(|a| a.index).collect(),
+                    sample_ops: self
+                        .compile(
+                            &attr
+                                .sample_actions
+                                .iter()
+                                .map(|a| a.index)
+                                .collect::<Vec<_>>(),
+                        )
+                        .into_boxed_slice(),
                     set,
                     rng: AtomicU64::new(seed),
                 }))
@@ -780,13 +791,7 @@ impl State {
 
     fn link(&mut self, body: &Body, up: bool) {
         let (tables, actions, bulk) = Self::body_links(body);
-        let step = |n: &mut usize| {
-            if up {
-                *n += 1
-            } else {
-                *n -= 1
-            }
-        };
+        let step = |n: &mut usize| step(n, up);
         for t in tables {
             if let Some(t) = self.tables.at_mut(t) {
                 step(&mut t.users);
