@@ -11,6 +11,7 @@ use thiserror::Error;
 
 use crate::actions::Actions;
 use crate::key::Match;
+use crate::types::MeterId;
 
 /// The offloader's name for a megaflow's hardware rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -50,6 +51,46 @@ pub enum NotOffloaded {
         errno: &'static str,
         op: &'static str,
     },
+    /// Taken out of hardware to make room for a hotter flow under the rule
+    /// budget; offloaded again when it gets hot again.
+    #[error("demoted: rule budget of {budget} reached, least recently hit")]
+    Demoted { budget: usize },
+    /// Offload is off by policy.
+    #[error("offload disabled")]
+    Disabled,
+}
+
+impl NotOffloaded {
+    /// Whether trying again later can succeed (a full table, a device
+    /// error, a demotion) as opposed to a flow the device can never take.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            NotOffloaded::TableFull | NotOffloaded::Backend { .. } | NotOffloaded::Demoted { .. }
+        )
+    }
+}
+
+/// What a meter band enforces: the OpenFlow meter's single drop band.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MeterBand {
+    /// Bytes per second, or packets per second when `packets` is set.
+    pub rate: u64,
+    /// Bucket depth in bytes (or packets).
+    pub burst: u64,
+    /// Counts packets instead of bytes.
+    pub packets: bool,
+}
+
+impl MeterBand {
+    /// A byte-rate band.
+    pub fn bytes(rate: u64, burst: u64) -> Self {
+        MeterBand {
+            rate,
+            burst,
+            packets: false,
+        }
+    }
 }
 
 /// What the offload layer offers the megaflow layer. Calls come from the
@@ -61,10 +102,21 @@ pub trait FlowOffload {
     /// Replaces a megaflow's rule without a gap: the new rule is in place
     /// before the old one goes. On error the old rule stays.
     fn replace(&mut self, old: HwId, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded>;
-    /// Removes a rule (unknown ids are ignored).
+    /// Removes a rule (unknown ids are ignored). Its counts since the last
+    /// [`poll`](Self::poll) are not lost: the next poll reports the rule's
+    /// final cumulative counters one last time.
     fn remove(&mut self, id: HwId);
-    /// The cumulative counters of every installed rule, appended to `out`.
+    /// The cumulative counters of every installed rule, and the final
+    /// counters of every rule removed since the previous poll, appended to
+    /// `out` (one bulk query per counter bulk).
     fn poll(&mut self, out: &mut Vec<(HwId, HwStats)>) -> Result<(), NotOffloaded>;
+    /// Defines (or, with `None`, deletes) OpenFlow meter `id` in hardware,
+    /// so flows whose actions name it can be offloaded. Flows installed
+    /// with the meter keep using it after a change of its band.
+    fn set_meter(&mut self, id: MeterId, band: Option<MeterBand>) -> Result<(), NotOffloaded> {
+        let _ = (id, band);
+        Err(NotOffloaded::Action("meter".to_string()))
+    }
 }
 
 /// Where a megaflow is in its life.

@@ -17,7 +17,10 @@
 //! - [`xlate`]: a key through the pipeline into datapath actions and a
 //!   megaflow mask, plus the trace that explains it;
 //! - [`normal`] and [`bridge`]: the MAC learning table, the ports, and the
-//!   [`Bridge`] that ties tables, ports and MAC table together.
+//!   [`Bridge`] that ties tables, ports and MAC table together;
+//! - [`meter`]: OpenFlow meters (`add-meter` syntax, software buckets);
+//! - [`pipeline`]: the software datapath, upcalls, offload policy and the
+//!   revalidator around one megaflow cache.
 //!
 //! ## Why megaflows come out wider than Open vSwitch's
 //!
@@ -34,7 +37,9 @@
 
 pub mod bridge;
 pub mod classifier;
+pub mod meter;
 pub mod normal;
+pub mod pipeline;
 pub mod rule;
 pub mod table;
 pub mod text;
@@ -44,6 +49,11 @@ pub mod xlate;
 
 pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};
 pub use classifier::{Classifier, RuleId};
+pub use meter::{parse_meter, MeterSpec, MeterTable};
+pub use pipeline::{
+    FlowDump, OffloadMode, OffloadPolicy, PassReport, Pipeline, PipelineConfig, PipelineStats,
+    RevalidatorConfig,
+};
 pub use rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
 pub use table::{FlowModError, FlowTables, Rule, RuleRef, RuleUid};
 pub use wildcards::Wildcards;

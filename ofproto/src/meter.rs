@@ -1,0 +1,291 @@
+//! OpenFlow meters: definitions in `ovs-ofctl add-meter` syntax and the
+//! software token buckets that police flows still in the software path.
+//!
+//! A meter has one drop band (the only band type eswitch offloads): a rate
+//! in kbit/s or packets/s and a burst. Hardware gets the same band through
+//! [`megaflow::offload::FlowOffload::set_meter`]; a flow is policed by the
+//! software bucket while in software and by the device's bucket once
+//! offloaded (the two buckets are separate, as in Open vSwitch with
+//! hw-offload).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use megaflow::offload::MeterBand;
+use megaflow::{MeterId, Timestamp};
+use thiserror::Error;
+
+/// A meter as `add-meter` defines it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeterSpec {
+    pub id: MeterId,
+    /// `pktps` rather than `kbps`.
+    pub packets: bool,
+    /// Band rate: kbit/s, or packets/s.
+    pub rate: u64,
+    /// Band burst: kbit, or packets (`burst_size`); 0 = the default.
+    pub burst_size: u64,
+}
+
+impl MeterSpec {
+    /// The band in bytes (or packets) per second, with the burst the
+    /// buckets use: `burst_size` when given, else 100 ms of the rate (at
+    /// least one 1,518-byte frame, or one packet).
+    pub fn band(&self) -> MeterBand {
+        if self.packets {
+            let burst = if self.burst_size > 0 {
+                self.burst_size
+            } else {
+                (self.rate / 10).max(1)
+            };
+            MeterBand {
+                rate: self.rate,
+                burst,
+                packets: true,
+            }
+        } else {
+            let rate = self.rate.saturating_mul(1000) / 8;
+            let burst = if self.burst_size > 0 {
+                self.burst_size.saturating_mul(1000) / 8
+            } else {
+                (rate / 10).max(1518)
+            };
+            MeterBand::bytes(rate, burst)
+        }
+    }
+}
+
+impl fmt::Display for MeterSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = if self.packets { "pktps" } else { "kbps" };
+        write!(f, "meter={},{unit}", self.id)?;
+        if self.burst_size > 0 {
+            f.write_str(",burst")?;
+        }
+        write!(f, ",band=type=drop,rate={}", self.rate)?;
+        if self.burst_size > 0 {
+            write!(f, ",burst_size={}", self.burst_size)?;
+        }
+        Ok(())
+    }
+}
+
+/// A meter definition that does not parse; names the bad token.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("bad meter \"{text}\": {reason}")]
+pub struct MeterError {
+    pub text: String,
+    pub reason: String,
+}
+
+fn bad(text: &str, reason: impl Into<String>) -> MeterError {
+    MeterError {
+        text: text.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Parses `meter=1,kbps,burst,band=type=drop,rate=8000,burst_size=1000`
+/// (`ovs-ofctl add-meter` syntax; `kbps` is the default unit, `stats` is
+/// accepted and ignored).
+pub fn parse_meter(text: &str) -> Result<MeterSpec, MeterError> {
+    let s = text.trim();
+    let mut id = None;
+    let mut packets = false;
+    let mut rate = None;
+    let mut burst_size = 0;
+    let mut in_band = false;
+    for tok in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (k, v) = match tok.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (tok, None),
+        };
+        let num = |v: Option<&str>| -> Result<u64, MeterError> {
+            let v = v.ok_or_else(|| bad(text, format!("\"{k}\" needs a value")))?;
+            v.parse::<u64>()
+                .map_err(|_| bad(text, format!("\"{v}\" is not a number for {k}")))
+        };
+        match (k, in_band) {
+            ("meter", false) => {
+                let n = num(v)?;
+                let n = u32::try_from(n)
+                    .ok()
+                    .filter(|&n| n > 0 && n <= 0xffff_0000)
+                    .ok_or_else(|| {
+                        bad(text, format!("meter id {n} out of range 1..=4294901760"))
+                    })?;
+                id = Some(MeterId(n));
+            }
+            ("kbps", false) => packets = false,
+            ("pktps", false) => packets = true,
+            ("burst" | "stats", false) => {}
+            ("band", _) => {
+                in_band = true;
+                match v.and_then(|v| v.split_once('=')) {
+                    Some(("type", "drop")) => {}
+                    Some(("type", t)) => {
+                        return Err(bad(
+                            text,
+                            format!("band type \"{t}\" (only type=drop is supported)"),
+                        ))
+                    }
+                    _ => return Err(bad(text, "band must start with type=drop")),
+                }
+            }
+            ("rate", true) => rate = Some(num(v)?),
+            ("burst_size", true) => burst_size = num(v)?,
+            ("prec_level", true) => {
+                return Err(bad(
+                    text,
+                    "prec_level (dscp_remark bands are not supported)",
+                ))
+            }
+            _ => return Err(bad(text, format!("unknown token \"{tok}\""))),
+        }
+    }
+    let id = id.ok_or_else(|| bad(text, "missing meter=ID"))?;
+    let rate = rate.ok_or_else(|| bad(text, "missing band=type=drop,rate=N"))?;
+    if rate == 0 {
+        return Err(bad(text, "rate 0"));
+    }
+    Ok(MeterSpec {
+        id,
+        packets,
+        rate,
+        burst_size,
+    })
+}
+
+/// A token bucket, in nano-tokens so integer arithmetic stays exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    band: MeterBand,
+    /// Tokens × 10^9.
+    tokens: u128,
+    last: Timestamp,
+}
+
+impl Bucket {
+    /// A full bucket.
+    pub fn new(band: MeterBand) -> Self {
+        Bucket {
+            band,
+            tokens: u128::from(band.burst) * 1_000_000_000,
+            last: Timestamp::NEVER,
+        }
+    }
+
+    /// Charges one packet of `len` bytes at `now`: true = within the rate.
+    pub fn charge(&mut self, len: usize, now: Timestamp) -> bool {
+        let cap = u128::from(self.band.burst) * 1_000_000_000;
+        if now > self.last {
+            let dt = u128::from(now.since(self.last));
+            if self.last != Timestamp::NEVER {
+                self.tokens = (self.tokens + dt * u128::from(self.band.rate)).min(cap);
+            }
+            self.last = now;
+        }
+        let need = if self.band.packets { 1 } else { len as u128 } * 1_000_000_000;
+        if self.tokens >= need {
+            self.tokens -= need;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Counters of one meter (software path).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MeterStats {
+    pub packets: u64,
+    pub bytes: u64,
+    pub dropped_packets: u64,
+    pub dropped_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Meter {
+    spec: MeterSpec,
+    bucket: Bucket,
+    stats: MeterStats,
+}
+
+/// The meters of a bridge.
+#[derive(Clone, Debug, Default)]
+pub struct MeterTable {
+    meters: BTreeMap<MeterId, Meter>,
+    generation: u64,
+}
+
+impl MeterTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces a meter (its bucket starts full).
+    pub fn set(&mut self, spec: MeterSpec) {
+        self.meters.insert(
+            spec.id,
+            Meter {
+                spec,
+                bucket: Bucket::new(spec.band()),
+                stats: MeterStats::default(),
+            },
+        );
+        self.generation += 1;
+    }
+
+    /// Deletes a meter; flows naming it then drop (as in OpenFlow, a
+    /// packet sent to a missing meter is dropped).
+    pub fn remove(&mut self, id: MeterId) -> Option<MeterSpec> {
+        let m = self.meters.remove(&id)?;
+        self.generation += 1;
+        Some(m.spec)
+    }
+
+    pub fn get(&self, id: MeterId) -> Option<&MeterSpec> {
+        self.meters.get(&id).map(|m| &m.spec)
+    }
+
+    pub fn stats(&self, id: MeterId) -> Option<MeterStats> {
+        self.meters.get(&id).map(|m| m.stats)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &MeterSpec> + '_ {
+        self.meters.values().map(|m| &m.spec)
+    }
+
+    pub fn len(&self) -> usize {
+        self.meters.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.meters.is_empty()
+    }
+
+    /// Bumped by every change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Charges a packet to meter `id`: true = pass. An unknown meter drops.
+    pub fn charge(&mut self, id: MeterId, len: usize, now: Timestamp) -> bool {
+        let Some(m) = self.meters.get_mut(&id) else {
+            return false;
+        };
+        let pass = m.bucket.charge(len, now);
+        if pass {
+            m.stats.packets += 1;
+            m.stats.bytes += len as u64;
+        } else {
+            m.stats.dropped_packets += 1;
+            m.stats.dropped_bytes += len as u64;
+        }
+        pass
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/meter.rs"]
+mod tests;

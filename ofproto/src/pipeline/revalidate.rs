@@ -1,0 +1,229 @@
+//! One revalidator pass.
+//!
+//! In order: expire OpenFlow rules (idle/hard timeouts) and MAC entries;
+//! one counter poll (a bulk query per counter bulk) folded into the
+//! megaflows (a hardware delta also marks the flow used now, so a busy
+//! offloaded flow is never aged for lack of software hits); then per
+//! megaflow: credit its new packets to the OpenFlow rules it came from,
+//! evict it when idle past max-idle (100 ms when over the flow limit, as
+//! Open vSwitch does), re-translate it when an input it depends on changed
+//! (keep, modify in place with a hitless hardware replace, or delete when
+//! the new translation needs a narrower megaflow); then offload what is
+//! queued and adjust the dynamic flow limit by how long the pass took.
+
+use std::time::Instant;
+
+use megaflow::offload::{FlowOffload, FlowState, HwStats};
+use megaflow::{FlowStats, Timestamp};
+
+use super::{Eviction, OffloadMode, Pipeline};
+
+/// What one pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Megaflows looked at.
+    pub flows: usize,
+    /// Hardware counters reported by the poll.
+    pub counters: usize,
+    pub aged: usize,
+    pub evicted_limit: usize,
+    pub modified: usize,
+    pub deleted: usize,
+    pub rules_expired: usize,
+    /// Wall-clock duration of the pass, in microseconds.
+    pub micros: u64,
+    /// The flow limit after the pass.
+    pub flow_limit: usize,
+}
+
+impl<O: FlowOffload> Pipeline<O> {
+    /// Runs one revalidator pass at `now`.
+    pub fn revalidate(&mut self, now: Timestamp) -> PassReport {
+        let started = Instant::now();
+        let before = self.stats.clone();
+        let mut report = PassReport::default();
+
+        let expired = self.bridge.tables.expire(now);
+        report.rules_expired = expired.len();
+        self.expired.extend(expired);
+        self.bridge.mac.expire(now);
+
+        report.counters = self.fold_hardware(now);
+
+        let current = self.bridge.generations();
+        let over_limit = self.cache.len() > self.flow_limit;
+        let max_idle = if over_limit {
+            100_000_000
+        } else {
+            self.cfg.revalidator.max_idle_ns
+        };
+        let retry_all = self.cfg.offload.mode == OffloadMode::All;
+        for idx in 0..self.flows.len() as u32 {
+            let Some(m) = self.meta(idx) else {
+                continue;
+            };
+            let Some(f) = self.cache.get(m.handle) else {
+                continue;
+            };
+            report.flows += 1;
+            let st = f.stats();
+            let (dp, db) = (
+                st.packets.saturating_sub(m.credited.0),
+                st.bytes.saturating_sub(m.credited.1),
+            );
+            let last = st.used.max(m.created);
+            let stale = m.generations.tables != current.tables
+                || m.generations.ports != current.ports
+                || (m.uses_mac && m.generations.mac != current.mac);
+            let retry =
+                retry_all && m.state == FlowState::SoftwareOnly && m.eligible && now >= m.retry_at;
+            if dp > 0 || db > 0 {
+                let rules = std::sync::Arc::clone(&m.rules);
+                for r in rules.iter() {
+                    self.bridge.tables.credit(*r, dp, db, st.used);
+                }
+                if let Some(m) = self.meta_mut(idx) {
+                    m.credited = (st.packets, st.bytes);
+                }
+            }
+            if now.since(last) >= max_idle {
+                let why = if over_limit {
+                    Eviction::Limit
+                } else {
+                    Eviction::Idle
+                };
+                self.evict(idx, why);
+            } else if stale {
+                self.revalidate_flow(idx, now);
+            } else if retry && self.go(idx, FlowState::Offloading) {
+                self.pending.push(idx);
+            }
+        }
+        self.flush_offloads(now);
+
+        let elapsed = started.elapsed();
+        self.adjust_flow_limit(elapsed.as_millis() as u64);
+        self.stats.passes += 1;
+        report.aged = (self.stats.aged - before.aged) as usize;
+        report.evicted_limit = (self.stats.evicted_limit - before.evicted_limit) as usize;
+        report.modified = (self.stats.revalidated_modified - before.revalidated_modified) as usize;
+        report.deleted = (self.stats.revalidated_deleted - before.revalidated_deleted) as usize;
+        report.micros = elapsed.as_micros() as u64;
+        report.flow_limit = self.flow_limit;
+        report
+    }
+
+    /// Polls the hardware counters and folds each rule's new packets into
+    /// its megaflow (or, for a rule whose flow is gone, straight into the
+    /// OpenFlow rules). Returns the number of counters reported.
+    fn fold_hardware(&mut self, now: Timestamp) -> usize {
+        let mut buf = std::mem::take(&mut self.poll_buf);
+        buf.clear();
+        if self.offload.poll(&mut buf).is_err() {
+            self.stats.poll_errors += 1;
+        }
+        for &(hw, cum) in &buf {
+            let Some(e) = self.hw.get_mut(&hw) else {
+                continue;
+            };
+            let delta = HwStats {
+                packets: cum.packets.saturating_sub(e.seen.packets),
+                bytes: cum.bytes.saturating_sub(e.seen.bytes),
+            };
+            e.seen = cum;
+            let (idx, handle, retired) = (e.idx, e.handle, e.retired);
+            let rules = e.retired.then(|| std::sync::Arc::clone(&e.rules));
+            if retired {
+                self.hw.remove(&hw);
+            }
+            if delta.packets == 0 && delta.bytes == 0 {
+                continue;
+            }
+            self.stats.hw_packets += delta.packets;
+            self.stats.hw_bytes += delta.bytes;
+            let stats = FlowStats {
+                packets: delta.packets,
+                bytes: delta.bytes,
+                used: now,
+                tcp_flags: 0,
+            };
+            let alive = self.meta(idx).is_some_and(|m| m.handle == handle);
+            if alive && self.cache.add_stats(handle, &stats) {
+                if !retired {
+                    self.lru.get(&idx);
+                }
+            } else if let Some(rules) = rules {
+                for r in rules.iter() {
+                    self.bridge
+                        .tables
+                        .credit(*r, delta.packets, delta.bytes, now);
+                }
+            }
+        }
+        let n = buf.len();
+        self.poll_buf = buf;
+        n
+    }
+
+    /// Re-translates a flow whose inputs changed: keep it, update its
+    /// actions (software and, hitless, hardware), or delete it.
+    fn revalidate_flow(&mut self, idx: u32, now: Timestamp) {
+        let Some(m) = self.meta(idx) else {
+            return;
+        };
+        let handle = m.handle;
+        let Some(f) = self.cache.get(handle) else {
+            return;
+        };
+        let matched = f.matched();
+        let old = f.actions().clone();
+        let t = self.bridge.translate(matched.key(), now);
+        if !t.mask.is_subset_of(matched.mask()) {
+            // The flow now depends on bits it does not match: unsound.
+            self.evict(idx, Eviction::Unsound);
+            return;
+        }
+        let new = t.datapath_actions();
+        let offloaded = if let Some(m) = self.meta_mut(idx) {
+            m.generations = t.generations;
+            m.uses_mac = t.uses_mac_table;
+            m.rules = t.rules.clone().into();
+            m.hw.is_some()
+        } else {
+            false
+        };
+        if new == old {
+            self.cache.set_generation(handle, t.generations.tables);
+            return;
+        }
+        self.cache.modify(handle, new, t.generations.tables);
+        self.stats.revalidated_modified += 1;
+        if offloaded {
+            self.rehome(idx, now);
+        } else if let Some(m) = self.meta_mut(idx) {
+            // New actions: a flow the device refused may suit it now.
+            m.eligible = true;
+            m.retry_at = now;
+        }
+    }
+
+    /// Open vSwitch's dynamic flow limit: shrink when a pass takes long,
+    /// grow back while passes are quick and the cache is near the limit.
+    fn adjust_flow_limit(&mut self, pass_ms: u64) {
+        if !self.cfg.revalidator.dynamic_limit {
+            return;
+        }
+        let max = self.cfg.revalidator.flow_limit;
+        let min = 1000.min(max);
+        let mut limit = self.flow_limit;
+        if pass_ms > 2000 {
+            limit /= (pass_ms / 1000) as usize;
+        } else if pass_ms > 1300 {
+            limit = limit * 3 / 4;
+        } else if pass_ms < 1000 && limit < self.cache.len() * 1000 / (pass_ms.max(1) as usize) {
+            limit += 1000;
+        }
+        self.flow_limit = limit.clamp(min, max);
+        self.cache.set_flow_limit(self.flow_limit);
+    }
+}
