@@ -39,6 +39,37 @@ impl fmt::Display for Vport {
     }
 }
 
+/// A vport name that [`Vport::from_str`](std::str::FromStr) does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad vport \"{0}\": expected pf, ecpf, uplink, vfN, pfNvfM or a number")]
+pub struct BadVport(pub String);
+
+impl std::str::FromStr for Vport {
+    type Err = BadVport;
+
+    /// `pf`, `ecpf`, `uplink`, `vf3`, a representor's port name (`pf0vf3`,
+    /// `p0` = uplink, `pf0` = PF), or the vport number itself.
+    fn from_str(s: &str) -> Result<Vport, BadVport> {
+        let bad = || BadVport(s.to_string());
+        let t = s.trim().to_ascii_lowercase();
+        let vf_of = |n: &str| n.parse::<u16>().ok().and_then(Vport::vf).ok_or_else(bad);
+        match t.as_str() {
+            "pf" | "pf0" | "pf0hpf" => Ok(Vport::PF),
+            "ecpf" => Ok(Vport::ECPF),
+            "uplink" | "p0" => Ok(Vport::UPLINK),
+            _ => {
+                if let Some(n) = t.strip_prefix("pf0vf") {
+                    vf_of(n)
+                } else if let Some(n) = t.strip_prefix("vf") {
+                    vf_of(n)
+                } else {
+                    t.parse::<u16>().map(Vport).map_err(|_| bad())
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +80,25 @@ mod tests {
         assert_eq!(Vport::vf(0xfffd), None);
         assert_eq!(Vport(4).to_string(), "vf3");
         assert_eq!(Vport::UPLINK.to_string(), "uplink");
+    }
+
+    #[test]
+    fn vport_names_parse_and_print_back() {
+        for v in [
+            Vport::PF,
+            Vport::ECPF,
+            Vport::UPLINK,
+            Vport(1),
+            Vport(4),
+            Vport(128),
+        ] {
+            assert_eq!(v.to_string().parse::<Vport>(), Ok(v), "{v}");
+        }
+        assert_eq!("pf0vf3".parse::<Vport>(), Ok(Vport(4)));
+        assert_eq!("p0".parse::<Vport>(), Ok(Vport::UPLINK));
+        assert_eq!("7".parse::<Vport>(), Ok(Vport(7)));
+        let e = "vfx".parse::<Vport>().expect_err("bad");
+        assert!(e.to_string().contains("\"vfx\""), "{e}");
+        assert!("vf65535".parse::<Vport>().is_err());
     }
 }

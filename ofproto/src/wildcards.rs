@@ -166,14 +166,46 @@ impl Wildcards {
 
     /// Removes pipeline-internal fields from the mask: metadata and the
     /// registers are zero in every packet a port delivers, so a lookup on
-    /// them tells packets apart by nothing.
+    /// them tells packets apart by nothing. Then makes the prerequisites of
+    /// what is matched exact, as Open vSwitch's datapath interface does:
+    /// L4 bits need the exact IP protocol and Ethernet type, L3 bits the
+    /// exact Ethernet type. Narrowing is always sound, and a device cannot
+    /// match a port without its protocol (nor can the mlx5 FDB), so
+    /// without this such megaflows could never be offloaded.
     pub fn finish(mut self) -> Mask {
         for f in PIPELINE_FIELDS {
             self.mask.set_field(*f, 0);
         }
+        let any = |m: &Mask, fs: &[Field]| fs.iter().any(|&f| !m.is_wildcard(f));
+        if any(&self.mask, L4_FIELDS) {
+            self.mask.set_exact(Field::IpProto);
+        }
+        if any(&self.mask, L3_FIELDS) {
+            self.mask.set_exact(Field::EthType);
+        }
         self.mask
     }
 }
+
+/// Fields whose meaning depends on the IP protocol.
+const L4_FIELDS: &[Field] = &[Field::TpSrc, Field::TpDst, Field::TcpFlags, Field::NdTarget];
+
+/// Fields whose meaning depends on the Ethernet type.
+const L3_FIELDS: &[Field] = &[
+    Field::IpProto,
+    Field::IpDscp,
+    Field::IpEcn,
+    Field::IpTtl,
+    Field::IpFrag,
+    Field::Ipv6Label,
+    Field::Ipv4Src,
+    Field::Ipv4Dst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+    Field::NdTarget,
+    Field::ArpSha,
+    Field::ArpTha,
+];
 
 /// Fields every packet enters the pipeline with zero.
 pub const PIPELINE_FIELDS: &[Field] = &[

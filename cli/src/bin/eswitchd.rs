@@ -1,13 +1,218 @@
 //! eswitchd: the eswitch daemon.
-use clap::Parser;
+//!
+//! - `eswitchd replay --demo`: the whole pipeline on a generated workload;
+//! - `eswitchd replay --pcap FILE --flows FILE [--config FILE]`: on a capture;
+//! - `eswitchd generate --out FILE`: writes the demo workload as pcapng.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::{Args as ClapArgs, Parser, Subcommand};
+use cli::config::Config;
+use cli::demo::{self, DemoSpec};
+use cli::replay::{self, ReplayJob, Source, Speed};
+use cli::switch::FlowFile;
+use megaflow::port::{PcapReader, Port};
+use offload::sim::SimConfig;
 
 /// The eswitch daemon.
 #[derive(Parser, Debug)]
 #[command(name = "eswitchd", version, about)]
-struct Args {}
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _ = Args::parse();
-    println!("eswitchd: replay and live modes are not built yet; run `cargo bench -p megaflow --bench pipeline` for the datapath benchmark");
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Runs the whole pipeline offline on a capture (or on the demo
+    /// workload), with the sim eSwitch forwarding offloaded flows.
+    Replay(ReplayArgs),
+    /// Writes the demo workload to a pcapng file (one interface per VM).
+    Generate(GenerateArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+struct WorkloadArgs {
+    /// VMs (ports) in the demo workload.
+    #[arg(long, default_value_t = DemoSpec::default().vms)]
+    vms: u32,
+    /// Packets to generate.
+    #[arg(long, default_value_t = DemoSpec::default().packets)]
+    packets: u64,
+    /// Distinct 5-tuple flows.
+    #[arg(long, default_value_t = DemoSpec::default().flows)]
+    demo_flows: u32,
+    /// Simulated seconds the workload spans.
+    #[arg(long, default_value_t = DemoSpec::default().seconds)]
+    seconds: f64,
+    /// Random seed.
+    #[arg(long, default_value_t = DemoSpec::default().seed)]
+    seed: u64,
+}
+
+impl WorkloadArgs {
+    fn spec(&self) -> DemoSpec {
+        DemoSpec {
+            vms: self.vms,
+            packets: self.packets,
+            flows: self.demo_flows,
+            seconds: self.seconds,
+            seed: self.seed,
+        }
+    }
+}
+
+#[derive(ClapArgs, Debug)]
+struct ReplayArgs {
+    /// Replay the generated demo workload (no files needed).
+    #[arg(long, conflicts_with = "pcap")]
+    demo: bool,
+    /// A pcap or pcapng capture (pcapng interface i = the i-th configured port).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// The OpenFlow table: ovs-ofctl flow lines, and `meter=` lines.
+    #[arg(long)]
+    flows: Option<PathBuf>,
+    /// eswitch.toml: ports, offload policy, limits.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// `max`, or a multiple of the capture's own pace (1 = real time).
+    #[arg(long, default_value = "max")]
+    speed: Speed,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    /// End with a `bench: replay.pps <value> Mpps` line.
+    #[arg(long)]
+    bench: bool,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+}
+
+#[derive(ClapArgs, Debug)]
+struct GenerateArgs {
+    /// Where to write the pcapng file.
+    #[arg(long)]
+    out: PathBuf,
+    /// Also write the matching flow file here.
+    #[arg(long)]
+    flow_file: Option<PathBuf>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+}
+
+/// The number of interfaces a capture uses (highest interface id + 1).
+fn interfaces_in(path: &PathBuf) -> anyhow::Result<u32> {
+    let mut r = PcapReader::open(path)?;
+    let mut batch = megaflow::port::PacketBatch::new();
+    let mut most = 0;
+    loop {
+        match r.recv_batch(&mut batch) {
+            Ok(_) => {
+                for p in batch.iter() {
+                    most = most.max(p.meta.in_port.map_or(0, |p| p.0));
+                }
+            }
+            Err(e) if e.is_eof() => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(most + 1)
+}
+
+fn replay(a: ReplayArgs) -> anyhow::Result<()> {
+    let config = match &a.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    let pipeline = config.pipeline()?;
+    let mut ports = config.port_specs()?;
+    let flow_text = |p: &PathBuf| {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read flow file {}", p.display()))
+    };
+    let (source, flows) = if a.demo {
+        let spec = a.workload.spec();
+        if ports.is_empty() {
+            ports = replay::default_ports(spec.vms);
+        }
+        let text = match a.flows.as_ref().or(config.flows_path().as_ref()) {
+            Some(p) => flow_text(p)?,
+            None => format!("{}\n{}", demo::meter_lines(), demo::flow_table(spec.vms)),
+        };
+        let gen = demo::generate(&spec).map(|p| (p.ts, p.in_port, p.frame));
+        (Source::Generated(Box::new(gen)), text)
+    } else {
+        let Some(pcap) = &a.pcap else {
+            bail!("give --pcap FILE (and --flows FILE), or --demo");
+        };
+        if ports.is_empty() {
+            ports = replay::default_ports(interfaces_in(pcap)?);
+        }
+        let flows = a
+            .flows
+            .clone()
+            .or(config.flows_path())
+            .context("give --flows FILE (or `flows = ...` in the config)")?;
+        let reader = PcapReader::open(pcap)?;
+        (Source::Capture(reader), flow_text(&flows)?)
+    };
+    let flows = FlowFile::parse(&flows).context("in the flow file")?;
+    let summary = replay::run(ReplayJob {
+        source,
+        ports,
+        flows,
+        pipeline,
+        sim: SimConfig::default(),
+        speed: a.speed,
+        progress: !a.json,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", summary.render());
+    }
+    if a.bench {
+        println!("bench: replay.pps {:.3} Mpps", summary.mpps);
+    }
     Ok(())
+}
+
+fn generate(a: GenerateArgs) -> anyhow::Result<()> {
+    let spec = a.workload.spec();
+    let n = demo::write_pcapng(&spec, &a.out)?;
+    println!(
+        "wrote {n} packets on {} interfaces to {}",
+        spec.vms,
+        a.out.display()
+    );
+    if let Some(f) = &a.flow_file {
+        std::fs::write(
+            f,
+            format!("{}\n{}", demo::meter_lines(), demo::flow_table(spec.vms)),
+        )
+        .with_context(|| format!("cannot write {}", f.display()))?;
+        println!("wrote the flow table to {}", f.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "tests/eswitchd.rs"]
+mod tests;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let r = match args.command {
+        Command::Replay(a) => replay(a),
+        Command::Generate(a) => generate(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("eswitchd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

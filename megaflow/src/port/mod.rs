@@ -12,7 +12,10 @@
 //!   pcapng the interface id as an `in_port` hint), ending with
 //!   [`PortError::Eof`];
 //! - [`PcapWriter`]: records everything sent to it in a pcap file that
-//!   tcpdump and Wireshark open.
+//!   tcpdump and Wireshark open;
+//! - [`PcapNgWriter`] (not a port): writes packets of several interfaces,
+//!   each tagged with its interface id, to one pcapng file (replay inputs
+//!   such as the `eswitchd replay --demo` workload).
 //!
 //! AF_PACKET (TPACKET_V3) and AF_XDP ports will implement the same trait.
 //! Callers: the datapath threads (through `Box<dyn Port>`), `eswitchd
@@ -40,6 +43,7 @@
 
 mod memory;
 mod pcap;
+mod pcapng;
 
 use std::fmt;
 use std::io;
@@ -50,6 +54,7 @@ use crate::{PortNo, Timestamp};
 
 pub use memory::{MemoryHandle, MemoryPort, DEFAULT_QUEUE_CAPACITY};
 pub use pcap::{CaptureFormat, PcapReader, PcapWriter};
+pub use pcapng::PcapNgWriter;
 
 /// Most packets in one [`PacketBatch`] (and so one receive call).
 pub const BATCH_SIZE: usize = 32;

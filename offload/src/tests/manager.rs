@@ -2,11 +2,14 @@ use std::collections::HashMap;
 
 use megaflow::actions::UserspaceReason;
 use megaflow::build::{FrameSpec, L4};
-use megaflow::{extract, Mask};
+use megaflow::{extract, Field, Mask};
 
 use super::*;
 use crate::dr::Errno;
-use crate::sim::{Egress, Fault, Op, Output, SimBackend};
+use crate::sim::{Egress, Fault, Op, Output, SimBackend, SimConfig};
+
+#[path = "manager_staged.rs"]
+mod staged;
 
 fn ports() -> PortTable {
     (1..=4u32).fold(PortTable::new(), |t, p| {
@@ -262,4 +265,167 @@ fn shutdown_leaves_the_device_empty() {
     }
     mgr.shutdown().expect("shutdown");
     assert_eq!(backend.snapshot(), crate::sim::Snapshot::default());
+}
+
+fn manager_with(sim: SimConfig, config: ManagerConfig) -> OffloadManager<SimBackend> {
+    OffloadManager::new(Arc::new(SimBackend::new(sim)), ports(), config).expect("fdb layout")
+}
+
+fn poll_all(mgr: &mut OffloadManager<SimBackend>) -> Vec<(HwId, HwStats)> {
+    let mut v = Vec::new();
+    mgr.poll(&mut v).expect("poll");
+    v
+}
+
+#[test]
+fn a_removed_flow_reports_its_final_counts_once_and_its_counter_restarts() {
+    // Two counters per bulk, so the removed flow's counter is the next one
+    // given out.
+    let config = ManagerConfig {
+        bulk_log: 1,
+        ..ManagerConfig::default()
+    };
+    let mut mgr = manager_with(SimConfig::default(), config);
+    let acts = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    let gone = mgr.install(&flow(1), &acts).expect("install");
+    let kept = mgr.install(&flow(2), &acts).expect("install");
+    for _ in 0..3 {
+        send(&mgr, &frame(1));
+    }
+    assert_eq!(stats(&mut mgr)[&gone].packets, 3);
+    // Between two polls: 4 more packets, then the rule goes.
+    for _ in 0..4 {
+        send(&mgr, &frame(1));
+    }
+    send(&mgr, &frame(2));
+    mgr.remove(gone);
+    assert_eq!(
+        send(&mgr, &frame(1))[0].0,
+        Egress::Manager {
+            ingress: Vport::vf(1).expect("vf")
+        },
+        "the rule is gone at once"
+    );
+    let first = poll_all(&mut mgr);
+    let finals: Vec<HwStats> = first
+        .iter()
+        .filter(|(id, _)| *id == gone)
+        .map(|(_, s)| *s)
+        .collect();
+    let len = frame(1).len() as u64;
+    assert_eq!(
+        finals,
+        vec![HwStats {
+            packets: 7,
+            bytes: 7 * len
+        }],
+        "the final cumulative counts, once"
+    );
+    let second = poll_all(&mut mgr);
+    assert!(second.iter().all(|(id, _)| *id != gone), "{second:?}");
+    assert_eq!(
+        second
+            .iter()
+            .find(|(id, _)| *id == kept)
+            .map(|(_, s)| s.packets),
+        Some(1)
+    );
+    // The counter is reused and starts from zero.
+    let reused = mgr.install(&flow(3), &acts).expect("install");
+    assert_eq!(
+        mgr.bulks.len(),
+        1,
+        "no new bulk: the freed counter was reused"
+    );
+    assert_eq!(stats(&mut mgr)[&reused], HwStats::default());
+    send(&mgr, &frame(3));
+    assert_eq!(stats(&mut mgr)[&reused].packets, 1);
+}
+
+#[test]
+fn a_failed_poll_keeps_the_final_counts_for_the_next() {
+    let mut mgr = manager();
+    let acts = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    let a = mgr.install(&flow(1), &acts).expect("install");
+    for _ in 0..5 {
+        send(&mgr, &frame(1));
+    }
+    mgr.remove(a);
+    // A replace also reports the old rule's final counts.
+    let b = mgr.install(&flow(2), &acts).expect("install");
+    send(&mgr, &frame(2));
+    let c = mgr.replace(b, &flow(2), &acts).expect("replace");
+    mgr.backend()
+        .inject(Fault::nth(Op::CounterQuery, 1, Errno::EIO));
+    let mut out = Vec::new();
+    assert_eq!(
+        mgr.poll(&mut out),
+        Err(NotOffloaded::Backend {
+            errno: "EIO",
+            op: "counter_bulk_query"
+        })
+    );
+    assert!(out.is_empty(), "a failed poll reports nothing: {out:?}");
+    let s = poll_all(&mut mgr);
+    let of = |id: HwId| -> Vec<u64> {
+        s.iter()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, s)| s.packets)
+            .collect()
+    };
+    assert_eq!(of(a), vec![5]);
+    assert_eq!(of(b), vec![1]);
+    assert_eq!(of(c), vec![0]);
+}
+
+#[test]
+fn a_full_device_is_a_backend_enospc_not_table_full() {
+    let sim = SimConfig {
+        max_rules_per_table: 2,
+        ..SimConfig::default()
+    };
+    let mut mgr = manager_with(sim, ManagerConfig::default());
+    let acts = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    mgr.install(&flow(1), &acts).expect("install");
+    mgr.install(&flow(2), &acts).expect("install");
+    let before = mgr.backend().snapshot();
+    let e = mgr.install(&flow(3), &acts).expect_err("the table is full");
+    assert_eq!(
+        e,
+        NotOffloaded::Backend {
+            errno: "ENOSPC",
+            op: "rule_create"
+        }
+    );
+    assert_eq!(e.to_string(), "backend error ENOSPC on rule_create");
+    assert!(e.is_transient());
+    assert_eq!(mgr.backend().snapshot(), before, "nothing left behind");
+
+    // Out of counters: the bulk allocation is refused by the device.
+    let sim = SimConfig {
+        max_counters: 2,
+        ..SimConfig::default()
+    };
+    let config = ManagerConfig {
+        bulk_log: 1,
+        ..ManagerConfig::default()
+    };
+    let mut mgr = manager_with(sim, config);
+    mgr.install(&flow(1), &acts).expect("install");
+    mgr.install(&flow(2), &acts).expect("install");
+    assert_eq!(
+        mgr.install(&flow(3), &acts).map_err(|e| e.to_string()),
+        Err("backend error ENOSPC on counter_bulk_alloc".into())
+    );
+}
+
+#[test]
+fn a_failed_layout_leaves_the_device_empty() {
+    for nth in 1..=3 {
+        let sim = Arc::new(SimBackend::default());
+        sim.inject(Fault::nth(Op::TableCreate, nth, Errno::ENOMEM));
+        let r = OffloadManager::new(Arc::clone(&sim), ports(), ManagerConfig::default());
+        assert!(r.is_err(), "table_create #{nth} fails");
+        assert_eq!(sim.snapshot(), crate::sim::Snapshot::default());
+    }
 }

@@ -451,7 +451,9 @@ impl<O: FlowOffload> Pipeline<O> {
     fn new_meta(
         &mut self,
         handle: FlowHandle,
-        t: &crate::xlate::Translation,
+        rules: Arc<[RuleRef]>,
+        generations: Generations,
+        uses_mac: bool,
         now: Timestamp,
     ) -> u32 {
         let meta = FlowMeta {
@@ -465,9 +467,9 @@ impl<O: FlowOffload> Pipeline<O> {
             window_packets: 0,
             retry_at: Timestamp::NEVER,
             credited: (0, 0),
-            rules: t.rules.clone().into(),
-            generations: t.generations,
-            uses_mac: t.uses_mac_table,
+            rules,
+            generations,
+            uses_mac,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -547,7 +549,13 @@ impl<O: FlowOffload> Pipeline<O> {
             Ok(h) => {
                 self.stats.megaflows_created += 1;
                 self.cache.add_stats(h, &one);
-                let idx = self.new_meta(h, &t, now);
+                let idx = self.new_meta(
+                    h,
+                    t.rules.clone().into(),
+                    t.generations,
+                    t.uses_mac_table,
+                    now,
+                );
                 self.touch(idx, now);
             }
             Err(InsertError::Duplicate(h)) => {
@@ -565,6 +573,26 @@ impl<O: FlowOffload> Pipeline<O> {
             }
         }
         actions
+    }
+
+    /// Installs a megaflow directly, outside any upcall (as
+    /// `ovs-dpctl add-flow` does; also how benchmarks fill the cache). It
+    /// is revalidated like any other: when the tables change, it is
+    /// re-translated and kept only if the tables agree with it.
+    pub fn install_flow(
+        &mut self,
+        m: &Match,
+        actions: Actions,
+        now: Timestamp,
+    ) -> Result<FlowHandle, InsertError> {
+        let gens = self.bridge.generations();
+        let h = self.cache.insert(m, actions, gens.tables)?;
+        self.stats.megaflows_created += 1;
+        let idx = self.new_meta(h, Arc::from(Vec::new()), gens, false, now);
+        if self.cfg.offload.mode == OffloadMode::All && self.go(idx, FlowState::Offloading) {
+            self.pending.push(idx);
+        }
+        Ok(h)
     }
 
     /// Counts a software hit towards the flow's hotness; queues it for

@@ -1,0 +1,238 @@
+//! `eswitch.toml`: ports, backend, offload policy and limits.
+//!
+//! ```toml
+//! flows = "flows.txt"            # initial OpenFlow table (relative to this file)
+//!
+//! [backend]
+//! kind = "sim"                   # sim | mlx5
+//!
+//! [offload]
+//! mode = "hot"                   # hot | all | off
+//! hot_packets = 3                # hot = this many packets...
+//! hot_window_ms = 1000           # ...within this long
+//! budget = 100000                # most rules in hardware (absent: the device's capacity)
+//! retry_ms = 1000
+//!
+//! [limits]
+//! flow_limit = 200000
+//! max_idle_ms = 10000
+//! revalidator_interval_ms = 500
+//!
+//! [[port]]
+//! name = "vm1"                   # netdev (live) or capture interface (replay)
+//! ofport = 1
+//! vport = "vf0"                  # pf | uplink | vfN | pf0vfN | number
+//! ```
+//!
+//! Unknown keys are errors (a typo must not silently fall back to a
+//! default), and every error names the key or value at fault.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use megaflow::PortNo;
+use offload::Vport;
+use ofproto::{OffloadMode, OffloadPolicy, PipelineConfig, RevalidatorConfig};
+use serde::Deserialize;
+
+const MS: u64 = 1_000_000;
+
+/// The whole file.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Initial flow file, relative to the config file.
+    pub flows: Option<PathBuf>,
+    #[serde(default)]
+    pub backend: BackendConfig,
+    #[serde(default)]
+    pub offload: OffloadConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortConfig>,
+    /// Where the file was read from (for relative paths).
+    #[serde(skip)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackendConfig {
+    pub kind: String,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            kind: "sim".to_string(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OffloadConfig {
+    pub mode: String,
+    pub hot_packets: u32,
+    pub hot_window_ms: u64,
+    pub budget: Option<usize>,
+    pub retry_ms: u64,
+}
+
+impl Default for OffloadConfig {
+    fn default() -> Self {
+        OffloadConfig {
+            mode: "hot".to_string(),
+            hot_packets: 3,
+            hot_window_ms: 1000,
+            budget: None,
+            retry_ms: 1000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    pub flow_limit: usize,
+    pub max_idle_ms: u64,
+    pub revalidator_interval_ms: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        let r = RevalidatorConfig::default();
+        LimitsConfig {
+            flow_limit: r.flow_limit,
+            max_idle_ms: r.max_idle_ns / MS,
+            revalidator_interval_ms: r.interval_ns / MS,
+        }
+    }
+}
+
+/// One port.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    pub name: String,
+    pub ofport: u32,
+    pub vport: String,
+}
+
+/// A port as the switch uses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortSpec {
+    pub name: String,
+    pub no: PortNo,
+    pub vport: Vport,
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config {}", path.display()))?;
+        let mut cfg =
+            Config::parse(&text).with_context(|| format!("in config {}", path.display()))?;
+        cfg.dir = path.parent().map(Path::to_path_buf);
+        Ok(cfg)
+    }
+
+    /// Parses and checks config text.
+    pub fn parse(text: &str) -> anyhow::Result<Config> {
+        let cfg: Config = toml::from_str(text)?;
+        cfg.pipeline()?;
+        cfg.port_specs()?;
+        match cfg.backend.kind.as_str() {
+            "sim" | "mlx5" => {}
+            k => bail!("backend.kind = \"{k}\": expected \"sim\" or \"mlx5\""),
+        }
+        Ok(cfg)
+    }
+
+    /// The flow file's path, resolved against the config's directory.
+    pub fn flows_path(&self) -> Option<PathBuf> {
+        self.flows.as_ref().map(|f| match &self.dir {
+            Some(d) if f.is_relative() => d.join(f),
+            _ => f.clone(),
+        })
+    }
+
+    /// The ports, checked: names, OpenFlow numbers and vports unique.
+    pub fn port_specs(&self) -> anyhow::Result<Vec<PortSpec>> {
+        let mut out: Vec<PortSpec> = Vec::new();
+        for p in &self.ports {
+            let vport: Vport = p
+                .vport
+                .parse()
+                .with_context(|| format!("port \"{}\"", p.name))?;
+            if p.ofport == 0 || p.ofport >= 0xffff_ff00 {
+                bail!(
+                    "port \"{}\": ofport {} out of range 1..0xffffff00",
+                    p.name,
+                    p.ofport
+                );
+            }
+            if let Some(q) = out
+                .iter()
+                .find(|q| q.name == p.name || q.no == PortNo(p.ofport) || q.vport == vport)
+            {
+                bail!(
+                    "port \"{}\" (ofport {}, vport {vport}) clashes with port \"{}\" (ofport {}, vport {})",
+                    p.name, p.ofport, q.name, q.no, q.vport
+                );
+            }
+            out.push(PortSpec {
+                name: p.name.clone(),
+                no: PortNo(p.ofport),
+                vport,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The pipeline settings.
+    pub fn pipeline(&self) -> anyhow::Result<PipelineConfig> {
+        let o = &self.offload;
+        let mode = match o.mode.as_str() {
+            "hot" => {
+                if o.hot_packets == 0 {
+                    bail!("offload.hot_packets = 0: must be at least 1");
+                }
+                OffloadMode::Hot {
+                    packets: o.hot_packets,
+                    window_ns: o.hot_window_ms.saturating_mul(MS),
+                }
+            }
+            "all" => OffloadMode::All,
+            "off" => OffloadMode::Off,
+            m => bail!("offload.mode = \"{m}\": expected \"hot\", \"all\" or \"off\""),
+        };
+        let l = &self.limits;
+        if l.revalidator_interval_ms == 0 {
+            bail!("limits.revalidator_interval_ms = 0: must be at least 1");
+        }
+        if l.flow_limit == 0 {
+            bail!("limits.flow_limit = 0: must be at least 1");
+        }
+        Ok(PipelineConfig {
+            offload: OffloadPolicy {
+                mode,
+                budget: o.budget,
+                retry_ns: o.retry_ms.saturating_mul(MS),
+            },
+            revalidator: RevalidatorConfig {
+                interval_ns: l.revalidator_interval_ms.saturating_mul(MS),
+                max_idle_ns: l.max_idle_ms.saturating_mul(MS),
+                flow_limit: l.flow_limit,
+                dynamic_limit: true,
+            },
+            ..PipelineConfig::default()
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/config.rs"]
+mod tests;

@@ -1,0 +1,378 @@
+//! `eswitchd replay`: the whole pipeline offline on a capture (or on the
+//! generated demo workload), with the `sim` eSwitch forwarding offloaded
+//! flows and simulated time following the capture's timestamps.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use megaflow::port::{PacketBatch, PcapReader, Port, PortError};
+use megaflow::{PortNo, Timestamp};
+use offload::sim::SimConfig;
+use offload::Vport;
+use serde::Serialize;
+
+use crate::config::PortSpec;
+use crate::switch::{Discard, FlowFile, SimSwitch};
+
+/// How fast to replay.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Speed {
+    /// As fast as the pipeline goes.
+    Max,
+    /// This many times the capture's own pace (1 = real time).
+    Times(f64),
+}
+
+impl std::str::FromStr for Speed {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Speed, String> {
+        if s == "max" {
+            return Ok(Speed::Max);
+        }
+        match s.parse::<f64>() {
+            Ok(x) if x > 0.0 && x.is_finite() => Ok(Speed::Times(x)),
+            _ => Err(format!(
+                "bad speed \"{s}\": expected a positive number (1 = real time) or \"max\""
+            )),
+        }
+    }
+}
+
+/// Where packets come from.
+pub enum Source {
+    /// A pcap or pcapng file (pcapng interface id i = the i-th port).
+    Capture(PcapReader),
+    /// Generated packets.
+    Generated(Box<dyn Iterator<Item = (Timestamp, PortNo, Vec<u8>)>>),
+}
+
+impl Source {
+    /// Fills `batch`; `Ok(0)` at the end.
+    fn fill(&mut self, batch: &mut PacketBatch, ports: &[PortSpec]) -> anyhow::Result<usize> {
+        match self {
+            Source::Capture(r) => loop {
+                match r.recv_batch(batch) {
+                    Ok(n) => {
+                        // Interface ids name ports by position.
+                        for i in 0..n {
+                            if let Some(meta) = batch.meta_mut(i) {
+                                let id = meta.in_port.map_or(0, |p| p.0 as usize);
+                                meta.in_port = Some(ports.get(id).map_or(PortNo(0), |p| p.no));
+                            }
+                        }
+                        return Ok(n);
+                    }
+                    Err(e) if e.is_eof() => return Ok(0),
+                    // One oversized record is skipped; the capture goes on.
+                    Err(PortError::PacketTooLarge { .. }) => continue,
+                    Err(e) => return Err(e).context("reading the capture"),
+                }
+            },
+            Source::Generated(it) => {
+                batch.clear();
+                while !batch.is_full() {
+                    let Some((ts, port, frame)) = it.next() else {
+                        break;
+                    };
+                    batch.push(&frame, megaflow::port::PacketMeta::with_in_port(ts, port));
+                }
+                Ok(batch.len())
+            }
+        }
+    }
+}
+
+/// The ports for a capture with `n` interfaces when no config names them:
+/// interface i is OpenFlow port i+1 on VF i.
+pub fn default_ports(n: u32) -> Vec<PortSpec> {
+    (0..n)
+        .filter_map(|i| {
+            Some(PortSpec {
+                name: format!("vm{}", i + 1),
+                no: PortNo(i + 1),
+                vport: Vport::vf(u16::try_from(i).ok()?)?,
+            })
+        })
+        .collect()
+}
+
+/// Per-port line of the summary.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct PortSummary {
+    pub name: String,
+    pub ofport: u32,
+    pub vport: String,
+    pub rx_packets: u64,
+    pub tx_hw_packets: u64,
+    pub tx_sw_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// What a replay did.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Capture time covered, seconds.
+    pub capture_seconds: f64,
+    /// Wall-clock time, seconds.
+    pub wall_seconds: f64,
+    /// Packets per second of wall-clock time, millions.
+    pub mpps: f64,
+    pub megaflows_created: u64,
+    pub upcalls: u64,
+    pub offloaded: u64,
+    pub offload_failures: BTreeMap<String, u64>,
+    /// Received packets forwarded or dropped by the eSwitch.
+    pub hw_packets: u64,
+    /// Received packets handled in software (FDB misses).
+    pub sw_packets: u64,
+    pub hw_share: f64,
+    pub sw_share: f64,
+    pub flows_aged: u64,
+    pub flows_demoted: u64,
+    pub revalidated_modified: u64,
+    pub revalidated_deleted: u64,
+    pub revalidator_passes: u64,
+    /// Megaflows and hardware rules at the end (before teardown).
+    pub megaflows_at_end: usize,
+    pub hw_rules_at_end: usize,
+    pub hw_drops: u64,
+    pub sw_drops: u64,
+    pub hw_samples: u64,
+    pub sw_samples: u64,
+    pub to_controller: u64,
+    pub ports: Vec<PortSummary>,
+}
+
+/// Everything a replay needs.
+pub struct ReplayJob {
+    pub source: Source,
+    pub ports: Vec<PortSpec>,
+    pub flows: FlowFile,
+    pub pipeline: ofproto::PipelineConfig,
+    pub sim: SimConfig,
+    pub speed: Speed,
+    /// Print progress on stderr (when it is a terminal).
+    pub progress: bool,
+}
+
+/// Runs a replay to the end of its source.
+pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
+    let mut batch = PacketBatch::new();
+    let mut first_ts = None;
+    let mut last_ts = Timestamp::NEVER;
+    let mut switch: Option<SimSwitch> = None;
+    let started = Instant::now();
+    let mut last_progress = Instant::now();
+    let tty = job.progress && std::io::stderr().is_terminal();
+    loop {
+        let n = job.source.fill(&mut batch, &job.ports)?;
+        let mut pkts: Vec<(PortNo, &[u8])> = Vec::with_capacity(n);
+        if n == 0 {
+            break;
+        }
+        let ts0 = batch.get(0).map_or(Timestamp::NEVER, |p| p.meta.ts);
+        let t0 = *first_ts.get_or_insert(ts0);
+        if switch.is_none() {
+            switch = Some(SimSwitch::new(
+                &job.ports,
+                &job.flows,
+                job.pipeline.clone(),
+                job.sim.clone(),
+                ts0,
+            )?);
+        }
+        let Some(sw) = switch.as_mut() else {
+            break;
+        };
+        if let Speed::Times(x) = job.speed {
+            let due = Duration::from_secs_f64(ts0.since(t0) as f64 / 1e9 / x);
+            let now = started.elapsed();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+        // Runs of packets within 50 µs of capture time share one `now`.
+        let mut start = 0;
+        while start < n {
+            let Some(first) = batch.get(start) else {
+                break;
+            };
+            let now = first.meta.ts.max(last_ts);
+            pkts.clear();
+            let mut end = start;
+            while end < n {
+                let Some(p) = batch.get(end) else {
+                    break;
+                };
+                if p.meta.ts.since(now) > 50_000 {
+                    break;
+                }
+                pkts.push((p.meta.in_port.unwrap_or(PortNo(0)), p.data));
+                end += 1;
+            }
+            sw.receive(now, &pkts, &mut Discard);
+            last_ts = now;
+            start = end;
+        }
+        if tty && last_progress.elapsed() > Duration::from_millis(200) {
+            last_progress = Instant::now();
+            let c = sw.counters();
+            eprint!(
+                "\r{} packets, {:.1} s of capture, {} megaflows, {} in hardware   ",
+                c.rx.packets,
+                last_ts.since(t0) as f64 / 1e9,
+                sw.pipeline().len(),
+                sw.pipeline().offloaded_len()
+            );
+        }
+    }
+    if tty {
+        eprintln!();
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let Some(sw) = switch else {
+        anyhow::bail!("the capture has no packets");
+    };
+    let megaflows_at_end = sw.pipeline().len();
+    let hw_rules_at_end = sw.pipeline().offloaded_len();
+    let ports = sw.ports().to_vec();
+    let (c, st) = sw.finish(last_ts)?;
+    let rx = c.rx.packets.max(1) as f64;
+    let summary = Summary {
+        packets: c.rx.packets,
+        bytes: c.rx.bytes,
+        capture_seconds: last_ts.since(first_ts.unwrap_or(last_ts)) as f64 / 1e9,
+        wall_seconds: wall,
+        mpps: c.rx.packets as f64 / wall.max(1e-9) / 1e6,
+        megaflows_created: st.megaflows_created,
+        upcalls: st.upcalls,
+        offloaded: st.offloaded,
+        offload_failures: st.offload_failures.clone(),
+        hw_packets: c.hw_handled,
+        sw_packets: c.sw_handled,
+        hw_share: c.hw_handled as f64 / rx,
+        sw_share: c.sw_handled as f64 / rx,
+        flows_aged: st.aged,
+        flows_demoted: st.demoted,
+        revalidated_modified: st.revalidated_modified,
+        revalidated_deleted: st.revalidated_deleted,
+        revalidator_passes: st.passes,
+        megaflows_at_end,
+        hw_rules_at_end,
+        hw_drops: c.hw_drops,
+        sw_drops: c.sw_drops,
+        hw_samples: c.hw_samples,
+        sw_samples: c.sw_samples,
+        to_controller: c.to_controller,
+        ports: ports
+            .iter()
+            .map(|p| {
+                let pc = c.ports.get(&p.no).copied().unwrap_or_default();
+                PortSummary {
+                    name: p.name.clone(),
+                    ofport: p.no.0,
+                    vport: p.vport.to_string(),
+                    rx_packets: pc.rx.packets,
+                    tx_hw_packets: pc.tx_hw.packets,
+                    tx_sw_packets: pc.tx_sw.packets,
+                    tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
+                }
+            })
+            .collect(),
+    };
+    Ok(summary)
+}
+
+impl Summary {
+    /// The human-readable report.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let pct = |x: f64| format!("{:.1}%", x * 100.0);
+        let mut line = |k: &str, v: String| s.push_str(&format!("  {k:<28} {v}\n"));
+        line(
+            "packets",
+            format!("{} ({} bytes)", self.packets, self.bytes),
+        );
+        line(
+            "capture time",
+            format!(
+                "{:.2} s (replayed in {:.2} s, {:.2} Mpps)",
+                self.capture_seconds, self.wall_seconds, self.mpps
+            ),
+        );
+        line("upcalls", self.upcalls.to_string());
+        line("megaflows created", self.megaflows_created.to_string());
+        line("offloaded to hardware", self.offloaded.to_string());
+        line(
+            "forwarded in hardware",
+            format!("{} ({})", self.hw_packets, pct(self.hw_share)),
+        );
+        line(
+            "forwarded in software",
+            format!("{} ({})", self.sw_packets, pct(self.sw_share)),
+        );
+        line("flows aged out", self.flows_aged.to_string());
+        line("flows demoted (budget)", self.flows_demoted.to_string());
+        line(
+            "revalidator",
+            format!(
+                "{} passes, {} flows modified, {} deleted",
+                self.revalidator_passes, self.revalidated_modified, self.revalidated_deleted
+            ),
+        );
+        line(
+            "drops",
+            format!(
+                "{} in hardware, {} in software",
+                self.hw_drops, self.sw_drops
+            ),
+        );
+        line(
+            "samples",
+            format!(
+                "{} from hardware, {} from software",
+                self.hw_samples, self.sw_samples
+            ),
+        );
+        line("to controller", self.to_controller.to_string());
+        line(
+            "at the end",
+            format!(
+                "{} megaflows, {} in hardware",
+                self.megaflows_at_end, self.hw_rules_at_end
+            ),
+        );
+        let mut out = String::from("replay summary\n");
+        out.push_str(&s);
+        if self.offload_failures.is_empty() {
+            out.push_str("  offload failures             none\n");
+        } else {
+            out.push_str("  offload failures by reason:\n");
+            for (r, n) in &self.offload_failures {
+                out.push_str(&format!("    {n:>10}  {r}\n"));
+            }
+        }
+        out.push_str(&format!(
+            "\n  {:<8} {:>6} {:>7} {:>10} {:>10} {:>10} {:>12}\n",
+            "port", "ofport", "vport", "rx", "tx hw", "tx sw", "tx bytes"
+        ));
+        for p in &self.ports {
+            out.push_str(&format!(
+                "  {:<8} {:>6} {:>7} {:>10} {:>10} {:>10} {:>12}\n",
+                p.name,
+                p.ofport,
+                p.vport,
+                p.rx_packets,
+                p.tx_hw_packets,
+                p.tx_sw_packets,
+                p.tx_bytes
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,355 @@
+//! A switch with the `sim` eSwitch in front of the software pipeline: the
+//! walk of ../shared/DESIGN.md on packets handed in by a caller (replay's
+//! capture loop, or live ports).
+//!
+//! Each batch goes through the sim FDB first. What it forwards (offloaded
+//! flows) leaves "in hardware" and is counted there; what misses reaches
+//! the software pipeline on the ingress port's representor, exactly as the
+//! NIC hands misses to the eSwitch manager. Sampled copies the hardware
+//! makes come back to software marked as samples.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use megaflow::actions::{ActionSink, UserspaceReason};
+use megaflow::{MeterId, PortNo, Timestamp};
+use offload::dr::DomainId;
+use offload::manager::{ManagerConfig, OffloadManager};
+use offload::prm::PortTable;
+use offload::sim::{Egress, Output, SimBackend, SimConfig};
+use offload::Vport;
+use ofproto::bridge::PortInfo;
+use ofproto::text::parse_flow;
+use ofproto::{parse_meter, Bridge, FlowModCommand, MeterSpec, Pipeline, PipelineConfig};
+
+use crate::config::PortSpec;
+
+/// A flow file: `ovs-ofctl add-flows` lines, plus `meter=...` lines in
+/// `ovs-ofctl add-meter` syntax (an eswitch extension, so one file sets up
+/// a whole table).
+#[derive(Clone, Debug, Default)]
+pub struct FlowFile {
+    pub flows: Vec<ofproto::FlowMod>,
+    pub meters: Vec<MeterSpec>,
+}
+
+impl FlowFile {
+    /// Parses the text; an error names the line and what is wrong with it.
+    pub fn parse(text: &str) -> anyhow::Result<FlowFile> {
+        let mut out = FlowFile::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if line.starts_with("meter=") {
+                out.meters
+                    .push(parse_meter(line).with_context(|| format!("line {}", i + 1))?);
+            } else {
+                let fm = parse_flow(line, FlowModCommand::Add)
+                    .map_err(|e| anyhow::anyhow!("line {}: {e}", i + 1))?;
+                out.flows.push(fm);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Where a packet went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// Forwarded by the (simulated) eSwitch.
+    Hardware,
+    /// Forwarded by the software pipeline.
+    Software,
+}
+
+/// Packets and bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Count {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Count {
+    fn add(&mut self, bytes: usize) {
+        self.packets += 1;
+        self.bytes += bytes as u64;
+    }
+}
+
+/// Per-port counters, split by path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    pub rx: Count,
+    pub tx_hw: Count,
+    pub tx_sw: Count,
+}
+
+/// Counters of the whole switch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchCounters {
+    /// Packets received (all ports).
+    pub rx: Count,
+    /// Received packets the eSwitch handled (forwarded or dropped by a rule).
+    pub hw_handled: u64,
+    /// Received packets that reached software (FDB misses).
+    pub sw_handled: u64,
+    /// Dropped by hardware rules (drop actions, red meter colour).
+    pub hw_drops: u64,
+    /// Dropped in software (drop actions, meters, no output).
+    pub sw_drops: u64,
+    /// Sampled copies from hardware samplers / software sample actions.
+    pub hw_samples: u64,
+    pub sw_samples: u64,
+    /// Packets for the controller (software only).
+    pub to_controller: u64,
+    /// Per OpenFlow port.
+    pub ports: BTreeMap<PortNo, PortCounters>,
+}
+
+/// What a caller can watch: every frame leaving the switch.
+pub trait Egressor {
+    fn tx(&mut self, port: PortNo, frame: &[u8], path: Path);
+    /// A sampled copy (to the sampling collector).
+    fn sample(&mut self, _frame: &[u8], _path: Path) {}
+}
+
+/// Counts only.
+pub struct Discard;
+
+impl Egressor for Discard {
+    fn tx(&mut self, _: PortNo, _: &[u8], _: Path) {}
+}
+
+/// The switch.
+pub struct SimSwitch {
+    pipeline: Pipeline<OffloadManager<SimBackend>>,
+    sim: Arc<SimBackend>,
+    domain: DomainId,
+    ports: Vec<PortSpec>,
+    by_vport: BTreeMap<Vport, PortNo>,
+    out: Output,
+    buf: Vec<u8>,
+    counters: SwitchCounters,
+}
+
+/// The software path's outputs, counted and handed on.
+struct SwSink<'a, E> {
+    egress: &'a mut E,
+    counters: &'a mut SwitchCounters,
+}
+
+impl<E: Egressor> ActionSink for SwSink<'_, E> {
+    fn output(&mut self, port: PortNo, pkt: &[u8]) {
+        self.counters
+            .ports
+            .entry(port)
+            .or_default()
+            .tx_sw
+            .add(pkt.len());
+        self.egress.tx(port, pkt, Path::Software);
+    }
+
+    fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {
+        match reason {
+            UserspaceReason::Sample => {
+                self.counters.sw_samples += 1;
+                self.egress.sample(pkt, Path::Software);
+            }
+            _ => self.counters.to_controller += 1,
+        }
+    }
+
+    fn meter(&mut self, _: MeterId, _: usize) -> bool {
+        true
+    }
+
+    fn sample(&mut self, _: u32) -> bool {
+        false
+    }
+}
+
+impl SimSwitch {
+    /// Builds the switch: the sim device with the ports' vports, the FDB
+    /// layout, the bridge with `flows`.
+    pub fn new(
+        ports: &[PortSpec],
+        flows: &FlowFile,
+        cfg: PipelineConfig,
+        sim_cfg: SimConfig,
+        now: Timestamp,
+    ) -> anyhow::Result<SimSwitch> {
+        let mut sim_cfg = sim_cfg;
+        for p in ports {
+            if !sim_cfg.vports.contains(&p.vport) {
+                sim_cfg.vports.push(p.vport);
+            }
+        }
+        let source_port = sim_cfg.source_port;
+        let sim = Arc::new(SimBackend::new(sim_cfg));
+        let table = ports
+            .iter()
+            .fold(PortTable::new(), |t, p| t.with(p.no, p.vport));
+        let mgr = OffloadManager::new(
+            Arc::clone(&sim),
+            table,
+            ManagerConfig {
+                source_port,
+                ..ManagerConfig::default()
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("cannot set up the FDB: {e}"))?;
+        let domain = mgr.domain();
+        let mut bridge = Bridge::new();
+        for p in ports {
+            bridge.ports.insert(PortInfo::new(p.no, p.name.clone()));
+        }
+        for (i, fm) in flows.flows.iter().enumerate() {
+            bridge
+                .tables
+                .apply(fm, now)
+                .map_err(|e| anyhow::anyhow!("flow {}: {e}", i + 1))?;
+        }
+        let mut pipeline = Pipeline::new(bridge, mgr, cfg);
+        for m in &flows.meters {
+            pipeline.set_meter(*m);
+        }
+        let mut by_vport = BTreeMap::new();
+        for p in ports {
+            if by_vport.insert(p.vport, p.no).is_some() {
+                bail!("two ports on vport {}", p.vport);
+            }
+        }
+        Ok(SimSwitch {
+            pipeline,
+            sim,
+            domain,
+            ports: ports.to_vec(),
+            by_vport,
+            out: Output::new(),
+            buf: Vec::new(),
+            counters: SwitchCounters::default(),
+        })
+    }
+
+    pub fn pipeline(&self) -> &Pipeline<OffloadManager<SimBackend>> {
+        &self.pipeline
+    }
+
+    pub fn pipeline_mut(&mut self) -> &mut Pipeline<OffloadManager<SimBackend>> {
+        &mut self.pipeline
+    }
+
+    /// The simulated device (for dumps, fault injection).
+    pub fn sim(&self) -> &Arc<SimBackend> {
+        &self.sim
+    }
+
+    pub fn ports(&self) -> &[PortSpec] {
+        &self.ports
+    }
+
+    pub fn counters(&self) -> &SwitchCounters {
+        &self.counters
+    }
+
+    fn vport_of(&self, port: PortNo) -> Option<Vport> {
+        self.ports.iter().find(|p| p.no == port).map(|p| p.vport)
+    }
+
+    /// Runs a batch of received packets `(in_port, frame)` at `now`, then
+    /// a revalidator pass if one is due. Packets from unknown ports are
+    /// counted in `rx` and dropped.
+    pub fn receive<E: Egressor>(
+        &mut self,
+        now: Timestamp,
+        pkts: &[(PortNo, &[u8])],
+        egress: &mut E,
+    ) {
+        self.out.clear();
+        let mut known = Vec::with_capacity(pkts.len());
+        for (port, frame) in pkts {
+            self.counters.rx.add(frame.len());
+            self.counters
+                .ports
+                .entry(*port)
+                .or_default()
+                .rx
+                .add(frame.len());
+            if let Some(v) = self.vport_of(*port) {
+                known.push((v, *frame));
+            }
+        }
+        self.sim
+            .process_batch(self.domain, now.0, known.iter().copied(), &mut self.out);
+        let mut handled = vec![false; known.len()];
+        for i in 0..self.out.frames().len() {
+            let f = &self.out.frames()[i];
+            let Some(seen) = handled.get_mut(f.packet as usize) else {
+                continue;
+            };
+            match f.egress {
+                _ if f.sampled => {
+                    self.counters.hw_samples += 1;
+                    egress.sample(&f.bytes, Path::Hardware);
+                }
+                Egress::Vport(v) => {
+                    *seen = true;
+                    if let Some(&port) = self.by_vport.get(&v) {
+                        self.counters
+                            .ports
+                            .entry(port)
+                            .or_default()
+                            .tx_hw
+                            .add(f.bytes.len());
+                        egress.tx(port, &f.bytes, Path::Hardware);
+                    }
+                }
+                Egress::Drop(_) => {
+                    *seen = true;
+                    self.counters.hw_drops += 1;
+                }
+                Egress::Manager { ingress } => {
+                    let Some(&port) = self.by_vport.get(&ingress) else {
+                        continue;
+                    };
+                    self.counters.sw_handled += 1;
+                    self.buf.clear();
+                    self.buf.extend_from_slice(&f.bytes);
+                    let mut buf = std::mem::take(&mut self.buf);
+                    let mut sink = SwSink {
+                        egress,
+                        counters: &mut self.counters,
+                    };
+                    let r = self.pipeline.process(now, port, &mut buf, &mut sink);
+                    if r.exec.dropped.is_some() && r.exec.outputs == 0 && r.exec.userspace == 0 {
+                        self.counters.sw_drops += 1;
+                    }
+                    self.buf = buf;
+                }
+            }
+        }
+        self.counters.hw_handled += handled.iter().filter(|&&h| h).count() as u64;
+        self.pipeline.tick(now);
+    }
+
+    /// A final revalidator pass (folds the last hardware counts), then
+    /// every rule and object removed from the device. Returns the counters.
+    pub fn finish(
+        mut self,
+        now: Timestamp,
+    ) -> anyhow::Result<(SwitchCounters, ofproto::PipelineStats)> {
+        self.pipeline.revalidate(now);
+        let stats = self.pipeline.stats().clone();
+        let mgr = self.pipeline.into_offloader();
+        mgr.shutdown()
+            .map_err(|e| anyhow::anyhow!("FDB teardown: {e}"))?;
+        let left = self.sim.snapshot();
+        if left != offload::sim::Snapshot::default() {
+            bail!("objects left in the device after shutdown: {left:?}");
+        }
+        Ok((self.counters, stats))
+    }
+}

@@ -1,0 +1,539 @@
+//! The offload manager: megaflows become FDB rules.
+//!
+//! Layout in the FDB domain (../shared/DESIGN.md): the root table (level 0,
+//! firmware-managed, slow to change) holds one catch-all rule that jumps to
+//! our level-1 table; there, one matcher per distinct megaflow mask
+//! (reference-counted, destroyed with its last rule) and one rule per
+//! offloaded megaflow. Actions are shared where the device allows: one
+//! dest_vport per vport, one drop, one default_miss, one pop_vlan, one
+//! push_vlan per header, one modify-header per distinct rewrite list, one
+//! dest_array per set of vports, one flow_meter per OpenFlow meter; every
+//! rule has its own flow counter, taken from bulks allocated on demand and
+//! queried a bulk at a time.
+//!
+//! Translation of datapath actions follows the order the device runs them
+//! in (counter, pop, modify, push, destination): a list that needs another
+//! order, rewrites between two outputs, or an action the device lacks
+//! (userspace, a sample of anything but `userspace(sample)`) leaves the
+//! flow in software with the reason ([`NotOffloaded`]).
+//!
+//! ## Meters and samplers: the level-2 table
+//!
+//! A flow whose actions start with `meter(N)` or `sample(...)` takes two
+//! steps (module `staged`): its level-1 rule counts (every packet, before the
+//! meter), writes the flow's *tag* into reg_c_1 ([`REG_FLOW_TAG`]) with a
+//! per-flow modify-header, and ends in the meter (OpenFlow meter N's shared
+//! flow_meter action, which writes the colour into reg_c_2, [`REG_COLOR`])
+//! or in the flow's own flow_sampler (whose sampled copy goes to the eSwitch
+//! manager, i.e. software, carrying the tag in reg_c_1). Both continue in
+//! the level-2 table ([`LEVEL2`]), created with the layout, where two shared
+//! matchers wait: on (reg_c_1, reg_c_2), priority 0, a rule per metered
+//! flow sends (tag, red) to the shared drop; on reg_c_1, priority 1, a rule
+//! per flow does the rest of its actions. Tags are unique among live flows
+//! ([`OffloadManager::tag_of`], [`OffloadManager::flow_of_tag`]).
+//!
+//! Meters ([`FlowOffload::set_meter`]): a changed band gets a new flow_meter
+//! action; the flows installed on the old one keep it (the caller replaces
+//! them to move them) and it is destroyed with its last flow. Deleting a
+//! meter that flows still use is deferred the same way: the definition is
+//! gone at once (new installs naming it are refused), the action goes with
+//! its last flow.
+//!
+//! ## Counters
+//!
+//! A removed flow's counter is reused only after the next poll has read its
+//! final value, which that poll reports once under the removed flow's id;
+//! the value becomes the counter's new base, so the next flow on it starts
+//! at zero.
+//!
+//! Hitless replace: the new rule goes in before the old one goes out (the
+//! level-1 table allows duplicate values, and the older rule answers until
+//! it is removed), so a megaflow whose actions change is never missing
+//! from hardware.
+
+mod counters;
+mod staged;
+mod translate;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use megaflow::offload::{FlowOffload, HwId, HwStats, MeterBand, NotOffloaded};
+use megaflow::MeterId;
+use megaflow::{Actions, DpAction, Match, PortNo};
+
+use crate::dr::{
+    ActionId, ActionSpec, CounterValue, DomainId, DomainType, DrBackend, DrError, MatcherId,
+    RuleId, TableId,
+};
+use crate::prm::{encode_into, Encoded, PortMap, PortTable, SourcePortMode};
+use crate::Vport;
+
+use counters::Bulk;
+use staged::{MeterDef, Staged};
+use translate::Stage;
+
+/// The metadata register that carries a metered or sampled flow's tag from
+/// its level-1 rule to the level-2 table (and, on a sampled copy, to
+/// software). reg_c_0 holds the vport metadata.
+pub const REG_FLOW_TAG: u8 = 1;
+
+/// The register a flow meter writes its colour into.
+pub const REG_COLOR: u8 = 2;
+
+/// The level of the table where metered and sampled flows continue.
+pub const LEVEL2: u32 = 2;
+
+/// How the manager lays out the FDB.
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    /// How rules match the source vport.
+    pub source_port: SourcePortMode,
+    /// Counters per bulk, as log2.
+    pub bulk_log: u8,
+    /// Priority of our matchers in the level-1 table.
+    pub priority: u16,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            source_port: SourcePortMode::REG_C0_UPPER_16,
+            bulk_log: 12,
+            priority: 1,
+        }
+    }
+}
+
+/// Shared action objects, created on first use.
+#[derive(Default)]
+struct Shared {
+    vport: HashMap<Vport, ActionId>,
+    array: HashMap<Vec<Vport>, ActionId>,
+    drop: Option<ActionId>,
+    miss: Option<ActionId>,
+    pop: Option<ActionId>,
+    push: HashMap<u32, ActionId>,
+    modify: HashMap<Vec<u8>, (ActionId, usize)>,
+}
+
+/// What a flow holds in the device. An install fills it step by step; a
+/// remove, or a failed install, gives back whatever part of it is set.
+#[derive(Default)]
+struct Held {
+    /// The level-1 rule.
+    rule: Option<RuleId>,
+    /// The level-1 matcher's key.
+    matcher: Option<(u8, Vec<u8>)>,
+    /// The counter action and its (bulk, offset).
+    counter: Option<(ActionId, (usize, u32))>,
+    /// The shared modify-header of the flow's rewrites (in the level-1
+    /// rule, or in the level-2 rule of a metered or sampled flow).
+    modify: Option<Vec<u8>>,
+    /// The meter or sampler stage.
+    staged: Staged,
+}
+
+/// Objects [`OffloadManager::new`] made, undone if a later step fails.
+enum Made {
+    Domain(DomainId),
+    Table(TableId),
+    Matcher(MatcherId),
+    Action(ActionId),
+}
+
+/// Megaflows in the FDB through a [`DrBackend`].
+pub struct OffloadManager<B: DrBackend> {
+    backend: Arc<B>,
+    config: ManagerConfig,
+    ports: PortTable,
+    domain: DomainId,
+    root: TableId,
+    table: TableId,
+    /// The level-2 table of metered and sampled flows.
+    level2: TableId,
+    root_matcher: MatcherId,
+    jump: ActionId,
+    jump_rule: RuleId,
+    matchers: HashMap<(u8, Vec<u8>), (MatcherId, usize)>,
+    /// Level 2, on (reg_c_1, reg_c_2): a metered flow's red packets.
+    red_matcher: Option<MatcherId>,
+    /// Level 2, on reg_c_1: the rest of a flow's actions.
+    tag_matcher: Option<MatcherId>,
+    shared: Shared,
+    /// OpenFlow meters defined in hardware.
+    meters: HashMap<MeterId, MeterDef>,
+    /// Live flows per flow_meter action (only actions in use have an
+    /// entry; one no longer in `meters` goes with its last flow).
+    meter_users: HashMap<ActionId, usize>,
+    /// Live tags and their flows.
+    tags: HashMap<u32, HwId>,
+    next_tag: u32,
+    bulks: Vec<Bulk>,
+    free_counters: Vec<(usize, u32)>,
+    flows: HashMap<HwId, Held>,
+    next_id: u64,
+    scratch: Encoded,
+    /// One query buffer per bulk.
+    queries: Vec<Vec<CounterValue>>,
+}
+
+/// Maps a device error of `op`: its errno by name (`ENOSPC` included: a
+/// device table or resource that is full is the device's answer, not one
+/// of the manager's own limits).
+fn backend(op: &'static str) -> impl Fn(DrError) -> NotOffloaded {
+    move |e| NotOffloaded::Backend {
+        errno: e.errno().name(),
+        op,
+    }
+}
+
+fn action(name: &str) -> NotOffloaded {
+    NotOffloaded::Action(name.to_string())
+}
+
+fn undo<B: DrBackend>(b: &B, made: Vec<Made>) {
+    for m in made.into_iter().rev() {
+        let _ = match m {
+            Made::Domain(d) => b.domain_destroy(d),
+            Made::Table(t) => b.table_destroy(t),
+            Made::Matcher(m) => b.matcher_destroy(m),
+            Made::Action(a) => b.action_destroy(a),
+        };
+    }
+}
+
+impl<B: DrBackend> OffloadManager<B> {
+    /// Creates the FDB layout: domain, root table with its jump rule, our
+    /// level-1 table and the level-2 table. `ports` maps datapath ports to
+    /// vports. On error nothing is left in the device.
+    pub fn new(backend: Arc<B>, ports: PortTable, config: ManagerConfig) -> Result<Self, DrError> {
+        let b = &*backend;
+        let mut made = Vec::new();
+        let mut step = || -> Result<_, DrError> {
+            let domain = b.domain_create(DomainType::Fdb)?;
+            made.push(Made::Domain(domain));
+            let root = b.table_create(domain, 0)?;
+            made.push(Made::Table(root));
+            let table = b.table_create(domain, 1)?;
+            made.push(Made::Table(table));
+            let level2 = b.table_create(domain, LEVEL2)?;
+            made.push(Made::Table(level2));
+            let root_matcher = b.matcher_create(root, 0, 0, &[])?;
+            made.push(Made::Matcher(root_matcher));
+            let jump = b.action_create(domain, ActionSpec::DestTable(table))?;
+            made.push(Made::Action(jump));
+            let jump_rule = b.rule_create(root_matcher, &[], &[jump])?;
+            Ok((domain, root, table, level2, root_matcher, jump, jump_rule))
+        };
+        let (domain, root, table, level2, root_matcher, jump, jump_rule) = match step() {
+            Ok(v) => v,
+            Err(e) => {
+                undo(b, made);
+                return Err(e);
+            }
+        };
+        Ok(OffloadManager {
+            backend,
+            config,
+            ports,
+            domain,
+            root,
+            table,
+            level2,
+            root_matcher,
+            jump,
+            jump_rule,
+            matchers: HashMap::new(),
+            red_matcher: None,
+            tag_matcher: None,
+            shared: Shared::default(),
+            meters: HashMap::new(),
+            meter_users: HashMap::new(),
+            tags: HashMap::new(),
+            next_tag: 1,
+            bulks: Vec::new(),
+            free_counters: Vec::new(),
+            flows: HashMap::new(),
+            next_id: 1,
+            scratch: Encoded::EMPTY,
+            queries: Vec::new(),
+        })
+    }
+
+    /// The FDB domain (for the sim's packet path).
+    pub fn domain(&self) -> DomainId {
+        self.domain
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<B> {
+        &self.backend
+    }
+
+    /// Rules in hardware.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Whether no rule is in hardware.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Matchers in the level-1 table.
+    pub fn matcher_count(&self) -> usize {
+        self.matchers.len()
+    }
+
+    /// OpenFlow meters defined in hardware.
+    pub fn meter_count(&self) -> usize {
+        self.meters.len()
+    }
+
+    /// The tag (reg_c_1 value) of a metered or sampled flow: what its
+    /// packets carry into the level-2 table and its sampled copies carry to
+    /// software.
+    pub fn tag_of(&self, id: HwId) -> Option<u32> {
+        self.flows.get(&id).and_then(|h| h.staged.tag)
+    }
+
+    /// The flow a tag (reg_c_1 of a sampled copy) belongs to.
+    pub fn flow_of_tag(&self, tag: u32) -> Option<HwId> {
+        self.tags.get(&tag).copied()
+    }
+
+    fn vport_of(&self, port: PortNo) -> Result<Vport, NotOffloaded> {
+        self.ports
+            .vport(port)
+            .ok_or_else(|| action(&format!("output:{port} (no vport)")))
+    }
+
+    fn shared_action(
+        &self,
+        cache: Option<ActionId>,
+        spec: ActionSpec,
+    ) -> Result<ActionId, NotOffloaded> {
+        match cache {
+            Some(a) => Ok(a),
+            None => self
+                .backend
+                .action_create(self.domain, spec)
+                .map_err(backend("action_create")),
+        }
+    }
+
+    /// The shared drop.
+    fn drop_action(&mut self) -> Result<ActionId, NotOffloaded> {
+        let a = self.shared_action(self.shared.drop, ActionSpec::Drop)?;
+        self.shared.drop = Some(a);
+        Ok(a)
+    }
+
+    fn release_modify(&mut self, bytes: Option<Vec<u8>>) {
+        let Some(bytes) = bytes else {
+            return;
+        };
+        let gone = match self.shared.modify.get_mut(&bytes) {
+            Some((a, n)) => {
+                *n -= 1;
+                (*n == 0).then_some(*a)
+            }
+            None => None,
+        };
+        if let Some(a) = gone {
+            self.shared.modify.remove(&bytes);
+            let _ = self.backend.action_destroy(a);
+        }
+    }
+
+    /// The matcher for an encoded mask, created on first use.
+    fn matcher(&mut self, key: &(u8, Vec<u8>)) -> Result<MatcherId, NotOffloaded> {
+        if let Some((m, n)) = self.matchers.get_mut(key) {
+            *n += 1;
+            return Ok(*m);
+        }
+        let m = self
+            .backend
+            .matcher_create(self.table, self.config.priority, key.0, &key.1)
+            .map_err(backend("matcher_create"))?;
+        self.matchers.insert(key.clone(), (m, 1));
+        Ok(m)
+    }
+
+    fn release_matcher(&mut self, key: &(u8, Vec<u8>)) {
+        let gone = match self.matchers.get_mut(key) {
+            Some((m, n)) => {
+                *n -= 1;
+                (*n == 0).then_some(*m)
+            }
+            None => None,
+        };
+        if let Some(m) = gone {
+            self.matchers.remove(key);
+            let _ = self.backend.matcher_destroy(m);
+        }
+    }
+
+    /// Everything `install` does; on error, what it took is given back.
+    fn try_install(&mut self, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
+        encode_into(m, self.config.source_port, &self.ports, &mut self.scratch).map_err(|u| {
+            NotOffloaded::Match {
+                field: u.field.name(),
+                reason: u.reason,
+            }
+        })?;
+        let key = (self.scratch.criteria(), self.scratch.mask().to_vec());
+        let value = self.scratch.value().to_vec();
+        let (stage, rest) = translate::stage(actions.as_slice())?;
+        let id = HwId(self.next_id);
+        let mut held = Held::default();
+        match self.build(id, m, stage, rest, key, &value, &mut held) {
+            Ok(()) => {
+                self.next_id += 1;
+                self.flows.insert(id, held);
+                Ok(id)
+            }
+            Err(e) => {
+                self.release(held, None);
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates a flow's objects into `held`, level 2 before level 1 so that
+    /// the rule that leads there finds everything in place.
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        &mut self,
+        id: HwId,
+        m: &Match,
+        stage: Stage,
+        rest: &[DpAction],
+        key: (u8, Vec<u8>),
+        value: &[u8],
+        held: &mut Held,
+    ) -> Result<(), NotOffloaded> {
+        // An unknown meter is refused before anything is taken.
+        let meter = match stage {
+            Stage::Meter(mid) => Some(self.meter_action(mid)?),
+            _ => None,
+        };
+        let (list, modify) = self.translate(m, rest)?;
+        held.modify = modify;
+        let mut first = match stage {
+            Stage::Plain => list,
+            _ => self.stage2(id, stage, meter, &list, &mut held.staged)?,
+        };
+        let (counter, slot) = self.counter(id)?;
+        held.counter = Some((counter, slot));
+        first.insert(0, counter);
+        let matcher = self.matcher(&key)?;
+        held.matcher = Some(key);
+        let rule = self
+            .backend
+            .rule_create(matcher, value, &first)
+            .map_err(backend("rule_create"))?;
+        held.rule = Some(rule);
+        Ok(())
+    }
+
+    /// Gives back what a flow holds; `report`: the id under which the next
+    /// poll reports its counter's final value (none for a failed install).
+    fn release(&mut self, held: Held, report: Option<HwId>) {
+        if let Some(r) = held.rule {
+            let _ = self.backend.rule_destroy(r);
+        }
+        if let Some((a, slot)) = held.counter {
+            self.release_counter(a, slot, report);
+        }
+        self.release_staged(held.staged);
+        self.release_modify(held.modify);
+        if let Some(k) = held.matcher {
+            self.release_matcher(&k);
+        }
+    }
+
+    /// Removes every rule and object this manager made, root jump, level-2
+    /// table and meters included (nothing is left orphaned in the device).
+    pub fn shutdown(mut self) -> Result<(), DrError> {
+        let ids: Vec<HwId> = self.flows.keys().copied().collect();
+        for id in ids {
+            self.remove(id);
+        }
+        let b = Arc::clone(&self.backend);
+        let meters: std::collections::BTreeSet<ActionId> = self
+            .meters
+            .drain()
+            .map(|(_, d)| d.action)
+            .chain(self.meter_users.drain().map(|(a, _)| a))
+            .collect();
+        for a in meters {
+            b.action_destroy(a)?;
+        }
+        for m in [self.red_matcher.take(), self.tag_matcher.take()]
+            .into_iter()
+            .flatten()
+        {
+            b.matcher_destroy(m)?;
+        }
+        b.rule_destroy(self.jump_rule)?;
+        b.matcher_destroy(self.root_matcher)?;
+        b.action_destroy(self.jump)?;
+        let arrays: Vec<ActionId> = self.shared.array.drain().map(|(_, a)| a).collect();
+        for a in arrays {
+            b.action_destroy(a)?;
+        }
+        let singles: Vec<ActionId> = self
+            .shared
+            .vport
+            .drain()
+            .map(|(_, a)| a)
+            .chain(self.shared.push.drain().map(|(_, a)| a))
+            .chain(self.shared.modify.drain().map(|(_, (a, _))| a))
+            .chain(self.shared.drop.take())
+            .chain(self.shared.miss.take())
+            .chain(self.shared.pop.take())
+            .collect();
+        for a in singles {
+            b.action_destroy(a)?;
+        }
+        for bulk in self.bulks.drain(..) {
+            b.counter_bulk_free(bulk.id)?;
+        }
+        b.table_destroy(self.level2)?;
+        b.table_destroy(self.table)?;
+        b.table_destroy(self.root)?;
+        b.domain_destroy(self.domain)
+    }
+}
+
+impl<B: DrBackend> FlowOffload for OffloadManager<B> {
+    fn install(&mut self, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
+        self.try_install(m, actions)
+    }
+
+    fn replace(&mut self, old: HwId, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
+        let new = self.try_install(m, actions)?;
+        self.remove(old);
+        Ok(new)
+    }
+
+    fn remove(&mut self, id: HwId) {
+        if let Some(held) = self.flows.remove(&id) {
+            self.release(held, Some(id));
+        }
+    }
+
+    fn poll(&mut self, out: &mut Vec<(HwId, HwStats)>) -> Result<(), NotOffloaded> {
+        self.poll_counters(out)
+    }
+
+    fn set_meter(&mut self, id: MeterId, band: Option<MeterBand>) -> Result<(), NotOffloaded> {
+        self.define_meter(id, band)
+    }
+}
+
+#[cfg(test)]
+#[path = "../tests/manager.rs"]
+mod tests;

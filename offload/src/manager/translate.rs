@@ -1,0 +1,305 @@
+//! Datapath actions into DR actions: the stage (meter or sampler) a flow
+//! starts with, header rewrites as modify-header words, and the rest in
+//! device order.
+
+use megaflow::actions::UserspaceReason;
+use megaflow::offload::NotOffloaded;
+use megaflow::MeterId;
+use megaflow::{DpAction, Field, Match};
+
+use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
+use crate::dr::{ActionId, ActionSpec, DrBackend};
+use crate::Vport;
+
+use super::{action, backend, OffloadManager};
+
+/// How a flow starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Its actions in its level-1 rule.
+    Plain,
+    /// Through an OpenFlow meter, then the rest in level 2.
+    Meter(MeterId),
+    /// Through a sampler of one in `ratio`, then the rest in level 2.
+    Sample { ratio: u32 },
+}
+
+/// The sampler ratio of an OVS sample probability (a fraction of
+/// `u32::MAX`): `round(u32::MAX / probability)`, at least 1.
+pub(super) fn sample_ratio(probability: u32) -> u32 {
+    let r = (f64::from(u32::MAX) / f64::from(probability)).round();
+    r.clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
+/// Splits a flow's actions into its stage and the actions after it. A
+/// meter or a sample must come first (nothing but the counter runs before
+/// them in hardware), one of them at most; a sample's actions must be
+/// exactly `userspace(sample)`, which the device does by sending the copy
+/// to software.
+pub(super) fn stage(actions: &[DpAction]) -> Result<(Stage, &[DpAction]), NotOffloaded> {
+    let is_meter = |a: &DpAction| matches!(a, DpAction::Meter(_));
+    let is_sample = |a: &DpAction| matches!(a, DpAction::Sample { .. });
+    if actions.iter().any(is_meter) && actions.iter().any(is_sample) {
+        return Err(action("meter and sample in one flow"));
+    }
+    let Some((first, rest)) = actions.split_first() else {
+        return Ok((Stage::Plain, actions));
+    };
+    if let Some(late) = rest.iter().find(|a| is_meter(a) || is_sample(a)) {
+        let what = if is_meter(late) { "meter" } else { "sample" };
+        return Err(action(&format!("{what} after {first}")));
+    }
+    match first {
+        DpAction::Meter(id) => Ok((Stage::Meter(*id), rest)),
+        DpAction::Sample {
+            probability,
+            actions: sampled,
+        } => {
+            if sampled.as_slice() != [DpAction::Userspace(UserspaceReason::Sample)] {
+                return Err(action(&format!(
+                    "sample of actions({sampled}) (only userspace(sample) is offloaded)"
+                )));
+            }
+            Ok((
+                Stage::Sample {
+                    ratio: sample_ratio(*probability),
+                },
+                rest,
+            ))
+        }
+        _ => Ok((Stage::Plain, actions)),
+    }
+}
+
+impl<B: DrBackend> OffloadManager<B> {
+    /// The modify-header ops for one set action, given what the match says
+    /// about the packet.
+    fn rewrite(m: &Match, a: &DpAction, ops: &mut Vec<ModifyOp>) -> Result<(), NotOffloaded> {
+        let (k, mask) = (m.key(), m.mask());
+        let exact = |f: Field| mask.is_exact(f);
+        let v4 = exact(Field::EthType) && k.eth_type() == 0x0800;
+        let v6 = exact(Field::EthType) && k.eth_type() == 0x86dd;
+        let proto = if exact(Field::IpProto) {
+            Some(k.ip_proto())
+        } else {
+            None
+        };
+        let set = |ops: &mut Vec<ModifyOp>, f: ModifyField, v: u32| ops.push(ModifyOp::set(f, v));
+        let need = |ok: bool, what: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(action(&format!(
+                    "{what} without an exact layer in the match"
+                )))
+            }
+        };
+        match *a {
+            DpAction::SetEthSrc(mac) => {
+                set(ops, ModifyField::SmacHi, (mac >> 16) as u32);
+                set(ops, ModifyField::SmacLo, (mac & 0xffff) as u32);
+            }
+            DpAction::SetEthDst(mac) => {
+                set(ops, ModifyField::DmacHi, (mac >> 16) as u32);
+                set(ops, ModifyField::DmacLo, (mac & 0xffff) as u32);
+            }
+            DpAction::SetIpv4Src(ip) => {
+                need(v4, "set(ipv4_src)")?;
+                set(ops, ModifyField::Sipv4, ip);
+            }
+            DpAction::SetIpv4Dst(ip) => {
+                need(v4, "set(ipv4_dst)")?;
+                set(ops, ModifyField::Dipv4, ip);
+            }
+            DpAction::SetIpv6Src(ip) | DpAction::SetIpv6Dst(ip) => {
+                need(v6, "set(ipv6)")?;
+                let src = matches!(a, DpAction::SetIpv6Src(_));
+                for i in 0..4u8 {
+                    let word = (ip >> (96 - 32 * u32::from(i))) as u32;
+                    let f = if src {
+                        ModifyField::Sipv6(i)
+                    } else {
+                        ModifyField::Dipv6(i)
+                    };
+                    set(ops, f, word);
+                }
+            }
+            DpAction::SetDscp(d) => {
+                need(v4 || v6, "set(ip_dscp)")?;
+                set(ops, ModifyField::IpDscp, u32::from(d));
+            }
+            DpAction::SetEcn(e) => {
+                need(v4 || v6, "set(ip_ecn)")?;
+                set(ops, ModifyField::IpEcn, u32::from(e));
+            }
+            DpAction::SetTtl(t) => {
+                need(v4 || v6, "set(ip_ttl)")?;
+                let f = if v4 {
+                    ModifyField::IpTtl
+                } else {
+                    ModifyField::Ipv6HopLimit
+                };
+                set(ops, f, u32::from(t));
+            }
+            DpAction::DecTtl => {
+                need(v4 || v6, "dec_ttl")?;
+                let field = if v4 {
+                    ModifyField::IpTtl
+                } else {
+                    ModifyField::Ipv6HopLimit
+                };
+                ops.push(ModifyOp::Add { field, data: 0xff });
+            }
+            DpAction::SetTpSrc(p) | DpAction::SetTpDst(p) => {
+                let src = matches!(a, DpAction::SetTpSrc(_));
+                let f = match (proto, src) {
+                    (Some(6), true) => ModifyField::TcpSport,
+                    (Some(6), false) => ModifyField::TcpDport,
+                    (Some(17), true) => ModifyField::UdpSport,
+                    (Some(17), false) => ModifyField::UdpDport,
+                    _ => return Err(action("set(tp_port) on a protocol other than TCP or UDP")),
+                };
+                set(ops, f, u32::from(p));
+            }
+            _ => return Err(action(&a.to_string())),
+        }
+        Ok(())
+    }
+
+    /// The DR actions for a megaflow's datapath actions (without a meter
+    /// or sample, which [`stage`] took off), in device order; the shared
+    /// modify-header's bytes if one is used (counted: give it back with
+    /// `release_modify`).
+    pub(super) fn translate(
+        &mut self,
+        m: &Match,
+        actions: &[DpAction],
+    ) -> Result<(Vec<ActionId>, Option<Vec<u8>>), NotOffloaded> {
+        let mut pops = 0;
+        let mut pushes = Vec::new();
+        let mut ops = Vec::new();
+        let mut outs: Vec<Vport> = Vec::new();
+        for a in actions {
+            match a {
+                DpAction::Output(p) => {
+                    let v = self.vport_of(*p)?;
+                    if !outs.contains(&v) {
+                        outs.push(v);
+                    }
+                }
+                DpAction::Drop => {}
+                _ if !outs.is_empty() => {
+                    return Err(action(&format!("{a} after an output")));
+                }
+                DpAction::PopVlan => {
+                    if !ops.is_empty() || !pushes.is_empty() {
+                        return Err(action("pop_vlan after a rewrite"));
+                    }
+                    pops += 1;
+                }
+                DpAction::PushVlan { tpid, tci } => {
+                    pushes.push(u32::from(*tpid) << 16 | u32::from(*tci));
+                }
+                DpAction::Meter(_) => return Err(action("meter after another action")),
+                DpAction::Sample { .. } => return Err(action("sample after another action")),
+                DpAction::Userspace(r) => {
+                    let name = match r {
+                        UserspaceReason::Controller { .. } => "controller",
+                        UserspaceReason::Sample => "userspace(sample)",
+                        UserspaceReason::Action => "userspace",
+                        UserspaceReason::SlowPath => "slow_path",
+                    };
+                    return Err(action(name));
+                }
+                set => {
+                    if !pushes.is_empty() {
+                        return Err(action(&format!("{set} after push_vlan")));
+                    }
+                    Self::rewrite(m, set, &mut ops)?;
+                }
+            }
+        }
+        if pops + pushes.len() > 2 {
+            return Err(action("more than two VLAN actions"));
+        }
+        let mut list = Vec::new();
+        for _ in 0..pops {
+            let a = self.shared_action(self.shared.pop, ActionSpec::PopVlan)?;
+            self.shared.pop = Some(a);
+            list.push(a);
+        }
+        let modify = if ops.is_empty() {
+            None
+        } else {
+            let bytes = encode_list(&ops);
+            let a = match self.shared.modify.get_mut(&bytes) {
+                Some((a, n)) => {
+                    *n += 1;
+                    *a
+                }
+                None => {
+                    let a = self
+                        .backend
+                        .action_create(self.domain, ActionSpec::ModifyHeader(bytes.clone()))
+                        .map_err(backend("action_create"))?;
+                    self.shared.modify.insert(bytes.clone(), (a, 1));
+                    a
+                }
+            };
+            list.push(a);
+            Some(bytes)
+        };
+        match self.finish(pushes, &outs, &mut list) {
+            Ok(()) => Ok((list, modify)),
+            Err(e) => {
+                self.release_modify(modify);
+                Err(e)
+            }
+        }
+    }
+
+    /// The pushes and the destination (shared actions).
+    fn finish(
+        &mut self,
+        pushes: Vec<u32>,
+        outs: &[Vport],
+        list: &mut Vec<ActionId>,
+    ) -> Result<(), NotOffloaded> {
+        for h in pushes {
+            let a = self.shared_action(
+                self.shared.push.get(&h).copied(),
+                ActionSpec::PushVlan { header: h },
+            )?;
+            self.shared.push.insert(h, a);
+            list.push(a);
+        }
+        let term = match outs {
+            [] => self.drop_action()?,
+            [v] => self.vport_action(*v)?,
+            many => match self.shared.array.get(many) {
+                Some(&a) => a,
+                None => {
+                    let mut dests = Vec::new();
+                    for v in many {
+                        dests.push(self.vport_action(*v)?);
+                    }
+                    let a = self
+                        .backend
+                        .action_create(self.domain, ActionSpec::DestArray(dests))
+                        .map_err(backend("action_create"))?;
+                    self.shared.array.insert(many.to_vec(), a);
+                    a
+                }
+            },
+        };
+        list.push(term);
+        Ok(())
+    }
+
+    /// The shared dest_vport of `v`.
+    fn vport_action(&mut self, v: Vport) -> Result<ActionId, NotOffloaded> {
+        let a = self.shared_action(self.shared.vport.get(&v).copied(), ActionSpec::DestVport(v))?;
+        self.shared.vport.insert(v, a);
+        Ok(a)
+    }
+}
