@@ -44,7 +44,7 @@ impl std::str::FromStr for Speed {
 /// Where packets come from.
 pub enum Source {
     /// A pcap or pcapng file (pcapng interface id i = the i-th port).
-    Capture(PcapReader),
+    Capture(Box<PcapReader>),
     /// Generated packets.
     Generated(Box<dyn Iterator<Item = (Timestamp, PortNo, Vec<u8>)>>),
 }
@@ -309,11 +309,11 @@ impl Summary {
         line("megaflows created", self.megaflows_created.to_string());
         line("offloaded to hardware", self.offloaded.to_string());
         line(
-            "forwarded in hardware",
+            "handled in hardware",
             format!("{} ({})", self.hw_packets, pct(self.hw_share)),
         );
         line(
-            "forwarded in software",
+            "handled in software",
             format!("{} ({})", self.sw_packets, pct(self.sw_share)),
         );
         line("flows aged out", self.flows_aged.to_string());

@@ -156,7 +156,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
             .or(config.flows_path())
             .context("give --flows FILE (or `flows = ...` in the config)")?;
         let reader = PcapReader::open(pcap)?;
-        (Source::Capture(reader), flow_text(&flows)?)
+        (Source::Capture(Box::new(reader)), flow_text(&flows)?)
     };
     let flows = FlowFile::parse(&flows).context("in the flow file")?;
     let summary = replay::run(ReplayJob {

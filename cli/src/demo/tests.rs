@@ -1,6 +1,5 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Cursor;
-use std::time::Instant;
 
 use megaflow::build::{self, FrameSpec, L4};
 use megaflow::port::{PacketBatch, PcapReader, Port, PortError};
@@ -511,30 +510,5 @@ fn bad_specs_are_refused_by_the_writers() {
     match write_pcapng(&DemoSpec::default(), "/nonexistent-dir/demo.pcapng") {
         Err(DemoError::Port(PortError::Io { .. })) => {}
         other => panic!("{other:?}"),
-    }
-}
-
-/// Generation speed: `cargo test --release -p cli demo_speed -- --ignored
-/// --nocapture`. Printed, not asserted.
-#[test]
-#[ignore]
-fn demo_speed() {
-    for (packets, flows) in [(1_000_000u64, 2_000u32), (1_000_000, 100_000)] {
-        let s = spec(packets, flows, 1);
-        let t0 = Instant::now();
-        let mut g = generate(&s);
-        let plan = t0.elapsed();
-        let mut buf = Vec::with_capacity(2048);
-        let mut bytes = 0u64;
-        while g.next_into(&mut buf).is_some() {
-            bytes += buf.len() as u64;
-        }
-        let total = t0.elapsed();
-        println!(
-            "{packets} packets, {flows} flows: plan {plan:?}, total {total:?}, {:.2} Mpps, {:.1} Gbit/s ({:?})",
-            packets as f64 / total.as_secs_f64() / 1e6,
-            bytes as f64 * 8.0 / total.as_secs_f64() / 1e9,
-            g.mix()
-        );
     }
 }

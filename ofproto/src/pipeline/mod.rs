@@ -409,7 +409,7 @@ impl<O: FlowOffload> Pipeline<O> {
             .filter_map(|(i, m)| {
                 let m = m.as_ref()?;
                 let acts = self.cache.actions(m.handle)?;
-                let uses = acts.iter().any(|a| *a == DpAction::Meter(id));
+                let uses = acts.contains(&DpAction::Meter(id));
                 uses.then_some(i as u32)
             })
             .collect();

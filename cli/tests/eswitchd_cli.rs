@@ -1,0 +1,222 @@
+//! `eswitchd` as a user runs it: the demo, the shipped examples, a
+//! generated capture, and the errors bad input gets.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn eswitchd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_eswitchd"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("eswitchd runs")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = eswitchd(args);
+    assert!(
+        out.status.success(),
+        "eswitchd {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON summary")
+}
+
+fn n(v: &serde_json::Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// Counters that must add up in any summary.
+fn check_books(s: &serde_json::Value, packets: u64) {
+    assert_eq!(n(s, "packets"), packets);
+    assert_eq!(n(s, "hw_packets") + n(s, "sw_packets"), packets, "{s}");
+    let ports = s["ports"].as_array().expect("ports");
+    let rx: u64 = ports.iter().map(|p| n(p, "rx_packets")).sum();
+    assert_eq!(rx, packets, "every packet received on a port");
+    assert_eq!(
+        n(s, "upcalls"),
+        n(s, "megaflows_created"),
+        "no flow limit hit"
+    );
+    assert!(n(s, "offloaded") > 0);
+    assert!(n(s, "hw_rules_at_end") <= n(s, "megaflows_at_end"));
+}
+
+#[test]
+fn the_demo_runs_with_nothing_else_and_its_numbers_add_up() {
+    let s = json(&["replay", "--demo", "--json"]);
+    check_books(&s, 200_000);
+    assert!(s["hw_share"].as_f64().expect("share") > 0.9, "{s}");
+    assert!(n(&s, "flows_aged") > 0, "short flows age out over 30 s");
+    assert!(n(&s, "hw_drops") > 0, "the meter drops in hardware");
+    assert!(n(&s, "hw_samples") > 0, "the sampler samples in hardware");
+    assert!(
+        s["offload_failures"].as_object().expect("map").is_empty(),
+        "{s}"
+    );
+}
+
+#[test]
+fn the_shipped_example_replays_with_its_config() {
+    let ex = examples();
+    let pcap = ex.join("demo.pcapng");
+    let cfg = ex.join("eswitch.toml");
+    let s = json(&[
+        "replay",
+        "--pcap",
+        pcap.to_str().expect("utf-8"),
+        "--config",
+        cfg.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    check_books(&s, 400);
+    let names: Vec<&str> = s["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| p["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["vm1", "vm2", "vm3", "vm4"]);
+    assert!(n(&s, "flows_aged") > 0);
+    assert!(
+        std::fs::metadata(&pcap).expect("pcap").len() < 400_000,
+        "a small capture"
+    );
+}
+
+#[test]
+fn a_generated_capture_replays_exactly_like_the_in_memory_demo() {
+    let dir = std::env::temp_dir().join(format!("eswitchd-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pcap = dir.join("w.pcapng");
+    let flows = dir.join("flows.txt");
+    let spec = ["--packets", "5000", "--demo-flows", "300", "--seed", "7"];
+    let mut gen = vec![
+        "generate",
+        "--out",
+        pcap.to_str().expect("utf-8"),
+        "--flow-file",
+        flows.to_str().expect("utf-8"),
+    ];
+    gen.extend(spec);
+    let out = eswitchd(&gen);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let from_file = json(&[
+        "replay",
+        "--pcap",
+        pcap.to_str().expect("utf-8"),
+        "--flows",
+        flows.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    let mut demo = vec!["replay", "--demo", "--json"];
+    demo.extend(spec);
+    let in_memory = json(&demo);
+    let _ = std::fs::remove_dir_all(&dir);
+    check_books(&from_file, 5_000);
+    for k in [
+        "packets",
+        "bytes",
+        "upcalls",
+        "offloaded",
+        "hw_packets",
+        "sw_packets",
+        "flows_aged",
+        "hw_drops",
+        "sw_drops",
+        "hw_samples",
+        "megaflows_at_end",
+    ] {
+        assert_eq!(from_file[k], in_memory[k], "{k}");
+    }
+    assert_eq!(from_file["ports"], in_memory["ports"]);
+}
+
+#[test]
+fn bench_mode_ends_with_the_bench_line() {
+    let out = eswitchd(&["replay", "--demo", "--packets", "2000", "--bench"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("output");
+    let v: f64 = last
+        .strip_prefix("bench: replay.pps ")
+        .and_then(|r| r.strip_suffix(" Mpps"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("last line {last:?}"));
+    assert!(v > 0.0);
+    assert!(stdout.contains("replay summary"));
+}
+
+#[test]
+fn bad_input_gets_an_error_that_names_it() {
+    let dir = std::env::temp_dir().join(format!("eswitchd-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad_flows = dir.join("bad.txt");
+    std::fs::write(
+        &bad_flows,
+        "priority=1,actions=drop\npriority=2,nw_dts=1.2.3.4,actions=drop\n",
+    )
+    .expect("write");
+    let bad_cfg = dir.join("bad.toml");
+    std::fs::write(&bad_cfg, "[offload]\nmode = \"sometimes\"\n").expect("write");
+    let not_pcap = dir.join("not.pcap");
+    std::fs::write(&not_pcap, b"this is not a capture").expect("write");
+    let s = |p: &PathBuf| p.to_str().expect("utf-8").to_string();
+    for (args, want) in [
+        (vec!["replay".to_string()], "--demo".to_string()),
+        (
+            vec![
+                "replay".into(),
+                "--pcap".into(),
+                "/nonexistent/x.pcap".into(),
+                "--flows".into(),
+                s(&bad_flows),
+            ],
+            "/nonexistent/x.pcap".into(),
+        ),
+        (
+            vec![
+                "replay".into(),
+                "--demo".into(),
+                "--flows".into(),
+                s(&bad_flows),
+            ],
+            "line 2".into(),
+        ),
+        (
+            vec![
+                "replay".into(),
+                "--demo".into(),
+                "--config".into(),
+                s(&bad_cfg),
+            ],
+            "offload.mode = \"sometimes\"".into(),
+        ),
+        (
+            vec![
+                "replay".into(),
+                "--pcap".into(),
+                s(&not_pcap),
+                "--flows".into(),
+                s(&bad_flows),
+            ],
+            "not.pcap".into(),
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = eswitchd(&args);
+        assert!(!out.status.success(), "{args:?} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
