@@ -349,30 +349,42 @@ impl FlowTables {
         let out = match fm.command {
             FlowModCommand::Add => self.add_rule(ids[0], fm, now)?,
             FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
-                let t = ids[0];
-                check_goto(t, &fm.rule.instructions)?;
                 let strict = fm.command == FlowModCommand::ModifyStrict;
-                let table = &mut self.tables[t.0 as usize];
-                let sel = if strict {
-                    table.select_strict(fm)
-                } else {
-                    table.select_loose(fm)
-                };
-                for &id in &sel {
-                    if let Some(Some(r)) = table.slots.get_mut(id.0 as usize) {
-                        r.spec.instructions = fm.rule.instructions.clone();
-                        r.modified = now;
-                        if fm.rule.flags.reset_counts {
-                            r.packets = 0;
-                            r.bytes = 0;
-                        }
+                // Without `table=`, every table: select first, so a bad
+                // goto in any of them changes nothing.
+                let mut chosen = Vec::new();
+                for &t in &ids {
+                    let table = &self.tables[t.0 as usize];
+                    let sel = if strict {
+                        table.select_strict(fm)
+                    } else {
+                        table.select_loose(fm)
+                    };
+                    if !sel.is_empty() || fm.table.is_some() {
+                        check_goto(t, &fm.rule.instructions)?;
+                    }
+                    if !sel.is_empty() {
+                        chosen.push((t, sel));
                     }
                 }
-                if !sel.is_empty() {
+                let mut modified = 0;
+                for (t, sel) in chosen {
+                    let table = &mut self.tables[t.0 as usize];
+                    for &id in &sel {
+                        if let Some(Some(r)) = table.slots.get_mut(id.0 as usize) {
+                            r.spec.instructions = fm.rule.instructions.clone();
+                            r.modified = now;
+                            if fm.rule.flags.reset_counts {
+                                r.packets = 0;
+                                r.bytes = 0;
+                            }
+                        }
+                    }
                     table.generation += 1;
+                    modified += sel.len();
                 }
                 FlowModOutcome {
-                    modified: sel.len(),
+                    modified,
                     ..Default::default()
                 }
             }
@@ -453,8 +465,12 @@ impl FlowTables {
         let mut out = FlowModOutcome::default();
         if let Some(old) = existing.and_then(|id| table.take(id)) {
             if !spec.flags.reset_counts {
+                // The same rule, changed: it keeps its counters and its
+                // identity, so hits the datapath has not credited yet
+                // still reach it.
                 rule.packets = old.packets;
                 rule.bytes = old.bytes;
+                rule.uid = old.uid;
             }
             out.replaced = 1;
         } else {

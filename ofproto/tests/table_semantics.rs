@@ -79,8 +79,14 @@ fn add_replaces_identical_rule_and_keeps_counters_unless_reset() {
     assert_eq!(t.len(), 1);
     let (_, r2) = t.table(TableId(0)).unwrap().rules().next().unwrap();
     assert_eq!((r2.packets, r2.bytes), (5, 500));
-    assert_ne!(r2.uid, rr.uid, "a replacement is a new incarnation");
-    assert!(t.rule(rr).is_none(), "the old reference no longer resolves");
+    assert_eq!(
+        r2.uid, rr.uid,
+        "a replacement that keeps its counters keeps its identity"
+    );
+    // Hits the datapath credits late still reach it.
+    t.credit(rr, 1, 100, secs(3));
+    let (_, r2) = t.table(TableId(0)).unwrap().rules().next().unwrap();
+    assert_eq!((r2.packets, r2.bytes), (6, 600));
     assert_eq!(
         lookup_port(&t, 0, &key(0x0a01_0101)),
         Some(OfPort::Port(PortNo(2)))
@@ -91,6 +97,10 @@ fn add_replaces_identical_rule_and_keeps_counters_unless_reset() {
     t.add(s, secs(4)).unwrap();
     let (_, r3) = t.table(TableId(0)).unwrap().rules().next().unwrap();
     assert_eq!((r3.packets, r3.bytes), (0, 0));
+    assert_ne!(r3.uid, rr.uid, "reset_counts makes a new incarnation");
+    t.credit(rr, 1, 100, secs(5));
+    let (_, r3) = t.table(TableId(0)).unwrap().rules().next().unwrap();
+    assert_eq!(r3.packets, 0, "old hits do not reach the reset rule");
 }
 
 #[test]
@@ -317,4 +327,32 @@ fn idle_and_hard_timeouts_expire() {
     assert_eq!(gone.len(), 1);
     assert_eq!(gone[0].reason, RemovedReason::HardTimeout);
     assert!(t.is_empty());
+}
+
+#[test]
+fn modify_without_a_table_changes_every_table() {
+    let mut t = FlowTables::new();
+    t.add(spec(0, 10, ip_src(0x0a00_0000, 8), 1), secs(1))
+        .unwrap();
+    t.add(spec(3, 10, ip_src(0x0a00_0000, 8), 1), secs(1))
+        .unwrap();
+    let mut fm = ofproto::text::parse_flow(
+        "ip,nw_src=10.0.0.0/8,actions=output:7",
+        FlowModCommand::Modify,
+    )
+    .unwrap();
+    fm.table = None;
+    let out = t.apply(&fm, secs(2)).unwrap();
+    assert_eq!(out.modified, 2);
+    for table in [0, 3] {
+        let (_, r) = t.table(TableId(table)).unwrap().rules().next().unwrap();
+        assert_eq!(
+            r.spec.instructions.apply.first(),
+            Some(&OfAction::Output {
+                port: OfPort::Port(PortNo(7)),
+                max_len: 0
+            }),
+            "table {table}"
+        );
+    }
 }

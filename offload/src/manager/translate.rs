@@ -183,9 +183,12 @@ impl<B: DrBackend> OffloadManager<B> {
             match a {
                 DpAction::Output(p) => {
                     let v = self.vport_of(*p)?;
-                    if !outs.contains(&v) {
-                        outs.push(v);
+                    if outs.contains(&v) {
+                        // Software sends a copy per output; a dest_array
+                        // delivers one per vport.
+                        return Err(action(&format!("output:{p} twice")));
                     }
+                    outs.push(v);
                 }
                 DpAction::Drop => {}
                 _ if !outs.is_empty() => {

@@ -167,6 +167,10 @@ enum Eviction {
 #[derive(Clone, Debug)]
 struct FlowMeta {
     handle: FlowHandle,
+    /// The key of the packet whose upcall made the flow: revalidation
+    /// re-translates it (the masked key could take other paths through
+    /// the classifier and read bits the megaflow does not match).
+    key: FlowKey,
     state: FlowState,
     hw: Option<HwId>,
     reason: Option<NotOffloaded>,
@@ -451,6 +455,7 @@ impl<O: FlowOffload> Pipeline<O> {
     fn new_meta(
         &mut self,
         handle: FlowHandle,
+        key: &FlowKey,
         rules: Arc<[RuleRef]>,
         generations: Generations,
         uses_mac: bool,
@@ -458,6 +463,7 @@ impl<O: FlowOffload> Pipeline<O> {
     ) -> u32 {
         let meta = FlowMeta {
             handle,
+            key: *key,
             state: FlowState::New,
             hw: None,
             reason: None,
@@ -551,6 +557,7 @@ impl<O: FlowOffload> Pipeline<O> {
                 self.cache.add_stats(h, &one);
                 let idx = self.new_meta(
                     h,
+                    key,
                     t.rules.clone().into(),
                     t.generations,
                     t.uses_mac_table,
@@ -588,7 +595,7 @@ impl<O: FlowOffload> Pipeline<O> {
         let gens = self.bridge.generations();
         let h = self.cache.insert(m, actions, gens.tables)?;
         self.stats.megaflows_created += 1;
-        let idx = self.new_meta(h, Arc::from(Vec::new()), gens, false, now);
+        let idx = self.new_meta(h, m.key(), Arc::from(Vec::new()), gens, false, now);
         if self.cfg.offload.mode == OffloadMode::All && self.go(idx, FlowState::Offloading) {
             self.pending.push(idx);
         }

@@ -171,13 +171,16 @@ impl<O: FlowOffload> Pipeline<O> {
         let Some(m) = self.meta(idx) else {
             return;
         };
-        let handle = m.handle;
+        let (handle, key) = (m.handle, m.key);
         let Some(f) = self.cache.get(handle) else {
             return;
         };
         let matched = f.matched();
         let old = f.actions().clone();
-        let t = self.bridge.translate(matched.key(), now);
+        // As Open vSwitch does: translate the packet that made the flow;
+        // the result holds for every packet the megaflow matches as long
+        // as the new translation reads no bit outside its mask.
+        let t = self.bridge.translate(&key, now);
         if !t.mask.is_subset_of(matched.mask()) {
             // The flow now depends on bits it does not match: unsound.
             self.evict(idx, Eviction::Unsound);
