@@ -656,5 +656,5 @@ pub fn meter_lines() -> String {
 }
 
 #[cfg(test)]
-#[path = "demo/tests.rs"]
+#[path = "demo/tests/mod.rs"]
 mod tests;

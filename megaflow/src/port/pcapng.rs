@@ -314,5 +314,5 @@ impl<W: Write> Drop for PcapNgWriter<W> {
 }
 
 #[cfg(test)]
-#[path = "pcapng/tests.rs"]
+#[path = "pcapng/tests/mod.rs"]
 mod tests;
