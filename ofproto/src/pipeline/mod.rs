@@ -167,10 +167,6 @@ enum Eviction {
 #[derive(Clone, Debug)]
 struct FlowMeta {
     handle: FlowHandle,
-    /// The key of the packet whose upcall made the flow: revalidation
-    /// re-translates it (the masked key could take other paths through
-    /// the classifier and read bits the megaflow does not match).
-    key: FlowKey,
     state: FlowState,
     hw: Option<HwId>,
     reason: Option<NotOffloaded>,
@@ -271,6 +267,11 @@ pub struct Pipeline<O: FlowOffload> {
     offload: O,
     cfg: PipelineConfig,
     flows: Vec<Option<FlowMeta>>,
+    /// Per flow slot, the key of the packet whose upcall made the flow:
+    /// revalidation re-translates it (the masked key could take other
+    /// paths through the classifier and read bits the megaflow does not
+    /// match). Apart from the metadata, which every pass walks.
+    keys: Vec<FlowKey>,
     free: Vec<u32>,
     hw: HashMap<HwId, HwEntry>,
     /// Offloaded flows by recency of hardware hits (front = most recent).
@@ -300,6 +301,7 @@ impl<O: FlowOffload> Pipeline<O> {
             flow_limit: cfg.revalidator.flow_limit,
             cfg,
             flows: Vec::new(),
+            keys: Vec::new(),
             free: Vec::new(),
             hw: HashMap::new(),
             lru: LruCache::unbounded(),
@@ -463,7 +465,6 @@ impl<O: FlowOffload> Pipeline<O> {
     ) -> u32 {
         let meta = FlowMeta {
             handle,
-            key: *key,
             state: FlowState::New,
             hw: None,
             reason: None,
@@ -480,10 +481,12 @@ impl<O: FlowOffload> Pipeline<O> {
         let idx = match self.free.pop() {
             Some(i) => {
                 self.flows[i as usize] = Some(meta);
+                self.keys[i as usize] = *key;
                 i
             }
             None => {
                 self.flows.push(Some(meta));
+                self.keys.push(*key);
                 (self.flows.len() - 1) as u32
             }
         };

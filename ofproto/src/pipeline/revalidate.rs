@@ -171,7 +171,10 @@ impl<O: FlowOffload> Pipeline<O> {
         let Some(m) = self.meta(idx) else {
             return;
         };
-        let (handle, key) = (m.handle, m.key);
+        let handle = m.handle;
+        let Some(&key) = self.keys.get(idx as usize) else {
+            return;
+        };
         let Some(f) = self.cache.get(handle) else {
             return;
         };
