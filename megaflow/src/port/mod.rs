@@ -44,6 +44,7 @@
 mod memory;
 mod pcap;
 mod pcapng;
+mod sink;
 
 use std::fmt;
 use std::io;

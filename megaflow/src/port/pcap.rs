@@ -31,6 +31,7 @@ use pcap_file::pcapng::blocks::interface_description::{
 use pcap_file::pcapng::PcapNgReader;
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 
+use super::sink::Sink;
 use super::{PacketBatch, PacketMeta, Port, PortError, PortStats, MAX_FRAME_LEN};
 use crate::{PortNo, Timestamp};
 
@@ -595,20 +596,16 @@ impl<R: Read + Send> Port for PcapReader<R> {
 /// return [`PortError::Io`] and count their packets in `tx_dropped` (the file
 /// may end with a partial record). Receiving from it yields nothing.
 pub struct PcapWriter<W: Write = BufWriter<File>> {
-    name: String,
-    file: String,
-    /// `None` only after `into_inner`.
-    out: Option<W>,
+    sink: Sink<W>,
     snaplen: u32,
-    failed: Option<PortError>,
     stats: PortStats,
 }
 
 impl<W: Write> fmt::Debug for PcapWriter<W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PcapWriter")
-            .field("name", &self.name)
-            .field("file", &self.file)
+            .field("name", &self.sink.port)
+            .field("file", &self.sink.file)
             .field("snaplen", &self.snaplen)
             .field("stats", &self.stats)
             .finish()
@@ -676,18 +673,15 @@ impl<W: Write> PcapWriter<W> {
             });
         }
         Ok(PcapWriter {
-            name,
-            file,
-            out: Some(out),
+            sink: Sink::new(name, file, out),
             snaplen,
-            failed: None,
             stats: PortStats::default(),
         })
     }
 
     /// The file's name as errors show it.
     pub fn file(&self) -> &str {
-        &self.file
+        &self.sink.file
     }
 
     /// The longest record written.
@@ -697,53 +691,18 @@ impl<W: Write> PcapWriter<W> {
 
     /// Pushes buffered records to the file.
     pub fn flush(&mut self) -> Result<(), PortError> {
-        if let Some(e) = &self.failed {
-            return Err(e.duplicate());
-        }
-        match self.out.as_mut().map(Write::flush) {
-            Some(Err(source)) => Err(self.fail(source)),
-            _ => Ok(()),
-        }
+        self.sink.flush()
     }
 
     /// Flushes and returns the output (e.g. the `Vec<u8>` written to).
-    pub fn into_inner(mut self) -> Result<W, PortError> {
-        self.flush()?;
-        match self.out.take() {
-            Some(out) => Ok(out),
-            // `out` is only taken here, by value, so it is still there.
-            None => Err(PortError::Io {
-                port: self.name.clone(),
-                context: format!("closing {}", self.file),
-                source: io::Error::other("output already taken"),
-            }),
-        }
-    }
-
-    /// Marks the writer failed with `source`; returns the error.
-    fn fail(&mut self, source: io::Error) -> PortError {
-        let e = PortError::Io {
-            port: self.name.clone(),
-            context: format!("writing {}", self.file),
-            source,
-        };
-        self.failed = Some(e.duplicate());
-        e
-    }
-}
-
-impl<W: Write> Drop for PcapWriter<W> {
-    fn drop(&mut self) {
-        if let Some(out) = self.out.as_mut() {
-            // Nobody to report to: `flush` is there for callers who care.
-            let _ = out.flush();
-        }
+    pub fn into_inner(self) -> Result<W, PortError> {
+        self.sink.into_inner()
     }
 }
 
 impl<W: Write + Send> Port for PcapWriter<W> {
     fn name(&self) -> &str {
-        &self.name
+        &self.sink.port
     }
 
     /// A writer receives nothing.
@@ -753,14 +712,10 @@ impl<W: Write + Send> Port for PcapWriter<W> {
     }
 
     fn send_batch(&mut self, pkts: &[&[u8]], now: Timestamp) -> Result<usize, PortError> {
-        if let Some(e) = &self.failed {
+        if let Err(e) = self.sink.check() {
             self.stats.tx_dropped += pkts.len() as u64;
-            return Err(e.duplicate());
+            return Err(e);
         }
-        let Some(out) = self.out.as_mut() else {
-            self.stats.tx_dropped += pkts.len() as u64;
-            return Ok(0);
-        };
         // Seconds past 2106 do not fit the format: saturate.
         let secs = u32::try_from(now.0 / NANOS_PER_SEC).unwrap_or(u32::MAX);
         let nanos = (now.0 % NANOS_PER_SEC) as u32;
@@ -772,9 +727,13 @@ impl<W: Write + Send> Port for PcapWriter<W> {
             hdr[4..8].copy_from_slice(&nanos.to_ne_bytes());
             hdr[8..12].copy_from_slice(&(incl as u32).to_ne_bytes());
             hdr[12..16].copy_from_slice(&orig.to_ne_bytes());
-            if let Err(source) = out.write_all(&hdr).and_then(|()| out.write_all(&p[..incl])) {
+            let written = self.sink.write(|out| {
+                out.write_all(&hdr)?;
+                out.write_all(&p[..incl])
+            });
+            if let Err(e) = written {
                 self.stats.tx_dropped += (pkts.len() - i) as u64;
-                return Err(self.fail(source));
+                return Err(e);
             }
             self.stats.tx_packets += 1;
             self.stats.tx_bytes += p.len() as u64;

@@ -29,6 +29,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
+use super::sink::Sink;
 use super::{PortError, MAX_FRAME_LEN};
 use crate::Timestamp;
 
@@ -128,18 +129,15 @@ fn file_header(interface_names: &[&str]) -> Vec<u8> {
 /// [`MAX_FRAME_LEN`] are truncated to it, with their full length recorded
 /// as the original length, as a capture tool would.
 pub struct PcapNgWriter<W: Write = BufWriter<File>> {
-    file: String,
-    /// `None` only after `into_inner`.
-    out: Option<W>,
+    sink: Sink<W>,
     interfaces: u32,
     packets: u64,
-    failed: Option<PortError>,
 }
 
 impl<W: Write> fmt::Debug for PcapNgWriter<W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PcapNgWriter")
-            .field("file", &self.file)
+            .field("file", &self.sink.file)
             .field("interfaces", &self.interfaces)
             .field("packets", &self.packets)
             .finish()
@@ -190,17 +188,15 @@ impl<W: Write> PcapNgWriter<W> {
             });
         }
         Ok(PcapNgWriter {
-            file,
-            out: Some(out),
+            sink: Sink::new(file.clone(), file, out),
             interfaces,
             packets: 0,
-            failed: None,
         })
     }
 
     /// The file's name as errors show it.
     pub fn file(&self) -> &str {
-        &self.file
+        &self.sink.file
     }
 
     /// Number of interfaces described.
@@ -220,13 +216,11 @@ impl<W: Write> PcapNgWriter<W> {
     /// [`PortError::Io`] of kind `InvalidInput`, and nothing is written (the
     /// writer goes on); an I/O error stops the writer.
     pub fn write(&mut self, interface: u32, ts: Timestamp, frame: &[u8]) -> Result<(), PortError> {
-        if let Some(e) = &self.failed {
-            return Err(e.duplicate());
-        }
+        self.sink.check()?;
         if interface >= self.interfaces {
             return Err(PortError::Io {
-                port: self.file.clone(),
-                context: format!("writing {}", self.file),
+                port: self.sink.port.clone(),
+                context: format!("writing {}", self.sink.file),
                 source: io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!(
@@ -236,9 +230,6 @@ impl<W: Write> PcapNgWriter<W> {
                 ),
             });
         }
-        let Some(out) = self.out.as_mut() else {
-            return Ok(());
-        };
         let cap = frame.len().min(MAX_FRAME_LEN);
         let pad = pad4(cap);
         // At most 65 535 + 3 + 32: fits.
@@ -254,62 +245,23 @@ impl<W: Write> PcapNgWriter<W> {
         hdr[24..28].copy_from_slice(&orig.to_ne_bytes());
         let mut trailer = [0u8; 7];
         trailer[pad..pad + 4].copy_from_slice(&total.to_ne_bytes());
-        let res = out
-            .write_all(&hdr)
-            .and_then(|()| out.write_all(&frame[..cap]))
-            .and_then(|()| out.write_all(&trailer[..pad + 4]));
-        match res {
-            Ok(()) => {
-                self.packets += 1;
-                Ok(())
-            }
-            Err(source) => Err(self.fail(source)),
-        }
+        self.sink.write(|out| {
+            out.write_all(&hdr)?;
+            out.write_all(&frame[..cap])?;
+            out.write_all(&trailer[..pad + 4])
+        })?;
+        self.packets += 1;
+        Ok(())
     }
 
     /// Pushes buffered blocks to the file.
     pub fn flush(&mut self) -> Result<(), PortError> {
-        if let Some(e) = &self.failed {
-            return Err(e.duplicate());
-        }
-        match self.out.as_mut().map(Write::flush) {
-            Some(Err(source)) => Err(self.fail(source)),
-            _ => Ok(()),
-        }
+        self.sink.flush()
     }
 
     /// Flushes and returns the output (e.g. the `Vec<u8>` written to).
-    pub fn into_inner(mut self) -> Result<W, PortError> {
-        self.flush()?;
-        match self.out.take() {
-            Some(out) => Ok(out),
-            // `out` is only taken here, by value, so it is still there.
-            None => Err(PortError::Io {
-                port: self.file.clone(),
-                context: format!("closing {}", self.file),
-                source: io::Error::other("output already taken"),
-            }),
-        }
-    }
-
-    /// Marks the writer failed with `source`; returns the error.
-    fn fail(&mut self, source: io::Error) -> PortError {
-        let e = PortError::Io {
-            port: self.file.clone(),
-            context: format!("writing {}", self.file),
-            source,
-        };
-        self.failed = Some(e.duplicate());
-        e
-    }
-}
-
-impl<W: Write> Drop for PcapNgWriter<W> {
-    fn drop(&mut self) {
-        if let Some(out) = self.out.as_mut() {
-            // Nobody to report to: `flush` is there for callers who care.
-            let _ = out.flush();
-        }
+    pub fn into_inner(self) -> Result<W, PortError> {
+        self.sink.into_inner()
     }
 }
 
