@@ -1,0 +1,177 @@
+//! The control protocol `eswitchctl` speaks to the daemon: one JSON
+//! request per line, one JSON response per line.
+//!
+//! ```text
+//! {"cmd":"dump-flows"}                          → {"ok":{"flows":[...]}}
+//! {"cmd":"add-flow","flow":"priority=5,actions=drop"}
+//! {"cmd":"del-flows","flow":"ip,nw_dst=198.18.0.2"}
+//! {"cmd":"trace","packet":"in_port=1,udp,nw_dst=198.18.0.2,tp_dst=53"}
+//! {"cmd":"show"} {"cmd":"dump-of"} {"cmd":"stats"}
+//! ```
+//!
+//! A request that cannot be carried out gets `{"error":"..."}` naming what
+//! was wrong; nothing changes and the switch goes on.
+//! [`handle`] is the whole server side on a [`SimSwitch`]; the socket
+//! around it is the daemon's.
+
+use megaflow::Timestamp;
+use ofproto::text::{format_rule, parse_flow, parse_match};
+use ofproto::FlowModCommand;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::switch::SimSwitch;
+
+/// One request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    /// Ports with their counters.
+    Show,
+    /// Megaflows: match, actions, counters, offloaded or why not.
+    DumpFlows,
+    /// The OpenFlow tables.
+    DumpOf,
+    /// Adds a flow (ovs-ofctl syntax).
+    AddFlow { flow: String },
+    /// Deletes the flows a match selects (all without one).
+    DelFlows {
+        #[serde(default)]
+        flow: Option<String>,
+    },
+    /// How a packet (flow syntax) walks the tables.
+    Trace { packet: String },
+    /// Pipeline and switch counters.
+    Stats,
+}
+
+/// One response: `{"ok": ...}` or `{"error": "..."}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Response {
+    Ok(Value),
+    Error(String),
+}
+
+/// Parses one request line; the error names what is wrong.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))
+}
+
+/// Carries out a request on the switch at time `now`.
+pub fn handle(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Response {
+    match run(sw, req, now) {
+        Ok(v) => Response::Ok(v),
+        Err(e) => Response::Error(e),
+    }
+}
+
+fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, String> {
+    match req {
+        Request::Show => {
+            let c = sw.counters();
+            let ports: Vec<Value> = sw
+                .ports()
+                .iter()
+                .map(|p| {
+                    let pc = c.ports.get(&p.no).copied().unwrap_or_default();
+                    json!({
+                        "name": p.name,
+                        "ofport": p.no.0,
+                        "vport": p.vport.to_string(),
+                        "rx_packets": pc.rx.packets,
+                        "tx_hw_packets": pc.tx_hw.packets,
+                        "tx_sw_packets": pc.tx_sw.packets,
+                    })
+                })
+                .collect();
+            Ok(json!({ "ports": ports }))
+        }
+        Request::DumpFlows => {
+            let flows: Vec<Value> = sw
+                .pipeline()
+                .dump()
+                .iter()
+                .map(|d| {
+                    json!({
+                        "line": d.line(now),
+                        "packets": d.stats.packets,
+                        "bytes": d.stats.bytes,
+                        "state": d.state.name(),
+                        "offloaded": d.offloaded(),
+                    })
+                })
+                .collect();
+            Ok(json!({ "flows": flows }))
+        }
+        Request::DumpOf => {
+            let rules: Vec<Value> = sw
+                .pipeline()
+                .bridge
+                .tables
+                .tables()
+                .flat_map(|t| t.rules().map(|(_, r)| r))
+                .map(|r| {
+                    json!({
+                        "rule": format_rule(&r.spec),
+                        "packets": r.packets,
+                        "bytes": r.bytes,
+                    })
+                })
+                .collect();
+            Ok(json!({ "rules": rules }))
+        }
+        Request::AddFlow { flow } => {
+            let fm = parse_flow(flow, FlowModCommand::Add).map_err(|e| e.to_string())?;
+            let out = sw
+                .pipeline_mut()
+                .bridge
+                .tables
+                .apply(&fm, now)
+                .map_err(|e| e.to_string())?;
+            Ok(json!({ "added": out.added, "replaced": out.replaced }))
+        }
+        Request::DelFlows { flow } => {
+            let text = flow.as_deref().unwrap_or("");
+            let fm = parse_flow(text, FlowModCommand::Delete).map_err(|e| e.to_string())?;
+            let out = sw
+                .pipeline_mut()
+                .bridge
+                .tables
+                .apply(&fm, now)
+                .map_err(|e| e.to_string())?;
+            Ok(json!({ "removed": out.removed.len() }))
+        }
+        Request::Trace { packet } => {
+            let m = parse_match(packet).map_err(|e| e.to_string())?;
+            let key = *m.key();
+            let t = sw.pipeline().bridge.trace(&key, now);
+            let actions = t.datapath_actions();
+            Ok(json!({
+                "trace": t.explain(&key),
+                "megaflow": ofproto::text::format_match(&t.megaflow(&key)),
+                "actions": if actions.is_empty() { "drop".to_string() } else { actions.to_string() },
+            }))
+        }
+        Request::Stats => {
+            let st = sw.pipeline().stats().clone();
+            let c = sw.counters();
+            Ok(json!({
+                "packets": c.rx.packets,
+                "hw_handled": c.hw_handled,
+                "sw_handled": c.sw_handled,
+                "upcalls": st.upcalls,
+                "megaflows": sw.pipeline().len(),
+                "offloaded": sw.pipeline().offloaded_len(),
+                "offload_failures": st.offload_failures,
+                "aged": st.aged,
+                "revalidator_passes": st.passes,
+                "flow_limit": sw.pipeline().flow_limit(),
+            }))
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/control.rs"]
+mod tests;

@@ -1,0 +1,146 @@
+use megaflow::build::{FrameSpec, L4};
+use megaflow::PortNo;
+use offload::sim::SimConfig;
+use offload::Vport;
+use ofproto::PipelineConfig;
+
+use super::*;
+use crate::config::PortSpec;
+use crate::switch::{Discard, FlowFile};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+fn at(ms: u64) -> Timestamp {
+    Timestamp(T0 + ms * 1_000_000)
+}
+
+fn switch() -> SimSwitch {
+    let ports: Vec<PortSpec> = (1..=3u32)
+        .map(|i| PortSpec {
+            name: format!("vm{i}"),
+            no: PortNo(i),
+            vport: Vport::vf((i - 1) as u16).expect("vf"),
+        })
+        .collect();
+    let flows = FlowFile::parse(
+        "priority=10,ip,nw_dst=198.18.0.2,actions=output:2\npriority=0,actions=drop",
+    )
+    .expect("table");
+    SimSwitch::new(
+        &ports,
+        &flows,
+        PipelineConfig::default(),
+        SimConfig::default(),
+        at(0),
+    )
+    .expect("switch")
+}
+
+fn ok(r: Response) -> Value {
+    match r {
+        Response::Ok(v) => v,
+        Response::Error(e) => panic!("error: {e}"),
+    }
+}
+
+fn req(line: &str) -> Request {
+    parse_request(line).expect("request parses")
+}
+
+#[test]
+fn requests_parse_from_json_lines_and_bad_ones_are_named() {
+    assert_eq!(req(r#"{"cmd":"dump-flows"}"#), Request::DumpFlows);
+    assert_eq!(
+        req(r#"{"cmd":"add-flow","flow":"actions=drop"}"#),
+        Request::AddFlow {
+            flow: "actions=drop".into()
+        }
+    );
+    assert_eq!(
+        req(r#"{"cmd":"del-flows"}"#),
+        Request::DelFlows { flow: None }
+    );
+    let e = parse_request(r#"{"cmd":"dump-everything"}"#).expect_err("unknown");
+    assert!(e.contains("dump-everything"), "{e}");
+    let e = parse_request("not json").expect_err("garbage");
+    assert!(e.starts_with("bad request"), "{e}");
+    // Responses are one JSON object each.
+    let line = serde_json::to_string(&Response::Error("x".into())).expect("json");
+    assert_eq!(line, r#"{"error":"x"}"#);
+}
+
+#[test]
+fn dump_flows_shows_what_traffic_made_and_where_it_runs() {
+    let mut sw = switch();
+    let f = FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(1, 53)).build();
+    for i in 0..4 {
+        sw.receive(at(i), &[(PortNo(1), &f)], &mut Discard);
+    }
+    let v = ok(handle(&mut sw, &Request::DumpFlows, at(10)));
+    let flows = v["flows"].as_array().expect("flows");
+    assert_eq!(flows.len(), 1);
+    assert_eq!(flows[0]["offloaded"], "yes");
+    assert_eq!(flows[0]["state"], "offloaded");
+    assert!(flows[0]["line"]
+        .as_str()
+        .expect("line")
+        .contains("actions:output:2"));
+    let s = ok(handle(&mut sw, &Request::Stats, at(10)));
+    assert_eq!(s["packets"], 4);
+    assert_eq!(s["hw_handled"], 1);
+    assert_eq!(s["offloaded"], 1);
+    let show = ok(handle(&mut sw, &Request::Show, at(10)));
+    assert_eq!(show["ports"][0]["rx_packets"], 4);
+    assert_eq!(show["ports"][1]["tx_hw_packets"], 1);
+    sw.finish(at(20)).expect("clean");
+}
+
+#[test]
+fn add_and_delete_flows_change_the_tables_and_bad_ones_change_nothing() {
+    let mut sw = switch();
+    let v = ok(handle(
+        &mut sw,
+        &Request::AddFlow {
+            flow: "priority=20,udp,tp_dst=53,actions=output:3".into(),
+        },
+        at(1),
+    ));
+    assert_eq!(v["added"], 1);
+    let of = ok(handle(&mut sw, &Request::DumpOf, at(2)));
+    assert_eq!(of["rules"].as_array().expect("rules").len(), 3);
+    let bad = handle(
+        &mut sw,
+        &Request::AddFlow {
+            flow: "priority=20,udp,tp_dts=53,actions=output:3".into(),
+        },
+        at(3),
+    );
+    match bad {
+        Response::Error(e) => assert!(e.contains("tp_dts"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    let tr = ok(handle(
+        &mut sw,
+        &Request::Trace {
+            packet: "in_port=1,udp,nw_dst=198.18.0.2,tp_dst=53".into(),
+        },
+        at(4),
+    ));
+    assert_eq!(tr["actions"], "output:3");
+    let text = tr["trace"].as_str().expect("trace");
+    assert!(
+        text.contains("priority 20") || text.contains("priority=20"),
+        "{text}"
+    );
+    let d = ok(handle(
+        &mut sw,
+        &Request::DelFlows {
+            flow: Some("udp".into()),
+        },
+        at(5),
+    ));
+    assert_eq!(d["removed"], 1);
+    let of = ok(handle(&mut sw, &Request::DumpOf, at(6)));
+    assert_eq!(of["rules"].as_array().expect("rules").len(), 2);
+    sw.finish(at(7)).expect("clean");
+}
