@@ -9,6 +9,7 @@
 pub mod dr;
 pub mod manager;
 pub mod prm;
+pub mod representor;
 pub mod sim;
 
 use std::fmt;

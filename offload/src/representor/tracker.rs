@@ -1,0 +1,185 @@
+//! The rtnetlink task: dump, then follow the link multicast group.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::stream::{StreamExt, TryStreamExt};
+use netlink_packet_core::NetlinkPayload;
+use rtnetlink::{new_multicast_connection, Handle, MulticastGroup};
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+use super::netlink::{link_info, link_msg};
+use super::table::{LinkInfo, PortEvent, RepresentorConfig, Representors};
+
+/// How long to wait before reopening a failed netlink connection.
+const RETRY: Duration = Duration::from_millis(500);
+
+struct Shared {
+    table: Mutex<Representors>,
+    resync_request: Notify,
+    resyncs: AtomicU64,
+}
+
+impl Shared {
+    fn table(&self) -> MutexGuard<'_, Representors> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Follows representors over rtnetlink and reports [`PortEvent`]s. The task
+/// stops when the event receiver is dropped or the `Tracker` is.
+pub struct Tracker {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Tracker {
+    /// Starts the task on the current tokio runtime. Events go to the
+    /// returned receiver (bounded by `capacity`): first `Added` for every
+    /// representor present, then changes as they happen.
+    pub fn start(
+        config: RepresentorConfig,
+        capacity: usize,
+    ) -> (Tracker, mpsc::Receiver<PortEvent>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let shared = Arc::new(Shared {
+            table: Mutex::new(Representors::new(config)),
+            resync_request: Notify::new(),
+            resyncs: AtomicU64::new(0),
+        });
+        let task = tokio::spawn(run(shared.clone(), tx));
+        (Tracker { shared, task }, rx)
+    }
+
+    /// The port table as of now.
+    pub fn snapshot(&self) -> Representors {
+        self.shared.table().clone()
+    }
+
+    /// Asks for a full resync (as after an overrun).
+    pub fn request_resync(&self) {
+        self.shared.resync_request.notify_one();
+    }
+
+    /// Full dumps done so far, the initial one included.
+    pub fn resyncs(&self) -> u64 {
+        self.shared.resyncs.load(Ordering::Relaxed)
+    }
+
+    /// Stops the task.
+    pub fn stop(self) {}
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn dump(handle: &Handle) -> Result<Vec<LinkInfo>, rtnetlink::Error> {
+    let mut links = handle.link().get().execute();
+    let mut out = Vec::new();
+    while let Some(msg) = links.try_next().await? {
+        out.extend(link_info(&msg));
+    }
+    Ok(out)
+}
+
+/// Sends events; `false` when the receiver is gone.
+async fn send_all(tx: &mpsc::Sender<PortEvent>, events: Vec<PortEvent>) -> bool {
+    for ev in events {
+        if tx.send(ev).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Dumps and diffs against the table. `None`: the receiver is gone;
+/// `Some(false)`: the dump failed.
+async fn resync(shared: &Shared, handle: &Handle, tx: &mpsc::Sender<PortEvent>) -> Option<bool> {
+    match dump(handle).await {
+        Ok(links) => {
+            let events = shared.table().resync(links);
+            let sent = send_all(tx, events).await;
+            // Counted once its events are in the channel.
+            shared.resyncs.fetch_add(1, Ordering::Relaxed);
+            sent.then_some(true)
+        }
+        Err(e) => {
+            tracing::warn!("representor link dump failed: {e}");
+            Some(false)
+        }
+    }
+}
+
+async fn run(shared: Arc<Shared>, tx: mpsc::Sender<PortEvent>) {
+    loop {
+        if tx.is_closed() {
+            return;
+        }
+        let (conn, handle, mut messages) = match new_multicast_connection(&[MulticastGroup::Link]) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("rtnetlink connection failed: {e}");
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        let conn = tokio::spawn(conn);
+        // Subscribed before dumping: nothing falls in between.
+        let mut healthy = match resync(&shared, &handle, &tx).await {
+            None => {
+                conn.abort();
+                return;
+            }
+            Some(ok) => ok,
+        };
+        while healthy {
+            let need_resync = tokio::select! {
+                m = messages.next() => match m {
+                    None => {
+                        tracing::warn!("rtnetlink stream ended; reconnecting");
+                        healthy = false;
+                        false
+                    }
+                    Some((msg, _)) => match msg.payload {
+                        NetlinkPayload::InnerMessage(m) => {
+                            if let Some(lm) = link_msg(&m) {
+                                let events = shared.table().apply(lm);
+                                if !send_all(&tx, events).await {
+                                    conn.abort();
+                                    return;
+                                }
+                            }
+                            false
+                        }
+                        NetlinkPayload::Overrun(_) | NetlinkPayload::Error(_) => {
+                            tracing::warn!("rtnetlink overrun; resyncing representors");
+                            true
+                        }
+                        _ => false,
+                    },
+                },
+                () = shared.resync_request.notified() => true,
+                () = tx.closed() => {
+                    conn.abort();
+                    return;
+                }
+            };
+            if need_resync {
+                match resync(&shared, &handle, &tx).await {
+                    None => {
+                        conn.abort();
+                        return;
+                    }
+                    Some(ok) => healthy = ok,
+                }
+            }
+        }
+        conn.abort();
+        tokio::time::sleep(RETRY).await;
+    }
+}
