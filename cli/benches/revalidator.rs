@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use megaflow::build::{FrameSpec, L4};
-use megaflow::{extract, Actions, DpAction, Field, Mask, Match, PortNo, Timestamp};
+use megaflow::{extract, Actions, DpAction, Mask, Match, PortNo, Timestamp};
 use offload::manager::{ManagerConfig, OffloadManager};
 use offload::prm::PortTable;
 use offload::sim::{Output, SimBackend};
@@ -53,17 +53,7 @@ fn main() {
         ..PipelineConfig::default()
     };
     let mut p = Pipeline::new(Bridge::with_ports(1..=4), mgr, cfg);
-    let mask = [
-        Field::InPort,
-        Field::EthType,
-        Field::IpProto,
-        Field::Ipv4Src,
-        Field::Ipv4Dst,
-        Field::TpSrc,
-        Field::TpDst,
-    ]
-    .iter()
-    .fold(Mask::EMPTY, |m, &f| m.with_exact(f));
+    let mask = Mask::exact_fields(Mask::IPV4_5TUPLE);
     let t0 = Timestamp(1_700_000_000 * SEC);
     let setup = Instant::now();
     let out = Actions::new(vec![DpAction::Output(PortNo(2))]);

@@ -68,25 +68,7 @@ pub fn handle(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Response {
 
 fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, String> {
     match req {
-        Request::Show => {
-            let c = sw.counters();
-            let ports: Vec<Value> = sw
-                .ports()
-                .iter()
-                .map(|p| {
-                    let pc = c.ports.get(&p.no).copied().unwrap_or_default();
-                    json!({
-                        "name": p.name,
-                        "ofport": p.no.0,
-                        "vport": p.vport.to_string(),
-                        "rx_packets": pc.rx.packets,
-                        "tx_hw_packets": pc.tx_hw.packets,
-                        "tx_sw_packets": pc.tx_sw.packets,
-                    })
-                })
-                .collect();
-            Ok(json!({ "ports": ports }))
-        }
+        Request::Show => Ok(json!({ "ports": sw.port_summaries() })),
         Request::DumpFlows => {
             let flows: Vec<Value> = sw
                 .pipeline()
@@ -122,24 +104,12 @@ fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, Strin
             Ok(json!({ "rules": rules }))
         }
         Request::AddFlow { flow } => {
-            let fm = parse_flow(flow, FlowModCommand::Add).map_err(|e| e.to_string())?;
-            let out = sw
-                .pipeline_mut()
-                .bridge
-                .tables
-                .apply(&fm, now)
-                .map_err(|e| e.to_string())?;
+            let out = apply_text(sw, flow, FlowModCommand::Add, now)?;
             Ok(json!({ "added": out.added, "replaced": out.replaced }))
         }
         Request::DelFlows { flow } => {
             let text = flow.as_deref().unwrap_or("");
-            let fm = parse_flow(text, FlowModCommand::Delete).map_err(|e| e.to_string())?;
-            let out = sw
-                .pipeline_mut()
-                .bridge
-                .tables
-                .apply(&fm, now)
-                .map_err(|e| e.to_string())?;
+            let out = apply_text(sw, text, FlowModCommand::Delete, now)?;
             Ok(json!({ "removed": out.removed.len() }))
         }
         Request::Trace { packet } => {
@@ -170,6 +140,21 @@ fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, Strin
             }))
         }
     }
+}
+
+/// Parses a flow in ovs-ofctl syntax and applies it as `cmd`.
+fn apply_text(
+    sw: &mut SimSwitch,
+    text: &str,
+    cmd: FlowModCommand,
+    now: Timestamp,
+) -> Result<ofproto::table::FlowModOutcome, String> {
+    let fm = parse_flow(text, cmd).map_err(|e| e.to_string())?;
+    sw.pipeline_mut()
+        .bridge
+        .tables
+        .apply(&fm, now)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

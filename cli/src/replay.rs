@@ -14,7 +14,7 @@ use offload::Vport;
 use serde::Serialize;
 
 use crate::config::PortSpec;
-use crate::switch::{Discard, FlowFile, SimSwitch};
+use crate::switch::{Discard, FlowFile, PortSummary, SimSwitch};
 
 /// How fast to replay.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -97,18 +97,6 @@ pub fn default_ports(n: u32) -> Vec<PortSpec> {
             })
         })
         .collect()
-}
-
-/// Per-port line of the summary.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct PortSummary {
-    pub name: String,
-    pub ofport: u32,
-    pub vport: String,
-    pub rx_packets: u64,
-    pub tx_hw_packets: u64,
-    pub tx_sw_packets: u64,
-    pub tx_bytes: u64,
 }
 
 /// What a replay did.
@@ -240,7 +228,7 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
     };
     let megaflows_at_end = sw.pipeline().len();
     let hw_rules_at_end = sw.pipeline().offloaded_len();
-    let ports = sw.ports().to_vec();
+    let ports = sw.port_summaries();
     let (c, st) = sw.finish(last_ts)?;
     let rx = c.rx.packets.max(1) as f64;
     let summary = Summary {
@@ -269,21 +257,7 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
         hw_samples: c.hw_samples,
         sw_samples: c.sw_samples,
         to_controller: c.to_controller,
-        ports: ports
-            .iter()
-            .map(|p| {
-                let pc = c.ports.get(&p.no).copied().unwrap_or_default();
-                PortSummary {
-                    name: p.name.clone(),
-                    ofport: p.no.0,
-                    vport: p.vport.to_string(),
-                    rx_packets: pc.rx.packets,
-                    tx_hw_packets: pc.tx_hw.packets,
-                    tx_sw_packets: pc.tx_sw.packets,
-                    tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
-                }
-            })
-            .collect(),
+        ports,
     };
     Ok(summary)
 }

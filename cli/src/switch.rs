@@ -109,6 +109,18 @@ pub struct SwitchCounters {
     pub ports: BTreeMap<PortNo, PortCounters>,
 }
 
+/// One port and its counters, as `show` and the replay summary print it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PortSummary {
+    pub name: String,
+    pub ofport: u32,
+    pub vport: String,
+    pub rx_packets: u64,
+    pub tx_hw_packets: u64,
+    pub tx_sw_packets: u64,
+    pub tx_bytes: u64,
+}
+
 /// What a caller can watch: every frame leaving the switch.
 pub trait Egressor {
     fn tx(&mut self, port: PortNo, frame: &[u8], path: Path);
@@ -130,6 +142,7 @@ pub struct SimSwitch {
     domain: DomainId,
     ports: Vec<PortSpec>,
     by_vport: BTreeMap<Vport, PortNo>,
+    by_port: BTreeMap<PortNo, Vport>,
     out: Output,
     buf: Vec<u8>,
     counters: SwitchCounters,
@@ -162,6 +175,8 @@ impl<E: Egressor> ActionSink for SwSink<'_, E> {
         }
     }
 
+    // Meters and samples are answered by the pipeline's own sink in front
+    // of this one; these two are never reached.
     fn meter(&mut self, _: MeterId, _: usize) -> bool {
         true
     }
@@ -227,6 +242,7 @@ impl SimSwitch {
             sim,
             domain,
             ports: ports.to_vec(),
+            by_port: by_vport.iter().map(|(v, p)| (*p, *v)).collect(),
             by_vport,
             out: Output::new(),
             buf: Vec::new(),
@@ -255,8 +271,23 @@ impl SimSwitch {
         &self.counters
     }
 
-    fn vport_of(&self, port: PortNo) -> Option<Vport> {
-        self.ports.iter().find(|p| p.no == port).map(|p| p.vport)
+    /// Every port with its counters, in configuration order.
+    pub fn port_summaries(&self) -> Vec<PortSummary> {
+        self.ports
+            .iter()
+            .map(|p| {
+                let pc = self.counters.ports.get(&p.no).copied().unwrap_or_default();
+                PortSummary {
+                    name: p.name.clone(),
+                    ofport: p.no.0,
+                    vport: p.vport.to_string(),
+                    rx_packets: pc.rx.packets,
+                    tx_hw_packets: pc.tx_hw.packets,
+                    tx_sw_packets: pc.tx_sw.packets,
+                    tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
+                }
+            })
+            .collect()
     }
 
     /// Runs a batch of received packets `(in_port, frame)` at `now`, then
@@ -278,7 +309,7 @@ impl SimSwitch {
                 .or_default()
                 .rx
                 .add(frame.len());
-            if let Some(v) = self.vport_of(*port) {
+            if let Some(&v) = self.by_port.get(port) {
                 known.push((v, *frame));
             }
         }

@@ -398,6 +398,23 @@ impl Mask {
         self
     }
 
+    /// A mask with exactly these fields exact.
+    pub fn exact_fields(fields: &[Field]) -> Mask {
+        fields.iter().fold(Mask::EMPTY, |m, &f| m.with_exact(f))
+    }
+
+    /// The fields of an IPv4 5-tuple megaflow from one port: in_port,
+    /// eth_type, ip_proto, addresses and L4 ports.
+    pub const IPV4_5TUPLE: &'static [Field] = &[
+        Field::InPort,
+        Field::EthType,
+        Field::IpProto,
+        Field::Ipv4Src,
+        Field::Ipv4Dst,
+        Field::TpSrc,
+        Field::TpDst,
+    ];
+
     /// True when the field has no mask bits set.
     pub fn is_wildcard(&self, field: Field) -> bool {
         self.field(field) == 0

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use megaflow::offload::FlowOffload;
-use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo};
+use megaflow::{Actions, DpAction, FlowKey, Mask, Match, PortNo};
 use offload::manager::{ManagerConfig, OffloadManager};
 use offload::prm::PortTable;
 use offload::sim::SimBackend;
@@ -30,17 +30,7 @@ fn main() {
     let ports = (1..=8u32).fold(PortTable::new(), |t, p| {
         t.with(PortNo(p), Vport::vf(p as u16).expect("vf"))
     });
-    let mask = [
-        Field::InPort,
-        Field::EthType,
-        Field::IpProto,
-        Field::Ipv4Src,
-        Field::Ipv4Dst,
-        Field::TpSrc,
-        Field::TpDst,
-    ]
-    .iter()
-    .fold(Mask::EMPTY, |m, &f| m.with_exact(f));
+    let mask = Mask::exact_fields(Mask::IPV4_5TUPLE);
     let flows: Vec<(Match, Actions)> = (0..FLOWS)
         .map(|i| {
             let mut k = FlowKey::ZERO;

@@ -198,15 +198,7 @@ fn process_rules(rules: u32) -> f64 {
     let (sim, d, t1) = fdb(SimConfig::default());
     // Eight masks, from the most specific (looked up first) down.
     let masks: [&[Field]; 8] = [
-        &[
-            Field::InPort,
-            Field::EthType,
-            Field::IpProto,
-            Field::Ipv4Src,
-            Field::Ipv4Dst,
-            Field::TpSrc,
-            Field::TpDst,
-        ],
+        Mask::IPV4_5TUPLE,
         &[
             Field::EthType,
             Field::IpProto,
@@ -245,7 +237,7 @@ fn process_rules(rules: u32) -> f64 {
     let mut frames = Vec::new();
     let mut ingress = Vec::new();
     for (mi, fields) in masks.iter().enumerate() {
-        let mask = fields.iter().fold(Mask::EMPTY, |m, &f| m.with_exact(f));
+        let mask = Mask::exact_fields(fields);
         let mut matcher = None;
         for j in 0..rules / 8 {
             let n = mi as u32 * (rules / 8) + j;

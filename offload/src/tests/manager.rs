@@ -33,17 +33,7 @@ fn frame(sport: u16) -> Vec<u8> {
 /// The 5-tuple megaflow of `frame(sport)` from port 1.
 fn flow(sport: u16) -> Match {
     let key = extract(1, &frame(sport));
-    let mask = [
-        Field::InPort,
-        Field::EthType,
-        Field::IpProto,
-        Field::Ipv4Src,
-        Field::Ipv4Dst,
-        Field::TpSrc,
-        Field::TpDst,
-    ]
-    .iter()
-    .fold(Mask::EMPTY, |m, &f| m.with_exact(f));
+    let mask = Mask::exact_fields(Mask::IPV4_5TUPLE);
     Match::new(&key, &mask)
 }
 
@@ -106,9 +96,7 @@ fn unsupported_flows_stay_in_software_with_their_reason() {
     // ICMP type and code (the key's tp_src/tp_dst) have no FDB match field.
     let icmp = FrameSpec::ipv4(1, 2, L4::Icmp { ty: 8, code: 0 }).build();
     let key = extract(1, &icmp);
-    let mask = [Field::InPort, Field::EthType, Field::IpProto, Field::TpSrc]
-        .iter()
-        .fold(Mask::EMPTY, |m, &f| m.with_exact(f));
+    let mask = Mask::exact_fields(&[Field::InPort, Field::EthType, Field::IpProto, Field::TpSrc]);
     let e = mgr
         .install(
             &Match::new(&key, &mask),

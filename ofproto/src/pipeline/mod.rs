@@ -516,10 +516,7 @@ impl<O: FlowOffload> Pipeline<O> {
         let (actions, upcall) = match self.cache.lookup(&key, len as u32, now) {
             Some(h) => {
                 self.stats.hits += 1;
-                let idx = self.cache.get(h).map_or(0, |f| f.offload());
-                if idx > 0 {
-                    self.touch((idx - 1) as u32, now);
-                }
+                self.touch_handle(h, now);
                 (self.cache.actions(h).cloned().unwrap_or_default(), false)
             }
             None => (self.upcall(&key, len, now), true),
@@ -571,9 +568,7 @@ impl<O: FlowOffload> Pipeline<O> {
             Err(InsertError::Duplicate(h)) => {
                 // Another packet of the flow got there first.
                 self.cache.add_stats(h, &one);
-                if let Some(idx) = self.cache.get(h).map(|f| f.offload()).filter(|&i| i > 0) {
-                    self.touch((idx - 1) as u32, now);
-                }
+                self.touch_handle(h, now);
             }
             Err(_) => {
                 self.stats.flow_limit_hits += 1;
@@ -603,6 +598,21 @@ impl<O: FlowOffload> Pipeline<O> {
             self.pending.push(idx);
         }
         Ok(h)
+    }
+
+    /// [`touch`](Self::touch) for the flow a cache handle names (its slot
+    /// is kept, plus one, in the cache entry's offload word).
+    fn touch_handle(&mut self, h: FlowHandle, now: Timestamp) {
+        let slot = self.cache.get(h).map_or(0, |f| f.offload());
+        if slot > 0 {
+            self.touch((slot - 1) as u32, now);
+        }
+    }
+
+    /// The match and actions a flow has in the cache now.
+    fn cached(&self, handle: FlowHandle) -> Option<(Match, Actions)> {
+        let f = self.cache.get(handle)?;
+        Some((f.matched(), f.actions().clone()))
     }
 
     /// Counts a software hit towards the flow's hotness; queues it for
@@ -652,11 +662,9 @@ impl<O: FlowOffload> Pipeline<O> {
         if m.state != FlowState::Offloading {
             return;
         }
-        let handle = m.handle;
-        let Some(f) = self.cache.get(handle) else {
+        let Some((matched, actions)) = self.cached(m.handle) else {
             return;
         };
-        let (matched, actions) = (f.matched(), f.actions().clone());
         if let Some(budget) = self.cfg.offload.budget {
             if budget == 0 {
                 self.fail(idx, NotOffloaded::Disabled, now);
@@ -739,10 +747,9 @@ impl<O: FlowOffload> Pipeline<O> {
         let Some(old) = m.hw else {
             return;
         };
-        let Some(f) = self.cache.get(m.handle) else {
+        let Some((matched, actions)) = self.cached(m.handle) else {
             return;
         };
-        let (matched, actions) = (f.matched(), f.actions().clone());
         self.go(idx, FlowState::Offloading);
         match self.offload.replace(old, &matched, &actions) {
             Ok(new) => {
