@@ -144,6 +144,8 @@ pub struct SimSwitch {
     by_vport: BTreeMap<Vport, PortNo>,
     by_port: BTreeMap<PortNo, Vport>,
     out: Output,
+    /// Per packet of the batch: whether the eSwitch forwarded or dropped it.
+    handled: Vec<bool>,
     buf: Vec<u8>,
     counters: SwitchCounters,
 }
@@ -245,6 +247,7 @@ impl SimSwitch {
             by_port: by_vport.iter().map(|(v, p)| (*p, *v)).collect(),
             by_vport,
             out: Output::new(),
+            handled: Vec::new(),
             buf: Vec::new(),
             counters: SwitchCounters::default(),
         })
@@ -315,7 +318,9 @@ impl SimSwitch {
         }
         self.sim
             .process_batch(self.domain, now.0, known.iter().copied(), &mut self.out);
-        let mut handled = vec![false; known.len()];
+        let mut handled = std::mem::take(&mut self.handled);
+        handled.clear();
+        handled.resize(known.len(), false);
         for i in 0..self.out.frames().len() {
             let f = &self.out.frames()[i];
             let Some(seen) = handled.get_mut(f.packet as usize) else {
@@ -363,6 +368,7 @@ impl SimSwitch {
             }
         }
         self.counters.hw_handled += handled.iter().filter(|&&h| h).count() as u64;
+        self.handled = handled;
         self.pipeline.tick(now);
     }
 
