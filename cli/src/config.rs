@@ -17,6 +17,13 @@
 //! flow_limit = 200000
 //! max_idle_ms = 10000
 //! revalidator_interval_ms = 500
+//! upcall_rate = 100000           # live: upcalls per second per port (0: no limit)
+//! upcall_burst = 10000           # ...and the burst above that rate
+//! upcall_queue = 8192            # live: misses waiting for the handler thread
+//!
+//! [datapath]                     # live mode (`eswitchd run`)
+//! port_type = "auto"             # auto (AF_XDP, else AF_PACKET) | af_xdp | af_packet
+//! control_socket = "/run/eswitch/eswitchd.sock"
 //!
 //! [[port]]
 //! name = "vm1"                   # netdev (live) or capture interface (replay)
@@ -49,6 +56,8 @@ pub struct Config {
     pub offload: OffloadConfig,
     #[serde(default)]
     pub limits: LimitsConfig,
+    #[serde(default)]
+    pub datapath: DatapathConfig,
     #[serde(default, rename = "port")]
     pub ports: Vec<PortConfig>,
     /// Where the file was read from (for relative paths).
@@ -98,6 +107,9 @@ pub struct LimitsConfig {
     pub flow_limit: usize,
     pub max_idle_ms: u64,
     pub revalidator_interval_ms: u64,
+    pub upcall_rate: u64,
+    pub upcall_burst: u64,
+    pub upcall_queue: usize,
 }
 
 impl Default for LimitsConfig {
@@ -107,6 +119,53 @@ impl Default for LimitsConfig {
             flow_limit: r.flow_limit,
             max_idle_ms: r.max_idle_ns / MS,
             revalidator_interval_ms: r.interval_ns / MS,
+            upcall_rate: 100_000,
+            upcall_burst: 10_000,
+            upcall_queue: 8192,
+        }
+    }
+}
+
+/// The default control socket.
+pub const DEFAULT_SOCKET: &str = "/run/eswitch/eswitchd.sock";
+
+/// Live-mode settings.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatapathConfig {
+    pub port_type: PortType,
+    pub control_socket: PathBuf,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        DatapathConfig {
+            port_type: PortType::Auto,
+            control_socket: PathBuf::from(DEFAULT_SOCKET),
+        }
+    }
+}
+
+/// How live ports do I/O.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PortType {
+    /// AF_XDP where the kernel and the netdev allow it, else AF_PACKET.
+    Auto,
+    AfXdp,
+    AfPacket,
+}
+
+impl std::str::FromStr for PortType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PortType, String> {
+        match s {
+            "auto" => Ok(PortType::Auto),
+            "af_xdp" | "afxdp" => Ok(PortType::AfXdp),
+            "af_packet" | "afpacket" => Ok(PortType::AfPacket),
+            _ => Err(format!(
+                "port type \"{s}\": expected \"auto\", \"af_xdp\" or \"af_packet\""
+            )),
         }
     }
 }
@@ -157,6 +216,16 @@ impl Config {
             Some(d) if f.is_relative() => d.join(f),
             _ => f.clone(),
         })
+    }
+
+    /// Which netdevs are (emulated) representors, and their vports: the
+    /// configured ports by name, for the representor tracker.
+    pub fn representors(&self) -> anyhow::Result<offload::representor::RepresentorConfig> {
+        let mut rc = offload::representor::RepresentorConfig::default();
+        for p in self.port_specs()? {
+            rc = rc.with(&p.name, p.vport);
+        }
+        Ok(rc)
     }
 
     /// The ports, checked: names, OpenFlow numbers and vports unique.
@@ -215,6 +284,9 @@ impl Config {
         }
         if l.flow_limit == 0 {
             bail!("limits.flow_limit = 0: must be at least 1");
+        }
+        if l.upcall_queue == 0 {
+            bail!("limits.upcall_queue = 0: must be at least 1");
         }
         Ok(PipelineConfig {
             offload: OffloadPolicy {

@@ -6,8 +6,13 @@
 //! {"cmd":"add-flow","flow":"priority=5,actions=drop"}
 //! {"cmd":"del-flows","flow":"ip,nw_dst=198.18.0.2"}
 //! {"cmd":"trace","packet":"in_port=1,udp,nw_dst=198.18.0.2,tp_dst=53"}
-//! {"cmd":"show"} {"cmd":"dump-of"} {"cmd":"stats"}
+//! {"cmd":"show"} {"cmd":"dump-of"} {"cmd":"dump-rules"} {"cmd":"stats"}
 //! ```
+//!
+//! `dump-flows` gives per megaflow `match`, `actions`, `packets`, `bytes`,
+//! `used` (seconds since the last packet, or `"never"`), `offloaded`
+//! (`yes` or `no (reason)`), `state` and the whole `line`; `dump-rules`
+//! gives the sim device's [`DeviceDump`](offload::sim::DeviceDump).
 //!
 //! A request that cannot be carried out gets `{"error":"..."}` naming what
 //! was wrong; nothing changes and the switch goes on.
@@ -30,6 +35,9 @@ pub enum Request {
     Show,
     /// Megaflows: match, actions, counters, offloaded or why not.
     DumpFlows,
+    /// What is programmed in the (simulated) device: tables, matchers,
+    /// rules with their decoded match, actions and counters.
+    DumpRules,
     /// The OpenFlow tables.
     DumpOf,
     /// Adds a flow (ovs-ofctl syntax).
@@ -75,16 +83,32 @@ fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, Strin
                 .dump()
                 .iter()
                 .map(|d| {
+                    let m = ofproto::text::format_match(&d.matched);
+                    let used = if d.stats.used == Timestamp::NEVER {
+                        json!("never")
+                    } else {
+                        json!((now.since(d.stats.used) / 1_000_000) as f64 / 1e3)
+                    };
                     json!({
                         "line": d.line(now),
+                        "match": if m.is_empty() { "any".to_string() } else { m },
+                        "actions": if d.actions.is_empty() {
+                            "drop".to_string()
+                        } else {
+                            d.actions.to_string()
+                        },
                         "packets": d.stats.packets,
                         "bytes": d.stats.bytes,
+                        "used": used,
                         "state": d.state.name(),
                         "offloaded": d.offloaded(),
                     })
                 })
                 .collect();
             Ok(json!({ "flows": flows }))
+        }
+        Request::DumpRules => {
+            serde_json::to_value(sw.sim().dump()).map_err(|e| format!("dump-rules: {e}"))
         }
         Request::DumpOf => {
             let rules: Vec<Value> = sw
@@ -128,13 +152,27 @@ fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, Strin
             let c = sw.counters();
             Ok(json!({
                 "packets": c.rx.packets,
+                "bytes": c.rx.bytes,
                 "hw_handled": c.hw_handled,
                 "sw_handled": c.sw_handled,
+                "hw_drops": c.hw_drops,
+                "sw_drops": c.sw_drops,
+                "hw_samples": c.hw_samples,
+                "sw_samples": c.sw_samples,
+                "to_controller": c.to_controller,
                 "upcalls": st.upcalls,
+                "upcalls_queued": c.upcalls_queued,
+                "upcall_drops_rate": c.upcall_drops_rate,
+                "upcall_drops_full": c.upcall_drops_full,
+                "cache_hits": st.hits,
                 "megaflows": sw.pipeline().len(),
+                "megaflows_created": st.megaflows_created,
                 "offloaded": sw.pipeline().offloaded_len(),
                 "offload_failures": st.offload_failures,
+                "demoted": st.demoted,
                 "aged": st.aged,
+                "evicted_limit": st.evicted_limit,
+                "flow_limit_hits": st.flow_limit_hits,
                 "revalidator_passes": st.passes,
                 "flow_limit": sw.pipeline().flow_limit(),
             }))

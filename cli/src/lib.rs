@@ -6,6 +6,9 @@
 
 pub mod config;
 pub mod control;
+pub mod ctl;
+pub mod ctl_format;
 pub mod demo;
+pub mod live;
 pub mod replay;
 pub mod switch;

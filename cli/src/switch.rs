@@ -107,6 +107,27 @@ pub struct SwitchCounters {
     pub to_controller: u64,
     /// Per OpenFlow port.
     pub ports: BTreeMap<PortNo, PortCounters>,
+    /// Live mode: misses handed to the upcall handler thread, and misses
+    /// dropped because their port was over its upcall rate or the queue
+    /// to the handler was full (the RX thread never waits).
+    pub upcalls_queued: u64,
+    pub upcall_drops_rate: u64,
+    pub upcall_drops_full: u64,
+}
+
+/// What the daemon knows of a live port besides the switch's counters
+/// (absent in replay).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PortStatus {
+    /// The netdev's ifindex while it exists.
+    pub ifindex: Option<u32>,
+    /// `up`, `down` (oper state), `absent` (no such netdev now).
+    pub state: String,
+    /// The port type in use (`af_packet`, `af_xdp`).
+    pub kind: String,
+    /// Received frames the port could not deliver, and sends it refused.
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
 }
 
 /// One port and its counters, as `show` and the replay summary print it.
@@ -119,6 +140,9 @@ pub struct PortSummary {
     pub tx_hw_packets: u64,
     pub tx_sw_packets: u64,
     pub tx_bytes: u64,
+    /// Live mode only: ifindex, state, port type, drops.
+    #[serde(skip_serializing_if = "Option::is_none", flatten)]
+    pub status: Option<PortStatus>,
 }
 
 /// What a caller can watch: every frame leaving the switch.
@@ -135,6 +159,14 @@ impl Egressor for Discard {
     fn tx(&mut self, _: PortNo, _: &[u8], _: Path) {}
 }
 
+/// A packet software dropped on purpose (a drop action, a meter, no
+/// output at all) is counted once.
+fn count_sw_drop(c: &mut SwitchCounters, r: &ofproto::pipeline::SwOutcome) {
+    if r.exec.dropped.is_some() && r.exec.outputs == 0 && r.exec.userspace == 0 {
+        c.sw_drops += 1;
+    }
+}
+
 /// The switch.
 pub struct SimSwitch {
     pipeline: Pipeline<OffloadManager<SimBackend>>,
@@ -148,6 +180,7 @@ pub struct SimSwitch {
     handled: Vec<bool>,
     buf: Vec<u8>,
     counters: SwitchCounters,
+    status: BTreeMap<PortNo, PortStatus>,
 }
 
 /// The software path's outputs, counted and handed on.
@@ -250,6 +283,7 @@ impl SimSwitch {
             handled: Vec::new(),
             buf: Vec::new(),
             counters: SwitchCounters::default(),
+            status: BTreeMap::new(),
         })
     }
 
@@ -274,6 +308,24 @@ impl SimSwitch {
         &self.counters
     }
 
+    pub fn counters_mut(&mut self) -> &mut SwitchCounters {
+        &mut self.counters
+    }
+
+    /// Records what the daemon knows of a live port (shown by `show`).
+    pub fn set_port_status(&mut self, port: PortNo, status: PortStatus) {
+        self.status.insert(port, status);
+    }
+
+    pub fn port_status(&self, port: PortNo) -> Option<&PortStatus> {
+        self.status.get(&port)
+    }
+
+    /// A live port's status, created empty if the port has none yet.
+    pub fn port_status_mut(&mut self, port: PortNo) -> &mut PortStatus {
+        self.status.entry(port).or_default()
+    }
+
     /// Every port with its counters, in configuration order.
     pub fn port_summaries(&self) -> Vec<PortSummary> {
         self.ports
@@ -288,6 +340,7 @@ impl SimSwitch {
                     tx_hw_packets: pc.tx_hw.packets,
                     tx_sw_packets: pc.tx_sw.packets,
                     tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
+                    status: self.status.get(&p.no).cloned(),
                 }
             })
             .collect()
@@ -301,6 +354,50 @@ impl SimSwitch {
         now: Timestamp,
         pkts: &[(PortNo, &[u8])],
         egress: &mut E,
+    ) {
+        self.step(now, pkts, egress, None::<&mut fn(PortNo, &[u8])>);
+        self.pipeline.tick(now);
+    }
+
+    /// The live RX path: like [`receive`](Self::receive), but a packet that
+    /// misses both the eSwitch and the megaflow cache is handed to `miss`
+    /// (the daemon queues it for the upcall handler thread, which calls
+    /// [`upcall`](Self::upcall)), and no revalidator pass runs here (the
+    /// revalidator has its own thread).
+    pub fn receive_live<E: Egressor, M: FnMut(PortNo, &[u8])>(
+        &mut self,
+        now: Timestamp,
+        pkts: &[(PortNo, &[u8])],
+        egress: &mut E,
+        miss: &mut M,
+    ) {
+        self.step(now, pkts, egress, Some(miss));
+    }
+
+    /// The upcall handler's side of [`receive_live`](Self::receive_live):
+    /// runs a missed packet through the whole software path (translation,
+    /// megaflow install, execution). The packet was counted on receive.
+    pub fn upcall<E: Egressor>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        pkt: &mut Vec<u8>,
+        egress: &mut E,
+    ) {
+        let mut sink = SwSink {
+            egress,
+            counters: &mut self.counters,
+        };
+        let r = self.pipeline.process(now, port, pkt, &mut sink);
+        count_sw_drop(&mut self.counters, &r);
+    }
+
+    fn step<E: Egressor, M: FnMut(PortNo, &[u8])>(
+        &mut self,
+        now: Timestamp,
+        pkts: &[(PortNo, &[u8])],
+        egress: &mut E,
+        mut miss: Option<&mut M>,
     ) {
         self.out.clear();
         let mut known = Vec::with_capacity(pkts.len());
@@ -359,9 +456,18 @@ impl SimSwitch {
                         egress,
                         counters: &mut self.counters,
                     };
-                    let r = self.pipeline.process(now, port, &mut buf, &mut sink);
-                    if r.exec.dropped.is_some() && r.exec.outputs == 0 && r.exec.userspace == 0 {
-                        self.counters.sw_drops += 1;
+                    let r = match miss.as_mut() {
+                        None => Some(self.pipeline.process(now, port, &mut buf, &mut sink)),
+                        Some(m) => {
+                            let r = self.pipeline.process_cached(now, port, &mut buf, &mut sink);
+                            if r.is_none() {
+                                m(port, &buf);
+                            }
+                            r
+                        }
+                    };
+                    if let Some(r) = r {
+                        count_sw_drop(&mut self.counters, &r);
                     }
                     self.buf = buf;
                 }
@@ -369,7 +475,6 @@ impl SimSwitch {
         }
         self.counters.hw_handled += handled.iter().filter(|&&h| h).count() as u64;
         self.handled = handled;
-        self.pipeline.tick(now);
     }
 
     /// A final revalidator pass (folds the last hardware counts), then

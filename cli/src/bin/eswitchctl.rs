@@ -1,19 +1,112 @@
-//! eswitchctl: inspect and control a running eswitchd.
-use clap::Parser;
+//! eswitchctl: inspect and control a running eswitchd over its control
+//! socket (one JSON request per line, see `cli::control`).
+//!
+//! Exit status: 0 on success, 1 when the daemon refused the request (the
+//! reason is printed as `eswitchctl: <error>`), 2 when the daemon cannot be
+//! reached (or answered garbage), as for a usage error.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use cli::control::{Request, Response};
+use cli::ctl::{request, DEFAULT_SOCKET, SOCKET_ENV};
+use cli::ctl_format::{pretty, render};
 
 /// Inspect and control a running eswitchd over its control socket.
 #[derive(Parser, Debug)]
 #[command(name = "eswitchctl", version, about)]
 struct Args {
-    /// Control socket of the daemon.
-    #[arg(long, default_value = "/run/eswitch/eswitchd.sock")]
-    socket: std::path::PathBuf,
+    /// Control socket of the daemon [default: $ESWITCH_SOCKET, else
+    /// /run/eswitch/eswitchd.sock].
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Print the daemon's answer as pretty JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    /// How long to wait for the daemon, each way (0: forever).
+    #[arg(long, global = true, default_value_t = 5000, value_name = "MS")]
+    timeout_ms: u64,
+    #[command(subcommand)]
+    cmd: Cmd,
 }
 
-fn main() -> anyhow::Result<()> {
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Ports with their counters (and live status).
+    Show,
+    /// Megaflows: match, counters, used, offloaded or why not, actions.
+    DumpFlows,
+    /// What is programmed in the device: tables, matchers, rules, counters.
+    DumpRules,
+    /// The OpenFlow tables, as `ovs-ofctl dump-flows`.
+    DumpOf,
+    /// Adds a flow, in ovs-ofctl syntax (`priority=5,ip,actions=drop`).
+    AddFlow { flow: String },
+    /// Deletes the flows a match selects (all of them without one).
+    DelFlows { flow: Option<String> },
+    /// How a packet (flow syntax: `in_port=1,udp,tp_dst=53`) walks the
+    /// tables.
+    Trace { packet: String },
+    /// Pipeline and switch counters.
+    Stats,
+}
+
+impl Cmd {
+    /// The command's name and its request.
+    fn request(self) -> (&'static str, Request) {
+        match self {
+            Cmd::Show => ("show", Request::Show),
+            Cmd::DumpFlows => ("dump-flows", Request::DumpFlows),
+            Cmd::DumpRules => ("dump-rules", Request::DumpRules),
+            Cmd::DumpOf => ("dump-of", Request::DumpOf),
+            Cmd::AddFlow { flow } => ("add-flow", Request::AddFlow { flow }),
+            Cmd::DelFlows { flow } => ("del-flows", Request::DelFlows { flow }),
+            Cmd::Trace { packet } => ("trace", Request::Trace { packet }),
+            Cmd::Stats => ("stats", Request::Stats),
+        }
+    }
+}
+
+fn main() -> ExitCode {
     let args = Args::parse();
-    anyhow::bail!(
-        "no daemon control socket yet at {}: eswitchd's live mode arrives with the live-switching work",
-        args.socket.display()
-    )
+    let socket = args
+        .socket
+        .or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    let (name, req) = args.cmd.request();
+    let timeout = Duration::from_millis(args.timeout_ms);
+    match request(&socket, &req, timeout) {
+        Err(e) => {
+            eprintln!("eswitchctl: {e:#}");
+            ExitCode::from(2)
+        }
+        Ok(Response::Error(e)) => {
+            eprintln!("eswitchctl: {e}");
+            ExitCode::from(1)
+        }
+        Ok(Response::Ok(v)) => {
+            let out = if args.json {
+                pretty(&v)
+            } else {
+                render(name, &v)
+            };
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("eswitchctl: cannot write the output: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
 }

@@ -2,14 +2,16 @@
 //!
 //! - `eswitchd replay --demo`: the whole pipeline on a generated workload;
 //! - `eswitchd replay --pcap FILE --flows FILE [--config FILE]`: on a capture;
-//! - `eswitchd generate --out FILE`: writes the demo workload as pcapng.
+//! - `eswitchd generate --out FILE`: writes the demo workload as pcapng;
+//! - `eswitchd run --config eswitch.toml`: live on netdevs (see
+//!   `cli::live`), until SIGINT or SIGTERM.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use cli::config::Config;
+use cli::config::{Config, PortType};
 use cli::demo::{self, DemoSpec};
 use cli::replay::{self, ReplayJob, Source, Speed};
 use cli::switch::FlowFile;
@@ -31,6 +33,23 @@ enum Command {
     Replay(ReplayArgs),
     /// Writes the demo workload to a pcapng file (one interface per VM).
     Generate(GenerateArgs),
+    /// Runs live on the configured netdevs (VF representors, or veths
+    /// standing in for them) until SIGINT/SIGTERM; logs go to stderr
+    /// (`RUST_LOG`, default `info`).
+    Run(RunArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+struct RunArgs {
+    /// eswitch.toml: ports, backend, offload policy, limits, flow file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The control socket (default: `datapath.control_socket`).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Port I/O: auto, af_xdp or af_packet (default: `datapath.port_type`).
+    #[arg(long)]
+    port_type: Option<PortType>,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -179,6 +198,31 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn run(a: RunArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let config = Config::load(&a.config)?;
+    if config.backend.kind != "sim" {
+        bail!(
+            "backend.kind = \"{}\": this build runs the sim eSwitch only (the mlx5 backend needs a ConnectX in switchdev mode)",
+            config.backend.kind
+        );
+    }
+    let port_type = a.port_type.unwrap_or(config.datapath.port_type);
+    let factory = std::sync::Arc::new(cli::live::NetdevFactory { port_type });
+    let report = cli::live::run(&config, a.socket, factory)?;
+    println!(
+        "eswitchd: stopped; {} rules removed from the device, {} megaflows dropped, {} packets received",
+        report.rules_removed, report.megaflows, report.packets
+    );
+    Ok(())
+}
+
 fn generate(a: GenerateArgs) -> anyhow::Result<()> {
     let spec = a.workload.spec();
     let n = demo::write_pcapng(&spec, &a.out)?;
@@ -207,6 +251,7 @@ fn main() -> ExitCode {
     let r = match args.command {
         Command::Replay(a) => replay(a),
         Command::Generate(a) => generate(a),
+        Command::Run(a) => run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -144,3 +144,90 @@ fn add_and_delete_flows_change_the_tables_and_bad_ones_change_nothing() {
     assert_eq!(of["rules"].as_array().expect("rules").len(), 2);
     sw.finish(at(7)).expect("clean");
 }
+
+#[test]
+fn dump_flows_gives_match_actions_and_used_apart_from_the_line() {
+    let mut sw = switch();
+    let f = FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(1, 53)).build();
+    sw.receive(at(0), &[(PortNo(1), &f)], &mut Discard);
+    sw.receive(at(250), &[(PortNo(1), &f)], &mut Discard);
+    let v = ok(handle(&mut sw, &Request::DumpFlows, at(1_750)));
+    let flow = &v["flows"][0];
+    let m = flow["match"].as_str().expect("match");
+    assert!(m.contains("198.18.0.2"), "{m}");
+    assert!(!m.contains("actions"), "{m}");
+    assert_eq!(flow["actions"], "output:2");
+    // The second packet went through hardware: the first revalidator pass
+    // that folds it in sets `used`; before it, the software hit counts.
+    let used = flow["used"].as_f64().expect("seconds");
+    assert!((0.0..=1.75).contains(&used), "{used}");
+    assert!(flow["line"].as_str().expect("line").starts_with(m.trim()));
+    // A flow that never saw a packet says so.
+    let line = r#"{"cmd":"add-flow","flow":"priority=30,udp,tp_dst=54,actions=output:3"}"#;
+    ok(handle(&mut sw, &req(line), at(1_800)));
+    sw.finish(at(2_000)).expect("clean");
+}
+
+#[test]
+fn stats_carry_the_live_counters() {
+    let mut sw = switch();
+    let f = FrameSpec::ipv4(0xc612_0001, 0xc612_0009, L4::udp(1, 53)).build();
+    sw.receive(at(0), &[(PortNo(1), &f)], &mut Discard);
+    {
+        let c = sw.counters_mut();
+        c.upcalls_queued = 7;
+        c.upcall_drops_rate = 2;
+        c.upcall_drops_full = 1;
+    }
+    let s = ok(handle(&mut sw, &req(r#"{"cmd":"stats"}"#), at(1)));
+    assert_eq!(s["upcalls_queued"], 7);
+    assert_eq!(s["upcall_drops_rate"], 2);
+    assert_eq!(s["upcall_drops_full"], 1);
+    // 198.18.0.9 hits priority=0,actions=drop in software.
+    assert_eq!(s["sw_drops"], 1);
+    assert_eq!(s["hw_drops"], 0);
+    assert_eq!(s["packets"], 1);
+    sw.finish(at(2)).expect("clean");
+}
+
+#[test]
+fn dump_rules_shows_the_device_with_decoded_matches_and_counters() {
+    assert_eq!(req(r#"{"cmd":"dump-rules"}"#), Request::DumpRules);
+    let mut sw = switch();
+    let f = FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(1, 53)).build();
+    for i in 0..4 {
+        sw.receive(at(i), &[(PortNo(1), &f)], &mut Discard);
+    }
+    let d = ok(handle(&mut sw, &Request::DumpRules, at(10)));
+    assert_eq!(d["domains"][0]["type"], "FDB");
+    let levels: Vec<u64> = d["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .filter_map(|t| t["level"].as_u64())
+        .collect();
+    assert_eq!(levels, vec![0, 1, 2]);
+    let rules = d["rules"].as_array().expect("rules");
+    let offloaded: Vec<&Value> = rules
+        .iter()
+        .filter(|r| {
+            r["actions"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == "dest_vport(2)"))
+        })
+        .collect();
+    assert_eq!(offloaded.len(), 1, "{rules:?}");
+    let r = offloaded[0];
+    let value = r["value"].as_array().expect("value");
+    let dst = value
+        .iter()
+        .find(|f| f["name"] == "outer.dst_ip")
+        .expect("dst field");
+    assert_eq!(dst["value"], "198.18.0.2");
+    // What the eSwitch forwarded was counted by the rule.
+    let hw = sw.counters().hw_handled;
+    assert!(hw > 0);
+    assert_eq!(r["counter"]["packets"], hw);
+    assert_eq!(r["counter"]["bytes"], hw * f.len() as u64);
+    sw.finish(at(20)).expect("clean");
+}

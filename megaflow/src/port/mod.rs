@@ -17,7 +17,8 @@
 //!   each tagged with its interface id, to one pcapng file (replay inputs
 //!   such as the `eswitchd replay --demo` workload).
 //!
-//! AF_PACKET (TPACKET_V3) and AF_XDP ports will implement the same trait.
+//! AF_PACKET (TPACKET_V3) and AF_XDP ports implement the same trait in the
+//! `netdev` and `xsk` crates, which hold the project's `unsafe` code.
 //! Callers: the datapath threads (through `Box<dyn Port>`), `eswitchd
 //! replay` (capture in, capture out, the capture's timestamps as simulated
 //! time), and tests.
@@ -435,6 +436,14 @@ pub trait Port: Send {
 
     /// The port's counters.
     fn stats(&self) -> PortStats;
+
+    /// A file descriptor that becomes readable when the port has packets,
+    /// so an idle datapath thread can sleep in `poll(2)` instead of
+    /// spinning. `None` (the default): the port has none (memory and
+    /// capture ports), and the caller must poll it.
+    fn poll_fd(&self) -> Option<i32> {
+        None
+    }
 }
 
 #[cfg(test)]

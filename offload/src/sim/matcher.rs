@@ -130,6 +130,18 @@ impl<T: Clone + Default> MatcherIndex<T> {
         self.keys.get(start..start + w).unwrap_or(&[])
     }
 
+    /// The value words of the key in `slot` (zero outside the mask), for
+    /// dumps.
+    pub(crate) fn words_of(&self, slot: u32) -> [u64; WORDS] {
+        let mut w = [0u64; WORDS];
+        for (&p, &k) in self.pos.iter().zip(self.key_at(slot)) {
+            if let Some(x) = w.get_mut(usize::from(p)) {
+                *x = k;
+            }
+        }
+        w
+    }
+
     /// The key of a rule value (already inside the mask).
     pub(crate) fn key_of(&self, value: &[u64; WORDS]) -> Vec<u64> {
         self.pos

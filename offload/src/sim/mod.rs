@@ -41,6 +41,7 @@
 //! with a chosen errno, or every call, and [`SimBackend::set_latency`]
 //! delays calls, for the offload manager's fault tests.
 
+mod dump;
 mod exec;
 mod matcher;
 pub mod packet;
@@ -51,6 +52,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
+pub use dump::{CounterDump, DeviceDump, DomainDump, FieldDump, MatcherDump, RuleDump, TableDump};
 pub use exec::{DropCause, Egress, OutFrame, Output};
 
 use crate::dr::{
@@ -300,6 +302,12 @@ impl SimBackend {
     /// What is programmed, for dumps and tests.
     pub fn snapshot(&self) -> Snapshot {
         self.read().snapshot()
+    }
+
+    /// Every domain, table, matcher and rule with its decoded match,
+    /// actions and counter (`eswitchctl dump-rules`).
+    pub fn dump(&self) -> DeviceDump {
+        dump::dump(&self.read())
     }
 }
 

@@ -91,6 +91,14 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    /// Live objects with their (index, generation), in index order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.value.as_ref().map(|v| (i as u32, s.generation, v)))
+    }
+
     /// Live objects.
     pub(crate) fn len(&self) -> usize {
         self.len

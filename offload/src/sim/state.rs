@@ -26,30 +26,30 @@ pub(crate) struct Domain {
 }
 
 pub(crate) struct Table {
-    domain: u32,
+    pub(crate) domain: u32,
     pub(crate) level: u32,
     /// Matchers in lookup order: priority, then creation.
     pub(crate) matchers: Vec<u32>,
-    rules: usize,
+    pub(crate) rules: usize,
     /// Actions that lead here.
     users: usize,
 }
 
 pub(crate) struct Matcher {
-    table: u32,
-    priority: u16,
+    pub(crate) table: u32,
+    pub(crate) priority: u16,
     seq: u64,
-    criteria: u8,
-    mask: Encoded,
-    ip_version: u8,
+    pub(crate) criteria: u8,
+    pub(crate) mask: Encoded,
+    pub(crate) ip_version: u8,
     pub(crate) index: MatcherIndex<Compiled>,
-    rules: usize,
+    pub(crate) rules: usize,
 }
 
 pub(crate) struct Rule {
-    matcher: u32,
-    slot: u32,
-    actions: Box<[u32]>,
+    pub(crate) matcher: u32,
+    pub(crate) slot: u32,
+    pub(crate) actions: Box<[u32]>,
     /// Every action compiled (the matcher holds the first three).
     pub(crate) ops: Box<[Op]>,
 }

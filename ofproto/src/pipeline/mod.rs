@@ -250,7 +250,7 @@ impl fmt::Display for FlowDump {
 }
 
 /// What the software path did with one packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SwOutcome {
     /// The packet missed the cache and was translated.
     pub upcall: bool,
@@ -508,12 +508,46 @@ impl<O: FlowOffload> Pipeline<O> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
+        match self.run(now, in_port, pkt, sink, true) {
+            Some(out) => out,
+            // With upcalls allowed every packet is handled.
+            None => SwOutcome::default(),
+        }
+    }
+
+    /// The fast path alone: like [`process`](Self::process) for a packet
+    /// whose megaflow is cached; `None` on a miss, with nothing changed
+    /// and nothing counted in [`PipelineStats`] (the cache's own lookup
+    /// counters do count the probe). Live RX threads call this and queue the misses for the
+    /// upcall handler thread, which calls `process` on them.
+    pub fn process_cached<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Option<SwOutcome> {
+        self.run(now, in_port, pkt, sink, false)
+    }
+
+    fn run<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+        may_upcall: bool,
+    ) -> Option<SwOutcome> {
         let mut key = self.key;
         let ex = extract_into(in_port.0, pkt, &mut key);
         self.key = key;
         let len = pkt.len();
+        let hit = self.cache.lookup(&key, len as u32, now);
+        if hit.is_none() && !may_upcall {
+            return None;
+        }
         self.stats.packets += 1;
-        let (actions, upcall) = match self.cache.lookup(&key, len as u32, now) {
+        let (actions, upcall) = match hit {
             Some(h) => {
                 self.stats.hits += 1;
                 self.touch_handle(h, now);
@@ -532,7 +566,7 @@ impl<O: FlowOffload> Pipeline<O> {
         if !self.pending.is_empty() {
             self.flush_offloads(now);
         }
-        SwOutcome { upcall, exec }
+        Some(SwOutcome { upcall, exec })
     }
 
     /// Translates a missed key, installs its megaflow (counting the packet

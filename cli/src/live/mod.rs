@@ -1,0 +1,637 @@
+//! `eswitchd run`: the switch on live netdevs.
+//!
+//! ## Threads
+//!
+//! ```text
+//!  RX thread ── per round: recv_batch on every open port (TPACKET_V3 ring or AF_XDP)
+//!     │          lock the switch: sim eSwitch step (offloaded flows forwarded "in hardware"),
+//!     │          megaflow cache hits executed; misses offered to the upcall gate
+//!     │          unlock; transmit what the round produced, batched per port
+//!     │          idle: spin a little, then sleep in poll(2) on the ports' fds
+//!     ├─ gate: token bucket per port + bounded queue (full: drop and count, never wait)
+//!  handler thread ── drains the queue in batches, lock: translate, install, execute; unlock;
+//!                    transmits through its own send-only socket per port
+//!  revalidator thread ── every interval: lock, one pass (counters, aging, re-translation,
+//!                        offloads, flow limit); publishes port counters
+//!  control thread(s) ── the unix socket; each request runs under the lock
+//!  main thread ── port events (rtnetlink tracker): open/close ports, flush a removed
+//!                 port's flows, up/down into the bridge; SIGINT/SIGTERM → stop
+//! ```
+//!
+//! The switch ([`SimSwitch`]: the sim device, the megaflow cache, the
+//! OpenFlow bridge, the offload manager) is one structure behind one mutex.
+//! Each thread holds it for a batch (RX: up to 32 packets per port; the
+//! handler: up to [`HANDLER_BATCH`] upcalls) or one revalidator pass, so
+//! they interleave at batch granularity; the RX thread is never blocked by
+//! a full queue, only, briefly, by another thread's batch. (Open vSwitch
+//! gives each PMD thread its own classifier instead; the megaflow crate's
+//! `shard` module is the way there when one RX thread is not enough.)
+//!
+//! Port I/O comes from a [`PortFactory`], so the same daemon runs on
+//! memory ports in unprivileged tests and on netdevs in production.
+
+mod ports;
+mod run;
+mod upcall;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use megaflow::port::{PacketBatch, Port, BATCH_SIZE};
+use megaflow::{PortNo, Timestamp};
+use offload::representor::{PortEvent, Representor};
+use offload::sim::SimConfig;
+use tracing::{debug, info, warn};
+
+use crate::config::{Config, PortSpec};
+use crate::switch::{Egressor, FlowFile, Path, PortStatus, SimSwitch};
+
+pub use ports::NetdevFactory;
+pub use run::{run, DEFAULT_FLOWS};
+pub use upcall::{channel as upcall_channel, Admission, TokenBucket, Upcall, UpcallGate};
+
+/// Most upcalls the handler runs under one lock acquisition.
+pub const HANDLER_BATCH: usize = 64;
+
+/// Empty RX rounds before the RX thread sleeps in poll(2).
+const SPIN_ROUNDS: u32 = 64;
+
+/// Longest sleep of an idle RX thread (also how late it notices a new port
+/// or a stop request).
+const IDLE_WAIT: Duration = Duration::from_millis(10);
+
+/// How often port counters are published to `show`.
+const STATUS_EVERY: Duration = Duration::from_millis(250);
+
+/// The daemon's clock: nanoseconds since it started (monotonic).
+#[derive(Clone, Copy, Debug)]
+pub struct Clock(Instant);
+
+impl Clock {
+    pub fn new() -> Clock {
+        Clock(Instant::now())
+    }
+
+    pub fn now(&self) -> Timestamp {
+        Timestamp(self.0.elapsed().as_nanos() as u64)
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+/// A port opened on a netdev: the RX thread's (receive and send) and the
+/// handler's (send only).
+pub struct OpenedPort {
+    pub rx: Box<dyn Port>,
+    pub tx: Box<dyn Port>,
+    /// `af_packet`, `af_xdp`, `memory`.
+    pub kind: String,
+}
+
+/// Opens ports by netdev name, and waits for them.
+pub trait PortFactory: Send + Sync {
+    fn open(&self, name: &str) -> anyhow::Result<OpenedPort>;
+
+    /// Sleeps until one of `fds` is readable or `timeout` passes. The
+    /// default (ports without descriptors) sleeps a millisecond.
+    fn wait(&self, _fds: &[i32], timeout: Duration) {
+        std::thread::sleep(timeout.min(Duration::from_millis(1)));
+    }
+}
+
+/// Settings of the live threads (from `[limits]`).
+#[derive(Clone, Copy, Debug)]
+pub struct LiveLimits {
+    pub upcall_rate: u64,
+    pub upcall_burst: u64,
+    pub upcall_queue: usize,
+    pub revalidator_interval: Duration,
+}
+
+impl LiveLimits {
+    pub fn from_config(cfg: &Config) -> LiveLimits {
+        LiveLimits {
+            upcall_rate: cfg.limits.upcall_rate,
+            upcall_burst: cfg.limits.upcall_burst,
+            upcall_queue: cfg.limits.upcall_queue,
+            revalidator_interval: Duration::from_millis(cfg.limits.revalidator_interval_ms.max(1)),
+        }
+    }
+}
+
+/// The switch, shared by the threads.
+pub type Core = Arc<Mutex<SimSwitch>>;
+
+fn lock(core: &Core) -> MutexGuard<'_, SimSwitch> {
+    // A thread that panicked holding the lock leaves the switch as it was
+    // between two batches; going on is better than stopping forwarding.
+    core.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+enum RxCmd {
+    Add(Box<RxPort>),
+    Remove(PortNo),
+}
+
+struct RxPort {
+    no: PortNo,
+    port: Box<dyn Port>,
+    batch: PacketBatch,
+}
+
+/// Frames a batch produced, stored back to back, sent after the lock is
+/// released.
+#[derive(Default)]
+struct TxArena {
+    data: Vec<u8>,
+    frames: Vec<(PortNo, usize, usize)>,
+}
+
+impl Egressor for TxArena {
+    fn tx(&mut self, port: PortNo, frame: &[u8], _path: Path) {
+        let off = self.data.len();
+        self.data.extend_from_slice(frame);
+        self.frames.push((port, off, frame.len()));
+    }
+}
+
+impl TxArena {
+    /// Sends every frame to its port (in order per port, in batches);
+    /// returns the frames no open port took.
+    fn flush<'p>(&mut self, ports: impl Iterator<Item = (PortNo, &'p mut Box<dyn Port>)>) -> u64 {
+        let mut sent = 0usize;
+        if !self.frames.is_empty() {
+            for (no, port) in ports {
+                let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH_SIZE);
+                for &(p, off, len) in &self.frames {
+                    if p != no {
+                        continue;
+                    }
+                    refs.push(&self.data[off..off + len]);
+                    if refs.len() == BATCH_SIZE {
+                        sent += BATCH_SIZE;
+                        send(port, &refs);
+                        refs.clear();
+                    }
+                }
+                if !refs.is_empty() {
+                    sent += refs.len();
+                    send(port, &refs);
+                }
+            }
+        }
+        let unsent = self.frames.len() - sent;
+        self.data.clear();
+        self.frames.clear();
+        unsent as u64
+    }
+}
+
+fn send(port: &mut Box<dyn Port>, refs: &[&[u8]]) {
+    // Refused packets are counted by the port; a failed port is noticed
+    // by the RX side (and by netlink).
+    if let Err(e) = port.send_batch(refs, Timestamp(0)) {
+        debug!("{e}");
+    }
+}
+
+/// A running daemon: its threads and the switch they share.
+pub struct Daemon {
+    core: Core,
+    clock: Clock,
+    factory: Arc<dyn PortFactory>,
+    ports: Vec<PortSpec>,
+    stop: Arc<AtomicBool>,
+    rx_cmds: Sender<RxCmd>,
+    handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>>,
+    /// Open ports: OpenFlow port → ifindex.
+    open: BTreeMap<PortNo, u32>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// What [`Daemon::stop`] found and did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopReport {
+    /// Rules that were in the device when the daemon stopped (all removed).
+    pub rules_removed: usize,
+    pub megaflows: usize,
+    pub packets: u64,
+}
+
+impl Daemon {
+    /// Builds the switch and starts the RX, handler and revalidator
+    /// threads. Ports open as [`Daemon::apply`] learns that their netdevs
+    /// exist.
+    pub fn start(
+        cfg: &Config,
+        flows: &FlowFile,
+        factory: Arc<dyn PortFactory>,
+        limits: LiveLimits,
+    ) -> anyhow::Result<Daemon> {
+        let clock = Clock::new();
+        let ports = cfg.port_specs()?;
+        let mut sw = SimSwitch::new(
+            &ports,
+            flows,
+            cfg.pipeline()?,
+            SimConfig::default(),
+            clock.now(),
+        )?;
+        for p in &ports {
+            sw.pipeline_mut().bridge.ports.set_up(p.no, false);
+            sw.set_port_status(p.no, absent());
+        }
+        let core: Core = Arc::new(Mutex::new(sw));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (gate, upcalls) =
+            upcall_channel(limits.upcall_queue, limits.upcall_rate, limits.upcall_burst);
+        let (rx_cmds, cmds) = mpsc::channel();
+        let handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>> = Arc::default();
+        let mut threads = Vec::new();
+        let rx = RxThread {
+            core: core.clone(),
+            clock,
+            factory: factory.clone(),
+            stop: stop.clone(),
+            cmds,
+            gate,
+            ports: Vec::new(),
+        };
+        threads.push(spawn("esw-rx", move || rx.run())?);
+        let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
+        threads.push(spawn("esw-handler", move || {
+            handler(&c, clock, &s, &upcalls, &t)
+        })?);
+        let (c, s) = (core.clone(), stop.clone());
+        let every = limits.revalidator_interval;
+        threads.push(spawn("esw-revalidator", move || {
+            revalidator(&c, clock, &s, every)
+        })?);
+        info!(
+            ports = ports.len(),
+            flows = flows.flows.len(),
+            "eswitchd started"
+        );
+        Ok(Daemon {
+            core,
+            clock,
+            factory,
+            ports,
+            stop,
+            rx_cmds,
+            handler_tx,
+            open: BTreeMap::new(),
+            threads,
+        })
+    }
+
+    /// The switch (for the control socket).
+    pub fn core(&self) -> Core {
+        self.core.clone()
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    fn spec_named(&self, name: &str) -> Option<&PortSpec> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+
+    fn spec_of_ifindex(&self, ifindex: u32) -> Option<PortNo> {
+        self.open
+            .iter()
+            .find(|(_, &i)| i == ifindex)
+            .map(|(&no, _)| no)
+    }
+
+    /// Applies a port-table event: opens a configured port whose netdev
+    /// appeared, closes and flushes one that vanished, follows up/down.
+    pub fn apply(&mut self, ev: &PortEvent) {
+        match ev {
+            PortEvent::Added(rep) => self.added(rep),
+            PortEvent::Removed(rep) => self.removed(rep),
+            PortEvent::Up { ifindex } | PortEvent::Down { ifindex } => {
+                let up = matches!(ev, PortEvent::Up { .. });
+                if let Some(no) = self.spec_of_ifindex(*ifindex) {
+                    let mut sw = lock(&self.core);
+                    sw.pipeline_mut().bridge.ports.set_up(no, up);
+                    sw.port_status_mut(no).state = state_name(up).to_string();
+                    info!(port = %no, "link {}", state_name(up));
+                }
+            }
+            PortEvent::Renamed { ifindex, old, new } => {
+                info!(
+                    ifindex,
+                    "netdev {old} renamed {new}; the port keeps its identity"
+                );
+            }
+            PortEvent::MtuChanged { ifindex, old, new } => {
+                info!(ifindex, "mtu {old} -> {new}");
+            }
+            PortEvent::MacChanged { ifindex, .. } => debug!(ifindex, "mac changed"),
+        }
+    }
+
+    fn added(&mut self, rep: &Representor) {
+        let Some(spec) = self.spec_named(&rep.ifname).cloned() else {
+            debug!(ifname = %rep.ifname, "representor not in the config; ignored");
+            return;
+        };
+        if self.open.contains_key(&spec.no) {
+            return;
+        }
+        let opened = match self.factory.open(&spec.name) {
+            Ok(o) => o,
+            Err(e) => {
+                warn!(port = %spec.name, "cannot open: {e:#}");
+                return;
+            }
+        };
+        info!(port = %spec.name, ofport = %spec.no, vport = %spec.vport, ifindex = rep.ifindex, kind = %opened.kind, up = rep.oper_up, "port opened");
+        {
+            let mut sw = lock(&self.core);
+            sw.pipeline_mut().bridge.ports.set_up(spec.no, rep.oper_up);
+            sw.set_port_status(
+                spec.no,
+                PortStatus {
+                    ifindex: Some(rep.ifindex),
+                    state: state_name(rep.oper_up).to_string(),
+                    kind: opened.kind.clone(),
+                    rx_dropped: 0,
+                    tx_dropped: 0,
+                },
+            );
+        }
+        lock_tx(&self.handler_tx).insert(spec.no, opened.tx);
+        let port = RxPort {
+            no: spec.no,
+            port: opened.rx,
+            batch: PacketBatch::new(),
+        };
+        if self.rx_cmds.send(RxCmd::Add(Box::new(port))).is_ok() {
+            self.open.insert(spec.no, rep.ifindex);
+        }
+    }
+
+    fn removed(&mut self, rep: &Representor) {
+        let Some(no) = self.spec_of_ifindex(rep.ifindex) else {
+            return;
+        };
+        self.open.remove(&no);
+        let _ = self.rx_cmds.send(RxCmd::Remove(no));
+        lock_tx(&self.handler_tx).remove(&no);
+        let flushed = {
+            let mut sw = lock(&self.core);
+            sw.pipeline_mut().bridge.ports.set_up(no, false);
+            let n = sw.pipeline_mut().flush_port(no);
+            *sw.port_status_mut(no) = absent();
+            n
+        };
+        info!(port = %rep.ifname, ofport = %no, flushed, "netdev removed; its megaflows and rules flushed");
+    }
+
+    /// Stops the threads, then removes every rule and object from the
+    /// device (a final revalidator pass folds the last counts first).
+    pub fn stop(mut self) -> anyhow::Result<StopReport> {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        lock_tx(&self.handler_tx).clear();
+        let core = std::mem::replace(&mut self.core, Arc::new(Mutex::new(placeholder()?)));
+        let sw = Arc::try_unwrap(core)
+            .map_err(|_| anyhow!("the switch is still in use (control socket not stopped?)"))?
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner());
+        let rules = sw.pipeline().offloaded_len();
+        let megaflows = sw.pipeline().len();
+        let now = self.clock.now();
+        let (counters, _) = sw.finish(now)?;
+        Ok(StopReport {
+            rules_removed: rules,
+            megaflows,
+            packets: counters.rx.packets,
+        })
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An empty switch to leave behind when the real one is taken out.
+fn placeholder() -> anyhow::Result<SimSwitch> {
+    SimSwitch::new(
+        &[],
+        &FlowFile::default(),
+        Default::default(),
+        SimConfig::default(),
+        Timestamp(0),
+    )
+}
+
+fn absent() -> PortStatus {
+    PortStatus {
+        state: "absent".to_string(),
+        ..PortStatus::default()
+    }
+}
+
+fn state_name(up: bool) -> &'static str {
+    if up {
+        "up"
+    } else {
+        "down"
+    }
+}
+
+fn lock_tx(
+    m: &Mutex<BTreeMap<PortNo, Box<dyn Port>>>,
+) -> MutexGuard<'_, BTreeMap<PortNo, Box<dyn Port>>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> anyhow::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .with_context(|| format!("cannot start thread {name}"))
+}
+
+struct RxThread {
+    core: Core,
+    clock: Clock,
+    factory: Arc<dyn PortFactory>,
+    stop: Arc<AtomicBool>,
+    cmds: Receiver<RxCmd>,
+    gate: UpcallGate,
+    ports: Vec<RxPort>,
+}
+
+impl RxThread {
+    fn run(mut self) {
+        let mut arena = TxArena::default();
+        let mut idle = 0u32;
+        let mut fds: Vec<i32> = Vec::new();
+        let mut last_status = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            self.commands();
+            let mut got = 0;
+            let mut failed = Vec::new();
+            for p in &mut self.ports {
+                match p.port.recv_batch(&mut p.batch) {
+                    Ok(n) => got += n,
+                    Err(e) => {
+                        p.batch.clear();
+                        failed.push(p.no);
+                        warn!("{e}; the port stops until its netdev returns");
+                    }
+                }
+            }
+            self.ports.retain(|p| !failed.contains(&p.no));
+            if last_status.elapsed() >= STATUS_EVERY {
+                self.publish();
+                last_status = Instant::now();
+            }
+            if got == 0 {
+                idle += 1;
+                if idle > SPIN_ROUNDS {
+                    fds.clear();
+                    fds.extend(self.ports.iter().filter_map(|p| p.port.poll_fd()));
+                    self.factory.wait(&fds, IDLE_WAIT);
+                }
+                continue;
+            }
+            idle = 0;
+            self.round(&mut arena);
+        }
+    }
+
+    fn commands(&mut self) {
+        while let Ok(cmd) = self.cmds.try_recv() {
+            match cmd {
+                RxCmd::Add(p) => {
+                    self.ports.retain(|q| q.no != p.no);
+                    self.ports.push(*p);
+                }
+                RxCmd::Remove(no) => {
+                    self.ports.retain(|q| q.no != no);
+                    self.gate.forget(no);
+                }
+            }
+        }
+    }
+
+    /// One round: the received batches through the switch, then out.
+    fn round(&mut self, arena: &mut TxArena) {
+        let now = self.clock.now();
+        let pkts: Vec<(PortNo, &[u8])> = self
+            .ports
+            .iter()
+            .flat_map(|p| p.batch.iter().map(move |k| (p.no, k.data)))
+            .collect();
+        let (mut queued, mut rate, mut full) = (0u64, 0u64, 0u64);
+        let gate = &mut self.gate;
+        {
+            let mut sw = lock(&self.core);
+            sw.receive_live(
+                now,
+                &pkts,
+                arena,
+                &mut |port, frame| match gate.offer(now, port, frame) {
+                    Admission::Queued => queued += 1,
+                    Admission::RateLimited => rate += 1,
+                    Admission::QueueFull | Admission::Closed => full += 1,
+                },
+            );
+            let c = sw.counters_mut();
+            c.upcalls_queued += queued;
+            c.upcall_drops_rate += rate;
+            c.upcall_drops_full += full;
+        }
+        drop(pkts);
+        arena.flush(self.ports.iter_mut().map(|p| (p.no, &mut p.port)));
+    }
+
+    /// Port counters into the switch, for `show`.
+    fn publish(&self) {
+        let mut sw = lock(&self.core);
+        for p in &self.ports {
+            let st = p.port.stats();
+            let s = sw.port_status_mut(p.no);
+            s.rx_dropped = st.rx_dropped;
+            s.tx_dropped = st.tx_dropped;
+        }
+    }
+}
+
+fn handler(
+    core: &Core,
+    clock: Clock,
+    stop: &AtomicBool,
+    upcalls: &Receiver<Upcall>,
+    tx: &Mutex<BTreeMap<PortNo, Box<dyn Port>>>,
+) {
+    let mut batch: Vec<Upcall> = Vec::with_capacity(HANDLER_BATCH);
+    let mut arena = TxArena::default();
+    while !stop.load(Ordering::Relaxed) {
+        match upcalls.recv_timeout(Duration::from_millis(50)) {
+            Ok(u) => batch.push(u),
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        while batch.len() < HANDLER_BATCH {
+            match upcalls.try_recv() {
+                Ok(u) => batch.push(u),
+                Err(_) => break,
+            }
+        }
+        {
+            let now = clock.now();
+            let mut sw = lock(core);
+            for u in &mut batch {
+                sw.upcall(now, u.port, &mut u.frame, &mut arena);
+            }
+        }
+        batch.clear();
+        let mut ports = lock_tx(tx);
+        arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
+    }
+}
+
+fn revalidator(core: &Core, clock: Clock, stop: &AtomicBool, every: Duration) {
+    let mut next = Instant::now() + every;
+    while !stop.load(Ordering::Relaxed) {
+        let left = next.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+            continue;
+        }
+        next += every;
+        if next < Instant::now() {
+            next = Instant::now() + every;
+        }
+        let now = clock.now();
+        let r = lock(core).pipeline_mut().revalidate(now);
+        debug!(?r, "revalidator pass");
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/daemon.rs"]
+mod tests;

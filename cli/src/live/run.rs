@@ -1,0 +1,134 @@
+//! `eswitchd run`: the daemon's main thread. Loads the config, starts the
+//! [`Daemon`](super::Daemon), the control socket, and a tokio thread for
+//! the representor tracker and the signals; applies port events until
+//! SIGINT or SIGTERM, then stops everything and leaves the device empty.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use anyhow::Context;
+use offload::representor::{PortEvent, Tracker};
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::{error, info, warn};
+
+use super::{lock, Daemon, LiveLimits, PortFactory, StopReport};
+use crate::config::Config;
+use crate::control;
+use crate::ctl::CtlServer;
+use crate::switch::FlowFile;
+
+/// The table a switch gets when the config names no flow file: what a new
+/// Open vSwitch bridge has.
+pub const DEFAULT_FLOWS: &str = "priority=0,actions=normal";
+
+/// What the main thread waits for.
+enum Event {
+    Port(PortEvent),
+    Stop(&'static str),
+    Failed(String),
+}
+
+/// Runs until SIGINT/SIGTERM (or until the tracker fails); returns what
+/// the shutdown removed.
+pub fn run(
+    cfg: &Config,
+    socket: Option<PathBuf>,
+    factory: Arc<dyn PortFactory>,
+) -> anyhow::Result<StopReport> {
+    let flows = match cfg.flows_path() {
+        Some(p) => {
+            let text = std::fs::read_to_string(&p)
+                .with_context(|| format!("cannot read flow file {}", p.display()))?;
+            FlowFile::parse(&text).with_context(|| format!("in flow file {}", p.display()))?
+        }
+        None => {
+            info!("no flow file in the config: starting with `{DEFAULT_FLOWS}`");
+            FlowFile::parse(DEFAULT_FLOWS)?
+        }
+    };
+    let representors = cfg.representors()?;
+    let socket = socket.unwrap_or_else(|| cfg.datapath.control_socket.clone());
+    let server = CtlServer::bind(&socket)?;
+    let mut daemon = Daemon::start(cfg, &flows, factory, LiveLimits::from_config(cfg))?;
+    let (core, clock) = (daemon.core(), daemon.clock());
+    let ctl = server.serve(move |req| {
+        let mut sw = lock(&core);
+        control::handle(&mut sw, &req, clock.now())
+    });
+    info!(socket = %socket.display(), "control socket ready");
+
+    let (tx, events) = mpsc::channel();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let watcher = std::thread::Builder::new()
+        .name("esw-netlink".to_string())
+        .spawn(move || {
+            rt.block_on(async move {
+                if let Err(e) = watch(representors, &tx).await {
+                    let _ = tx.send(Event::Failed(format!("{e:#}")));
+                }
+            })
+        })
+        .context("cannot start the netlink thread")?;
+
+    let mut failure = None;
+    for ev in events.iter() {
+        match ev {
+            Event::Port(p) => daemon.apply(&p),
+            Event::Stop(sig) => {
+                info!("{sig}: stopping");
+                break;
+            }
+            Event::Failed(e) => {
+                error!("representor tracking failed: {e}");
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    drop(events);
+    ctl.stop();
+    let report = daemon.stop();
+    // The watcher returns once it can no longer send (the receiver is gone).
+    if watcher.join().is_err() {
+        warn!("the netlink thread panicked");
+    }
+    let report = report?;
+    info!(
+        rules_removed = report.rules_removed,
+        megaflows = report.megaflows,
+        packets = report.packets,
+        "stopped: every rule removed, the device is empty"
+    );
+    match failure {
+        Some(e) => Err(anyhow::anyhow!("representor tracking failed: {e}")),
+        None => Ok(report),
+    }
+}
+
+/// Forwards port events and signals to the main thread.
+async fn watch(
+    representors: offload::representor::RepresentorConfig,
+    tx: &mpsc::Sender<Event>,
+) -> anyhow::Result<()> {
+    let mut int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
+    let (_tracker, mut ports) = Tracker::start(representors, 1024);
+    loop {
+        let ev = tokio::select! {
+            p = ports.recv() => match p {
+                Some(p) => Event::Port(p),
+                None => Event::Failed("the netlink event stream ended".to_string()),
+            },
+            _ = int.recv() => Event::Stop("SIGINT"),
+            _ = term.recv() => Event::Stop("SIGTERM"),
+        };
+        let last = !matches!(ev, Event::Port(_));
+        if tx.send(ev).is_err() || last {
+            return Ok(());
+        }
+    }
+}

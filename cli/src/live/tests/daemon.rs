@@ -1,0 +1,288 @@
+//! The live daemon's threads on memory ports: no privileges needed. The
+//! netdev version of these walks is integration/tests/live_switch.rs.
+
+use std::collections::HashMap;
+
+use megaflow::build::{FrameSpec, L4};
+use megaflow::port::{MemoryHandle, MemoryPort, PacketMeta};
+use offload::Vport;
+
+use super::*;
+
+/// Hands out memory ports created up front; the test keeps their handles.
+struct MemFactory {
+    ports: Mutex<HashMap<String, OpenedPort>>,
+}
+
+struct Handles {
+    /// What the VM sends (inject) and what reaches it from the RX thread.
+    rx: MemoryHandle,
+    /// What reaches it from the handler thread.
+    tx: MemoryHandle,
+}
+
+impl Handles {
+    fn received(&self) -> Vec<Vec<u8>> {
+        let mut v = self.rx.take_tx();
+        v.extend(self.tx.take_tx());
+        v
+    }
+}
+
+impl MemFactory {
+    fn new(names: &[&str]) -> (Arc<MemFactory>, HashMap<String, Handles>) {
+        let mut ports = HashMap::new();
+        let mut handles = HashMap::new();
+        for n in names {
+            let rx = MemoryPort::with_capacity(format!("{n}-rx"), 4096);
+            let tx = MemoryPort::with_capacity(format!("{n}-tx"), 4096);
+            handles.insert(
+                n.to_string(),
+                Handles {
+                    rx: rx.handle(),
+                    tx: tx.handle(),
+                },
+            );
+            ports.insert(
+                n.to_string(),
+                OpenedPort {
+                    rx: Box::new(rx),
+                    tx: Box::new(tx),
+                    kind: "memory".to_string(),
+                },
+            );
+        }
+        (
+            Arc::new(MemFactory {
+                ports: Mutex::new(ports),
+            }),
+            handles,
+        )
+    }
+}
+
+impl PortFactory for MemFactory {
+    fn open(&self, name: &str) -> anyhow::Result<OpenedPort> {
+        self.ports
+            .lock()
+            .expect("factory lock")
+            .remove(name)
+            .ok_or_else(|| anyhow!("no memory port {name} left"))
+    }
+}
+
+fn config() -> Config {
+    Config::parse(
+        r#"
+[offload]
+mode = "hot"
+hot_packets = 3
+[limits]
+revalidator_interval_ms = 20
+max_idle_ms = 400
+[[port]]
+name = "vm1"
+ofport = 1
+vport = "vf0"
+[[port]]
+name = "vm2"
+ofport = 2
+vport = "vf1"
+[[port]]
+name = "vm3"
+ofport = 3
+vport = "vf2"
+"#,
+    )
+    .expect("config")
+}
+
+fn flows() -> FlowFile {
+    FlowFile::parse(
+        "priority=10,in_port=1,actions=output:2\n\
+         priority=10,in_port=3,actions=output:1\n\
+         priority=0,actions=drop",
+    )
+    .expect("flows")
+}
+
+fn rep(ifindex: u32, name: &str, vf: u16) -> Representor {
+    Representor {
+        ifindex,
+        ifname: name.to_string(),
+        switch_id: Vec::new(),
+        port_name: None,
+        parsed_name: None,
+        vport: Vport::vf(vf),
+        oper_up: true,
+        admin_up: true,
+        mtu: 1500,
+        mac: None,
+    }
+}
+
+fn frame(sport: u16) -> Vec<u8> {
+    FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(sport, 9)).build()
+}
+
+/// Waits (at most 5 s) until `cond` holds.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn limits() -> LiveLimits {
+    LiveLimits {
+        upcall_rate: 0,
+        upcall_burst: 1,
+        upcall_queue: 1024,
+        revalidator_interval: Duration::from_millis(20),
+    }
+}
+
+#[test]
+fn forwards_offloads_flushes_a_removed_port_and_stops_clean() {
+    let (factory, h) = MemFactory::new(&["vm1", "vm2", "vm3"]);
+    let mut d = Daemon::start(&config(), &flows(), factory, limits()).expect("start");
+    for (i, n) in ["vm1", "vm2", "vm3"].iter().enumerate() {
+        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
+    }
+    // Packets one at a time: the first ones go up to the handler, the
+    // flow gets hot, then the sim eSwitch forwards the rest.
+    let mut got2 = Vec::new();
+    for i in 0..20u16 {
+        assert!(h["vm1"].rx.inject(&frame(1000), PacketMeta::default()));
+        wait_for("vm1 → vm2", || {
+            got2.extend(h["vm2"].received());
+            got2.len() == usize::from(i) + 1
+        });
+    }
+    assert!(got2.iter().all(|f| *f == frame(1000)));
+    let mut got1 = Vec::new();
+    for i in 0..5u16 {
+        assert!(h["vm3"].rx.inject(&frame(2000), PacketMeta::default()));
+        wait_for("vm3 → vm1", || {
+            got1.extend(h["vm1"].received());
+            got1.len() == usize::from(i) + 1
+        });
+    }
+    {
+        let core = d.core();
+        let sw = lock(&core);
+        let c = sw.counters();
+        assert_eq!(c.rx.packets, 25);
+        assert!(c.hw_handled >= 15, "hardware forwarded {}", c.hw_handled);
+        assert_eq!(c.hw_handled + c.sw_handled, 25);
+        assert_eq!(c.upcalls_queued, 2, "one upcall per flow");
+        assert_eq!(sw.pipeline().offloaded_len(), 2);
+        let st = sw.port_status(PortNo(2)).expect("status");
+        assert_eq!((st.ifindex, st.state.as_str()), (Some(11), "up"));
+    }
+    // vm2's netdev vanishes: the flow to it goes, the vm3 → vm1 one stays.
+    d.apply(&PortEvent::Removed(rep(11, "vm2", 1)));
+    {
+        let core = d.core();
+        let sw = lock(&core);
+        assert_eq!(sw.pipeline().len(), 1);
+        assert_eq!(sw.pipeline().offloaded_len(), 1);
+        assert_eq!(
+            sw.port_status(PortNo(2)).map(|s| s.state.as_str()),
+            Some("absent")
+        );
+    }
+    assert!(h["vm3"].rx.inject(&frame(2000), PacketMeta::default()));
+    wait_for("vm3 → vm1 after the removal", || {
+        got1.extend(h["vm1"].received());
+        got1.len() == 6
+    });
+    let report = d.stop().expect("stop");
+    assert_eq!(report.rules_removed, 1);
+    assert_eq!(report.packets, 26);
+}
+
+#[test]
+fn idle_flows_age_out_on_the_revalidator_thread() {
+    let (factory, h) = MemFactory::new(&["vm1", "vm2", "vm3"]);
+    let mut d = Daemon::start(&config(), &flows(), factory, limits()).expect("start");
+    for (i, n) in ["vm1", "vm2"].iter().enumerate() {
+        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
+    }
+    for _ in 0..5 {
+        assert!(h["vm1"].rx.inject(&frame(7), PacketMeta::default()));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    wait_for("the flow offloaded", || {
+        lock(&d.core()).pipeline().offloaded_len() == 1
+    });
+    // max-idle is 400 ms; nothing is sent any more.
+    wait_for("the flow aged out", || {
+        lock(&d.core()).pipeline().is_empty()
+    });
+    assert!(lock(&d.core()).pipeline().stats().aged >= 1);
+    let report = d.stop().expect("stop");
+    assert_eq!(report.rules_removed, 0);
+}
+
+#[test]
+fn upcall_rate_limit_drops_and_counts_without_blocking() {
+    let (factory, h) = MemFactory::new(&["vm1", "vm2"]);
+    let lim = LiveLimits {
+        upcall_rate: 1,
+        upcall_burst: 5,
+        ..limits()
+    };
+    // A rule on the UDP source port makes every packet below a new megaflow.
+    let table = FlowFile::parse(
+        "priority=20,udp,tp_src=9999,actions=drop\npriority=10,in_port=1,actions=output:2",
+    )
+    .expect("flows");
+    let mut d = Daemon::start(&config(), &table, factory, lim).expect("start");
+    for (i, n) in ["vm1", "vm2"].iter().enumerate() {
+        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
+    }
+    // 200 new flows at once: 5 get through (the burst), the rest are
+    // dropped and counted.
+    for s in 0..200u16 {
+        assert!(h["vm1"]
+            .rx
+            .inject(&frame(10_000 + s), PacketMeta::default()));
+    }
+    wait_for("all 200 seen", || {
+        let core = d.core();
+        let sw = lock(&core);
+        let c = sw.counters();
+        c.upcalls_queued + c.upcall_drops_rate == 200
+    });
+    let (queued, dropped) = {
+        let core = d.core();
+        let sw = lock(&core);
+        (
+            sw.counters().upcalls_queued,
+            sw.counters().upcall_drops_rate,
+        )
+    };
+    assert!((5..=6).contains(&queued), "queued {queued}");
+    assert_eq!(queued + dropped, 200);
+    wait_for("the admitted flows installed", || {
+        let core = d.core();
+        let sw = lock(&core);
+        eprintln!(
+            "{} megaflows, {:?}",
+            sw.pipeline().len(),
+            sw.pipeline().stats()
+        );
+        sw.pipeline().len() as u64 == queued
+    });
+    let mut got = Vec::new();
+    wait_for("the admitted packets forwarded", || {
+        got.extend(h["vm2"].received());
+        got.len() as u64 == queued
+    });
+    d.stop().expect("stop");
+}
