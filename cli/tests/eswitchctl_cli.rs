@@ -194,7 +194,7 @@ fn add_flow_shows_in_dump_of_and_del_flows_removes_it() {
         .find(|l| l.contains("tp_dst=53"))
         .expect("the new flow");
     assert!(
-        line.starts_with(" n_packets=0, n_bytes=0, priority=20"),
+        line.starts_with(" n_packets=0, n_bytes=0, ") && line.contains("priority=20"),
         "{line}"
     );
     assert!(line.contains("output:3"), "{line}");

@@ -4,6 +4,7 @@
 # for the VF representors that eswitchd serves.
 #
 #   lab.sh up    [--name TAG] [--vms N] [--dir DIR] [--port-type T] [--flows FILE]
+#                [--extra TOML]   (TOML tables appended to the config, e.g. [limits])
 #   lab.sh start [same options]   up, then eswitchd in the switch namespace
 #   lab.sh stop  [--name TAG] [--dir DIR]   SIGTERM eswitchd (by PID), then down
 #   lab.sh down  [--name TAG]     delete the namespaces (and so the veths)
@@ -22,6 +23,7 @@ vms=3
 dir=
 port_type=auto
 flows=
+extra=
 eswitchd=${ESWITCHD:-}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,6 +32,7 @@ while [ $# -gt 0 ]; do
   --dir) dir=$2; shift 2 ;;
   --port-type) port_type=$2; shift 2 ;;
   --flows) flows=$2; shift 2 ;;
+  --extra) extra=$2; shift 2 ;;
   --eswitchd) eswitchd=$2; shift 2 ;;
   *) echo "lab.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -48,6 +51,15 @@ if [ ${#name} -gt 10 ]; then
 fi
 sw="$name-sw"
 
+need_tools() {
+  for t in ip ethtool; do
+    if ! command -v "$t" >/dev/null 2>&1; then
+      echo "lab.sh: $t is not installed (apt-get install iproute2 ethtool)" >&2
+      exit 1
+    fi
+  done
+}
+
 need_root() {
   if [ "$(id -u)" != 0 ]; then
     echo "lab.sh: needs root (network namespaces)" >&2
@@ -57,6 +69,7 @@ need_root() {
 
 up() {
   need_root
+  need_tools
   if ip netns list | grep -qw "^$sw"; then
     echo "lab.sh: lab '$name' exists; 'lab.sh down --name $name' first" >&2
     exit 1
@@ -74,6 +87,10 @@ up() {
     echo "[datapath]"
     echo "port_type = \"$port_type\""
     echo "control_socket = \"$dir/eswitchd.sock\""
+    if [ -n "$extra" ]; then
+      echo
+      cat "$extra"
+    fi
   } >"$cfg"
   for k in $(seq 1 "$vms"); do
     local vm="$name-vm$k" mac
@@ -83,6 +100,10 @@ up() {
     ip link add "vm$k" netns "$sw" type veth peer name eth0 netns "$vm"
     ip -n "$vm" link set eth0 address "$mac"
     ip -n "$vm" addr add "198.18.$((k / 256)).$((k % 256))/16" dev eth0
+    # A VF's checksums are complete when its frames reach the eSwitch (the
+    # NIC computes them); a veth leaves them to the receiver unless
+    # transmit checksum offload is off.
+    ip netns exec "$vm" ethtool -K eth0 tx off >/dev/null
     ip -n "$vm" link set eth0 up
     # The representor end: no address, no IPv6 chatter of its own.
     ip netns exec "$sw" sysctl -qw "net.ipv6.conf.vm$k.disable_ipv6=1"

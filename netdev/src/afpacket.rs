@@ -16,8 +16,9 @@ use crate::NetdevError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TxMode {
     /// One `sendmmsg` call per batch (per 64 frames). No extra memory, no
-    /// length limit beyond the MTU. The default: measured faster than the TX
-    /// ring on veth (see the crate's README).
+    /// length limit beyond the MTU. The default: on a veth pair (2 cores,
+    /// kernel 6.18, 64-byte frames) it sent ~0.81 Mpps against ~0.65 Mpps
+    /// for the TX ring.
     #[default]
     Sendmmsg,
     /// A PACKET_TX_RING of `tx_frame_count` slots of `tx_frame_size` bytes;
@@ -187,8 +188,11 @@ impl AfPacketPort {
         let err = |step: &'static str| move |e| NetdevError::os(ifname, step, e);
         let ifindex = sys::if_index(ifname).map_err(err("if_nametoindex"))?;
         let sock = PacketSocket::new().map_err(err("socket(AF_PACKET, SOCK_RAW)"))?;
-        sock.set_opt(libc::PACKET_VERSION, &(libc::tpacket_versions::TPACKET_V3 as libc::c_int))
-            .map_err(err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
+        sock.set_opt(
+            libc::PACKET_VERSION,
+            &(libc::tpacket_versions::TPACKET_V3 as libc::c_int),
+        )
+        .map_err(err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
         sock.set_opt(libc::PACKET_IGNORE_OUTGOING, &1i32)
             .map_err(err("setsockopt(PACKET_IGNORE_OUTGOING)"))?;
         sock.set_opt(libc::PACKET_QDISC_BYPASS, &1i32)

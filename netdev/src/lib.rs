@@ -11,7 +11,9 @@
 //!   it.
 //!
 //! The raw syscalls and the shared-memory ring accesses are in `sys` (all
-//! the crate's `unsafe`); the ring protocols in safe code are in `ring`.
+//! the crate's `unsafe` but the one `poll(2)` call of `wait`); the ring
+//! protocols in safe code are in `ring`. [`wait_readable`] sleeps until one
+//! of several ports' [`poll_fd`](megaflow::port::Port::poll_fd)s is ready.
 
 mod afpacket;
 mod ring;

@@ -252,7 +252,10 @@ impl Mapping {
     ///
     /// Panics (a bug in the caller) if `off` is out of range or unaligned.
     fn status_word(&self, off: usize) -> &AtomicU32 {
-        assert!(off + 4 <= self.len && off % 4 == 0, "bad status offset {off}");
+        assert!(
+            off + 4 <= self.len && off % 4 == 0,
+            "bad status offset {off}"
+        );
         // SAFETY: in bounds and 4-aligned (checked above; the mapping is
         // page-aligned); the memory lives as long as `self`, and the kernel
         // side of the protocol accesses it with atomic-width stores.
@@ -314,10 +317,7 @@ impl Drop for Mapping {
 
 /// True for the errors a full device or socket queue gives.
 pub(crate) fn is_queue_full(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EAGAIN) | Some(libc::ENOBUFS)
-    )
+    matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS))
 }
 
 /// True for errors about one frame (too long for the MTU, too short for an

@@ -92,8 +92,24 @@ impl Lab {
             "link", "add", &lab.if_a, "netns", &lab.ns_a, "type", "veth", "peer", "name",
             &lab.if_b, "netns", &lab.ns_b,
         ]);
-        ip(&["-n", &lab.ns_a, "addr", "add", "198.18.0.1/30", "dev", &lab.if_a]);
-        ip(&["-n", &lab.ns_b, "addr", "add", "198.18.0.2/30", "dev", &lab.if_b]);
+        ip(&[
+            "-n",
+            &lab.ns_a,
+            "addr",
+            "add",
+            "198.18.0.1/30",
+            "dev",
+            &lab.if_a,
+        ]);
+        ip(&[
+            "-n",
+            &lab.ns_b,
+            "addr",
+            "add",
+            "198.18.0.2/30",
+            "dev",
+            &lab.if_b,
+        ]);
         ip(&["-n", &lab.ns_a, "link", "set", &lab.if_a, "up"]);
         ip(&["-n", &lab.ns_b, "link", "set", &lab.if_b, "up"]);
         lab
@@ -129,12 +145,16 @@ fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) ->
 
 fn open_port(ns: &str, ifname: &str, cfg: AfPacketConfig) -> AfPacketPort {
     let ifname = ifname.to_owned();
-    in_ns(ns, move || AfPacketPort::open(&ifname, cfg).expect("open AfPacketPort"))
+    in_ns(ns, move || {
+        AfPacketPort::open(&ifname, cfg).expect("open AfPacketPort")
+    })
 }
 
 fn open_tx(ns: &str, ifname: &str) -> AfPacketTx {
     let ifname = ifname.to_owned();
-    in_ns(ns, move || AfPacketTx::open(&ifname).expect("open AfPacketTx"))
+    in_ns(ns, move || {
+        AfPacketTx::open(&ifname).expect("open AfPacketTx")
+    })
 }
 
 /// A test frame of `len` bytes (at least 60) carrying `seq`, optionally with
@@ -258,7 +278,9 @@ fn send_and_receive_1000(
     tx: &mut dyn FnMut(&[&[u8]]) -> usize,
     rx: &mut AfPacketPort,
 ) -> Vec<Vec<u8>> {
-    let sent: Vec<Vec<u8>> = (0..1000).map(|i| frame(i, 60 + (i as usize % 64), None)).collect();
+    let sent: Vec<Vec<u8>> = (0..1000)
+        .map(|i| frame(i, 60 + (i as usize % 64), None))
+        .collect();
     let refs: Vec<&[u8]> = sent.iter().map(Vec::as_slice).collect();
     let mut got = Vec::new();
     for chunk in refs.chunks(32) {
@@ -353,6 +375,9 @@ fn veth_down_interface_is_an_error_not_a_drop() {
         .send_batch(&[f.as_slice()], Timestamp::NEVER)
         .expect_err("send on a down interface must fail");
     let msg = err.to_string();
-    assert!(msg.contains(&lab.if_a), "error does not name the port: {msg}");
+    assert!(
+        msg.contains(&lab.if_a),
+        "error does not name the port: {msg}"
+    );
     assert_eq!(a.stats().tx_dropped, 1);
 }

@@ -168,3 +168,7 @@ pub(crate) fn link_xdp(prog: &OwnedFd, ifindex: u32, xdp_flags: u32) -> io::Resu
     // SAFETY: the attribute holds no pointers.
     unsafe { sys::bpf_fd(sys::BPF_LINK_CREATE, &mut attr) }
 }
+
+#[cfg(test)]
+#[path = "tests/bpf.rs"]
+mod tests;

@@ -40,7 +40,6 @@ const SOL_NETLINK: i32 = 270;
 const NETLINK_EXT_ACK: i32 = 11;
 
 const NLMSG_HDRLEN: usize = 16;
-const IFINFOMSG_LEN: usize = 16;
 
 /// XDP attach flags (linux/if_link.h).
 pub const XDP_FLAGS_UPDATE_IF_NOEXIST: u32 = 1 << 0;

@@ -201,7 +201,7 @@ enum Sender {
 }
 
 impl Sender {
-    fn open(iface: &str, method: Method) -> Result<Sender, NetdevError> {
+    fn open(iface: &str, method: Method, size: usize) -> Result<Sender, NetdevError> {
         Ok(match method {
             Method::Mmsg => Sender::Mmsg(AfPacketTx::open(iface)?),
             Method::Ring => {
@@ -211,7 +211,7 @@ impl Sender {
                     block_count: 1,
                     frame_size: 2048,
                     tx_mode: TxMode::Ring,
-                    tx_frame_size: (MAX_SIZE + 64).next_multiple_of(16) as u32,
+                    tx_frame_size: (size + 64).next_multiple_of(256) as u32,
                     tx_frame_count: 256,
                     promiscuous: false,
                     ..AfPacketConfig::default()
@@ -280,7 +280,8 @@ impl Bucket {
 }
 
 fn run(args: &Args) -> Result<(u64, f64, u64), String> {
-    let mut sender = Sender::open(&args.iface, args.tx_method).map_err(|e| e.to_string())?;
+    let mut sender =
+        Sender::open(&args.iface, args.tx_method, args.size).map_err(|e| e.to_string())?;
     let mut frames: Vec<Vec<u8>> = (0..BATCH as u32)
         .map(|k| build_frame(args, k % args.flows))
         .collect();
@@ -369,7 +370,14 @@ mod tests {
 
     #[test]
     fn frame_is_valid_ipv4_udp() {
-        let a = args(&["--size", "64", "--src-ip", "198.18.1.2", "--dst-ip", "198.19.3.4"]);
+        let a = args(&[
+            "--size",
+            "64",
+            "--src-ip",
+            "198.18.1.2",
+            "--dst-ip",
+            "198.19.3.4",
+        ]);
         let f = build_frame(&a, 0);
         assert_eq!(f.len(), 64);
         assert_eq!(&f[12..14], &[0x08, 0x00]);

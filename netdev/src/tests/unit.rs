@@ -66,14 +66,26 @@ fn block(frames: &[Fake]) -> Vec<u8> {
             if last { 0 } else { next as u32 },
         );
         put_u32(&mut b, off + offset_of!(libc::tpacket3_hdr, tp_sec), f.ts.0);
-        put_u32(&mut b, off + offset_of!(libc::tpacket3_hdr, tp_nsec), f.ts.1);
+        put_u32(
+            &mut b,
+            off + offset_of!(libc::tpacket3_hdr, tp_nsec),
+            f.ts.1,
+        );
         put_u32(
             &mut b,
             off + offset_of!(libc::tpacket3_hdr, tp_snaplen),
             f.data.len() as u32,
         );
-        put_u32(&mut b, off + offset_of!(libc::tpacket3_hdr, tp_len), f.wire_len);
-        put_u16(&mut b, off + offset_of!(libc::tpacket3_hdr, tp_mac), mac as u16);
+        put_u32(
+            &mut b,
+            off + offset_of!(libc::tpacket3_hdr, tp_len),
+            f.wire_len,
+        );
+        put_u16(
+            &mut b,
+            off + offset_of!(libc::tpacket3_hdr, tp_mac),
+            mac as u16,
+        );
         let mut status = libc::TP_STATUS_USER;
         if let Some((tpid, tci)) = f.vlan {
             status |= libc::TP_STATUS_VLAN_VALID;
@@ -92,7 +104,11 @@ fn block(frames: &[Fake]) -> Vec<u8> {
                 );
             }
         }
-        put_u32(&mut b, off + offset_of!(libc::tpacket3_hdr, tp_status), status);
+        put_u32(
+            &mut b,
+            off + offset_of!(libc::tpacket3_hdr, tp_status),
+            status,
+        );
         b[off + mac..off + mac + f.data.len()].copy_from_slice(&f.data);
         off += next;
     }
@@ -167,7 +183,10 @@ fn parse_frame_rejects_out_of_bounds() {
     assert_eq!(f.ts_ns, 1_000_000_001);
     assert_eq!(f.next_offset, 0);
     assert!(parse_frame(&b, BLOCK - FRAME_HDR_LEN + 1).is_none());
-    assert!(parse_frame(&b[..FIRST + 100], FIRST).is_none(), "data past the end");
+    assert!(
+        parse_frame(&b[..FIRST + 100], FIRST).is_none(),
+        "data past the end"
+    );
     assert!(parse_frame(&b, usize::MAX - 3).is_none());
 }
 
@@ -296,7 +315,11 @@ fn config_is_checked_before_any_syscall() {
     for cfg in bad {
         let e = AfPacketPort::open("nd-cfg-test", cfg).expect_err("bad config accepted");
         assert!(matches!(e, NetdevError::Config { .. }), "{e}");
-        assert!(e.to_string().starts_with("nd-cfg-test: bad configuration: "), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("nd-cfg-test: bad configuration: "),
+            "{e}"
+        );
         let p: PortError = e.into();
         assert_eq!(p.port(), "nd-cfg-test");
     }

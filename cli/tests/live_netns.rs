@@ -1,0 +1,433 @@
+//! `eswitchd run` on real netdevs: the lab of integration/scripts/lab.sh
+//! (VM namespaces joined by veth pairs to a switch namespace whose ends
+//! stand for the VF representors), the real `eswitchd` and `eswitchctl`
+//! binaries, ping and UDP between the VMs. Needs root; prints SKIP
+//! otherwise. Addresses are from 198.18.0.0/15; every lab has a unique
+//! name, and is removed (daemon stopped by PID, namespaces deleted) even
+//! when a test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use integration::netns::run;
+use integration::require_root;
+use serde_json::Value;
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn lab_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/scripts/lab.sh")
+}
+
+/// A lab with a running daemon; everything goes on drop.
+struct LiveLab {
+    name: String,
+    dir: PathBuf,
+    daemon: Option<Child>,
+}
+
+impl LiveLab {
+    /// `vms` VMs, the given port type, optional flow file text and extra
+    /// config tables.
+    fn start(vms: u32, port_type: &str, flows: Option<&str>, extra: &str) -> LiveLab {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let name = format!("el{}x{n}", std::process::id() % 100_000);
+        let dir = std::env::temp_dir().join(format!("eswitch-test-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("lab dir");
+        let mut lab = LiveLab {
+            name,
+            dir,
+            daemon: None,
+        };
+        let extra_path = lab.dir.join("extra.toml");
+        std::fs::write(&extra_path, extra).expect("extra config");
+        let script = lab_script();
+        let vms_s = vms.to_string();
+        let dir_s = lab.dir.display().to_string();
+        let extra_s = extra_path.display().to_string();
+        let mut args = vec![
+            "up",
+            "--name",
+            &lab.name,
+            "--vms",
+            &vms_s,
+            "--dir",
+            &dir_s,
+            "--port-type",
+            port_type,
+            "--extra",
+            &extra_s,
+        ];
+        let flows_path = lab.dir.join("flows.txt");
+        let flows_s = flows_path.display().to_string();
+        if let Some(f) = flows {
+            std::fs::write(&flows_path, f).expect("flow file");
+            args.extend(["--flows", &flows_s]);
+        }
+        let script_s = script.display().to_string();
+        run(&script_s, &args).expect("lab.sh up");
+        let log = std::fs::File::create(lab.dir.join("eswitchd.log")).expect("log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &lab.ns("sw")])
+            .arg(env!("CARGO_BIN_EXE_eswitchd"))
+            .args(["run", "--config"])
+            .arg(lab.dir.join("eswitch.toml"))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn eswitchd");
+        lab.daemon = Some(child);
+        lab.wait_for("every port open", || {
+            lab.ctl(&["show"]).ok().is_some_and(|v| {
+                let ports = v["ports"].as_array().cloned().unwrap_or_default();
+                ports.len() == vms as usize && ports.iter().all(|p| p["state"] == "up")
+            })
+        });
+        lab
+    }
+
+    fn ns(&self, which: &str) -> String {
+        format!("{}-{which}", self.name)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("eswitchd.sock")
+    }
+
+    /// `eswitchctl --json ARGS`: the value, or the error output.
+    fn ctl(&self, args: &[&str]) -> Result<Value, String> {
+        let out = Command::new(env!("CARGO_BIN_EXE_eswitchctl"))
+            .arg("--socket")
+            .arg(self.socket())
+            .arg("--json")
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+    }
+
+    fn stats(&self) -> Value {
+        self.ctl(&["stats"]).expect("stats")
+    }
+
+    fn flows(&self) -> Vec<Value> {
+        self.ctl(&["dump-flows"]).expect("dump-flows")["flows"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn port(&self, name: &str) -> Value {
+        self.ctl(&["show"]).expect("show")["ports"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name).cloned())
+            .unwrap_or(Value::Null)
+    }
+
+    /// `count` pings from VM `from` to VM `to`; true if all came back.
+    fn ping(&self, from: u32, to: u32, count: u32) -> bool {
+        run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &self.ns(&format!("vm{from}")),
+                "ping",
+                "-q",
+                "-c",
+                &count.to_string(),
+                "-i",
+                "0.05",
+                "-W",
+                "1",
+                &format!("198.18.0.{to}"),
+            ],
+        )
+        .is_ok()
+    }
+
+    /// `count` UDP datagrams from VM `from` to VM `to` port 9 (bash's
+    /// /dev/udp: each from a new socket, so a new source port each).
+    fn udp(&self, from: u32, to: u32, count: u32) {
+        let script = format!(
+            "for i in $(seq 1 {count}); do echo eswitch >/dev/udp/198.18.0.{to}/9; done"
+        );
+        run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &self.ns(&format!("vm{from}")),
+                "bash",
+                "-c",
+                &script,
+            ],
+        )
+        .expect("udp");
+    }
+
+    /// UDP datagrams VM `vm` has received (its eth0 counter).
+    fn udp_received(&self, vm: u32) -> u64 {
+        let out = run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &self.ns(&format!("vm{vm}")),
+                "cat",
+                "/proc/net/snmp",
+            ],
+        )
+        .expect("snmp");
+        // "Udp: InDatagrams NoPorts ..." header then values; a datagram
+        // to a closed port counts in NoPorts.
+        let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("Udp:")).collect();
+        let (Some(h), Some(v)) = (lines.first(), lines.get(1)) else {
+            return 0;
+        };
+        h.split_whitespace()
+            .zip(v.split_whitespace())
+            .filter(|(k, _)| *k == "InDatagrams" || *k == "NoPorts")
+            .map(|(_, v)| v.parse::<u64>().unwrap_or(0))
+            .sum()
+    }
+
+    fn wait_for(&self, what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if cond() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = std::fs::read_to_string(self.dir.join("eswitchd.log")).unwrap_or_default();
+        panic!("timed out waiting for {what}; eswitchd log:\n{log}");
+    }
+
+    /// SIGTERM; waits (at most 10 s) for the exit; returns its status
+    /// success and standard output.
+    fn stop(&mut self) -> (bool, String) {
+        let Some(mut child) = self.daemon.take() else {
+            return (false, String::new());
+        };
+        let _ = run("kill", &["-TERM", &child.id().to_string()]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => break None,
+            }
+        };
+        if status.is_none() {
+            let _ = child.kill();
+        }
+        let out = child
+            .wait_with_output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        (status.is_some_and(|s| s.success()), out)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("eswitchd.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for LiveLab {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = run("kill", &["-TERM", &c.id().to_string()]);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let script = lab_script().display().to_string();
+        let _ = run(&script, &["down", "--name", &self.name]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// Ping, then UDP, between two VMs under `actions=normal`: the first
+/// packets go through software, the flow turns hot, and from then on the
+/// sim eSwitch forwards it.
+fn normal_walk(port_type: &str) {
+    let lab = LiveLab::start(3, port_type, None, "");
+    assert!(lab.ping(1, 2, 3), "ping vm1 → vm2");
+    let before = lab.udp_received(2);
+    let hw_before = u(&lab.stats()["hw_handled"]);
+    lab.udp(1, 2, 200);
+    lab.wait_for("200 datagrams at vm2", || lab.udp_received(2) >= before + 200);
+    assert_eq!(lab.udp_received(2), before + 200, "nothing duplicated");
+    let st = lab.stats();
+    let hw = u(&st["hw_handled"]) - hw_before;
+    assert!(
+        hw >= 190,
+        "the sim FDB forwarded only {hw} of 200 datagrams: {st}"
+    );
+    let flow = || {
+        let flows = lab.flows();
+        flows
+            .iter()
+            .find(|f| {
+                let m = f["match"].as_str().unwrap_or("");
+                m.contains("in_port=1") && m.contains("dl_dst=02:00:00:00:00:02")
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("no vm1 → vm2 megaflow in {flows:?}"))
+    };
+    assert_eq!(flow()["offloaded"], "yes", "{}", flow());
+    // The hardware counts fold into the megaflow at the next revalidator
+    // pass: the 3 pings and the 200 datagrams, exactly.
+    lab.wait_for("the hardware counts folded", || u(&flow()["packets"]) >= 203);
+    assert_eq!(u(&flow()["packets"]), 203, "{}", flow());
+    let p2 = lab.port("vm2");
+    assert_eq!(p2["kind"].as_str().map(|k| k.starts_with("af_")), Some(true));
+    assert!(u(&p2["tx_hw_packets"]) >= 190, "{p2}");
+}
+
+#[test]
+fn normal_ping_and_udp_offloaded_af_xdp() {
+    if !require_root("normal_ping_and_udp_offloaded_af_xdp") {
+        return;
+    }
+    normal_walk("af_xdp");
+}
+
+#[test]
+fn normal_ping_and_udp_offloaded_af_packet() {
+    if !require_root("normal_ping_and_udp_offloaded_af_packet") {
+        return;
+    }
+    normal_walk("af_packet");
+}
+
+#[test]
+fn explicit_flows_and_a_flow_added_live() {
+    if !require_root("explicit_flows_and_a_flow_added_live") {
+        return;
+    }
+    let flows = "priority=10,ip,nw_dst=198.18.0.2,actions=output:2\n\
+                 priority=10,ip,nw_dst=198.18.0.1,actions=output:1\n\
+                 priority=5,arp,actions=flood\n\
+                 priority=0,actions=drop\n";
+    let lab = LiveLab::start(3, "auto", Some(flows), "");
+    assert!(lab.ping(1, 2, 3), "ping vm1 → vm2 by explicit flows");
+    assert!(!lab.ping(1, 3, 1), "no flow sends IP to vm3");
+    let before = lab.udp_received(2);
+    lab.udp(1, 2, 50);
+    lab.wait_for("50 datagrams", || lab.udp_received(2) >= before + 50);
+    // A drop for UDP to port 9, added live: the revalidator rewrites the
+    // offloaded megaflow; pings still pass.
+    lab.ctl(&["add-flow", "priority=20,udp,nw_dst=198.18.0.2,tp_dst=9,actions=drop"])
+        .expect("add-flow");
+    std::thread::sleep(Duration::from_millis(1200));
+    let before = lab.udp_received(2);
+    lab.udp(1, 2, 50);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(lab.udp_received(2), before, "UDP to port 9 is dropped now");
+    assert!(lab.ping(1, 2, 2), "ping still passes");
+    let bad = lab.ctl(&["add-flow", "priority=20,udp,tp_dst=nine,actions=drop"]);
+    assert!(
+        bad.as_ref().is_err_and(|e| e.contains("nine")),
+        "a bad flow is refused naming the token: {bad:?}"
+    );
+    assert!(lab.ping(1, 2, 1), "and the switch goes on");
+}
+
+#[test]
+fn deleted_port_loses_only_its_flows_and_link_state_follows() {
+    if !require_root("deleted_port_loses_only_its_flows_and_link_state_follows") {
+        return;
+    }
+    let lab = LiveLab::start(3, "auto", None, "");
+    assert!(lab.ping(1, 2, 5));
+    assert!(lab.ping(1, 3, 5));
+    let names = |flows: &[Value], port: &str| {
+        flows
+            .iter()
+            .filter(|f| {
+                let m = f["match"].as_str().unwrap_or("");
+                let a = f["actions"].as_str().unwrap_or("");
+                m.contains(&format!("in_port={port},")) || a.contains(&format!("output:{port}"))
+            })
+            .count()
+    };
+    let flows = lab.flows();
+    assert!(names(&flows, "3") > 0 && names(&flows, "2") > 0);
+    let unicast_12 = |flows: &[Value]| {
+        flows
+            .iter()
+            .filter(|f| {
+                let m = f["match"].as_str().unwrap_or("");
+                m.contains("in_port=1") && m.contains("dl_dst=02:00:00:00:00:02")
+            })
+            .count()
+    };
+    assert_eq!(unicast_12(&flows), 1);
+
+    // Link down: the port shows down and nothing reaches vm2.
+    run("ip", &["-n", &lab.ns("sw"), "link", "set", "vm2", "down"]).expect("down");
+    lab.wait_for("vm2 down", || lab.port("vm2")["state"] == "down");
+    assert!(!lab.ping(1, 2, 1), "vm2 is cut off while down");
+    run("ip", &["-n", &lab.ns("sw"), "link", "set", "vm2", "up"]).expect("up");
+    lab.wait_for("vm2 up", || lab.port("vm2")["state"] == "up");
+    lab.wait_for("ping after up", || lab.ping(1, 2, 1));
+
+    // vm3's representor vanishes: its flows go, the others stay.
+    run("ip", &["-n", &lab.ns("sw"), "link", "del", "vm3"]).expect("del");
+    lab.wait_for("vm3 absent", || lab.port("vm3")["state"] == "absent");
+    let flows = lab.flows();
+    assert_eq!(names(&flows, "3"), 0, "flows naming port 3 remain: {flows:?}");
+    assert_eq!(unicast_12(&flows), 1, "vm1 → vm2 kept: {flows:?}");
+    assert!(lab.ping(1, 2, 3), "vm1 ↔ vm2 unaffected");
+    assert!(lab.log().contains("flushed"), "the removal is logged");
+}
+
+#[test]
+fn idle_flows_age_out_and_stop_leaves_no_rules() {
+    if !require_root("idle_flows_age_out_and_stop_leaves_no_rules") {
+        return;
+    }
+    let extra = "[limits]\nmax_idle_ms = 600\nrevalidator_interval_ms = 100\n";
+    let mut lab = LiveLab::start(2, "auto", None, extra);
+    assert!(lab.ping(1, 2, 5));
+    lab.wait_for("offloaded", || u(&lab.stats()["offloaded"]) >= 1);
+    lab.wait_for("every flow aged out", || lab.flows().is_empty());
+    assert!(u(&lab.stats()["aged"]) >= 1);
+    assert_eq!(u(&lab.stats()["offloaded"]), 0);
+    // Busy again, then stopped while flows are in hardware.
+    let before = lab.udp_received(2);
+    lab.udp(1, 2, 30);
+    lab.wait_for("30 datagrams", || lab.udp_received(2) >= before + 30);
+    let rules = u(&lab.stats()["offloaded"]);
+    assert!(rules >= 1);
+    let (ok, out) = lab.stop();
+    assert!(ok, "eswitchd exits cleanly on SIGTERM; log:\n{}", lab.log());
+    assert!(
+        out.contains(&format!("{rules} rules removed")),
+        "stop reports the rules it removed: {out}"
+    );
+    assert!(lab.log().contains("the device is empty"), "{}", lab.log());
+    assert!(!lab.socket().exists(), "the control socket is removed");
+}
