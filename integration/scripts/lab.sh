@@ -104,6 +104,7 @@ up() {
     # NIC computes them); a veth leaves them to the receiver unless
     # transmit checksum offload is off.
     ip netns exec "$vm" ethtool -K eth0 tx off >/dev/null
+    ip netns exec "$vm" sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1
     ip -n "$vm" link set eth0 up
     # The representor end: no address, no IPv6 chatter of its own.
     ip netns exec "$sw" sysctl -qw "net.ipv6.conf.vm$k.disable_ipv6=1"
@@ -149,6 +150,17 @@ start() {
     fi
     sleep 0.1
   done
+  # Ready when every port is open and its link is up.
+  local ctl
+  ctl="$(dirname "$eswitchd")/eswitchctl"
+  if [ -x "$ctl" ]; then
+    for _ in $(seq 1 100); do
+      local n
+      n=$("$ctl" --socket "$dir/eswitchd.sock" --json show 2>/dev/null | grep -c '"state": "up"' || true)
+      [ "$n" = "$vms" ] && break
+      sleep 0.1
+    done
+  fi
   echo "eswitchd running (pid $(cat "$dir/eswitchd.pid"), log $dir/eswitchd.log)"
   lab_env
 }

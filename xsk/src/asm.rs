@@ -171,7 +171,13 @@ pub fn ldx_mem(size: Size, dst: Reg, src: Reg, off: i16) -> Insn {
 /// `dst = imm64`: two slots.
 pub fn ld_imm64(dst: Reg, imm: u64) -> [Insn; 2] {
     [
-        Insn::new(BPF_LD | BPF_IMM | Size::DW.bits(), dst, Reg::R0, 0, imm as u32 as i32),
+        Insn::new(
+            BPF_LD | BPF_IMM | Size::DW.bits(),
+            dst,
+            Reg::R0,
+            0,
+            imm as u32 as i32,
+        ),
         Insn {
             imm: (imm >> 32) as u32 as i32,
             ..Insn::default()

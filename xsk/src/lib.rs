@@ -15,7 +15,7 @@
 //!   into the **TX** ring; the kernel produces received packets into the
 //!   **RX** ring and sent frames into the **completion** ring. Indexes are
 //!   free-running u32s read with acquire loads and published with release
-//!   stores (see [`ring`](crate::ring)).
+//!   stores (see the `ring` module).
 //! - **Redirect program.** An XSKMAP (queue index → socket) and a six-
 //!   instruction XDP program, assembled here ([`asm`]), that redirects each
 //!   packet of the queue to the socket and passes packets of other queues to
@@ -46,7 +46,7 @@
 //! [`available`] checks in a few syscalls whether AF_XDP can work on an
 //! interface, and says why not, so the daemon can fall back to AF_PACKET.
 //!
-//! The `unsafe` code is in [`sys`] (syscalls and mappings), `ring` (the
+//! The `unsafe` code is in `sys` (syscalls and mappings), `ring` (the
 //! shared indexes and descriptors) and `port` (UMEM frame access).
 
 pub mod asm;

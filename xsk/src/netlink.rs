@@ -203,7 +203,8 @@ fn io_err(source: io::Error) -> NetlinkError {
 /// Sends `req` on a fresh `NETLINK_ROUTE` socket and waits (at most 2 s)
 /// for its acknowledgement.
 pub fn set_xdp(req: &XdpRequest) -> Result<(), NetlinkError> {
-    let sock = sys::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE).map_err(io_err)?;
+    let sock =
+        sys::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE).map_err(io_err)?;
     // Extended acks are a nicety; old kernels refuse the option.
     let _ = sys::setsockopt(&sock, SOL_NETLINK, NETLINK_EXT_ACK, &1i32);
     sys::set_recv_timeout(&sock, 2).map_err(io_err)?;

@@ -34,12 +34,12 @@ pub enum AttachMethod {
 
 /// A program attached with rtnetlink; detaches it on drop, only if it is
 /// still ours (`XDP_FLAGS_REPLACE` with our descriptor as the expected one).
-struct NetlinkAttachment {
-    ifindex: u32,
-    mode_flag: u32,
+pub(crate) struct NetlinkAttachment {
+    pub(crate) ifindex: u32,
+    pub(crate) mode_flag: u32,
     /// The program's descriptor, still open when this drops (the port's
     /// `prog` field is declared after this one).
-    prog_fd: i32,
+    pub(crate) prog_fd: i32,
 }
 
 impl Drop for NetlinkAttachment {
@@ -145,7 +145,10 @@ fn frame_bytes(umem: &Mmap, frame_size: u32, addr: u64, len: u32) -> Option<&[u8
 fn is_transient(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR)
+        Some(libc::EAGAIN)
+            | Some(libc::EBUSY)
+            | Some(libc::ENOBUFS)
+            | Some(libc::EINTR)
             | Some(libc::ENETDOWN)
     )
 }
@@ -176,8 +179,8 @@ impl XskPort {
 
         // UMEM before the socket, so the socket (registered with it) is
         // closed first on an error path.
-        let umem = Mmap::anonymous(umem_len)
-            .map_err(os(&format!("mmap(UMEM, {umem_len} bytes)")))?;
+        let umem =
+            Mmap::anonymous(umem_len).map_err(os(&format!("mmap(UMEM, {umem_len} bytes)")))?;
         let sock = sys::socket(libc::AF_XDP, libc::SOCK_RAW, 0).map_err(os("socket(AF_XDP)"))?;
 
         let reg = libc::xdp_umem_reg {
@@ -192,7 +195,10 @@ impl XskPort {
             .map_err(os("setsockopt(XDP_UMEM_REG)"))?;
         for (opt, what) in [
             (libc::XDP_UMEM_FILL_RING, "setsockopt(XDP_UMEM_FILL_RING)"),
-            (libc::XDP_UMEM_COMPLETION_RING, "setsockopt(XDP_UMEM_COMPLETION_RING)"),
+            (
+                libc::XDP_UMEM_COMPLETION_RING,
+                "setsockopt(XDP_UMEM_COMPLETION_RING)",
+            ),
             (libc::XDP_RX_RING, "setsockopt(XDP_RX_RING)"),
             (libc::XDP_TX_RING, "setsockopt(XDP_TX_RING)"),
         ] {
@@ -211,8 +217,22 @@ impl XskPort {
                 reason: "kernel too old (before 5.4: no ring flags)".into(),
             });
         }
-        let rx = map_ring::<XdpDesc>(ifname, &sock, "RX", libc::XDP_PGOFF_RX_RING, &off.rx, ring_size)?;
-        let tx = map_ring::<XdpDesc>(ifname, &sock, "TX", libc::XDP_PGOFF_TX_RING, &off.tx, ring_size)?;
+        let rx = map_ring::<XdpDesc>(
+            ifname,
+            &sock,
+            "RX",
+            libc::XDP_PGOFF_RX_RING,
+            &off.rx,
+            ring_size,
+        )?;
+        let tx = map_ring::<XdpDesc>(
+            ifname,
+            &sock,
+            "TX",
+            libc::XDP_PGOFF_TX_RING,
+            &off.tx,
+            ring_size,
+        )?;
         let mut fill = map_ring::<u64>(
             ifname,
             &sock,
@@ -272,8 +292,10 @@ impl XskPort {
 
         let map = bpf::create_xskmap(cfg.queue_id.saturating_add(1))
             .map_err(os("BPF_MAP_CREATE(XSKMAP)"))?;
-        bpf::xskmap_set(&map, cfg.queue_id, &sock)
-            .map_err(os(&format!("BPF_MAP_UPDATE_ELEM(XSKMAP[{}])", cfg.queue_id)))?;
+        bpf::xskmap_set(&map, cfg.queue_id, &sock).map_err(os(&format!(
+            "BPF_MAP_UPDATE_ELEM(XSKMAP[{}])",
+            cfg.queue_id
+        )))?;
         let prog = bpf::load_redirect(&map).map_err(|e| XskError::ProgLoad {
             ifname: name.clone(),
             source: e.source,
@@ -303,10 +325,11 @@ impl XskPort {
                         }),
                     ),
                     Err(nl_err) => {
-                        let busy = matches!(
-                            link_err.raw_os_error(),
-                            Some(libc::EBUSY) | Some(libc::EEXIST)
-                        ) || matches!(nl_err.errno(), Some(libc::EBUSY) | Some(libc::EEXIST));
+                        let busy =
+                            matches!(
+                                link_err.raw_os_error(),
+                                Some(libc::EBUSY) | Some(libc::EEXIST)
+                            ) || matches!(nl_err.errno(), Some(libc::EBUSY) | Some(libc::EEXIST));
                         return Err(XskError::Attach {
                             ifname: name,
                             link: link_err,

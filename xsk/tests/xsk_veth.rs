@@ -112,7 +112,12 @@ impl PacketSock {
     fn send(&self, frame: &[u8]) {
         // SAFETY: `frame` is readable for its length.
         let r = unsafe { libc::send(self.fd, frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(r, frame.len() as isize, "send: {}", io::Error::last_os_error());
+        assert_eq!(
+            r,
+            frame.len() as isize,
+            "send: {}",
+            io::Error::last_os_error()
+        );
     }
 
     /// The next incoming frame (outgoing copies skipped) before `deadline`.
@@ -145,7 +150,7 @@ impl PacketSock {
             if n < 0 {
                 continue;
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             return Some(buf[..n as usize].to_vec());
@@ -178,7 +183,9 @@ fn frame(dir: u8, seq: u32, len: usize) -> Vec<u8> {
 }
 
 fn is_ours(f: &[u8]) -> bool {
-    f.len() >= 23 && f[12..14] == ETHERTYPE.to_be_bytes() && f[19..23] == std::process::id().to_be_bytes()
+    f.len() >= 23
+        && f[12..14] == ETHERTYPE.to_be_bytes()
+        && f[19..23] == std::process::id().to_be_bytes()
 }
 
 /// Receives on `port` until `want` of our frames arrived or the deadline.
@@ -244,7 +251,9 @@ fn rx_tx_roundtrip(tag: &str, mode: XdpMode) {
     let out: Vec<Vec<u8>> = (0..40).map(|i| frame(2, i, 64 + i as usize)).collect();
     for chunk in out.chunks(32) {
         let refs: Vec<&[u8]> = chunk.iter().map(|f| f.as_slice()).collect();
-        let n = port.send_batch(&refs, Timestamp::NEVER).expect("send_batch");
+        let n = port
+            .send_batch(&refs, Timestamp::NEVER)
+            .expect("send_batch");
         assert_eq!(n, refs.len(), "send_batch accepted");
     }
     let deadline = Instant::now() + DEADLINE;
@@ -319,8 +328,19 @@ fn xsk_rx_throughput() {
         println!("SKIP xsk_rx_throughput: needs root (veth, AF_XDP, bpf)");
         return;
     }
-    let veth = Veth::new("t");
-    let mut port = XskPort::open(&veth.a, XskConfig::default()).expect("open XskPort");
+    measure_rx("t", XdpMode::Generic, "xsk.rx_mpps");
+    measure_rx("u", XdpMode::Native, "xsk.rx_native_veth_mpps");
+}
+
+/// Receives for 2 s while a thread blasts 64-byte frames from the peer;
+/// prints the rate (no assertion on it).
+fn measure_rx(tag: &str, mode: XdpMode, label: &str) {
+    let veth = Veth::new(tag);
+    let cfg = XskConfig {
+        mode,
+        ..XskConfig::default()
+    };
+    let mut port = XskPort::open(&veth.a, cfg).expect("open XskPort");
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let sender = {
@@ -338,7 +358,7 @@ fn xsk_rx_throughput() {
     let _ = sender.join();
     let s = port.stats();
     println!(
-        "bench: xsk.rx_mpps {:.3} Mpps (generic mode, copy, veth; peer sent {:.3} Mpps; rx_dropped {})",
+        "bench: {label} {:.3} Mpps ({mode:?} mode, copy, veth; peer sent {:.3} Mpps; rx_dropped {})",
         got as f64 / secs / 1e6,
         sent.load(Ordering::Relaxed) as f64 / secs / 1e6,
         s.rx_dropped

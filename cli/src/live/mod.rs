@@ -58,6 +58,13 @@ pub use upcall::{channel as upcall_channel, Admission, TokenBucket, Upcall, Upca
 /// Most upcalls the handler runs under one lock acquisition.
 pub const HANDLER_BATCH: usize = 64;
 
+/// Batches a port may deliver in one RX round: more packets per lock and
+/// per transmit call when traffic is heavy.
+const BATCHES_PER_ROUND: usize = 4;
+
+/// Most frames handed to one `send_batch` call.
+const TX_CHUNK: usize = BATCH_SIZE * BATCHES_PER_ROUND;
+
 /// Empty RX rounds before the RX thread sleeps in poll(2).
 const SPIN_ROUNDS: u32 = 64;
 
@@ -145,7 +152,44 @@ enum RxCmd {
 struct RxPort {
     no: PortNo,
     port: Box<dyn Port>,
-    batch: PacketBatch,
+    /// Up to [`BATCHES_PER_ROUND`] batches received in one round; `used`
+    /// of them hold packets.
+    batches: Vec<PacketBatch>,
+    used: usize,
+}
+
+impl RxPort {
+    fn new(no: PortNo, port: Box<dyn Port>) -> RxPort {
+        RxPort {
+            no,
+            port,
+            batches: (0..BATCHES_PER_ROUND).map(|_| PacketBatch::new()).collect(),
+            used: 0,
+        }
+    }
+
+    /// Receives until a batch comes back short or the round is full.
+    fn receive(&mut self) -> Result<usize, megaflow::port::PortError> {
+        self.used = 0;
+        let mut got = 0;
+        for b in &mut self.batches {
+            let n = self.port.recv_batch(b)?;
+            got += n;
+            if n > 0 {
+                self.used += 1;
+            }
+            if n < BATCH_SIZE {
+                break;
+            }
+        }
+        Ok(got)
+    }
+
+    fn packets(&self) -> impl Iterator<Item = (PortNo, &[u8])> + '_ {
+        self.batches[..self.used]
+            .iter()
+            .flat_map(move |b| b.iter().map(move |k| (self.no, k.data)))
+    }
 }
 
 /// Frames a batch produced, stored back to back, sent after the lock is
@@ -171,14 +215,14 @@ impl TxArena {
         let mut sent = 0usize;
         if !self.frames.is_empty() {
             for (no, port) in ports {
-                let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH_SIZE);
+                let mut refs: Vec<&[u8]> = Vec::with_capacity(TX_CHUNK);
                 for &(p, off, len) in &self.frames {
                     if p != no {
                         continue;
                     }
                     refs.push(&self.data[off..off + len]);
-                    if refs.len() == BATCH_SIZE {
-                        sent += BATCH_SIZE;
+                    if refs.len() == TX_CHUNK {
+                        sent += TX_CHUNK;
                         send(port, &refs);
                         refs.clear();
                     }
@@ -373,11 +417,7 @@ impl Daemon {
             );
         }
         lock_tx(&self.handler_tx).insert(spec.no, opened.tx);
-        let port = RxPort {
-            no: spec.no,
-            port: opened.rx,
-            batch: PacketBatch::new(),
-        };
+        let port = RxPort::new(spec.no, opened.rx);
         if self.rx_cmds.send(RxCmd::Add(Box::new(port))).is_ok() {
             self.open.insert(spec.no, rep.ifindex);
         }
@@ -494,10 +534,10 @@ impl RxThread {
             let mut got = 0;
             let mut failed = Vec::new();
             for p in &mut self.ports {
-                match p.port.recv_batch(&mut p.batch) {
+                match p.receive() {
                     Ok(n) => got += n,
                     Err(e) => {
-                        p.batch.clear();
+                        p.used = 0;
                         failed.push(p.no);
                         warn!("{e}; the port stops until its netdev returns");
                     }
@@ -540,11 +580,7 @@ impl RxThread {
     /// One round: the received batches through the switch, then out.
     fn round(&mut self, arena: &mut TxArena) {
         let now = self.clock.now();
-        let pkts: Vec<(PortNo, &[u8])> = self
-            .ports
-            .iter()
-            .flat_map(|p| p.batch.iter().map(move |k| (p.no, k.data)))
-            .collect();
+        let pkts: Vec<(PortNo, &[u8])> = self.ports.iter().flat_map(RxPort::packets).collect();
         let (mut queued, mut rate, mut full) = (0u64, 0u64, 0u64);
         let gate = &mut self.gate;
         {

@@ -25,8 +25,14 @@ mod little_endian {
             [0x61, 0x12, 0x10, 0x00, 0, 0, 0, 0]
         );
         // BPF_H = 0x08, BPF_B = 0x10, BPF_DW = 0x18
-        assert_eq!(bytes(ldx_mem(Size::H, Reg::R3, Reg::R4, 2))[..2], [0x69, 0x43]);
-        assert_eq!(bytes(ldx_mem(Size::B, Reg::R0, Reg::R1, 0))[..2], [0x71, 0x10]);
+        assert_eq!(
+            bytes(ldx_mem(Size::H, Reg::R3, Reg::R4, 2))[..2],
+            [0x69, 0x43]
+        );
+        assert_eq!(
+            bytes(ldx_mem(Size::B, Reg::R0, Reg::R1, 0))[..2],
+            [0x71, 0x10]
+        );
         // negative offset from the frame pointer: off = -8 = 0xfff8
         assert_eq!(
             bytes(ldx_mem(Size::DW, Reg::R0, Reg::R10, -8)),
@@ -54,13 +60,19 @@ mod little_endian {
     #[test]
     fn alu64() {
         // BPF_ALU64 | BPF_MOV | BPF_K = 0xb7
-        assert_eq!(bytes(mov64_imm(Reg::R3, XDP_PASS)), [0xb7, 0x03, 0, 0, 2, 0, 0, 0]);
+        assert_eq!(
+            bytes(mov64_imm(Reg::R3, XDP_PASS)),
+            [0xb7, 0x03, 0, 0, 2, 0, 0, 0]
+        );
         assert_eq!(
             bytes(mov64_imm(Reg::R0, -1)),
             [0xb7, 0x00, 0, 0, 0xff, 0xff, 0xff, 0xff]
         );
         // BPF_ALU64 | BPF_MOV | BPF_X = 0xbf
-        assert_eq!(bytes(mov64_reg(Reg::R6, Reg::R1)), [0xbf, 0x16, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            bytes(mov64_reg(Reg::R6, Reg::R1)),
+            [0xbf, 0x16, 0, 0, 0, 0, 0, 0]
+        );
         // BPF_ALU64 | BPF_ADD | BPF_K = 0x07
         assert_eq!(bytes(add64_imm(Reg::R1, 8)), [0x07, 0x01, 0, 0, 8, 0, 0, 0]);
     }
@@ -68,7 +80,10 @@ mod little_endian {
     #[test]
     fn jumps_call_exit() {
         // BPF_JMP | BPF_JEQ | BPF_K = 0x15
-        assert_eq!(bytes(jeq_imm(Reg::R0, 0, 2)), [0x15, 0x00, 2, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            bytes(jeq_imm(Reg::R0, 0, 2)),
+            [0x15, 0x00, 2, 0, 0, 0, 0, 0]
+        );
         // BPF_JMP | BPF_JA = 0x05, off = -1
         assert_eq!(bytes(ja(-1)), [0x05, 0x00, 0xff, 0xff, 0, 0, 0, 0]);
         // BPF_JMP | BPF_CALL = 0x85, imm = helper id

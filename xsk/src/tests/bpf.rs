@@ -32,3 +32,76 @@ fn verifier_log_is_captured() {
     // And a trivial valid program loads.
     assert!(load_xdp(&[mov64_imm(Reg::R0, XDP_PASS), exit()]).is_ok());
 }
+
+/// The rtnetlink fallback against the real kernel: attach in generic mode,
+/// a second attach with UPDATE_IF_NOEXIST is refused (with the kernel's
+/// extended-ack message), and the guarded detach of `NetlinkAttachment`
+/// removes the program.
+#[test]
+fn netlink_attach_and_guarded_detach() {
+    use crate::netlink::{set_xdp, XdpRequest, XDP_FLAGS_SKB_MODE, XDP_FLAGS_UPDATE_IF_NOEXIST};
+    use crate::port::NetlinkAttachment;
+    use std::process::Command;
+
+    if !is_root() {
+        println!("SKIP netlink_attach_and_guarded_detach: needs root (veth, RTM_SETLINK)");
+        return;
+    }
+    struct Veth(String);
+    impl Drop for Veth {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", &self.0]).output();
+        }
+    }
+    let a = format!("xkl{}a", std::process::id());
+    let b = format!("xkl{}b", std::process::id());
+    let _ = Command::new("ip").args(["link", "del", &a]).output();
+    let st = Command::new("ip")
+        .args(["link", "add", &a, "type", "veth", "peer", "name", &b])
+        .status()
+        .expect("ip");
+    assert!(st.success());
+    let _guard = Veth(a.clone());
+    let shown = || {
+        let out = Command::new("ip")
+            .args(["-d", "link", "show", "dev", &a])
+            .output()
+            .expect("ip");
+        String::from_utf8_lossy(&out.stdout).contains("xdpgeneric")
+    };
+    let ifindex = crate::sys::ifindex(&a).expect("ifindex");
+    let map = create_xskmap(1).expect("map");
+    let prog = load_redirect(&map).expect("load");
+    let req = XdpRequest {
+        ifindex,
+        fd: prog.as_raw_fd(),
+        flags: XDP_FLAGS_SKB_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST,
+        expected_fd: None,
+    };
+    set_xdp(&req).expect("attach");
+    assert!(shown(), "program not shown after the netlink attach");
+
+    let prog2 = load_redirect(&map).expect("load 2");
+    let e = set_xdp(&XdpRequest {
+        fd: prog2.as_raw_fd(),
+        ..req
+    })
+    .expect_err("second attach with UPDATE_IF_NOEXIST");
+    println!("second attach: {e}");
+    assert_eq!(e.errno(), Some(libc::EBUSY));
+    assert!(e.message.is_some(), "no extended ack: {e}");
+
+    // A guarded detach with the wrong program leaves ours in place.
+    drop(NetlinkAttachment {
+        ifindex,
+        mode_flag: XDP_FLAGS_SKB_MODE,
+        prog_fd: prog2.as_raw_fd(),
+    });
+    assert!(shown(), "a detach expecting another program removed ours");
+    drop(NetlinkAttachment {
+        ifindex,
+        mode_flag: XDP_FLAGS_SKB_MODE,
+        prog_fd: prog.as_raw_fd(),
+    });
+    assert!(!shown(), "program still attached after the guarded detach");
+}

@@ -17,18 +17,27 @@ fn bad_configs_say_why() {
     assert!(bad(|c| c.frame_count = 8192).contains("frame_count 8192"));
     assert!(bad(|c| c.frame_count = 1).contains("frame_count 1"));
     assert!(bad(|c| c.bind = BindMode::ZeroCopy).contains("native"));
-    let mut c = XskConfig::default();
-    c.bind = BindMode::ZeroCopy;
-    c.mode = XdpMode::Native;
+    let c = XskConfig {
+        bind: BindMode::ZeroCopy,
+        mode: XdpMode::Native,
+        ..XskConfig::default()
+    };
     assert_eq!(c.validate(), Ok(()));
 }
 
 #[test]
 fn errors_name_interface_and_step() {
-    let e = XskError::os("vm1", "bind(queue 0)", io::Error::from_raw_os_error(libc::EBUSY));
+    let e = XskError::os(
+        "vm1",
+        "bind(queue 0)",
+        io::Error::from_raw_os_error(libc::EBUSY),
+    );
     let s = e.to_string();
     assert!(s.starts_with("vm1: bind(queue 0): "), "{s}");
-    assert!(s.contains("another AF_XDP socket is bound to this queue"), "{s}");
+    assert!(
+        s.contains("another AF_XDP socket is bound to this queue"),
+        "{s}"
+    );
     assert_eq!(e.ifname(), "vm1");
     assert_eq!(e.errno(), Some(libc::EBUSY));
 
@@ -41,7 +50,11 @@ fn errors_name_interface_and_step() {
     assert!(s.starts_with("vm1: BPF_PROG_LOAD: "), "{s}");
     assert!(s.ends_with("(verifier: R0 !read_ok)"), "{s}");
 
-    let e = XskError::os("vm2", "socket(AF_XDP)", io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
+    let e = XskError::os(
+        "vm2",
+        "socket(AF_XDP)",
+        io::Error::from_raw_os_error(libc::EAFNOSUPPORT),
+    );
     assert!(e.to_string().contains("CONFIG_XDP_SOCKETS"));
 }
 
@@ -69,5 +82,25 @@ fn open_reports_missing_interface_and_bad_config() {
             assert!(reason.contains("frame_size"));
         }
         other => panic!("expected BadConfig, got {other:?}"),
+    }
+}
+
+/// As root the probe passes on `lo`; without privileges it fails with a
+/// permission error that says what is missing.
+#[test]
+fn available_on_loopback() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    match available("lo") {
+        Ok(()) => assert!(root, "probe passed without root"),
+        Err(e) => {
+            assert!(!root, "probe failed as root: {e}");
+            assert_eq!(e.ifname(), "lo");
+            assert!(
+                matches!(e.errno(), Some(libc::EPERM) | Some(libc::EACCES)),
+                "{e}"
+            );
+            assert!(e.to_string().contains("needs CAP_"), "{e}");
+        }
     }
 }

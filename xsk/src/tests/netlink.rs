@@ -128,7 +128,9 @@ fn parse_error_with_ext_ack_capped() {
     };
     assert_eq!(e.errno(), Some(libc::EBUSY));
     assert_eq!(e.message.as_deref(), Some("XDP program already attached"));
-    assert!(e.to_string().contains("(kernel: XDP program already attached)"));
+    assert!(e
+        .to_string()
+        .contains("(kernel: XDP program already attached)"));
 }
 
 #[test]

@@ -25,13 +25,21 @@ fn word(ring: &Ring<u64>, off: u64) -> &AtomicU32 {
 fn slot(ring: &Ring<u64>, i: u32) -> u64 {
     let p = ring.mapping().as_ptr();
     // SAFETY: i < 8 (the ring's size), inside the descriptor array.
-    unsafe { (p.add(DESC as usize) as *const u64).add((i & 7) as usize).read() }
+    unsafe {
+        (p.add(DESC as usize) as *const u64)
+            .add((i & 7) as usize)
+            .read()
+    }
 }
 
 fn put_slot(ring: &Ring<u64>, i: u32, v: u64) {
     let p = ring.mapping().as_ptr();
     // SAFETY: as for `slot`.
-    unsafe { (p.add(DESC as usize) as *mut u64).add((i & 7) as usize).write(v) }
+    unsafe {
+        (p.add(DESC as usize) as *mut u64)
+            .add((i & 7) as usize)
+            .write(v)
+    }
 }
 
 /// A ring of 8 u64s whose indexes start at `start`.
@@ -48,9 +56,15 @@ fn ring(start: u32) -> Ring<u64> {
 #[test]
 fn rejects_bad_layouts() {
     let map = Mmap::anonymous(4096).expect("mmap");
-    assert!(Ring::<u64>::new(map, offsets(), 6).is_none(), "not a power of two");
+    assert!(
+        Ring::<u64>::new(map, offsets(), 6).is_none(),
+        "not a power of two"
+    );
     let map = Mmap::anonymous(4096).expect("mmap");
-    assert!(Ring::<u64>::new(map, offsets(), 1024).is_none(), "descs past the end");
+    assert!(
+        Ring::<u64>::new(map, offsets(), 1024).is_none(),
+        "descs past the end"
+    );
     let map = Mmap::anonymous(4096).expect("mmap");
     let mut off = offsets();
     off.consumer = 66;
@@ -66,7 +80,10 @@ fn producer_fills_and_waits_for_consumer() {
             r.prod_write(i, 1000 + u64::from(i));
         }
         r.prod_submit(8);
-        assert_eq!(word(&r, PROD).load(Ordering::Acquire), start.wrapping_add(8));
+        assert_eq!(
+            word(&r, PROD).load(Ordering::Acquire),
+            start.wrapping_add(8)
+        );
         assert_eq!(r.prod_outstanding(), 8);
         assert_eq!(r.prod_free(1), 0, "full until the kernel consumes");
         // The "kernel" reads three descriptors and moves its index.
@@ -97,7 +114,10 @@ fn consumer_reads_what_was_published() {
         assert_eq!(r.cons_read(0), 50);
         assert_eq!(r.cons_read(1), 51);
         r.cons_release(2);
-        assert_eq!(word(&r, CONS).load(Ordering::Acquire), start.wrapping_add(2));
+        assert_eq!(
+            word(&r, CONS).load(Ordering::Acquire),
+            start.wrapping_add(2)
+        );
         assert_eq!(r.cons_available(32), 3);
         assert_eq!(r.cons_read(2), 54);
         r.cons_release(3);
