@@ -157,9 +157,8 @@ impl LiveLab {
     /// `count` UDP datagrams from VM `from` to VM `to` port 9 (bash's
     /// /dev/udp: each from a new socket, so a new source port each).
     fn udp(&self, from: u32, to: u32, count: u32) {
-        let script = format!(
-            "for i in $(seq 1 {count}); do echo eswitch >/dev/udp/198.18.0.{to}/9; done"
-        );
+        let script =
+            format!("for i in $(seq 1 {count}); do echo eswitch >/dev/udp/198.18.0.{to}/9; done");
         run(
             "ip",
             &[
@@ -277,7 +276,9 @@ fn normal_walk(port_type: &str) {
     let before = lab.udp_received(2);
     let hw_before = u(&lab.stats()["hw_handled"]);
     lab.udp(1, 2, 200);
-    lab.wait_for("200 datagrams at vm2", || lab.udp_received(2) >= before + 200);
+    lab.wait_for("200 datagrams at vm2", || {
+        lab.udp_received(2) >= before + 200
+    });
     assert_eq!(lab.udp_received(2), before + 200, "nothing duplicated");
     let st = lab.stats();
     let hw = u(&st["hw_handled"]) - hw_before;
@@ -299,10 +300,15 @@ fn normal_walk(port_type: &str) {
     assert_eq!(flow()["offloaded"], "yes", "{}", flow());
     // The hardware counts fold into the megaflow at the next revalidator
     // pass: the 3 pings and the 200 datagrams, exactly.
-    lab.wait_for("the hardware counts folded", || u(&flow()["packets"]) >= 203);
+    lab.wait_for("the hardware counts folded", || {
+        u(&flow()["packets"]) >= 203
+    });
     assert_eq!(u(&flow()["packets"]), 203, "{}", flow());
     let p2 = lab.port("vm2");
-    assert_eq!(p2["kind"].as_str().map(|k| k.starts_with("af_")), Some(true));
+    assert_eq!(
+        p2["kind"].as_str().map(|k| k.starts_with("af_")),
+        Some(true)
+    );
     assert!(u(&p2["tx_hw_packets"]) >= 190, "{p2}");
 }
 
@@ -339,8 +345,11 @@ fn explicit_flows_and_a_flow_added_live() {
     lab.wait_for("50 datagrams", || lab.udp_received(2) >= before + 50);
     // A drop for UDP to port 9, added live: the revalidator rewrites the
     // offloaded megaflow; pings still pass.
-    lab.ctl(&["add-flow", "priority=20,udp,nw_dst=198.18.0.2,tp_dst=9,actions=drop"])
-        .expect("add-flow");
+    lab.ctl(&[
+        "add-flow",
+        "priority=20,udp,nw_dst=198.18.0.2,tp_dst=9,actions=drop",
+    ])
+    .expect("add-flow");
     std::thread::sleep(Duration::from_millis(1200));
     let before = lab.udp_received(2);
     lab.udp(1, 2, 50);
@@ -398,7 +407,11 @@ fn deleted_port_loses_only_its_flows_and_link_state_follows() {
     run("ip", &["-n", &lab.ns("sw"), "link", "del", "vm3"]).expect("del");
     lab.wait_for("vm3 absent", || lab.port("vm3")["state"] == "absent");
     let flows = lab.flows();
-    assert_eq!(names(&flows, "3"), 0, "flows naming port 3 remain: {flows:?}");
+    assert_eq!(
+        names(&flows, "3"),
+        0,
+        "flows naming port 3 remain: {flows:?}"
+    );
     assert_eq!(unicast_12(&flows), 1, "vm1 → vm2 kept: {flows:?}");
     assert!(lab.ping(1, 2, 3), "vm1 ↔ vm2 unaffected");
     assert!(lab.log().contains("flushed"), "the removal is logged");

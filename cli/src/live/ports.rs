@@ -23,7 +23,10 @@ impl PortFactory for NetdevFactory {
     fn open(&self, name: &str) -> anyhow::Result<OpenedPort> {
         let (rx, kind): (Box<dyn Port>, &str) = match self.port_type {
             PortType::AfPacket => (Box::new(open_afpacket(name)?), "af_packet"),
-            PortType::AfXdp => (Box::new(XskPort::open(name, XskConfig::default())?), "af_xdp"),
+            PortType::AfXdp => (
+                Box::new(XskPort::open(name, XskConfig::default())?),
+                "af_xdp",
+            ),
             PortType::Auto => match XskPort::open(name, XskConfig::default()) {
                 Ok(p) => (Box::new(p), "af_xdp"),
                 Err(e) => {

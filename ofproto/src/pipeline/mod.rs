@@ -508,11 +508,8 @@ impl<O: FlowOffload> Pipeline<O> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
-        match self.run(now, in_port, pkt, sink, true) {
-            Some(out) => out,
-            // With upcalls allowed every packet is handled.
-            None => SwOutcome::default(),
-        }
+        // With upcalls allowed every packet is handled: never the default.
+        self.run(now, in_port, pkt, sink, true).unwrap_or_default()
     }
 
     /// The fast path alone: like [`process`](Self::process) for a packet
