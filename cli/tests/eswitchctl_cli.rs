@@ -6,14 +6,12 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cli::config::PortSpec;
 use cli::control::handle;
 use cli::ctl::{CtlHandle, CtlServer};
 use cli::switch::{Discard, FlowFile, SimSwitch};
 use megaflow::build::{FrameSpec, L4};
 use megaflow::{PortNo, Timestamp};
 use offload::sim::SimConfig;
-use offload::Vport;
 use ofproto::PipelineConfig;
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -48,13 +46,7 @@ impl Drop for Dir {
 }
 
 fn switch() -> SimSwitch {
-    let ports: Vec<PortSpec> = (1..=3u32)
-        .map(|i| PortSpec {
-            name: format!("vm{i}"),
-            no: PortNo(i),
-            vport: Vport::vf((i - 1) as u16).expect("vf"),
-        })
-        .collect();
+    let ports = cli::replay::default_ports(3);
     let flows = FlowFile::parse(
         "priority=10,ip,nw_dst=198.18.0.2,actions=output:2\npriority=0,actions=drop",
     )

@@ -1,11 +1,9 @@
 use megaflow::build::{FrameSpec, L4};
 use megaflow::PortNo;
 use offload::sim::SimConfig;
-use offload::Vport;
 use ofproto::PipelineConfig;
 
 use super::*;
-use crate::config::PortSpec;
 use crate::switch::{Discard, FlowFile};
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -15,13 +13,7 @@ fn at(ms: u64) -> Timestamp {
 }
 
 fn switch() -> SimSwitch {
-    let ports: Vec<PortSpec> = (1..=3u32)
-        .map(|i| PortSpec {
-            name: format!("vm{i}"),
-            no: PortNo(i),
-            vport: Vport::vf((i - 1) as u16).expect("vf"),
-        })
-        .collect();
+    let ports = crate::replay::default_ports(3);
     let flows = FlowFile::parse(
         "priority=10,ip,nw_dst=198.18.0.2,actions=output:2\npriority=0,actions=drop",
     )

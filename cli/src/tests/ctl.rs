@@ -5,13 +5,11 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
 
-use megaflow::{PortNo, Timestamp};
+use megaflow::Timestamp;
 use offload::sim::SimConfig;
-use offload::Vport;
 use ofproto::PipelineConfig;
 
 use super::*;
-use crate::config::PortSpec;
 use crate::control::handle;
 use crate::switch::{FlowFile, SimSwitch};
 
@@ -43,13 +41,7 @@ impl Drop for TempDir {
 }
 
 fn switch() -> SimSwitch {
-    let ports: Vec<PortSpec> = (1..=3u32)
-        .map(|i| PortSpec {
-            name: format!("vm{i}"),
-            no: PortNo(i),
-            vport: Vport::vf((i - 1) as u16).expect("vf"),
-        })
-        .collect();
+    let ports = crate::replay::default_ports(3);
     let flows =
         FlowFile::parse("priority=10,ip,nw_dst=198.18.0.2,actions=output:2").expect("table");
     SimSwitch::new(
