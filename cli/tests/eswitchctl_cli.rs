@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cli::control::handle;
@@ -20,28 +19,20 @@ fn at(ms: u64) -> Timestamp {
     Timestamp(T0 + ms * 1_000_000)
 }
 
-/// A temp dir with the socket path, removed on drop.
-struct Dir(PathBuf);
+/// A temp dir with the socket path in it, removed on drop.
+struct Dir(integration::TempDir);
 
 impl Dir {
     fn new(name: &str) -> Dir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("eswitchctl-cli-{}-{n}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Dir(dir)
+        Dir(integration::TempDir::new(&format!("eswitchctl-cli-{name}")).expect("temp dir"))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
     }
 
     fn sock(&self) -> PathBuf {
-        self.0.join("eswitchd.sock")
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.path().join("eswitchd.sock")
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use integration::netns::run;
-use integration::require_root;
+use integration::{require_root, TempDir};
 use serde_json::Value;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -24,7 +24,8 @@ fn lab_script() -> PathBuf {
 /// A lab with a running daemon; everything goes on drop.
 struct LiveLab {
     name: String,
-    dir: PathBuf,
+    /// Config, flow file, socket, log; removed after the lab.
+    tmp: TempDir,
     daemon: Option<Child>,
 }
 
@@ -34,19 +35,17 @@ impl LiveLab {
     fn start(vms: u32, port_type: &str, flows: Option<&str>, extra: &str) -> LiveLab {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let name = format!("el{}x{n}", std::process::id() % 100_000);
-        let dir = std::env::temp_dir().join(format!("eswitch-test-{name}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("lab dir");
+        let tmp = TempDir::new("eswitch-live").expect("lab dir");
         let mut lab = LiveLab {
             name,
-            dir,
+            tmp,
             daemon: None,
         };
-        let extra_path = lab.dir.join("extra.toml");
+        let extra_path = lab.dir().join("extra.toml");
         std::fs::write(&extra_path, extra).expect("extra config");
         let script = lab_script();
         let vms_s = vms.to_string();
-        let dir_s = lab.dir.display().to_string();
+        let dir_s = lab.dir().display().to_string();
         let extra_s = extra_path.display().to_string();
         let mut args = vec![
             "up",
@@ -61,7 +60,7 @@ impl LiveLab {
             "--extra",
             &extra_s,
         ];
-        let flows_path = lab.dir.join("flows.txt");
+        let flows_path = lab.dir().join("flows.txt");
         let flows_s = flows_path.display().to_string();
         if let Some(f) = flows {
             std::fs::write(&flows_path, f).expect("flow file");
@@ -69,12 +68,12 @@ impl LiveLab {
         }
         let script_s = script.display().to_string();
         run(&script_s, &args).expect("lab.sh up");
-        let log = std::fs::File::create(lab.dir.join("eswitchd.log")).expect("log");
+        let log = std::fs::File::create(lab.dir().join("eswitchd.log")).expect("log");
         let child = Command::new("ip")
             .args(["netns", "exec", &lab.ns("sw")])
             .arg(env!("CARGO_BIN_EXE_eswitchd"))
             .args(["run", "--config"])
-            .arg(lab.dir.join("eswitch.toml"))
+            .arg(lab.dir().join("eswitch.toml"))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -91,12 +90,16 @@ impl LiveLab {
         lab
     }
 
+    fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
     fn ns(&self, which: &str) -> String {
         format!("{}-{which}", self.name)
     }
 
     fn socket(&self) -> PathBuf {
-        self.dir.join("eswitchd.sock")
+        self.dir().join("eswitchd.sock")
     }
 
     /// `eswitchctl --json ARGS`: the value, or the error output.
@@ -207,7 +210,7 @@ impl LiveLab {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let log = std::fs::read_to_string(self.dir.join("eswitchd.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(self.dir().join("eswitchd.log")).unwrap_or_default();
         panic!("timed out waiting for {what}; eswitchd log:\n{log}");
     }
 
@@ -239,7 +242,7 @@ impl LiveLab {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("eswitchd.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir().join("eswitchd.log")).unwrap_or_default()
     }
 }
 
@@ -259,7 +262,7 @@ impl Drop for LiveLab {
         }
         let script = lab_script().display().to_string();
         let _ = run(&script, &["down", "--name", &self.name]);
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // `tmp` goes with the struct.
     }
 }
 

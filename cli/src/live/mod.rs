@@ -209,34 +209,32 @@ impl Egressor for TxArena {
 }
 
 impl TxArena {
-    /// Sends every frame to its port (in order per port, in batches);
-    /// returns the frames no open port took.
-    fn flush<'p>(&mut self, ports: impl Iterator<Item = (PortNo, &'p mut Box<dyn Port>)>) -> u64 {
-        let mut sent = 0usize;
+    /// Sends every frame to its port (in order per port, in chunks of
+    /// up to [`TX_CHUNK`]); frames for a port that is not open are
+    /// dropped (the port is gone or down).
+    fn flush<'p>(&mut self, ports: impl Iterator<Item = (PortNo, &'p mut Box<dyn Port>)>) {
         if !self.frames.is_empty() {
+            let mut refs: [&[u8]; TX_CHUNK] = [&[]; TX_CHUNK];
             for (no, port) in ports {
-                let mut refs: Vec<&[u8]> = Vec::with_capacity(TX_CHUNK);
+                let mut n = 0;
                 for &(p, off, len) in &self.frames {
                     if p != no {
                         continue;
                     }
-                    refs.push(&self.data[off..off + len]);
-                    if refs.len() == TX_CHUNK {
-                        sent += TX_CHUNK;
+                    refs[n] = &self.data[off..off + len];
+                    n += 1;
+                    if n == TX_CHUNK {
                         send(port, &refs);
-                        refs.clear();
+                        n = 0;
                     }
                 }
-                if !refs.is_empty() {
-                    sent += refs.len();
-                    send(port, &refs);
+                if n > 0 {
+                    send(port, &refs[..n]);
                 }
             }
         }
-        let unsent = self.frames.len() - sent;
         self.data.clear();
         self.frames.clear();
-        unsent as u64
     }
 }
 

@@ -2,7 +2,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
 
 use megaflow::Timestamp;
@@ -15,28 +14,20 @@ use crate::switch::{FlowFile, SimSwitch};
 
 const T0: u64 = 1_700_000_000_000_000_000;
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+/// A temp dir with the socket path in it, removed on drop.
+struct TempDir(integration::TempDir);
 
 impl TempDir {
     fn new(name: &str) -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("eswitch-ctl-{}-{n}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
+        TempDir(integration::TempDir::new(&format!("eswitch-ctl-{name}")).expect("temp dir"))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
     }
 
     fn sock(&self) -> PathBuf {
-        self.0.join("eswitchd.sock")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.path().join("eswitchd.sock")
     }
 }
 
@@ -165,7 +156,7 @@ fn an_overlong_line_is_refused_by_name_and_skipped() {
 #[test]
 fn the_socket_is_root_only_in_a_private_directory() {
     let dir = TempDir::new("perm");
-    let path = dir.0.join("run").join("eswitch").join("eswitchd.sock");
+    let path = dir.path().join("run").join("eswitch").join("eswitchd.sock");
     let h = serve(&path);
     let mode = |p: &Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
     assert_eq!(mode(&path), 0o600);
