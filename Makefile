@@ -1,7 +1,11 @@
 # Convenience targets; the README's commands are the reference.
 LAB_VMS ?= 3
 
-.PHONY: lab lab-stop bench-veth
+.PHONY: test lab lab-stop bench-veth
+
+# Every test, installing what they need first (see the script).
+test:
+	integration/scripts/test.sh
 
 lab:
 	cargo build --release -p cli --bin eswitchd --bin eswitchctl

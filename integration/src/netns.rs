@@ -30,20 +30,6 @@ pub fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// True when `tool` is on the PATH; prints the skip reason otherwise.
-pub fn require_tool(test: &str, tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !found {
-        println!("SKIP {test}: {tool} is not installed");
-    }
-    found
-}
-
 /// Namespaces, links and processes of one test; all removed on drop.
 pub struct Lab {
     tag: String,

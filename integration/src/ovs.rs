@@ -69,14 +69,6 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 const CLIENT_TIMEOUT: &str = "10";
 
 const SCHEMA_DIRS: [&str; 2] = ["/usr/share/openvswitch", "/usr/local/share/openvswitch"];
-const EXTRA_BIN_DIRS: [&str; 6] = [
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-    "/usr/local/sbin",
-    "/usr/local/bin",
-];
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -116,8 +108,10 @@ impl Ovs {
     /// Starts an instance with [`BRIDGE`] and ports [`PORTS`] ready.
     pub fn start() -> Result<Ovs, OvsError> {
         let began = Instant::now();
-        if !is_root() {
-            return Err(OvsError::Unavailable("needs root".into()));
+        if !prereq::is_root() {
+            return Err(OvsError::Unavailable(
+                "needs root (ovs-vswitchd opens tap and netlink sockets)".into(),
+            ));
         }
         let bin = Binaries::find()?;
         let mut ovs = Ovs {
@@ -196,7 +190,7 @@ impl Ovs {
         match Ovs::start() {
             Ok(ovs) => Some(ovs),
             Err(OvsError::Unavailable(why)) => {
-                println!("SKIP {test}: {why}");
+                prereq::skip(test, why);
                 None
             }
             Err(e) => panic!("{test}: {e}"),
@@ -549,7 +543,7 @@ impl Binaries {
     fn find() -> Result<Binaries, OvsError> {
         let mut missing = Vec::new();
         let mut need = |tool: &str| {
-            find_program(tool).unwrap_or_else(|| {
+            prereq::find_tool(tool).unwrap_or_else(|| {
                 missing.push(tool.to_owned());
                 PathBuf::new()
             })
@@ -561,7 +555,7 @@ impl Binaries {
             vsctl: need("ovs-vsctl"),
             ofctl: need("ovs-ofctl"),
             appctl: need("ovs-appctl"),
-            setpriv: find_program("setpriv"),
+            setpriv: prereq::find_tool("setpriv"),
             schema: SCHEMA_DIRS
                 .iter()
                 .map(|d| Path::new(d).join("vswitch.ovsschema"))
@@ -580,27 +574,6 @@ impl Binaries {
             )))
         }
     }
-}
-
-/// `tool` on the PATH or in the usual bin/sbin directories (the PATH of a
-/// test runner often lacks `/usr/sbin`, where the daemons live).
-fn find_program(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(EXTRA_BIN_DIRS.iter().map(PathBuf::from))
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-}
-
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
 }
 
 /// A new directory `eswitch-ovs-<pid>-<n>`. Unix socket paths are limited to

@@ -13,8 +13,7 @@
 
 use std::time::Duration;
 
-use integration::netns::{require_tool, run, Lab};
-use integration::require_root;
+use integration::netns::{run, Lab};
 use megaflow::actions::{execute, CollectSink, DpAction};
 use megaflow::port::{PacketBatch, PcapReader, PcapWriter, Port};
 use megaflow::{
@@ -29,11 +28,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn captured_traffic_walks_the_datapath() {
-    if !require_root(TEST)
-        || !require_tool(TEST, "ip")
-        || !require_tool(TEST, "tcpdump")
-        || !require_tool(TEST, "ping")
-    {
+    if !prereq::netns(TEST, &["ip", "tcpdump", "ping"]) {
         return;
     }
     let capture = tmp("in.pcap");

@@ -1,7 +1,7 @@
 //! The pcap files `PcapWriter` produces open in the real tools (tcpdump, and
 //! tshark when installed), and files written by libpcap read back through
-//! `PcapReader`. A test whose tool is missing prints `SKIP <test>: ...` and
-//! passes (CI installs tcpdump).
+//! `PcapReader`. A test whose tool is missing is skipped through `prereq`
+//! (`integration/scripts/test.sh` installs tcpdump and tshark).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -78,22 +78,6 @@ fn write_capture(path: &Path) {
     w.flush().unwrap();
 }
 
-/// The tool's path if it runs, else None (after printing the SKIP line).
-fn find_tool(name: &str, test: &str) -> Option<PathBuf> {
-    let candidates = [
-        PathBuf::from(name),
-        Path::new("/usr/sbin").join(name),
-        Path::new("/usr/bin").join(name),
-    ];
-    for c in candidates {
-        if Command::new(&c).arg("--version").output().is_ok() {
-            return Some(c);
-        }
-    }
-    println!("SKIP {test}: {name} not installed");
-    None
-}
-
 fn run(tool: &Path, args: &[&str]) -> Output {
     let out = Command::new(tool).args(args).output().unwrap();
     assert!(
@@ -115,7 +99,7 @@ fn stdout_lines(out: &Output) -> Vec<String> {
 
 #[test]
 fn tcpdump_lists_written_packets() {
-    let Some(tcpdump) = find_tool("tcpdump", "tcpdump_lists_written_packets") else {
+    let Some(tcpdump) = prereq::tool("tcpdump_lists_written_packets", "tcpdump") else {
         return;
     };
     let tmp = TempFile::new("tcpdump_lists");
@@ -154,7 +138,7 @@ fn tcpdump_lists_written_packets() {
 
 #[test]
 fn tcpdump_output_reads_back() {
-    let Some(tcpdump) = find_tool("tcpdump", "tcpdump_output_reads_back") else {
+    let Some(tcpdump) = prereq::tool("tcpdump_output_reads_back", "tcpdump") else {
         return;
     };
     let ours = TempFile::new("readback_ours");
@@ -195,7 +179,7 @@ fn tcpdump_output_reads_back() {
 
 #[test]
 fn tshark_lists_written_packets() {
-    let Some(tshark) = find_tool("tshark", "tshark_lists_written_packets") else {
+    let Some(tshark) = prereq::tool("tshark_lists_written_packets", "tshark") else {
         return;
     };
     let tmp = TempFile::new("tshark_lists");

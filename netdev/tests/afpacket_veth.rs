@@ -25,19 +25,7 @@ const DEADLINE: Duration = Duration::from_secs(5);
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 fn is_root(test: &str) -> bool {
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
-        })
-        .unwrap_or_default();
-    if uid == "0" {
-        return true;
-    }
-    println!("SKIP {test}: needs root to create network namespaces and veth pairs (uid {uid})");
-    false
+    prereq::netns(test, &["ip"])
 }
 
 fn ip(args: &[&str]) {

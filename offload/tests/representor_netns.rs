@@ -11,35 +11,6 @@ use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(5);
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false)
-}
-
-fn have_ip() -> bool {
-    Command::new("ip")
-        .arg("-V")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-fn skip_reason() -> Option<&'static str> {
-    if !is_root() {
-        Some("not root (needs CAP_NET_ADMIN to create veths and netns)")
-    } else if !have_ip() {
-        Some("`ip` (iproute2) not found")
-    } else {
-        None
-    }
-}
-
 /// Runs `ip args...`; panics with its stderr on failure.
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
@@ -114,8 +85,7 @@ async fn expect<T>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn veth_representor_lifecycle() {
-    if let Some(why) = skip_reason() {
-        println!("SKIP veth_representor_lifecycle: {why}");
+    if !prereq::netns("veth_representor_lifecycle", &["ip"]) {
         return;
     }
     let lab = Lab::new("l");

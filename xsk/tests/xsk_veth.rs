@@ -23,9 +23,15 @@ use xsk::{AttachMethod, XdpMode, XskConfig, XskError, XskPort};
 const ETHERTYPE: u16 = 0x88b5;
 const DEADLINE: Duration = Duration::from_secs(5);
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+/// Root, `ip`, and a kernel with AF_XDP sockets and XSKMAPs; otherwise
+/// `test` is skipped.
+fn can_run(test: &str) -> bool {
+    prereq::netns(test, &["ip"])
+        && prereq::kernel_feature(
+            test,
+            "AF_XDP",
+            xsk::available("lo").map_err(|e| (e.errno(), e)),
+        )
 }
 
 fn ip(args: &[&str]) -> String {
@@ -284,8 +290,7 @@ fn rx_tx_roundtrip(tag: &str, mode: XdpMode) {
 
 #[test]
 fn xsk_generic_rx_tx_and_detach() {
-    if !is_root() {
-        println!("SKIP xsk_generic_rx_tx_and_detach: needs root (veth, AF_XDP, bpf)");
+    if !can_run("xsk_generic_rx_tx_and_detach") {
         return;
     }
     rx_tx_roundtrip("g", XdpMode::Generic);
@@ -293,8 +298,7 @@ fn xsk_generic_rx_tx_and_detach() {
 
 #[test]
 fn xsk_native_veth_rx_tx_and_detach() {
-    if !is_root() {
-        println!("SKIP xsk_native_veth_rx_tx_and_detach: needs root (veth, AF_XDP, bpf)");
+    if !can_run("xsk_native_veth_rx_tx_and_detach") {
         return;
     }
     rx_tx_roundtrip("n", XdpMode::Native);
@@ -302,8 +306,7 @@ fn xsk_native_veth_rx_tx_and_detach() {
 
 #[test]
 fn xsk_second_socket_on_same_queue_is_refused() {
-    if !is_root() {
-        println!("SKIP xsk_second_socket_on_same_queue_is_refused: needs root");
+    if !can_run("xsk_second_socket_on_same_queue_is_refused") {
         return;
     }
     let veth = Veth::new("d");
@@ -324,8 +327,7 @@ fn xsk_second_socket_on_same_queue_is_refused() {
 
 #[test]
 fn xsk_rx_throughput() {
-    if !is_root() {
-        println!("SKIP xsk_rx_throughput: needs root (veth, AF_XDP, bpf)");
+    if !can_run("xsk_rx_throughput") {
         return;
     }
     measure_rx("t", XdpMode::Generic, "xsk.rx_mpps");

@@ -3,15 +3,21 @@
 use super::*;
 use crate::asm::{exit, mov64_imm, Reg, XDP_PASS};
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+/// Root and a kernel with BPF and XSKMAPs; otherwise `test` is skipped.
+fn can_load(test: &str) -> bool {
+    prereq::root(test, "BPF_PROG_LOAD")
+        && prereq::kernel_feature(
+            test,
+            "BPF XSKMAP",
+            create_xskmap(1)
+                .map(drop)
+                .map_err(|e| (e.raw_os_error(), e)),
+        )
 }
 
 #[test]
 fn redirect_program_passes_the_verifier() {
-    if !is_root() {
-        println!("SKIP redirect_program_passes_the_verifier: needs root (BPF_PROG_LOAD)");
+    if !can_load("redirect_program_passes_the_verifier") {
         return;
     }
     let map = create_xskmap(4).expect("BPF_MAP_CREATE");
@@ -21,8 +27,7 @@ fn redirect_program_passes_the_verifier() {
 
 #[test]
 fn verifier_log_is_captured() {
-    if !is_root() {
-        println!("SKIP verifier_log_is_captured: needs root (BPF_PROG_LOAD)");
+    if !can_load("verifier_log_is_captured") {
         return;
     }
     // `exit` without setting r0: the verifier refuses to read r0.
@@ -43,8 +48,8 @@ fn netlink_attach_and_guarded_detach() {
     use crate::port::NetlinkAttachment;
     use std::process::Command;
 
-    if !is_root() {
-        println!("SKIP netlink_attach_and_guarded_detach: needs root (veth, RTM_SETLINK)");
+    let test = "netlink_attach_and_guarded_detach";
+    if !can_load(test) || !prereq::tools(test, &["ip"]) {
         return;
     }
     struct Veth(String);

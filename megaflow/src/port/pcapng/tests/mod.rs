@@ -206,16 +206,14 @@ fn temp_path(name: &str) -> PathBuf {
 /// interface.
 #[test]
 fn external_tool_reads_the_file() {
-    let has = |tool: &str| {
-        Command::new(tool)
-            .arg("--version")
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
-    let tool = ["tshark", "tcpdump"].into_iter().find(|t| has(t));
+    let tool = ["tshark", "tcpdump"]
+        .into_iter()
+        .find(|t| prereq::find_tool(t).is_some());
     let Some(tool) = tool else {
-        println!("SKIP external_tool_reads_the_file: neither tshark nor tcpdump is installed");
+        prereq::skip(
+            "external_tool_reads_the_file",
+            "neither tshark nor tcpdump is installed (Debian packages tshark, tcpdump)",
+        );
         return;
     };
     let path = temp_path("tool.pcapng");

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Every test of the workspace, on a fresh Debian machine (the README's test
+# command; `make test` runs the same):
+#
+#   integration/scripts/test.sh [ARGS...]     ARGS go to `cargo test --workspace`
+#
+# 1. What the tests run (prereq/packages.txt: ip, ethtool, ping, tcpdump,
+#    tshark, Open vSwitch, ...) is installed when missing: as root,
+#    `apt-get update` once and `apt-get install` under a policy-rc.d that
+#    lets no package start a service (openvswitch-switch would start a
+#    system OVS). As another user nothing is installed, and the script says
+#    which tests will be skipped and why. ESWITCH_NO_INSTALL=1 installs
+#    nothing.
+# 2. `cargo test --workspace` runs with ESWITCH_SKIP_LOG naming a file where
+#    each skipped test is written (prereq::skip).
+# 3. The skipped tests are listed, and a closing line counts them:
+#    `tests: N passed, N failed, N skipped` (passed does not include the
+#    skipped ones, which cargo reports as ok).
+#
+# ESWITCH_NO_SKIP=1 (.ci/run sets it) makes every skip a failure.
+# Exit status: cargo's.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+export PATH="$PATH:/usr/sbin:/sbin"
+packages_file=prereq/packages.txt
+
+# Programs (and their packages) that are not installed.
+missing_programs=()
+missing_packages=()
+scan() {
+  missing_programs=()
+  missing_packages=()
+  local prog pkg
+  while read -r prog pkg; do
+    case "$prog" in '' | '#'*) continue ;; esac
+    if ! command -v "$prog" >/dev/null 2>&1; then
+      missing_programs+=("$prog")
+      case " ${missing_packages[*]} " in
+      *" $pkg "*) ;;
+      *) missing_packages+=("$pkg") ;;
+      esac
+    fi
+  done <"$packages_file"
+}
+
+install_packages() {
+  export DEBIAN_FRONTEND=noninteractive
+  # Packages must not start services: a policy-rc.d that denies every start,
+  # unless the machine has one of its own.
+  local policy=/usr/sbin/policy-rc.d own_policy=
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    own_policy=1
+  fi
+  local rc=0
+  echo "test.sh: installing ${missing_packages[*]}"
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing_packages[@]}" ||
+    rc=$?
+  if [ -n "$own_policy" ]; then
+    rm -f "$policy"
+  fi
+  return $rc
+}
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "test.sh: cargo is not installed (the Rust toolchain, e.g. through rustup)" >&2
+  exit 1
+fi
+
+scan
+uid=$(id -u)
+if [ ${#missing_packages[@]} -gt 0 ]; then
+  if [ "${ESWITCH_NO_INSTALL:-}" = 1 ]; then
+    echo "test.sh: ESWITCH_NO_INSTALL=1: not installing ${missing_packages[*]}"
+  elif [ "$uid" = 0 ]; then
+    if ! install_packages; then
+      echo "test.sh: installing ${missing_packages[*]} failed" >&2
+      exit 1
+    fi
+    scan
+    if [ ${#missing_programs[@]} -gt 0 ]; then
+      echo "test.sh: still missing after the install: ${missing_programs[*]}" >&2
+      exit 1
+    fi
+  fi
+fi
+if [ "$uid" != 0 ]; then
+  echo "test.sh: not root (uid $uid): nothing is installed, and these tests will print SKIP:"
+  echo "  - scenarios on network namespaces and veth pairs (netdev AF_PACKET, xsk AF_XDP"
+  echo "    and BPF, offload representor tracking, integration capture walk, cli live"
+  echo "    daemon): they need root"
+  echo "  - the Open vSwitch reference tests (integration ovs_trace, ovs_width): they need root"
+fi
+if [ ${#missing_programs[@]} -gt 0 ]; then
+  echo "test.sh: tests that run these programs will print SKIP: ${missing_programs[*]}" \
+    "(Debian packages: ${missing_packages[*]})"
+fi
+
+skiplog=$(mktemp "${TMPDIR:-/tmp}/eswitch-skips.XXXXXX")
+output=$(mktemp "${TMPDIR:-/tmp}/eswitch-test.XXXXXX")
+trap 'rm -f "$skiplog" "$output"' EXIT
+
+ESWITCH_SKIP_LOG=$skiplog cargo test --workspace "$@" 2>&1 | tee "$output"
+rc=${PIPESTATUS[0]}
+
+# cargo's per-binary lines: "test result: ok. 4 passed; 0 failed; 1 ignored; ..."
+read -r passed failed ignored < <(
+  awk '/^test result: /{
+         for (i = 1; i <= NF; i++) {
+           if ($(i+1) ~ /^passed;?$/) p += $i
+           if ($(i+1) ~ /^failed;?$/) f += $i
+           if ($(i+1) ~ /^ignored;?$/) g += $i
+         }
+       } END { print p + 0, f + 0, g + 0 }' "$output"
+)
+skipped=$(cut -f1 "$skiplog" | sort -u | grep -c . || true)
+echo
+if [ "$skipped" -gt 0 ]; then
+  echo "skipped tests ($skipped):"
+  sort -u "$skiplog" | sed 's/^\([^\t]*\)\t/  SKIP \1: /'
+fi
+# Under ESWITCH_NO_SKIP a skip fails its test (counted in failed); otherwise
+# cargo counted it as passed.
+strict=${ESWITCH_NO_SKIP:-}
+if [ -z "$strict" ] || [ "$strict" = 0 ]; then
+  passed=$((passed - skipped))
+fi
+if [ "$ignored" -gt 0 ]; then
+  echo "ignored: $ignored (helpers run by other tests, see 'cargo test -- --list --ignored')"
+fi
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+exit "$rc"
