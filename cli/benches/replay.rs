@@ -73,6 +73,7 @@ fn main() {
             sim: SimConfig::default(),
             speed: Speed::Max,
             progress: false,
+            dump_flows: false,
         };
         let s = replay::run(job).expect("replay");
         assert_eq!(s.packets, written);

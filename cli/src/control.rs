@@ -19,6 +19,7 @@
 //! [`handle`] is the whole server side on a [`SimSwitch`]; the socket
 //! around it is the daemon's.
 
+use megaflow::offload::FlowOffload;
 use megaflow::Timestamp;
 use ofproto::text::{format_rule, parse_flow, parse_match};
 use ofproto::FlowModCommand;
@@ -61,6 +62,41 @@ pub enum Response {
     Error(String),
 }
 
+/// The megaflows of `pipeline` as `dump-flows` gives them: per flow `line`
+/// (the whole line), `match`, `actions`, `packets`, `bytes`, `used`
+/// (seconds before `now`, or "never"), `state` and `offloaded`.
+pub fn megaflows_json<O: FlowOffload>(
+    pipeline: &ofproto::Pipeline<O>,
+    now: Timestamp,
+) -> Vec<Value> {
+    pipeline
+        .dump()
+        .iter()
+        .map(|d| {
+            let m = ofproto::text::format_match(&d.matched);
+            let used = if d.stats.used == Timestamp::NEVER {
+                json!("never")
+            } else {
+                json!((now.since(d.stats.used) / 1_000_000) as f64 / 1e3)
+            };
+            json!({
+                "line": d.line(now),
+                "match": if m.is_empty() { "any".to_string() } else { m },
+                "actions": if d.actions.is_empty() {
+                    "drop".to_string()
+                } else {
+                    d.actions.to_string()
+                },
+                "packets": d.stats.packets,
+                "bytes": d.stats.bytes,
+                "used": used,
+                "state": d.state.name(),
+                "offloaded": d.offloaded(),
+            })
+        })
+        .collect()
+}
+
 /// Parses one request line; the error names what is wrong.
 pub fn parse_request(line: &str) -> Result<Request, String> {
     serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))
@@ -77,36 +113,7 @@ pub fn handle(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Response {
 fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, String> {
     match req {
         Request::Show => Ok(json!({ "ports": sw.port_summaries() })),
-        Request::DumpFlows => {
-            let flows: Vec<Value> = sw
-                .pipeline()
-                .dump()
-                .iter()
-                .map(|d| {
-                    let m = ofproto::text::format_match(&d.matched);
-                    let used = if d.stats.used == Timestamp::NEVER {
-                        json!("never")
-                    } else {
-                        json!((now.since(d.stats.used) / 1_000_000) as f64 / 1e3)
-                    };
-                    json!({
-                        "line": d.line(now),
-                        "match": if m.is_empty() { "any".to_string() } else { m },
-                        "actions": if d.actions.is_empty() {
-                            "drop".to_string()
-                        } else {
-                            d.actions.to_string()
-                        },
-                        "packets": d.stats.packets,
-                        "bytes": d.stats.bytes,
-                        "used": used,
-                        "state": d.state.name(),
-                        "offloaded": d.offloaded(),
-                    })
-                })
-                .collect();
-            Ok(json!({ "flows": flows }))
-        }
+        Request::DumpFlows => Ok(json!({ "flows": megaflows_json(sw.pipeline(), now) })),
         Request::DumpRules => {
             serde_json::to_value(sw.sim().dump()).map_err(|e| format!("dump-rules: {e}"))
         }

@@ -299,18 +299,14 @@ pub fn stats(v: &Value) -> String {
     out
 }
 
-/// `trace`: the walk through the tables, then the megaflow and the
-/// datapath actions.
+/// `trace`: the walk through the tables, ending with the megaflow and the
+/// datapath actions (the explanation holds them; `--json` also gives them
+/// as fields of their own).
 pub fn trace(v: &Value) -> String {
     let mut out = text(field(v, "trace"));
     if !out.ends_with('\n') {
         out.push('\n');
     }
-    out.push_str(&format!("\nMegaflow: {}\n", text(field(v, "megaflow"))));
-    out.push_str(&format!(
-        "Datapath actions: {}\n",
-        text(field(v, "actions"))
-    ));
     out
 }
 

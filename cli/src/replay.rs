@@ -12,6 +12,8 @@ use megaflow::{PortNo, Timestamp};
 use offload::sim::SimConfig;
 use offload::Vport;
 use serde::Serialize;
+use serde_json::Value;
+use tracing::warn;
 
 use crate::config::PortSpec;
 use crate::switch::{Discard, FlowFile, PortSummary, SimSwitch};
@@ -49,28 +51,92 @@ pub enum Source {
     Generated(Box<dyn Iterator<Item = (Timestamp, PortNo, Vec<u8>)>>),
 }
 
+/// Capture records a replay could not take, counted by reason (the summary
+/// shows them; each reason is logged once as it is first met).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Skipped(pub BTreeMap<String, u64>);
+
+impl Skipped {
+    /// Counts one record skipped for `reason`; `detail` (about this record)
+    /// goes to the log line of a reason's first record.
+    fn count(&mut self, reason: String, detail: &str) {
+        if !self.0.contains_key(&reason) {
+            warn!("capture record skipped: {reason}{detail} (further ones are only counted)");
+        }
+        *self.0.entry(reason).or_default() += 1;
+    }
+
+    /// Records skipped, all reasons together.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+}
+
+/// The next batch of a capture: `Ok(0)` at its end. A record longer than
+/// the largest frame eswitch takes is skipped and counted; damage after the
+/// first packet (a record cut short by the end of the file, a corrupt block)
+/// ends the capture there and is counted as one skipped record, so every
+/// packet before it is replayed. Damage before any packet, and I/O errors,
+/// are errors.
+pub fn read_capture(
+    r: &mut PcapReader,
+    batch: &mut PacketBatch,
+    skipped: &mut Skipped,
+) -> anyhow::Result<usize> {
+    loop {
+        match r.recv_batch(batch) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.is_eof() => return Ok(0),
+            Err(PortError::PacketTooLarge { len, limit, .. }) => {
+                skipped.count(
+                    format!("longer than {limit} bytes, the largest frame eswitch takes"),
+                    &format!(": a packet of {len} bytes"),
+                );
+            }
+            Err(PortError::BadCapture { reason, .. }) if r.stats().rx_packets > 0 => {
+                skipped.count(format!("the capture ends early: {reason}"), "");
+                return Ok(0);
+            }
+            Err(e) => return Err(e).context("reading the capture"),
+        }
+    }
+}
+
+/// The number of interfaces a capture uses (highest interface id + 1),
+/// reading it as a replay would.
+pub fn interfaces_in(path: &std::path::Path) -> anyhow::Result<u32> {
+    let mut r = PcapReader::open(path)?;
+    let mut batch = PacketBatch::new();
+    let mut skipped = Skipped::default();
+    let mut most = 0;
+    while read_capture(&mut r, &mut batch, &mut skipped)? > 0 {
+        for p in batch.iter() {
+            most = most.max(p.meta.in_port.map_or(0, |p| p.0));
+        }
+    }
+    Ok(most + 1)
+}
+
 impl Source {
     /// Fills `batch`; `Ok(0)` at the end.
-    fn fill(&mut self, batch: &mut PacketBatch, ports: &[PortSpec]) -> anyhow::Result<usize> {
+    fn fill(
+        &mut self,
+        batch: &mut PacketBatch,
+        ports: &[PortSpec],
+        skipped: &mut Skipped,
+    ) -> anyhow::Result<usize> {
         match self {
-            Source::Capture(r) => loop {
-                match r.recv_batch(batch) {
-                    Ok(n) => {
-                        // Interface ids name ports by position.
-                        for i in 0..n {
-                            if let Some(meta) = batch.meta_mut(i) {
-                                let id = meta.in_port.map_or(0, |p| p.0 as usize);
-                                meta.in_port = Some(ports.get(id).map_or(PortNo(0), |p| p.no));
-                            }
-                        }
-                        return Ok(n);
+            Source::Capture(r) => {
+                let n = read_capture(r, batch, skipped)?;
+                // Interface ids name ports by position.
+                for i in 0..n {
+                    if let Some(meta) = batch.meta_mut(i) {
+                        let id = meta.in_port.map_or(0, |p| p.0 as usize);
+                        meta.in_port = Some(ports.get(id).map_or(PortNo(0), |p| p.no));
                     }
-                    Err(e) if e.is_eof() => return Ok(0),
-                    // One oversized record is skipped; the capture goes on.
-                    Err(PortError::PacketTooLarge { .. }) => continue,
-                    Err(e) => return Err(e).context("reading the capture"),
                 }
-            },
+                Ok(n)
+            }
             Source::Generated(it) => {
                 batch.clear();
                 while !batch.is_full() {
@@ -104,6 +170,9 @@ pub fn default_ports(n: u32) -> Vec<PortSpec> {
 pub struct Summary {
     pub packets: u64,
     pub bytes: u64,
+    /// Capture records not replayed, by reason (see [`read_capture`]).
+    pub skipped_records: u64,
+    pub skipped: Skipped,
     /// Capture time covered, seconds.
     pub capture_seconds: f64,
     /// Wall-clock time, seconds.
@@ -134,6 +203,10 @@ pub struct Summary {
     pub sw_samples: u64,
     pub to_controller: u64,
     pub ports: Vec<PortSummary>,
+    /// The megaflows left at the end, as `eswitchctl dump-flows --json`
+    /// gives them (with `--dump-flows`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flows: Option<Vec<Value>>,
 }
 
 /// Everything a replay needs.
@@ -146,6 +219,8 @@ pub struct ReplayJob {
     pub speed: Speed,
     /// Print progress on stderr (when it is a terminal).
     pub progress: bool,
+    /// Keep the megaflows left at the end in [`Summary::flows`].
+    pub dump_flows: bool,
 }
 
 /// Runs a replay to the end of its source.
@@ -157,8 +232,9 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
     let started = Instant::now();
     let mut last_progress = Instant::now();
     let tty = job.progress && std::io::stderr().is_terminal();
+    let mut skipped = Skipped::default();
     loop {
-        let n = job.source.fill(&mut batch, &job.ports)?;
+        let n = job.source.fill(&mut batch, &job.ports, &mut skipped)?;
         let mut pkts: Vec<(PortNo, &[u8])> = Vec::with_capacity(n);
         if n == 0 {
             break;
@@ -224,8 +300,18 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
     }
     let wall = started.elapsed().as_secs_f64();
     let Some(sw) = switch else {
+        if skipped.total() > 0 {
+            anyhow::bail!(
+                "the capture has no packet eswitch can replay ({} skipped: {})",
+                skipped.total(),
+                skipped.0.keys().cloned().collect::<Vec<_>>().join("; ")
+            );
+        }
         anyhow::bail!("the capture has no packets");
     };
+    let flows = job
+        .dump_flows
+        .then(|| crate::control::megaflows_json(sw.pipeline(), last_ts));
     let megaflows_at_end = sw.pipeline().len();
     let hw_rules_at_end = sw.pipeline().offloaded_len();
     let ports = sw.port_summaries();
@@ -234,6 +320,8 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
     let summary = Summary {
         packets: c.rx.packets,
         bytes: c.rx.bytes,
+        skipped_records: skipped.total(),
+        skipped,
         capture_seconds: last_ts.since(first_ts.unwrap_or(last_ts)) as f64 / 1e9,
         wall_seconds: wall,
         mpps: c.rx.packets as f64 / wall.max(1e-9) / 1e6,
@@ -258,6 +346,7 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
         sw_samples: c.sw_samples,
         to_controller: c.to_controller,
         ports,
+        flows,
     };
     Ok(summary)
 }
@@ -272,6 +361,18 @@ impl Summary {
             "packets",
             format!("{} ({} bytes)", self.packets, self.bytes),
         );
+        if self.skipped_records > 0 {
+            let why: Vec<String> = self
+                .skipped
+                .0
+                .iter()
+                .map(|(r, n)| format!("{n} {r}"))
+                .collect();
+            line(
+                "skipped capture records",
+                format!("{} ({})", self.skipped_records, why.join("; ")),
+            );
+        }
         line(
             "capture time",
             format!(
@@ -345,6 +446,12 @@ impl Summary {
                 p.tx_hw_packets,
                 p.tx_sw_packets,
                 p.tx_bytes
+            ));
+        }
+        if let Some(flows) = &self.flows {
+            out.push_str(&format!("\nmegaflows at the end ({}):\n", flows.len()));
+            out.push_str(&crate::ctl_format::dump_flows(
+                &serde_json::json!({ "flows": flows }),
             ));
         }
         out

@@ -143,6 +143,8 @@ fn every_subcommand_prints_what_the_daemon_knows() {
         &["trace", "in_port=1,udp,nw_dst=198.18.0.2,tp_dst=53"],
     ));
     assert!(trace.contains("Datapath actions: output:2"), "{trace}");
+    assert_eq!(trace.matches("Megaflow:").count(), 1, "{trace}");
+    assert_eq!(trace.matches("Datapath actions:").count(), 1, "{trace}");
 
     // --json prints the value as pretty JSON.
     let json = stdout(&ctl(&sock, &["--json", "stats"]));

@@ -220,3 +220,130 @@ fn bad_input_gets_an_error_that_names_it() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A classic pcap file (microsecond times, Ethernet, snap length 262144, as
+/// tcpdump writes one on a BIG TCP host) of `records`: (captured bytes,
+/// original length).
+fn pcap_bytes(records: &[(Vec<u8>, u32)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for v in [0xa1b2_c3d4u32] {
+        b.extend(v.to_le_bytes());
+    }
+    b.extend(2u16.to_le_bytes());
+    b.extend(4u16.to_le_bytes());
+    b.extend(0u32.to_le_bytes()); // thiszone
+    b.extend(0u32.to_le_bytes()); // sigfigs
+    b.extend(262_144u32.to_le_bytes()); // snaplen
+    b.extend(1u32.to_le_bytes()); // LINKTYPE_ETHERNET
+    for (i, (data, orig)) in records.iter().enumerate() {
+        b.extend(1_700_000_000u32.to_le_bytes());
+        b.extend((i as u32 * 1000).to_le_bytes());
+        b.extend((data.len() as u32).to_le_bytes());
+        b.extend(orig.to_le_bytes());
+        b.extend(data);
+    }
+    b
+}
+
+/// A capture with an 80 KB BIG TCP packet and a last record cut short by
+/// the end of the file: both are skipped and counted with their reasons,
+/// everything else is replayed; `--dump-flows` shows the megaflows left.
+#[test]
+fn a_capture_with_records_it_cannot_take_replays_the_rest() {
+    use megaflow::build::{FrameSpec, L4};
+    let dir = std::env::temp_dir().join(format!("eswitchd-skip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let frame = |dport: u16| {
+        FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::tcp(40000, dport))
+            .macs(0x0200_0000_0001, 0x0200_0000_0002)
+            .build()
+    };
+    let mut big = frame(443);
+    big.resize(80_116, 0);
+    let normal: Vec<(Vec<u8>, u32)> = (0..3).map(|i| (frame(80 + i), 60)).collect();
+    let mut records = vec![normal[0].clone(), (big, 80_116)];
+    records.extend(normal[1..].iter().cloned());
+    let mut bytes = pcap_bytes(&records);
+    // One more record header claiming 60 bytes, then only 10 of them.
+    bytes.extend(1_700_000_001u32.to_le_bytes());
+    bytes.extend(0u32.to_le_bytes());
+    bytes.extend(60u32.to_le_bytes());
+    bytes.extend(60u32.to_le_bytes());
+    bytes.extend(&frame(99)[..10]);
+    let pcap = dir.join("bigtcp.pcap");
+    std::fs::write(&pcap, &bytes).expect("write capture");
+    let flows = dir.join("flows.txt");
+    std::fs::write(
+        &flows,
+        "priority=10,tcp,actions=output:2\npriority=0,actions=drop\n",
+    )
+    .expect("write flows");
+    let config = dir.join("eswitch.toml");
+    std::fs::write(
+        &config,
+        "[[port]]\nname = \"vm1\"\nofport = 1\nvport = \"pf0vf0\"\n\n\
+         [[port]]\nname = \"vm2\"\nofport = 2\nvport = \"pf0vf1\"\n",
+    )
+    .expect("write config");
+    let (pcap_s, flows_s) = (pcap.display().to_string(), flows.display().to_string());
+    let config_s = config.display().to_string();
+    let base = [
+        "replay", "--pcap", &pcap_s, "--flows", &flows_s, "--config", &config_s,
+    ];
+
+    let v = json(&[&base[..], &["--json", "--dump-flows"]].concat());
+    assert_eq!(n(&v, "packets"), 3, "{v}");
+    assert_eq!(n(&v, "skipped_records"), 2, "{v}");
+    let skipped = v["skipped"].as_object().expect("skipped by reason");
+    assert_eq!(skipped.len(), 2, "{v}");
+    let reason = |needle: &str| {
+        skipped
+            .iter()
+            .find(|(r, _)| r.contains(needle))
+            .map(|(_, n)| n.as_u64().unwrap_or(0))
+    };
+    assert_eq!(reason("longer than 65535 bytes"), Some(1), "{v}");
+    assert_eq!(reason("ends early"), Some(1), "{v}");
+    // The megaflows: the TCP one to port 2 counted the three packets.
+    let flows = v["flows"].as_array().expect("flows with --dump-flows");
+    assert_eq!(flows.len(), 1, "{v}");
+    assert_eq!(flows[0]["actions"], "output:2", "{v}");
+    assert_eq!(n(&flows[0], "packets"), 3, "{v}");
+    assert!(
+        flows[0]["match"]
+            .as_str()
+            .is_some_and(|m| m.contains("tcp")),
+        "{v}"
+    );
+    // Without --dump-flows the JSON has no flows.
+    assert!(json(&[&base[..], &["--json"]].concat())
+        .get("flows")
+        .is_none());
+
+    // The text summary says the same, and ends with the dump.
+    let out = eswitchd(&[&base[..], &["--dump-flows"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("skipped capture records") && l.contains(" 2 (")),
+        "{text}"
+    );
+    let dump = text
+        .split("megaflows at the end (1):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no dump in {text}"));
+    let line = dump.lines().next().unwrap_or_default();
+    assert!(
+        line.contains("packets:3") && line.ends_with("actions:output:2"),
+        "{line}"
+    );
+    // The log names the first oversized packet's size.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("a packet of 80116 bytes"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

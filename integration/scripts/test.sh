@@ -102,7 +102,7 @@ skiplog=$(mktemp "${TMPDIR:-/tmp}/eswitch-skips.XXXXXX")
 output=$(mktemp "${TMPDIR:-/tmp}/eswitch-test.XXXXXX")
 trap 'rm -f "$skiplog" "$output"' EXIT
 
-ESWITCH_SKIP_LOG=$skiplog cargo test --workspace "$@" 2>&1 | tee "$output"
+ESWITCH_SKIP_LOG=$skiplog cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$output"
 rc=${PIPESTATUS[0]}
 
 # cargo's per-binary lines: "test result: ok. 4 passed; 0 failed; 1 ignored; ..."

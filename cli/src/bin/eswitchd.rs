@@ -15,7 +15,7 @@ use cli::config::{Config, PortType};
 use cli::demo::{self, DemoSpec};
 use cli::replay::{self, ReplayJob, Source, Speed};
 use cli::switch::FlowFile;
-use megaflow::port::{PcapReader, Port};
+use megaflow::port::PcapReader;
 use offload::sim::SimConfig;
 
 /// The eswitch daemon.
@@ -106,6 +106,10 @@ struct ReplayArgs {
     /// End with a `bench: replay.pps <value> Mpps` line.
     #[arg(long)]
     bench: bool,
+    /// Also print the megaflows left at the end, as `eswitchctl dump-flows`
+    /// does (in `--json`: a `flows` array).
+    #[arg(long)]
+    dump_flows: bool,
     #[command(flatten)]
     workload: WorkloadArgs,
 }
@@ -122,26 +126,8 @@ struct GenerateArgs {
     workload: WorkloadArgs,
 }
 
-/// The number of interfaces a capture uses (highest interface id + 1).
-fn interfaces_in(path: &PathBuf) -> anyhow::Result<u32> {
-    let mut r = PcapReader::open(path)?;
-    let mut batch = megaflow::port::PacketBatch::new();
-    let mut most = 0;
-    loop {
-        match r.recv_batch(&mut batch) {
-            Ok(_) => {
-                for p in batch.iter() {
-                    most = most.max(p.meta.in_port.map_or(0, |p| p.0));
-                }
-            }
-            Err(e) if e.is_eof() => break,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(most + 1)
-}
-
 fn replay(a: ReplayArgs) -> anyhow::Result<()> {
+    init_logging("warn");
     let config = match &a.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
@@ -167,7 +153,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
             bail!("give --pcap FILE (and --flows FILE), or --demo");
         };
         if ports.is_empty() {
-            ports = replay::default_ports(interfaces_in(pcap)?);
+            ports = replay::default_ports(replay::interfaces_in(pcap)?);
         }
         let flows = a
             .flows
@@ -186,6 +172,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         sim: SimConfig::default(),
         speed: a.speed,
         progress: !a.json,
+        dump_flows: a.dump_flows,
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -198,14 +185,19 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run(a: RunArgs) -> anyhow::Result<()> {
+/// Logs to stderr, at `RUST_LOG` or else `default` level.
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+}
+
+fn run(a: RunArgs) -> anyhow::Result<()> {
+    init_logging("info");
     let config = Config::load(&a.config)?;
     if config.backend.kind != "sim" {
         bail!(

@@ -214,12 +214,17 @@ fn stats_align_names_and_list_nested_counts() {
 
 #[test]
 fn trace_and_edits_print_briefly_and_render_dispatches() {
-    let v = json!({"trace": "table 0: priority 10 ...", "megaflow": "ip,nw_dst=198.18.0.2",
+    // The explanation already ends with the megaflow and the actions: they
+    // are printed once.
+    let explain = "Flow: in_port=1,ip\n\n 0. ip, priority 10\n\nFinal flow: unchanged\n\
+                   Megaflow: ip,nw_dst=198.18.0.2\nDatapath actions: output:2\n\
+                   Fields: exact: in_port";
+    let v = json!({"trace": explain, "megaflow": "ip,nw_dst=198.18.0.2",
                    "actions": "output:2"});
     let out = render("trace", &v);
-    assert!(out.starts_with("table 0: priority 10 ...\n"), "{out}");
-    assert!(out.contains("Megaflow: ip,nw_dst=198.18.0.2\n"));
-    assert!(out.ends_with("Datapath actions: output:2\n"));
+    assert_eq!(out, format!("{explain}\n"));
+    assert_eq!(out.matches("Megaflow:").count(), 1, "{out}");
+    assert_eq!(out.matches("Datapath actions:").count(), 1, "{out}");
     assert_eq!(
         render("add-flow", &json!({"added": 1, "replaced": 0})),
         "added 1, replaced 0\n"

@@ -43,13 +43,21 @@ fn illegal_moves_are_refused_and_named() {
     s.go(SoftwareOnly).expect("a failure");
     s.go(Offloading).expect("a retry");
     s.go(Offloaded).expect("done");
-    let e = Gone.go(New);
-    assert!(e.is_err());
-    let e = IllegalTransition {
-        from: Offloaded,
-        to: New,
-    };
+    // The error `go` returns names both ends, and the state stays put.
+    let e = s.go(New).expect_err("Offloaded cannot go back to New");
+    assert_eq!(
+        e,
+        IllegalTransition {
+            from: Offloaded,
+            to: New,
+        }
+    );
     assert_eq!(e.to_string(), "megaflow cannot go from Offloaded to New");
+    assert_eq!(s, Offloaded);
+    let mut gone = Gone;
+    let e = gone.go(New).expect_err("Gone is final");
+    assert_eq!(e.to_string(), "megaflow cannot go from Gone to New");
+    assert_eq!(gone, Gone);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The live daemon's threads on memory ports: no privileges needed. The
-//! netdev version of these walks is integration/tests/live_switch.rs.
+//! netdev version of these walks is cli/tests/live_netns.rs.
 
 use std::collections::HashMap;
 

@@ -279,10 +279,12 @@ fn batch_lookup_matches_single_lookups() {
     assert_eq!(c.counters().misses, 50);
 }
 
-/// A small universe of masks and values so random flows and packets collide
-/// often enough to exercise every path.
-fn arb_mask() -> impl Strategy<Value = Mask> {
-    prop::sample::select(vec![
+/// The non-discriminating part of a flow's mask: with and without an exact
+/// in_port (so flows land in per-port classes and in the port-independent
+/// one), L2, L3, L4 and VLAN fields, exact and partial.
+fn shapes() -> Vec<Mask> {
+    vec![
+        Mask::EMPTY,
         Mask::EMPTY.with_exact(Field::InPort),
         Mask::EMPTY
             .with_exact(Field::InPort)
@@ -301,110 +303,315 @@ fn arb_mask() -> impl Strategy<Value = Mask> {
             .with_exact(Field::Ipv6Dst)
             .with_exact(Field::InPort),
         Mask::EMPTY.with(Field::VlanTci, 0x1fff),
-    ])
+        Mask::EMPTY
+            .with_exact(Field::InPort)
+            .with_exact(Field::TpSrc),
+        Mask::EMPTY.with_exact(Field::EthSrc),
+        Mask::EMPTY
+            .with_exact(Field::InPort)
+            .with_exact(Field::IpProto)
+            .with(Field::TpDst, 0xff00),
+        Mask::EMPTY
+            .with_exact(Field::InPort)
+            .with(Field::Ipv4Dst, 0xffff_0000),
+    ]
+}
+
+/// Prefix lengths of the discriminator (`ipv4_src`) by class.
+const CLASS_LEN: [u32; 7] = [8, 12, 16, 20, 24, 28, 32];
+
+/// The 32-bit mask of a prefix of `len` bits.
+fn prefix32(len: u32) -> u64 {
+    (u64::from(u32::MAX) << (32 - len)) & u64::from(u32::MAX)
+}
+
+/// Disjoint flows by construction: every flow matches a prefix of
+/// `ipv4_src` from a prefix-free code, so no packet can match two of them,
+/// whatever else their masks hold. The top 4 bits are the class (which
+/// fixes the prefix length), the bits below them up to the prefix length a
+/// serial number, never reused. A flow's mask is its shape plus its prefix:
+/// 12 shapes x 7 lengths make up to 84 subtables.
+#[derive(Default)]
+struct Codes {
+    next: [u64; CLASS_LEN.len()],
+}
+
+impl Codes {
+    /// The next free (value, length) in `class` or, when it is full, in the
+    /// first longer class with room.
+    fn alloc(&mut self, class: usize) -> Option<(u64, u32)> {
+        (class..CLASS_LEN.len()).find_map(|c| {
+            let len = CLASS_LEN[c];
+            if self.next[c] >= 1 << (len - 4) {
+                return None;
+            }
+            let v = (c as u64) << 28 | self.next[c] << (32 - len);
+            self.next[c] += 1;
+            Some((v, len))
+        })
+    }
+}
+
+/// An `ipv4_src` that often falls in allocated codes.
+fn arb_src() -> impl Strategy<Value = u64> {
+    (0..CLASS_LEN.len(), 0u64..24, any::<u32>()).prop_map(|(c, serial, low)| {
+        let len = CLASS_LEN[c];
+        let code = (c as u64) << 28 | (serial << (32 - len) & prefix32(len) & 0x0fff_ffff);
+        code | (u64::from(low) & !prefix32(len) & u64::from(u32::MAX))
+    })
 }
 
 fn arb_key() -> impl Strategy<Value = FlowKey> {
     (
-        0u64..3,
-        0u64..3,
+        (0u64..16, 0u64..3, 0u64..3),
         prop::sample::select(vec![0x0800u64, 0x86dd]),
-        0u64..4,
-        0u64..40,
-        0u64..3,
+        (0u64..4, 0u64..40, 0u64..40, 0u64..3),
         0u128..3,
         0u64..0x2000,
+        arb_src(),
     )
-        .prop_map(|(port, dst, ty, ip, tp, proto, v6, tci)| {
-            let mut k = FlowKey::ZERO;
-            k.set_in_port(port);
-            k.set_eth_dst(dst);
-            k.set_eth_type(ty);
-            k.set_ipv4_dst(0x0a00_0000 | (ip << 7) | ip);
-            k.set_tp_dst(tp);
-            k.set_ip_proto(proto);
-            k.set_ipv6_dst(v6);
-            k.set_vlan_tci(tci);
-            k
-        })
+        .prop_map(
+            |((port, dst, src), ty, (ip, tp, sp, proto), v6, tci, v4src)| {
+                let mut k = FlowKey::ZERO;
+                k.set_in_port(port);
+                k.set_eth_dst(dst);
+                k.set_eth_src(src);
+                k.set_eth_type(ty);
+                k.set_ipv4_dst(0x0a00_0000 | (ip << 7) | ip);
+                k.set_tp_dst(tp);
+                k.set_tp_src(sp);
+                k.set_ip_proto(proto);
+                k.set_ipv6_dst(v6);
+                k.set_vlan_tci(tci);
+                k.set_ipv4_src(v4src);
+                k
+            },
+        )
 }
 
 #[derive(Debug, Clone)]
 enum Op {
-    Insert(Mask, FlowKey),
+    /// A new flow: its shape, the class of its discriminator and its key.
+    Insert(usize, usize, FlowKey),
     RemoveNth(usize),
+    /// A random packet.
     Lookup(FlowKey),
+    /// A packet that agrees with the nth live flow on its mask, with the
+    /// other key's bits elsewhere: it must hit that flow.
+    LookupNear(usize, FlowKey),
+    /// The nth live flow's key with one bit of its mask flipped (the bit is
+    /// the index among the mask's set bits, modulo their count).
+    LookupFlip(usize, usize),
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (arb_mask(), arb_key()).prop_map(|(m, k)| Op::Insert(m, k)),
+        4 => (0..shapes().len(), 0..CLASS_LEN.len(), arb_key())
+            .prop_map(|(s, c, k)| Op::Insert(s, c, k)),
         1 => any::<usize>().prop_map(Op::RemoveNth),
-        4 => arb_key().prop_map(Op::Lookup),
+        2 => arb_key().prop_map(Op::Lookup),
+        3 => (any::<usize>(), arb_key()).prop_map(|(n, k)| Op::LookupNear(n, k)),
+        2 => (any::<usize>(), any::<usize>()).prop_map(|(n, b)| Op::LookupFlip(n, b)),
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
-
-    /// With non-overlapping flows, the cache answers exactly what a linear
-    /// scan answers, through any sequence of inserts, removals and lookups;
-    /// counts and stats stay consistent.
-    #[test]
-    fn cache_equals_linear_scan(ops in prop::collection::vec(arb_op(), 1..300), emc in any::<bool>()) {
-        let mut c = MegaflowCache::new(CacheConfig {
-            emc_entries: if emc { 64 } else { 0 },
-            emc_insert_inv_prob: 2,
-            rerank_interval: 13,
-            flow_limit: 1000,
-        });
-        let mut reference = Linear(vec![]);
-        let mut live: Vec<(FlowHandle, u32, u64)> = vec![]; // handle, id, packets expected
-        let mut next_id = 0u32;
-        let mut now = 0u64;
-        for op in ops {
-            now += 1;
-            match op {
-                Op::Insert(mask, key) => {
-                    let m = Match::new(&key, &mask);
-                    if reference.0.iter().any(|(o, _)| o.overlaps(&m)) {
-                        continue; // keep the flow set non-overlapping
-                    }
-                    let h = c.insert(&m, out(next_id), 0).unwrap();
-                    reference.0.push((m, next_id));
-                    live.push((h, next_id, 0));
-                    next_id += 1;
-                }
-                Op::RemoveNth(n) => {
-                    if live.is_empty() { continue; }
-                    let (h, id, pkts) = live.remove(n % live.len());
-                    let r = c.remove(h).unwrap();
-                    prop_assert_eq!(r.stats.packets, pkts);
-                    prop_assert_eq!(r.actions, out(id));
-                    reference.0.retain(|(_, i)| *i != id);
-                    prop_assert!(c.remove(h).is_none());
-                }
-                Op::Lookup(key) => {
-                    let want = reference.lookup(&key);
-                    prop_assert!(want.len() <= 1);
-                    let got = c.lookup(&key, 10, Timestamp(now)).map(|h| port_of(&c, h));
-                    prop_assert_eq!(got, want.first().copied());
-                    if let Some(id) = got {
-                        live.iter_mut().find(|l| l.1 == id).unwrap().2 += 1;
-                    }
-                }
-            }
-            prop_assert_eq!(c.len(), live.len());
-            prop_assert_eq!(c.iter().count(), live.len());
-        }
-        for (h, id, pkts) in &live {
-            let f = c.get(*h).unwrap();
-            prop_assert_eq!(f.stats().packets, *pkts);
-            prop_assert_eq!(f.stats().bytes, *pkts * 10);
-            prop_assert_eq!(f.actions(), &out(*id));
-            prop_assert_eq!(c.find(&f.matched()), Some(*h));
-        }
+/// The key `near` with `key`'s bits where `mask` has them.
+fn agreeing(key: &FlowKey, mask: &Mask, near: &FlowKey) -> FlowKey {
+    let mut w = *near.words();
+    for ((w, k), m) in w.iter_mut().zip(key.words()).zip(mask.words()) {
+        *w = (k & m) | (*w & !m);
     }
+    FlowKey::from_words(w)
+}
+
+/// `key` with the `nth` set bit of `mask` (modulo their count) flipped.
+fn flip_masked_bit(key: &FlowKey, mask: &Mask, nth: usize) -> FlowKey {
+    let set: u32 = mask.words().iter().map(|w| w.count_ones()).sum();
+    let mut w = *key.words();
+    if set == 0 {
+        return FlowKey::from_words(w);
+    }
+    let mut left = (nth % set as usize) as u32;
+    for (wi, m) in w.iter_mut().zip(mask.words()) {
+        let n = m.count_ones();
+        if left < n {
+            let mut bits = *m;
+            for _ in 0..left {
+                bits &= bits - 1;
+            }
+            *wi ^= bits & bits.wrapping_neg();
+            break;
+        }
+        left -= n;
+    }
+    FlowKey::from_words(w)
+}
+
+/// What one case reached, for the floors checked over the whole run.
+#[derive(Debug, Default, Clone, Copy)]
+struct Reach {
+    peak_flows: usize,
+    peak_subtables: usize,
+    ports: usize,
+    hits: usize,
+}
+
+/// A live flow of the model: handle, id (its output port), packets it must
+/// have counted, its match.
+type Live = (FlowHandle, u32, u64, Match);
+
+/// A lookup on the cache and the reference; the answers must agree.
+fn lookup_both(
+    c: &mut MegaflowCache,
+    reference: &Linear,
+    live: &mut [Live],
+    key: &FlowKey,
+    now: u64,
+) -> Result<Option<u32>, TestCaseError> {
+    let want = reference.lookup(key);
+    prop_assert!(want.len() <= 1, "flows overlap: {:?}", want);
+    let got = c.lookup(key, 10, Timestamp(now)).map(|h| port_of(c, h));
+    prop_assert_eq!(got, want.first().copied());
+    if let Some(id) = got {
+        live.iter_mut().find(|l| l.1 == id).unwrap().2 += 1;
+    }
+    Ok(got)
+}
+
+/// One case: `ops` on a cache and on the linear reference.
+fn cache_vs_linear(ops: &[Op], emc: bool) -> Result<Reach, TestCaseError> {
+    let shapes = shapes();
+    let mut c = MegaflowCache::new(CacheConfig {
+        emc_entries: if emc { 64 } else { 0 },
+        emc_insert_inv_prob: 2,
+        rerank_interval: 13,
+        flow_limit: 10_000,
+    });
+    let mut codes = Codes::default();
+    let mut reference = Linear(vec![]);
+    let mut live: Vec<Live> = vec![];
+    let mut next_id = 0u32;
+    let mut now = 0u64;
+    let mut reach = Reach::default();
+    let mut ports = std::collections::HashSet::new();
+    for op in ops {
+        now += 1;
+        match op {
+            Op::Insert(shape, class, key) => {
+                let Some((code, len)) = codes.alloc(*class) else {
+                    continue;
+                };
+                let mask = shapes[*shape].with(Field::Ipv4Src, prefix32(len).into());
+                let mut key = *key;
+                key.set_ipv4_src(code | (key.ipv4_src() & !prefix32(len)));
+                let m = Match::new(&key, &mask);
+                prop_assert!(
+                    !reference.0.iter().any(|(o, _)| o.overlaps(&m)),
+                    "the code is not prefix-free"
+                );
+                let h = c.insert(&m, out(next_id), 0).unwrap();
+                reference.0.push((m, next_id));
+                live.push((h, next_id, 0, m));
+                if mask.is_exact(Field::InPort) {
+                    ports.insert(key.in_port());
+                }
+                next_id += 1;
+            }
+            Op::RemoveNth(n) => {
+                if live.is_empty() {
+                    continue;
+                }
+                let (h, id, pkts, _) = live.remove(n % live.len());
+                let r = c.remove(h).unwrap();
+                prop_assert_eq!(r.stats.packets, pkts);
+                prop_assert_eq!(r.actions, out(id));
+                reference.0.retain(|(_, i)| *i != id);
+                prop_assert!(c.remove(h).is_none());
+            }
+            Op::Lookup(key) => {
+                lookup_both(&mut c, &reference, &mut live, key, now)?;
+            }
+            Op::LookupNear(n, near) => {
+                if live.is_empty() {
+                    continue;
+                }
+                let (_, id, _, m) = live[n % live.len()];
+                let key = agreeing(m.key(), m.mask(), near);
+                let got = lookup_both(&mut c, &reference, &mut live, &key, now)?;
+                prop_assert_eq!(got, Some(id), "a packet inside the flow");
+                reach.hits += 1;
+            }
+            Op::LookupFlip(n, bit) => {
+                if live.is_empty() {
+                    continue;
+                }
+                let (_, id, _, m) = live[n % live.len()];
+                let key = flip_masked_bit(m.key(), m.mask(), *bit);
+                let got = lookup_both(&mut c, &reference, &mut live, &key, now)?;
+                prop_assert_ne!(got, Some(id), "a packet outside the flow");
+            }
+        }
+        prop_assert_eq!(c.len(), live.len());
+        prop_assert_eq!(c.iter().count(), live.len());
+        reach.peak_flows = reach.peak_flows.max(live.len());
+        reach.peak_subtables = reach.peak_subtables.max(c.subtable_count());
+    }
+    for (h, id, pkts, m) in &live {
+        let f = c.get(*h).unwrap();
+        prop_assert_eq!(f.stats().packets, *pkts);
+        prop_assert_eq!(f.stats().bytes, *pkts * 10);
+        prop_assert_eq!(f.actions(), &out(*id));
+        prop_assert_eq!(&f.matched(), m);
+        prop_assert_eq!(c.find(&f.matched()), Some(*h));
+    }
+    reach.ports = ports.len();
+    Ok(reach)
+}
+
+/// The cache answers exactly what a linear scan answers, through any
+/// sequence of inserts, removals and lookups, with hundreds of live flows
+/// over dozens of masks and ports; counts and stats stay consistent. Flows
+/// never overlap (see [`Codes`]), so every answer is unique. Floors on what
+/// the cases reached keep the generator from shrinking to a toy.
+#[test]
+fn cache_equals_linear_scan() {
+    use proptest::test_runner::{Config, TestRunner};
+    let cases: u32 = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(48);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let reached = std::cell::RefCell::new(Vec::new());
+    let strategy = (prop::collection::vec(arb_op(), 400..1200), any::<bool>());
+    let result = runner.run(&strategy, |(ops, emc)| {
+        let r = cache_vs_linear(&ops, emc)?;
+        reached.borrow_mut().push(r);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let mut reached = reached.into_inner();
+    assert_eq!(reached.len(), cases as usize);
+    reached.sort_by_key(|r| r.peak_flows);
+    let median = reached[reached.len() / 2];
+    let most_flows = reached.last().map_or(0, |r| r.peak_flows);
+    let most_subtables = reached.iter().map(|r| r.peak_subtables).max().unwrap_or(0);
+    let most_ports = reached.iter().map(|r| r.ports).max().unwrap_or(0);
+    eprintln!(
+        "cache_equals_linear_scan: {cases} cases; median case {median:?}; at most \
+         {most_flows} flows, {most_subtables} subtables, {most_ports} ports"
+    );
+    assert!(median.peak_flows >= 150, "median case {median:?}");
+    assert!(most_flows >= 250, "at most {most_flows} flows");
+    assert!(median.peak_subtables >= 30, "median case {median:?}");
+    assert!(most_subtables >= 40, "at most {most_subtables} subtables");
+    assert!(most_ports >= 12, "at most {most_ports} ports");
+    assert!(median.hits >= 50, "median case {median:?}");
 }
 
 #[test]

@@ -202,59 +202,94 @@ fn temp_path(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("eswitch-pcapng-{}-{name}", std::process::id()))
 }
 
-/// tcpdump (or tshark) reads the file: packet count and the first frame's
-/// interface.
+/// Writes `packets()` to a file for an outside tool; removed on drop.
+struct ToolFile(PathBuf);
+
+impl ToolFile {
+    fn new(name: &str) -> ToolFile {
+        let path = temp_path(name);
+        let mut w = PcapNgWriter::create(&path, &["vm1", "vm2", "vm3"]).unwrap();
+        for (i, ts, f) in &packets() {
+            w.write(*i, *ts, f).unwrap();
+        }
+        w.flush().unwrap();
+        ToolFile(path)
+    }
+}
+
+impl Drop for ToolFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The standard output of `tool args... FILE` (TZ=UTC); panics with its
+/// standard error when it fails.
+fn read_with(tool: &std::path::Path, args: &[&str], file: &ToolFile) -> String {
+    let out = Command::new(tool)
+        .env("TZ", "UTC")
+        .args(args)
+        .arg(&file.0)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{} failed: {stderr}", tool.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// tcpdump reads the file: one line per packet, with its time of day (in
+/// microseconds) and length.
 #[test]
-fn external_tool_reads_the_file() {
-    let tool = ["tshark", "tcpdump"]
-        .into_iter()
-        .find(|t| prereq::find_tool(t).is_some());
-    let Some(tool) = tool else {
-        prereq::skip(
-            "external_tool_reads_the_file",
-            "neither tshark nor tcpdump is installed (Debian packages tshark, tcpdump)",
-        );
+fn tcpdump_reads_the_file() {
+    let Some(tcpdump) = prereq::tool("tcpdump_reads_the_file", "tcpdump") else {
         return;
     };
-    let path = temp_path("tool.pcapng");
+    let file = ToolFile::new("tcpdump.pcapng");
     let pkts = packets();
-    let mut w = PcapNgWriter::create(&path, &["vm1", "vm2", "vm3"]).unwrap();
-    for (i, ts, f) in &pkts {
-        w.write(*i, *ts, f).unwrap();
-    }
-    w.flush().unwrap();
-    drop(w);
-    let out = match tool {
-        "tshark" => Command::new(tool).arg("-r").arg(&path).output(),
-        _ => Command::new(tool)
-            .env("TZ", "UTC")
-            .args(["-nn", "-r"])
-            .arg(&path)
-            .output(),
-    }
-    .unwrap();
-    let _ = std::fs::remove_file(&path);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{tool} failed: {stderr}");
+    let stdout = read_with(&tcpdump, &["-nn", "-r"], &file);
     // One line per packet (tcpdump adds indented hex dumps of unknown
     // ethertypes).
     let lines: Vec<&str> = stdout
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with(char::is_whitespace))
         .collect();
-    assert_eq!(
-        lines.len(),
-        pkts.len(),
-        "{tool} output:\n{stdout}\n{stderr}"
-    );
-    if tool == "tcpdump" {
-        // tcpdump prints microseconds by default.
-        for (line, (_, ts, f)) in lines.iter().zip(&pkts) {
-            assert!(line.starts_with(&time_of_day(*ts)), "{line}");
-            assert!(line.ends_with(&format!("length {}: ", f.len())), "{line}");
-        }
+    assert_eq!(lines.len(), pkts.len(), "tcpdump output:\n{stdout}");
+    for (line, (_, ts, f)) in lines.iter().zip(&pkts) {
+        assert!(line.starts_with(&time_of_day(*ts)), "{line}");
+        assert!(line.ends_with(&format!("length {}: ", f.len())), "{line}");
     }
+}
+
+/// Wireshark's reader (tshark) reads the file: each packet's interface,
+/// length and timestamp to the nanosecond.
+#[test]
+fn tshark_reads_interfaces_lengths_and_nanosecond_times() {
+    let test = "tshark_reads_interfaces_lengths_and_nanosecond_times";
+    let Some(tshark) = prereq::tool(test, "tshark") else {
+        return;
+    };
+    let file = ToolFile::new("tshark.pcapng");
+    let fields = [
+        "-T",
+        "fields",
+        "-e",
+        "frame.interface_id",
+        "-e",
+        "frame.len",
+        "-e",
+        "frame.time_epoch",
+        "-r",
+    ];
+    let stdout = read_with(&tshark, &fields, &file);
+    let want: Vec<String> = packets()
+        .iter()
+        .map(|(i, ts, f)| {
+            let (s, ns) = (ts.0 / 1_000_000_000, ts.0 % 1_000_000_000);
+            format!("{i}\t{}\t{s}.{ns:09}", f.len())
+        })
+        .collect();
+    let got: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(got, want, "tshark output:\n{stdout}");
 }
 
 /// "HH:MM:SS.uuuuuu" (UTC) of a timestamp, as tcpdump prints it with TZ=UTC.
