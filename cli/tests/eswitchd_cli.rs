@@ -226,9 +226,7 @@ fn bad_input_gets_an_error_that_names_it() {
 /// original length).
 fn pcap_bytes(records: &[(Vec<u8>, u32)]) -> Vec<u8> {
     let mut b = Vec::new();
-    for v in [0xa1b2_c3d4u32] {
-        b.extend(v.to_le_bytes());
-    }
+    b.extend(0xa1b2_c3d4u32.to_le_bytes()); // microsecond pcap
     b.extend(2u16.to_le_bytes());
     b.extend(4u16.to_le_bytes());
     b.extend(0u32.to_le_bytes()); // thiszone
