@@ -658,7 +658,7 @@ fn run(ovs: &Ovs, sc: &Scenario, seed: u64) -> Summary {
         ..Default::default()
     };
     let total = u64::from(compared_bits());
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let variant_deadline = Instant::now() + sc.ovs_variant_budget;
 
     for key in &sc.packets {
@@ -1038,7 +1038,7 @@ fn set_field_scenario(r: &mut Rng) -> Scenario {
 /// The benchmark's ACL pipeline (its seed, so its very rules and first
 /// packets), printed by eswitch's printer.
 fn acl_scenario(packets: usize) -> Scenario {
-    let mut r = Rng(42);
+    let mut r = Rng::new(42);
     let rules = acl_rules(&mut r);
     let br = acl_bridge(&rules);
     let mut flows = Vec::new();
@@ -1195,7 +1195,7 @@ fn eswitch_megaflows_are_at_least_as_wide_as_ovs() {
         .ofctl(&["get-frags", &ovs.bridge_target()])
         .expect("get-frags");
     assert_eq!(frags.trim(), "nx-match", "OVS fragment mode");
-    let mut r = Rng(7);
+    let mut r = Rng::new(7);
     let scenarios = [
         prefix_scenario(&mut r),
         tcp_port_scenario(&mut r),

@@ -36,15 +36,10 @@ const STREAM: usize = 1 << 18;
 const ROUNDS: usize = 7;
 const PORTS: u64 = 4;
 
-struct Rng(u64);
+struct Rng(megaflow::SplitMix64);
 impl Rng {
     fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 }
 
@@ -200,7 +195,7 @@ struct FlowSet {
 }
 
 fn build_flows(per_mask: usize, seed: u64) -> FlowSet {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(megaflow::SplitMix64::new(seed));
     let mut frames = vec![];
     let mut matches = vec![];
     for (i, fields) in MASKS.iter().enumerate() {
@@ -251,7 +246,7 @@ struct Stream {
 }
 
 fn stream(set: &FlowSet, hot_masks: usize, hot: f64, seed: u64) -> Stream {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(megaflow::SplitMix64::new(seed));
     let mut bytes = Vec::with_capacity(STREAM * FRAME);
     let mut ports = Vec::with_capacity(STREAM);
     let mut expect = Vec::with_capacity(STREAM);
@@ -412,7 +407,7 @@ fn random_load_ns(bytes: usize) -> f64 {
     let n = bytes / 8;
     let mut next: Vec<usize> = (0..n).collect();
     // Sattolo's algorithm: one cycle through every element.
-    let mut rng = Rng(99);
+    let mut rng = Rng(megaflow::SplitMix64::new(99));
     for i in (1..n).rev() {
         let j = (rng.next() % i as u64) as usize;
         next.swap(i, j);

@@ -45,7 +45,7 @@
 //! ## Threads
 //!
 //! `MegaflowCache` is single-owner (`Send`, not shared): see
-//! [`crate::shard`] for how other threads insert, remove and read stats.
+//! [`crate::datapath`] for how other threads insert, remove and read stats.
 
 use std::collections::HashMap;
 

@@ -12,37 +12,45 @@
 //! - [`cache`]: the megaflow cache, an exact-match front over a tuple-space
 //!   search (one hash table per distinct mask, ranked by hits), with per-flow
 //!   stats, a flow limit, and a batch lookup;
-//! - [`shard`]: how several threads share a cache (see below);
+//! - [`datapath`]: one thread's [`Datapath`]: its cache shard, meters and
+//!   sampler, commands from the slow path in, stats deltas out (see below);
+//! - [`meter`]: token-bucket meters shared by the datapath threads;
+//! - [`rand`]: [`SplitMix64`], the one small seedable generator;
 //! - [`port`]: the port I/O trait with in-memory and pcap implementations.
 //!
 //! ## Concurrency
 //!
 //! Like Open vSwitch's per-PMD classifiers, each datapath thread *owns* its
-//! cache ([`shard::Shard`]): lookups, stats updates, inserts and removals run
-//! on that one thread, with no locks and no atomics on the hot path. Other
-//! threads (the upcall handler that installs flows, the revalidator that reads
-//! stats and evicts) hold a [`shard::ShardHandle`] and send commands through a
-//! bounded queue; the owner applies them between receive batches and answers
-//! through a reply channel. So a lookup can never see a torn or freed entry
-//! (only the owner touches entries), removals hand back the flow's final
-//! stats (none are lost), and a dump is a consistent snapshot taken between
-//! two batches. The cost is that a change takes effect at the next batch
-//! boundary (microseconds), which the upcall path tolerates: until then the
-//! packets of that flow keep missing and queue as upcalls, as in OVS.
+//! [`Datapath`]: lookups, stats updates, inserts and removals run on that
+//! one thread, with no locks and no atomics on the hot path (a packet
+//! through a meter charges the meter's shared bucket). The slow path (the
+//! upcall handler that installs flows, the revalidator that reads stats
+//! and evicts) sends [`DpCommand`]s through a [`datapath::link`]; the owner
+//! applies them between receive batches and sends back [`DpEvent`]s: the
+//! counts of the flows hit since the last report, and the last counts of
+//! each flow removed. So a lookup can never see a torn or freed entry (only
+//! the owner touches entries), and no count is lost or reported twice. The
+//! cost is that a change takes effect at the next batch boundary
+//! (microseconds), which the upcall path tolerates: until then the packets
+//! of that flow keep missing and queue as upcalls, as in OVS.
 #![forbid(unsafe_code)]
 
 pub mod actions;
 pub mod build;
 pub mod cache;
+pub mod datapath;
 pub mod extract;
 pub mod key;
+pub mod meter;
 pub mod offload;
 pub mod port;
-pub mod shard;
+pub mod rand;
 mod types;
 
 pub use actions::{Actions, DpAction};
 pub use cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
+pub use datapath::{Datapath, DpCommand, DpEvent, FlowId, Lookup};
 pub use extract::{extract, extract_into, Extracted, Layout, ParseCounters, ParseError};
 pub use key::{Field, FlowKey, Mask, Match, KEY_WORDS};
+pub use rand::SplitMix64;
 pub use types::{MeterId, PortNo, Timestamp};

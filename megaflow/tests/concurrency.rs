@@ -1,189 +1,153 @@
-//! Threads around one shard: a datapath thread looking up while a handler
-//! thread inserts and a revalidator thread dumps and removes. Checks that no
-//! lookup ever sees an entry that is not whole (the actions always belong to
-//! the key's flow) and that no packet count is lost.
+//! Threads around one datapath: the datapath thread processes packets and
+//! serves commands between batches while a handler thread inserts flows
+//! and a revalidator thread removes them. Checks that no hit ever runs
+//! actions that are not its flow's (no torn entry) and that every hit is
+//! reported exactly once to the slow path, through stats or removal.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use megaflow::actions::DpAction;
-use megaflow::shard::{snapshot, Shard, ShardError};
-use megaflow::{Actions, CacheConfig, Field, FlowKey, InsertError, Mask, Match, PortNo, Timestamp};
+use megaflow::actions::{ActionSink, DpAction, UserspaceReason};
+use megaflow::build::{FrameSpec, L4};
+use megaflow::datapath::link;
+use megaflow::{
+    extract_into, Actions, CacheConfig, Datapath, DpCommand, DpEvent, Field, FlowId, FlowKey,
+    Lookup, Mask, Match, MeterId, PortNo, SplitMix64, Timestamp,
+};
 
 const FLOWS: u64 = 512;
-const WAIT: Duration = Duration::from_secs(10);
 
-fn key(i: u64, noise: u64) -> FlowKey {
-    let mut k = FlowKey::ZERO;
-    k.set_in_port(1);
-    k.set_tp_dst(i);
-    k.set_tp_src(noise); // wildcarded by the flows
-    k
+fn frame(i: u64, noise: u64) -> Vec<u8> {
+    FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(noise as u16, i as u16)).build()
 }
 
-fn flow(i: u64) -> (Match, Actions) {
+fn insert(i: u64) -> DpCommand {
+    let mut key = FlowKey::ZERO;
+    extract_into(1, &frame(i, 0), &mut key);
     let mask = Mask::EMPTY
         .with_exact(Field::InPort)
         .with_exact(Field::TpDst);
-    (
-        Match::new(&key(i, 0), &mask),
-        Actions::new(vec![DpAction::Output(PortNo(i as u32))]),
-    )
-}
-
-fn port(actions: &Actions) -> u64 {
-    match actions.as_slice() {
-        [DpAction::Output(p)] => p.0 as u64,
-        other => panic!("torn or foreign actions {other:?}"),
+    DpCommand::Insert {
+        id: FlowId(i),
+        matched: Box::new(Match::new(&key, &mask)),
+        actions: Actions::new(vec![DpAction::Output(PortNo(i as u32 + 1))]),
     }
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+/// The one output port of a hit.
+#[derive(Default)]
+struct Out(Option<PortNo>);
+
+impl ActionSink for Out {
+    fn output(&mut self, port: PortNo, _: &[u8]) {
+        assert!(self.0.replace(port).is_none(), "one output per packet");
     }
+    fn userspace(&mut self, _: &UserspaceReason, _: &[u8]) {}
+    fn meter(&mut self, _: MeterId, _: usize) -> bool {
+        true
+    }
+    fn sample(&mut self, _: u32) -> bool {
+        false
+    }
+}
+
+fn spawn_slow(name: &str, seed: u64, tx: Sender<DpCommand>, f: fn(u64) -> DpCommand) {
+    let mut rng = SplitMix64::new(seed);
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            for _ in 0..4000 {
+                if tx.send(f(rng.below(FLOWS))).is_err() {
+                    return;
+                }
+                if rng.below(8) == 0 {
+                    thread::sleep(Duration::from_micros(50));
+                }
+            }
+        })
+        .expect("spawn");
 }
 
 #[test]
-fn lookups_racing_inserts_and_removals_lose_nothing() {
-    let cfg = CacheConfig {
-        emc_entries: 256,
-        emc_insert_inv_prob: 4,
-        rerank_interval: 1000,
-        ..CacheConfig::default()
-    };
-    let (mut shard, handle) = Shard::new(cfg, 64);
+fn processing_racing_inserts_and_removals_reports_every_hit_once() {
+    let (link, end) = link();
     let stop = Arc::new(AtomicBool::new(false));
-
-    // Datapath thread: owns the shard.
     let dp_stop = stop.clone();
     let datapath = thread::spawn(move || {
+        let mut dp = Datapath::new(
+            CacheConfig {
+                emc_entries: 256,
+                emc_insert_inv_prob: 4,
+                rerank_interval: 1000,
+                ..CacheConfig::default()
+            },
+            1,
+        );
         let mut hits = vec![0u64; FLOWS as usize];
-        let mut rng = Rng(0x1234_5678);
+        let mut rng = SplitMix64::new(0x1234_5678);
+        let mut buf = Vec::new();
         let started = Instant::now();
-        let mut keys = [FlowKey::ZERO; 32];
-        let lens = [64u32; 32];
-        let mut out = [None; 32];
-        let mut t = 0u64;
-        loop {
-            shard.apply_pending(64);
-            if dp_stop.load(Ordering::Acquire) {
-                // Drain what is left, then stop.
-                while shard.apply_pending(1024) > 0 {}
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "datapath loop bounded in time"
-            );
-            for k in keys.iter_mut() {
-                *k = key(rng.next() % FLOWS, rng.next() & 0xffff);
-            }
-            t += 1;
-            shard
-                .cache()
-                .lookup_batch(&keys, &lens, Timestamp(t), &mut out);
-            for (k, r) in keys.iter().zip(out.iter()) {
-                if let Some(h) = r {
-                    let actions = shard
-                        .cache()
-                        .actions(*h)
-                        .expect("a returned handle is live");
-                    assert_eq!(
-                        port(actions),
-                        k.tp_dst(),
-                        "actions belong to the key's flow"
-                    );
-                    hits[k.tp_dst() as usize] += 1;
+        let mut t = 0;
+        while !dp_stop.load(Ordering::Acquire) {
+            assert!(started.elapsed() < Duration::from_secs(60), "bounded");
+            end.serve(&mut dp, 64, &mut buf);
+            for _ in 0..32 {
+                let i = rng.below(FLOWS);
+                let mut pkt = frame(i, rng.below(0xffff));
+                let mut out = Out::default();
+                t += 1;
+                if let Lookup::Hit(_) = dp.process(Timestamp(t), PortNo(1), &mut pkt, &mut out) {
+                    assert_eq!(out.0, Some(PortNo(i as u32 + 1)), "the flow's own actions");
+                    hits[i as usize] += 1;
                 }
             }
         }
-        (shard, hits)
-    });
-
-    // Handler thread: installs flows (some twice: duplicates are refused).
-    let h_handle = handle.clone();
-    let handler = thread::spawn(move || {
-        let mut rng = Rng(0x9abc_def0);
-        let mut installed = 0;
-        for _ in 0..4000 {
-            let (m, a) = flow(rng.next() % FLOWS);
-            match h_handle.try_insert(m, a, 1) {
-                Ok(reply) => match reply.wait_timeout(WAIT).expect("insert answered") {
-                    Ok(_) => installed += 1,
-                    Err(InsertError::Duplicate(_)) => {}
-                    Err(e) => panic!("unexpected insert error {e}"),
-                },
-                Err(ShardError::Busy) => thread::yield_now(),
-                Err(e) => panic!("{e}"),
-            }
+        // Everything out, so every count comes back.
+        end.serve(&mut dp, usize::MAX, &mut buf);
+        for i in 0..FLOWS {
+            dp.apply(DpCommand::Remove { id: FlowId(i) });
         }
-        installed
+        buf.clear();
+        dp.report(&mut buf);
+        (hits, buf, dp.len())
     });
-
-    // Revalidator thread: dumps, checks snapshots are whole, removes some
-    // flows and keeps their final stats.
-    let r_handle = handle.clone();
-    let revalidator = thread::spawn(move || {
-        let mut removed_pkts = vec![0u64; FLOWS as usize];
-        let mut rng = Rng(0x0f0f_0f0f);
-        let mut removals = 0;
-        for _ in 0..200 {
-            let dump = r_handle
-                .dump()
-                .unwrap()
-                .wait_timeout(WAIT)
-                .expect("dump answered");
-            for f in &dump {
-                assert_eq!(
-                    port(&f.actions),
-                    f.matched.key().tp_dst(),
-                    "snapshot is whole"
-                );
-            }
-            for f in dump.iter().filter(|_| rng.next() % 4 == 0) {
-                if let Some(r) = r_handle
-                    .remove(f.handle)
-                    .unwrap()
-                    .wait_timeout(WAIT)
-                    .expect("remove answered")
-                {
-                    assert!(r.stats.packets >= f.stats.packets, "stats only grow");
-                    removed_pkts[r.matched.key().tp_dst() as usize] += r.stats.packets;
-                    removals += 1;
-                }
-            }
-            thread::sleep(Duration::from_millis(1));
-        }
-        (removed_pkts, removals)
+    // The handler inserts (a second insert of a live flow is refused), the
+    // revalidator removes.
+    spawn_slow("handler", 0x9abc_def0, link.commands(), insert);
+    spawn_slow("revalidator", 0x0f0f_0f0f, link.commands(), |i| {
+        DpCommand::Remove { id: FlowId(i) }
     });
-
-    let installed = handler.join().expect("handler thread");
-    let (removed_pkts, removals) = revalidator.join().expect("revalidator thread");
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline {
+        link.collect(&mut events);
+        thread::sleep(Duration::from_millis(5));
+    }
     stop.store(true, Ordering::Release);
-    let (shard, hits) = datapath.join().expect("datapath thread");
+    let (hits, last, left) = datapath.join().expect("datapath thread");
+    link.collect(&mut events);
+    events.extend(last);
 
-    assert!(
-        installed > 0 && removals > 0,
-        "the race happened: {installed} inserts, {removals} removals"
-    );
-    let mut remaining = vec![0u64; FLOWS as usize];
-    for f in snapshot(shard.cache_ref()) {
-        remaining[f.matched.key().tp_dst() as usize] += f.stats.packets;
+    assert_eq!(left, 0);
+    let mut reported = vec![0u64; FLOWS as usize];
+    let (mut removals, mut refusals) = (0, 0);
+    for e in &events {
+        match e {
+            DpEvent::Stats { id, delta } => reported[id.0 as usize] += delta.packets,
+            DpEvent::Removed { id, delta } => {
+                reported[id.0 as usize] += delta.packets;
+                removals += 1;
+            }
+            DpEvent::Refused { .. } => refusals += 1,
+        }
     }
     let total: u64 = hits.iter().sum();
-    assert!(total > 0, "lookups hit");
-    for i in 0..FLOWS as usize {
-        assert_eq!(
-            removed_pkts[i] + remaining[i],
-            hits[i],
-            "flow {i}: every counted packet is accounted for"
-        );
-    }
+    assert!(
+        total > 0 && removals > 0 && refusals > 0,
+        "the race happened: {total} hits, {removals} removals, {refusals} refused inserts"
+    );
+    assert_eq!(reported, hits, "every hit reported exactly once");
 }

@@ -242,7 +242,7 @@ fn main() {
     let rules = acl_xlate(&mut r, RULES);
     let packets: Vec<FlowKey> = (0..PACKETS).map(|_| packet_xlate(&mut r, &rules)).collect();
     run("acl1k", &rules, &packets);
-    let rules = dense_acl(&mut WRng(r.next()), RULES);
+    let rules = dense_acl(&mut WRng::new(r.next()), RULES);
     let packets: Vec<FlowKey> = (0..PACKETS).map(|_| packet(&mut r, &rules)).collect();
     run("acl1k_dense", &rules, &packets);
 }

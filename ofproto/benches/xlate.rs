@@ -57,7 +57,7 @@ fn xlate_rate(br: &Bridge, keys: &[FlowKey]) -> f64 {
 }
 
 fn main() {
-    let mut r = Rng(42);
+    let mut r = Rng::new(42);
     let rules = acl_rules(&mut r);
     let br = acl_bridge(&rules);
     let keys: Vec<FlowKey> = (0..50_000).map(|_| acl_packet(&mut r, &rules)).collect();

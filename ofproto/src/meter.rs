@@ -156,53 +156,7 @@ pub fn parse_meter(text: &str) -> Result<MeterSpec, MeterError> {
     })
 }
 
-/// A token bucket, in nano-tokens so integer arithmetic stays exact.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bucket {
-    band: MeterBand,
-    /// Tokens × 10^9.
-    tokens: u128,
-    last: Timestamp,
-}
-
-impl Bucket {
-    /// A full bucket.
-    pub fn new(band: MeterBand) -> Self {
-        Bucket {
-            band,
-            tokens: u128::from(band.burst) * 1_000_000_000,
-            last: Timestamp::NEVER,
-        }
-    }
-
-    /// Charges one packet of `len` bytes at `now`: true = within the rate.
-    pub fn charge(&mut self, len: usize, now: Timestamp) -> bool {
-        let cap = u128::from(self.band.burst) * 1_000_000_000;
-        if now > self.last {
-            let dt = u128::from(now.since(self.last));
-            if self.last != Timestamp::NEVER {
-                self.tokens = (self.tokens + dt * u128::from(self.band.rate)).min(cap);
-            }
-            self.last = now;
-        }
-        let need = if self.band.packets { 1 } else { len as u128 } * 1_000_000_000;
-        if self.tokens >= need {
-            self.tokens -= need;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-/// Counters of one meter (software path).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MeterStats {
-    pub packets: u64,
-    pub bytes: u64,
-    pub dropped_packets: u64,
-    pub dropped_bytes: u64,
-}
+pub use megaflow::meter::{Bucket, MeterStats};
 
 #[derive(Clone, Debug)]
 struct Meter {

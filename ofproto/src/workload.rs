@@ -18,23 +18,8 @@ use crate::{Bridge, Priority, TableId};
 /// Rules in the ACL table.
 pub const ACL_RULES: usize = 1000;
 
-/// splitmix64: a small seedable generator for workloads.
-#[derive(Clone, Debug)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
+/// The workloads' generator.
+pub use megaflow::SplitMix64 as Rng;
 
 /// The IPv4 netmask of a prefix length.
 pub fn prefix(len: u32) -> u32 {

@@ -28,19 +28,14 @@ use ofproto::classifier::reference::ReferenceClassifier;
 use ofproto::{Classifier, Priority, RuleId, Wildcards};
 use proptest::prelude::*;
 
-struct Rng(u64);
+struct Rng(megaflow::SplitMix64);
 
 impl Rng {
     fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x9e37_79b9_7f4a_7c15 | 1)
+        Rng(megaflow::SplitMix64::new(seed ^ 0x9e37_79b9_7f4a_7c15 | 1))
     }
     fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n

@@ -311,7 +311,7 @@ fn bits(m: &Mask) -> u64 {
 #[test]
 fn random_acl_masks_versus_reference_and_ovs() {
     let mut r = Rng(0x5eed_1234_abcd_ef01);
-    let rules = dense_acl(&mut WRng(r.next()), 1000);
+    let rules = dense_acl(&mut WRng::new(r.next()), 1000);
     let c = classifier(&rules);
     let mut rf = ReferenceClassifier::new();
     for (i, (m, p)) in rules.iter().enumerate() {

@@ -1,20 +1,22 @@
 //! The walk of a packet through the software datapath, across threads and
 //! crates: a "VM" memory port sends frames; the datapath thread receives a
-//! batch, extracts keys, looks them up in its shard, and executes the
-//! actions; misses go to an upcall handler thread that decides (here: a
+//! batch and runs each packet through its `Datapath` (parse, lookup,
+//! execute); misses go to an upcall handler thread that decides (here: a
 //! fixed L2 rule by destination MAC, one port per vport) and installs the
-//! megaflow through the shard handle. Checks what each port received, and
-//! that after the installs every packet is a hit.
+//! megaflow through the datapath's link. Checks what each port received,
+//! that after the installs every packet is a hit, and that the reported
+//! counts add up.
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use megaflow::actions::{execute, ActionSink, DpAction, UserspaceReason};
+use megaflow::actions::{ActionSink, DpAction, UserspaceReason};
+use megaflow::datapath::link;
 use megaflow::port::{MemoryPort, PacketBatch, PacketMeta, Port};
-use megaflow::shard::Shard;
 use megaflow::{
-    extract_into, Actions, CacheConfig, Field, FlowKey, Mask, Match, MeterId, PortNo, Timestamp,
+    extract_into, Actions, CacheConfig, Datapath, DpCommand, DpEvent, Field, FlowId, FlowKey,
+    Lookup, Mask, Match, MeterId, PortNo, Timestamp,
 };
 use offload::Vport;
 
@@ -64,7 +66,10 @@ impl ActionSink for Outputs {
 #[test]
 fn packets_walk_from_miss_to_megaflow_hits() {
     let (mut vm, mut rep) = MemoryPort::pair("vm", "vf0-rep");
-    let (mut shard, handle) = Shard::new(CacheConfig::default(), 64);
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    let (link, end) = link();
+    let commands = link.commands();
+    let mut events = Vec::new();
     let (upcall_tx, upcall_rx) = mpsc::sync_channel::<FlowKey>(128);
 
     // Upcall handler: L2 by destination MAC; the megaflow matches in_port
@@ -73,7 +78,7 @@ fn packets_walk_from_miss_to_megaflow_hits() {
         let mask = Mask::EMPTY
             .with_exact(Field::InPort)
             .with_exact(Field::EthDst);
-        let mut installed = 0;
+        let mut installed = std::collections::BTreeSet::new();
         while let Ok(key) = upcall_rx.recv_timeout(Duration::from_secs(2)) {
             let out = match key.eth_dst() & 0xff {
                 2 => PortNo(2),
@@ -86,12 +91,20 @@ fn packets_walk_from_miss_to_megaflow_hits() {
                 },
                 DpAction::Output(out),
             ]);
-            let reply = handle.insert(Match::new(&key, &mask), actions, 1).unwrap();
-            if reply.wait_timeout(Duration::from_secs(5)).unwrap().is_ok() {
-                installed += 1;
+            // The flow's id: its destination (a slow path knows what it
+            // installed and does not install a flow twice).
+            let id = key.eth_dst() & 0xff;
+            if installed.insert(id) {
+                let matched = Box::new(Match::new(&key, &mask));
+                let cmd = DpCommand::Insert {
+                    id: FlowId(id),
+                    matched,
+                    actions,
+                };
+                commands.send(cmd).expect("datapath alive");
             }
         }
-        installed
+        installed.len()
     });
 
     // The VM sends 4 rounds of 8 frames to two destinations.
@@ -114,18 +127,15 @@ fn packets_walk_from_miss_to_megaflow_hits() {
         let mut rx = PacketBatch::new();
         let n = rep.recv_batch(&mut rx).unwrap();
         assert_eq!(n, 8);
-        shard.apply_pending(64);
+        end.serve(&mut dp, 64, &mut events);
         let mut misses = 0;
         for p in &rx {
-            let mut key = FlowKey::ZERO;
-            let ex = extract_into(1, p.data, &mut key);
-            match shard.cache().lookup(&key, p.data.len() as u32, p.meta.ts) {
-                Some(h) => {
-                    let actions = shard.cache().actions(h).unwrap().clone();
-                    let mut buf = p.data.to_vec();
-                    let mut layout = ex.layout;
-                    let mut outs = Outputs::default();
-                    execute(&actions, &mut buf, &mut layout, &mut outs);
+            let mut buf = p.data.to_vec();
+            let mut outs = Outputs::default();
+            match dp.process(p.meta.ts, PortNo(1), &mut buf, &mut outs) {
+                Lookup::Hit(_) => {
+                    let mut key = FlowKey::ZERO;
+                    extract_into(1, p.data, &mut key);
                     for (port, bytes) in outs.0 {
                         let mut k = FlowKey::ZERO;
                         extract_into(port.0, &bytes, &mut k);
@@ -138,30 +148,24 @@ fn packets_walk_from_miss_to_megaflow_hits() {
                         per_port[port.0 as usize] += 1;
                     }
                 }
-                None => {
+                Lookup::Miss => {
                     misses += 1;
-                    upcall_tx.send(key).unwrap();
+                    upcall_tx.send(*dp.key()).unwrap();
                 }
             }
         }
         misses_per_round.push(misses);
         // Let the handler's installs arrive before the next round.
         let deadline = Instant::now() + Duration::from_secs(2);
-        while shard.cache_ref().len() < 2 && Instant::now() < deadline {
-            shard.apply_pending(64);
+        while dp.len() < 2 && Instant::now() < deadline {
+            end.serve(&mut dp, 64, &mut events);
             thread::sleep(Duration::from_millis(1));
         }
         assert!(started.elapsed() < Duration::from_secs(30));
     }
     drop(upcall_tx);
-    // The handler may still be installing duplicates: keep serving the
-    // shard's queue until it is done (bounded in time).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !handler.is_finished() && Instant::now() < deadline {
-        shard.apply_pending(64);
-        thread::sleep(Duration::from_millis(1));
-    }
     let installed = handler.join().unwrap();
+    end.serve(&mut dp, 64, &mut events);
 
     assert_eq!(
         misses_per_round[0], 8,
@@ -172,11 +176,16 @@ fn packets_walk_from_miss_to_megaflow_hits() {
         &[0, 0, 0],
         "then every packet hits a megaflow"
     );
-    assert_eq!(
-        installed, 2,
-        "one megaflow per destination, the rest were duplicates"
-    );
+    assert_eq!(installed, 2, "one megaflow per destination");
     assert_eq!(per_port, [0, 0, 12, 12]);
-    let total: u64 = shard.cache_ref().iter().map(|f| f.stats().packets).sum();
-    assert_eq!(total, 24);
+    let mut reported = Vec::new();
+    link.collect(&mut reported);
+    let total: u64 = reported
+        .iter()
+        .map(|e| match e {
+            DpEvent::Stats { delta, .. } => delta.packets,
+            other => panic!("unexpected {other:?}"),
+        })
+        .sum();
+    assert_eq!(total, 24, "every hit reported once");
 }

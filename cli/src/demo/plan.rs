@@ -9,20 +9,21 @@
 
 use std::collections::HashMap;
 
+use megaflow::SplitMix64;
+
 use super::{DemoMix, DemoSpec, METERED_UDP_PORT, METERED_VM, METER_KBPS, SAMPLED_TCP_PORT};
 
 /// splitmix64: small, fast, seedable.
 #[derive(Clone, Debug)]
-pub(super) struct Rng(u64);
+pub(super) struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x5eed_0fe5_1fc4_0000)
+        Rng(SplitMix64::new(seed ^ 0x5eed_0fe5_1fc4_0000))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (`n` > 0; 0 when `n` is 0).
@@ -47,10 +48,7 @@ impl Rng {
 
 /// The splitmix64 finaliser: a good 64-bit mixing function.
 pub(super) fn mix(x: u64) -> u64 {
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    SplitMix64::mix(x)
 }
 
 /// What a flow is.

@@ -391,11 +391,9 @@ impl Walk<'_> {
 /// One draw of a sampler's generator (SplitMix64 over an atomic counter, so
 /// concurrent packets draw distinct numbers): true about once in `ratio`.
 fn sample_hit(rng: &std::sync::atomic::AtomicU64, ratio: u32) -> bool {
-    let mut z = rng
-        .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
-        .wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    z % u64::from(ratio.max(1)) == 0
+    use megaflow::SplitMix64;
+    let state = rng
+        .fetch_add(SplitMix64::GAMMA, Ordering::Relaxed)
+        .wrapping_add(SplitMix64::GAMMA);
+    SplitMix64::mix(state) % u64::from(ratio.max(1)) == 0
 }

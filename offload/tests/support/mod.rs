@@ -147,16 +147,15 @@ pub fn query<B: DrBackend + ?Sized>(dev: &B, bulk: CounterBulkId) -> Vec<Counter
     out
 }
 
-/// SplitMix64: the suite's deterministic random numbers.
+/// The suite's deterministic random numbers.
 pub struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        let mut r = megaflow::SplitMix64::new(self.0);
+        let v = r.next_u64();
+        self.0 = self.0.wrapping_add(megaflow::SplitMix64::GAMMA);
+        v
     }
 
     pub fn below(&mut self, n: u64) -> u64 {

@@ -29,7 +29,7 @@ use megaflow::actions::{execute, ActionSink, ExecOutcome, UserspaceReason};
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
 use megaflow::{
     extract_into, Actions, CacheConfig, DpAction, FlowHandle, FlowKey, FlowStats, InsertError,
-    Match, MegaflowCache, MeterId, PortNo, Timestamp,
+    Match, MegaflowCache, MeterId, PortNo, SplitMix64, Timestamp,
 };
 
 use crate::bridge::{Bridge, Generations};
@@ -284,7 +284,7 @@ pub struct Pipeline<O: FlowOffload> {
     stats: PipelineStats,
     flow_limit: usize,
     next_pass: Timestamp,
-    rng: u64,
+    rng: SplitMix64,
     /// Rules removed by timeouts, for whoever reports them.
     expired: Vec<RemovedRule>,
 }
@@ -311,7 +311,7 @@ impl<O: FlowOffload> Pipeline<O> {
             poll_buf: Vec::new(),
             stats: PipelineStats::default(),
             next_pass: Timestamp::NEVER,
-            rng: 0x9e37_79b9_7f4a_7c15,
+            rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
             expired: Vec::new(),
         }
     }
@@ -916,7 +916,7 @@ struct PipeSink<'a, S> {
     inner: &'a mut S,
     meters: &'a mut MeterTable,
     now: Timestamp,
-    rng: &'a mut u64,
+    rng: &'a mut SplitMix64,
 }
 
 impl<S: ActionSink> ActionSink for PipeSink<'_, S> {
@@ -933,13 +933,7 @@ impl<S: ActionSink> ActionSink for PipeSink<'_, S> {
     }
 
     fn sample(&mut self, probability: u32) -> bool {
-        // SplitMix64.
-        *self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = *self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        probability == u32::MAX || ((z >> 32) as u32) < probability
+        self.rng.take(probability)
     }
 }
 

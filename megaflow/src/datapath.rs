@@ -1,0 +1,394 @@
+//! One datapath thread's share of the switch: its megaflow cache shard,
+//! its view of the meters and its sampler.
+//!
+//! Open vSwitch's dpif-netdev is the model: each PMD thread owns a
+//! classifier, and the slow path (handlers, revalidators) changes it only
+//! through commands the thread applies between two batches. Here:
+//!
+//! - [`Datapath::process`] runs one packet: parse once into the key, look
+//!   it up, and on a hit execute the megaflow's actions (meters and
+//!   samplers answered here), counting the hit in the flow. A miss returns
+//!   [`Lookup::Miss`] with the key kept ([`Datapath::key`]) for the caller
+//!   to hand to a handler. Nothing here translates, allocates per packet,
+//!   waits, or calls the device.
+//! - [`DpCommand`]s from the slow path insert, modify and remove megaflows
+//!   (named by the slow path's [`FlowId`], the same in every datapath that
+//!   holds the flow) and set meters; [`Datapath::apply`] carries one out.
+//! - [`Datapath::report`] hands the slow path what it needs to account and
+//!   age flows: per flow hit since the last report, the packets, bytes and
+//!   last use since then ([`DpEvent::Stats`]); per flow removed, its last
+//!   unreported counts ([`DpEvent::Removed`]); inserts refused. Counts are
+//!   deltas, each reported once, so none is lost or counted twice across
+//!   reports, modifications and removal.
+//!
+//! Which flows were hit is tracked without a scan: a flow's first hit after
+//! a report sets a bit in its cache entry's slow-path word and queues the
+//! flow; a report looks only at those.
+//!
+//! Threads: a `Datapath` is owned by one thread (`Send`, not shared). A
+//! [`link`] pairs it with channels for a slow path on other threads:
+//! [`DatapathEnd::serve`] applies the commands waiting and sends the events,
+//! between batches; a single-threaded caller (replay) calls
+//! [`Datapath::apply`] and [`Datapath::report`] directly.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+
+use crate::actions::{execute, ActionSink, Actions, ExecOutcome, UserspaceReason};
+use crate::cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
+use crate::extract::extract_into;
+use crate::key::{FlowKey, Match};
+use crate::meter::Meter;
+use crate::rand::SplitMix64;
+use crate::types::{MeterId, PortNo, Timestamp};
+
+/// The slow path's name for a megaflow, the same in every datapath.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowId(pub u64);
+
+/// What the slow path asks of a datapath.
+#[derive(Debug)]
+pub enum DpCommand {
+    /// Install a megaflow (boxed: a match is 384 bytes).
+    Insert {
+        id: FlowId,
+        matched: Box<Match>,
+        actions: Actions,
+    },
+    /// New actions for a megaflow (its counts go on).
+    Modify { id: FlowId, actions: Actions },
+    /// Remove a megaflow; its last counts come back as [`DpEvent::Removed`].
+    Remove { id: FlowId },
+    /// Add or replace a meter.
+    SetMeter(Arc<Meter>),
+    /// Delete a meter: flows naming it drop (as OpenFlow says).
+    DeleteMeter(MeterId),
+    /// The most megaflows this datapath holds.
+    SetFlowLimit(usize),
+}
+
+/// What a datapath tells the slow path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DpEvent {
+    /// Counts since the last report of a flow that was hit.
+    Stats { id: FlowId, delta: FlowStats },
+    /// The flow is gone from this datapath; its counts not reported yet.
+    Removed { id: FlowId, delta: FlowStats },
+    /// An insert was refused.
+    Refused { id: FlowId, error: InsertError },
+}
+
+/// The answer of [`Datapath::process`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// A megaflow matched and its actions ran.
+    Hit(ExecOutcome),
+    /// No megaflow: the packet is the slow path's ([`Datapath::key`]).
+    Miss,
+}
+
+/// Counters of one datapath.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatapathStats {
+    pub packets: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Commands applied.
+    pub commands: u64,
+}
+
+/// The bit of a cache entry's slow-path word that says "hit since the last
+/// report"; the flow id is the word shifted right by one.
+const DIRTY: u64 = 1;
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    handle: FlowHandle,
+    /// The cumulative counts already reported.
+    reported: FlowStats,
+}
+
+/// One thread's datapath.
+pub struct Datapath {
+    cache: MegaflowCache,
+    flows: HashMap<FlowId, Slot>,
+    /// Flows hit since the last report (each once).
+    dirty: Vec<FlowId>,
+    /// Removals and refusals waiting for the next report.
+    events: Vec<DpEvent>,
+    meters: HashMap<MeterId, Arc<Meter>>,
+    rng: SplitMix64,
+    key: FlowKey,
+    stats: DatapathStats,
+}
+
+impl Datapath {
+    /// An empty datapath; `seed` starts its sampler.
+    pub fn new(cfg: CacheConfig, seed: u64) -> Self {
+        Datapath {
+            cache: MegaflowCache::new(cfg),
+            flows: HashMap::new(),
+            dirty: Vec::new(),
+            events: Vec::new(),
+            meters: HashMap::new(),
+            rng: SplitMix64::new(seed),
+            key: FlowKey::ZERO,
+            stats: DatapathStats::default(),
+        }
+    }
+
+    /// Runs one received packet: on a hit its actions run (outputs and
+    /// userspace copies go to `sink`, meters and samplers are answered
+    /// here); on a miss nothing is done and [`key`](Self::key) holds the
+    /// packet's key.
+    pub fn process<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Lookup {
+        let ex = extract_into(in_port.0, pkt, &mut self.key);
+        self.stats.packets += 1;
+        let Some(h) = self.cache.lookup(&self.key, pkt.len() as u32, now) else {
+            self.stats.misses += 1;
+            return Lookup::Miss;
+        };
+        self.stats.hits += 1;
+        let word = self.cache.get(h).map_or(0, |f| f.offload());
+        if word & DIRTY == 0 {
+            self.cache.set_offload(h, word | DIRTY);
+            self.dirty.push(FlowId(word >> 1));
+        }
+        let Some(actions) = self.cache.actions(h) else {
+            // Not reached: a handle the lookup just returned is live.
+            return Lookup::Miss;
+        };
+        let mut layout = ex.layout;
+        let mut sink = DpSink {
+            inner: sink,
+            meters: &self.meters,
+            rng: &mut self.rng,
+            now,
+        };
+        Lookup::Hit(execute(actions, pkt, &mut layout, &mut sink))
+    }
+
+    /// The key of the last packet processed.
+    pub fn key(&self) -> &FlowKey {
+        &self.key
+    }
+
+    /// Carries out one command of the slow path.
+    pub fn apply(&mut self, cmd: DpCommand) {
+        self.stats.commands += 1;
+        match cmd {
+            DpCommand::Insert {
+                id,
+                matched,
+                actions,
+            } => {
+                if let Some(old) = self.flows.get(&id) {
+                    let error = InsertError::Duplicate(old.handle);
+                    self.events.push(DpEvent::Refused { id, error });
+                    return;
+                }
+                match self.cache.insert(&matched, actions, 0) {
+                    Ok(handle) => {
+                        self.cache.set_offload(handle, id.0 << 1);
+                        let reported = FlowStats::default();
+                        self.flows.insert(id, Slot { handle, reported });
+                    }
+                    Err(error) => self.events.push(DpEvent::Refused { id, error }),
+                }
+            }
+            DpCommand::Modify { id, actions } => {
+                if let Some(s) = self.flows.get(&id) {
+                    self.cache.modify(s.handle, actions, 0);
+                }
+            }
+            DpCommand::Remove { id } => {
+                let Some(s) = self.flows.remove(&id) else {
+                    return;
+                };
+                if let Some(gone) = self.cache.remove(s.handle) {
+                    let delta = since(&gone.stats, &s.reported);
+                    self.events.push(DpEvent::Removed { id, delta });
+                }
+            }
+            DpCommand::SetMeter(m) => {
+                self.meters.insert(m.id(), m);
+            }
+            DpCommand::DeleteMeter(id) => {
+                self.meters.remove(&id);
+            }
+            DpCommand::SetFlowLimit(n) => self.cache.set_flow_limit(n),
+        }
+    }
+
+    /// Appends to `out` the removals and refusals since the last report,
+    /// then the counts of every flow hit since then.
+    pub fn report(&mut self, out: &mut Vec<DpEvent>) {
+        out.append(&mut self.events);
+        for id in self.dirty.drain(..) {
+            let Some(s) = self.flows.get_mut(&id) else {
+                continue; // removed since: its counts went with the removal
+            };
+            let Some(st) = self.cache.get(s.handle).map(|f| f.stats()) else {
+                continue;
+            };
+            let delta = since(&st, &s.reported);
+            s.reported = st;
+            self.cache.set_offload(s.handle, id.0 << 1);
+            if delta.packets > 0 || delta.bytes > 0 {
+                out.push(DpEvent::Stats { id, delta });
+            }
+        }
+    }
+
+    /// Megaflows held.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Whether flow `id` is held.
+    pub fn contains(&self, id: FlowId) -> bool {
+        self.flows.contains_key(&id)
+    }
+
+    pub fn stats(&self) -> DatapathStats {
+        self.stats
+    }
+
+    /// The cache, read-only (counters, subtables, a flow's match).
+    pub fn cache(&self) -> &MegaflowCache {
+        &self.cache
+    }
+
+    /// Flow `id`'s match and actions, as held here.
+    pub fn flow(&self, id: FlowId) -> Option<(Match, Actions)> {
+        let s = self.flows.get(&id)?;
+        let f = self.cache.get(s.handle)?;
+        Some((f.matched(), f.actions().clone()))
+    }
+}
+
+/// `now - before`, with `now`'s last use and flags.
+fn since(now: &FlowStats, before: &FlowStats) -> FlowStats {
+    FlowStats {
+        packets: now.packets.saturating_sub(before.packets),
+        bytes: now.bytes.saturating_sub(before.bytes),
+        used: now.used,
+        tcp_flags: now.tcp_flags,
+    }
+}
+
+/// The caller's sink with the datapath's meters and sampler in front.
+struct DpSink<'a, S> {
+    inner: &'a mut S,
+    meters: &'a HashMap<MeterId, Arc<Meter>>,
+    rng: &'a mut SplitMix64,
+    now: Timestamp,
+}
+
+impl<S: ActionSink> ActionSink for DpSink<'_, S> {
+    fn output(&mut self, port: PortNo, pkt: &[u8]) {
+        self.inner.output(port, pkt);
+    }
+
+    fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {
+        self.inner.userspace(reason, pkt);
+    }
+
+    fn meter(&mut self, id: MeterId, len: usize) -> bool {
+        self.meters
+            .get(&id)
+            .is_some_and(|m| m.charge(len, self.now))
+    }
+
+    fn sample(&mut self, probability: u32) -> bool {
+        self.rng.take(probability)
+    }
+}
+
+/// The slow path's end of a datapath on another thread.
+#[derive(Debug)]
+pub struct DatapathLink {
+    cmds: Sender<DpCommand>,
+    events: Receiver<DpEvent>,
+}
+
+/// The datapath thread's end of a [`DatapathLink`].
+#[derive(Debug)]
+pub struct DatapathEnd {
+    cmds: Receiver<DpCommand>,
+    events: Sender<DpEvent>,
+}
+
+/// A pair of ends: commands one way, events the other. Both channels are
+/// unbounded: the slow path's flow limit bounds the commands, and a report
+/// holds at most one event per flow.
+pub fn link() -> (DatapathLink, DatapathEnd) {
+    let (ctx, crx) = mpsc::channel();
+    let (etx, erx) = mpsc::channel();
+    (
+        DatapathLink {
+            cmds: ctx,
+            events: erx,
+        },
+        DatapathEnd {
+            cmds: crx,
+            events: etx,
+        },
+    )
+}
+
+impl DatapathLink {
+    /// Another sender of commands (for a second slow-path thread).
+    pub fn commands(&self) -> Sender<DpCommand> {
+        self.cmds.clone()
+    }
+
+    /// Sends a command; false when the datapath thread has stopped.
+    pub fn send(&self, cmd: DpCommand) -> bool {
+        self.cmds.send(cmd).is_ok()
+    }
+
+    /// Appends the events the datapath has sent, without waiting.
+    pub fn collect(&self, out: &mut Vec<DpEvent>) {
+        out.extend(self.events.try_iter());
+    }
+}
+
+impl DatapathEnd {
+    /// Applies up to `max` waiting commands, then reports. Call between
+    /// batches. Returns the commands applied; a slow path that went away
+    /// is not an error (its events are dropped).
+    pub fn serve(&self, dp: &mut Datapath, max: usize, buf: &mut Vec<DpEvent>) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Ok(cmd) = self.cmds.try_recv() else {
+                break;
+            };
+            dp.apply(cmd);
+            n += 1;
+        }
+        buf.clear();
+        dp.report(buf);
+        for e in buf.drain(..) {
+            if self.events.send(e).is_err() {
+                break;
+            }
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/datapath.rs"]
+mod tests;

@@ -1,0 +1,331 @@
+use super::*;
+use crate::actions::{CollectSink, DpAction};
+use crate::build::{FrameSpec, L4};
+use crate::key::{Field, Mask};
+use crate::offload::MeterBand;
+use proptest::prelude::*;
+
+fn frame(dport: u16) -> Vec<u8> {
+    FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(1000, dport)).build()
+}
+
+/// The megaflow `in_port=1,udp,tp_dst=dport`.
+fn flow(dport: u16) -> Box<Match> {
+    let mut key = FlowKey::ZERO;
+    extract_into(1, &frame(dport), &mut key);
+    let mask = Mask::EMPTY
+        .with_exact(Field::InPort)
+        .with_exact(Field::EthType)
+        .with_exact(Field::IpProto)
+        .with_exact(Field::TpDst);
+    Box::new(Match::new(&key, &mask))
+}
+
+fn out(p: u32) -> Actions {
+    Actions::new(vec![DpAction::Output(PortNo(p))])
+}
+
+fn insert(dp: &mut Datapath, id: u64, dport: u16, actions: Actions) {
+    dp.apply(DpCommand::Insert {
+        id: FlowId(id),
+        matched: flow(dport),
+        actions,
+    });
+}
+
+fn send(dp: &mut Datapath, dport: u16, t: u64) -> (Lookup, CollectSink) {
+    let mut sink = CollectSink::new();
+    let mut pkt = frame(dport);
+    let r = dp.process(Timestamp(t), PortNo(1), &mut pkt, &mut sink);
+    (r, sink)
+}
+
+fn report(dp: &mut Datapath) -> Vec<DpEvent> {
+    let mut v = Vec::new();
+    dp.report(&mut v);
+    v
+}
+
+fn stats(packets: u64, bytes: u64, used: u64) -> FlowStats {
+    FlowStats {
+        packets,
+        bytes,
+        used: Timestamp(used),
+        tcp_flags: 0,
+    }
+}
+
+#[test]
+fn hits_run_their_actions_and_are_reported_once_as_deltas() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    insert(&mut dp, 7, 53, out(2));
+    let (r, sink) = send(&mut dp, 53, 10);
+    assert!(matches!(r, Lookup::Hit(o) if o.outputs == 1), "{r:?}");
+    assert_eq!(sink.outputs[0].0, PortNo(2));
+    send(&mut dp, 53, 11);
+    let len = frame(53).len() as u64;
+    assert_eq!(
+        report(&mut dp),
+        vec![DpEvent::Stats {
+            id: FlowId(7),
+            delta: stats(2, 2 * len, 11)
+        }]
+    );
+    assert_eq!(report(&mut dp), vec![], "nothing new, nothing reported");
+    send(&mut dp, 53, 12);
+    assert_eq!(
+        report(&mut dp),
+        vec![DpEvent::Stats {
+            id: FlowId(7),
+            delta: stats(1, len, 12)
+        }]
+    );
+    let st = dp.stats();
+    assert_eq!((st.packets, st.hits, st.misses), (3, 3, 0));
+}
+
+#[test]
+fn a_miss_keeps_the_key_for_the_slow_path() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    let (r, sink) = send(&mut dp, 80, 1);
+    assert_eq!(r, Lookup::Miss);
+    assert!(sink.outputs.is_empty());
+    assert_eq!(dp.key().tp_dst(), 80);
+    assert_eq!(dp.key().in_port(), 1);
+    assert_eq!(dp.stats().misses, 1);
+}
+
+#[test]
+fn removal_returns_the_counts_not_yet_reported() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    insert(&mut dp, 1, 53, out(2));
+    send(&mut dp, 53, 1);
+    report(&mut dp);
+    send(&mut dp, 53, 2);
+    send(&mut dp, 53, 3);
+    dp.apply(DpCommand::Remove { id: FlowId(1) });
+    let len = frame(53).len() as u64;
+    assert_eq!(
+        report(&mut dp),
+        vec![DpEvent::Removed {
+            id: FlowId(1),
+            delta: stats(2, 2 * len, 3)
+        }],
+        "the removal carries the two hits; no separate Stats for them"
+    );
+    assert!(dp.is_empty());
+    assert_eq!(send(&mut dp, 53, 4).0, Lookup::Miss);
+    // Removing an unknown flow is harmless.
+    dp.apply(DpCommand::Remove { id: FlowId(1) });
+    assert_eq!(report(&mut dp), vec![]);
+}
+
+#[test]
+fn modify_changes_the_actions_and_keeps_the_counts() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    insert(&mut dp, 3, 53, out(2));
+    send(&mut dp, 53, 1);
+    dp.apply(DpCommand::Modify {
+        id: FlowId(3),
+        actions: out(4),
+    });
+    let (_, sink) = send(&mut dp, 53, 2);
+    assert_eq!(sink.outputs[0].0, PortNo(4));
+    let ev = report(&mut dp);
+    assert!(
+        matches!(&ev[..], [DpEvent::Stats { id: FlowId(3), delta }] if delta.packets == 2),
+        "{ev:?}"
+    );
+    assert_eq!(dp.flow(FlowId(3)).map(|(_, a)| a), Some(out(4)));
+}
+
+#[test]
+fn refused_inserts_are_reported() {
+    let mut dp = Datapath::new(
+        CacheConfig {
+            flow_limit: 1,
+            ..CacheConfig::default()
+        },
+        1,
+    );
+    insert(&mut dp, 1, 53, out(2));
+    insert(&mut dp, 1, 54, out(2)); // same id again
+    insert(&mut dp, 2, 55, out(2)); // over the limit
+    let ev = report(&mut dp);
+    assert!(
+        matches!(
+            &ev[..],
+            [
+                DpEvent::Refused {
+                    id: FlowId(1),
+                    error: InsertError::Duplicate(_)
+                },
+                DpEvent::Refused {
+                    id: FlowId(2),
+                    error: InsertError::FlowLimit { limit: 1 }
+                }
+            ]
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(dp.len(), 1);
+}
+
+#[test]
+fn meters_are_shared_and_a_deleted_meter_drops() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    let len = frame(53).len() as u64;
+    // Burst of exactly two packets, no refill within the test.
+    let m = Arc::new(Meter::new(MeterId(5), MeterBand::bytes(1, 2 * len)));
+    dp.apply(DpCommand::SetMeter(Arc::clone(&m)));
+    let acts = Actions::new(vec![
+        DpAction::Meter(MeterId(5)),
+        DpAction::Output(PortNo(2)),
+    ]);
+    insert(&mut dp, 1, 53, acts);
+    let passed = (0..5)
+        .filter(|t| send(&mut dp, 53, 100 + t).1.outputs.len() == 1)
+        .count();
+    assert_eq!(passed, 2);
+    assert_eq!(m.stats().dropped_packets, 3);
+    dp.apply(DpCommand::DeleteMeter(MeterId(5)));
+    let m2 = Arc::new(Meter::new(MeterId(5), MeterBand::bytes(1, 100 * len)));
+    assert!(
+        send(&mut dp, 53, 200).1.outputs.is_empty(),
+        "no meter: drop"
+    );
+    dp.apply(DpCommand::SetMeter(m2));
+    assert_eq!(send(&mut dp, 53, 201).1.outputs.len(), 1, "a new band");
+}
+
+#[test]
+fn samples_draw_from_the_datapath_generator() {
+    let mut dp = Datapath::new(CacheConfig::default(), 42);
+    let acts = Actions::new(vec![DpAction::Sample {
+        probability: u32::MAX / 2,
+        actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample)]),
+    }]);
+    insert(&mut dp, 1, 53, acts);
+    let taken = (0..1000)
+        .filter(|t| !send(&mut dp, 53, *t).1.userspace.is_empty())
+        .count();
+    assert!((400..600).contains(&taken), "{taken} of 1000 at 1/2");
+}
+
+#[test]
+fn a_linked_datapath_on_its_own_thread_serves_commands_and_sends_events() {
+    let (link, end) = link();
+    let t = std::thread::spawn(move || {
+        let mut dp = Datapath::new(CacheConfig::default(), 1);
+        let mut buf = Vec::new();
+        let mut hits = 0;
+        // Bounded: the loop ends after 10 s even if the flow never comes.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while hits < 3 && std::time::Instant::now() < deadline {
+            end.serve(&mut dp, 64, &mut buf);
+            if matches!(send(&mut dp, 53, 1).0, Lookup::Hit(_)) {
+                hits += 1;
+            }
+        }
+        end.serve(&mut dp, 64, &mut buf);
+        hits
+    });
+    assert!(link.send(DpCommand::Insert {
+        id: FlowId(9),
+        matched: flow(53),
+        actions: out(2)
+    }));
+    assert_eq!(t.join().expect("datapath thread"), 3);
+    let mut ev = Vec::new();
+    link.collect(&mut ev);
+    let total: u64 = ev
+        .iter()
+        .map(|e| match e {
+            DpEvent::Stats { delta, .. } => delta.packets,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(total, 3);
+    assert!(
+        !link.send(DpCommand::Remove { id: FlowId(9) }),
+        "the thread is gone"
+    );
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u8),
+    Remove(u8),
+    Modify(u8),
+    Send(u8),
+    Report,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => (0u8..8).prop_map(Op::Insert),
+        1 => (0u8..8).prop_map(Op::Remove),
+        1 => (0u8..8).prop_map(Op::Modify),
+        6 => (0u8..10).prop_map(Op::Send),
+        1 => Just(Op::Report),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Every hit is reported exactly once, through Stats or Removed, and
+    /// the packets a flow reports are those sent while it was installed
+    /// (flows are keyed by id = tp_dst; ids 8 and 9 are never installed).
+    #[test]
+    fn every_hit_is_reported_exactly_once(ops in prop::collection::vec(op(), 1..200)) {
+        let mut dp = Datapath::new(CacheConfig { emc_insert_inv_prob: 2, ..CacheConfig::default() }, 3);
+        let mut installed = [false; 10];
+        let mut sent = [0u64; 10];
+        let mut reported = [0u64; 10];
+        let add = |ev: Vec<DpEvent>, reported: &mut [u64; 10]| {
+            for e in ev {
+                match e {
+                    DpEvent::Stats { id, delta } | DpEvent::Removed { id, delta } => {
+                        reported[id.0 as usize] += delta.packets;
+                    }
+                    DpEvent::Refused { .. } => {}
+                }
+            }
+        };
+        for (t, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Insert(i) => {
+                    let was = installed[i as usize];
+                    insert(&mut dp, u64::from(i), u16::from(i), out(u32::from(i)));
+                    installed[i as usize] = true;
+                    if was {
+                        let ev = report(&mut dp);
+                        let refused = ev.iter().any(|e| matches!(e, DpEvent::Refused { id, .. } if id.0 == u64::from(i)));
+                        prop_assert!(refused, "a second insert of {i} is refused");
+                        add(ev, &mut reported);
+                    }
+                }
+                Op::Remove(i) => {
+                    dp.apply(DpCommand::Remove { id: FlowId(u64::from(i)) });
+                    installed[i as usize] = false;
+                }
+                Op::Modify(i) => dp.apply(DpCommand::Modify { id: FlowId(u64::from(i)), actions: out(99) }),
+                Op::Send(i) => {
+                    let (r, _) = send(&mut dp, u16::from(i), t as u64);
+                    prop_assert_eq!(matches!(r, Lookup::Hit(_)), installed[i as usize]);
+                    if installed[i as usize] {
+                        sent[i as usize] += 1;
+                    }
+                }
+                Op::Report => add(report(&mut dp), &mut reported),
+            }
+        }
+        for i in 0..10u64 {
+            dp.apply(DpCommand::Remove { id: FlowId(i) });
+        }
+        add(report(&mut dp), &mut reported);
+        prop_assert_eq!(reported, sent);
+        prop_assert!(dp.is_empty());
+    }
+}
