@@ -375,8 +375,10 @@ impl SimSwitch {
     }
 
     /// The upcall handler's side of [`receive_live`](Self::receive_live):
-    /// runs a missed packet through the whole software path (translation,
-    /// megaflow install, execution). The packet was counted on receive.
+    /// translates a missed packet, installs its megaflow in the datapath
+    /// and executes it. Nothing here calls the device: the offload thread
+    /// does ([`offload_tick`](Self::offload_tick)). The packet was counted
+    /// on receive.
     pub fn upcall<E: Egressor>(
         &mut self,
         now: Timestamp,
@@ -388,8 +390,15 @@ impl SimSwitch {
             egress,
             counters: &mut self.counters,
         };
-        let r = self.pipeline.process(now, port, pkt, &mut sink);
+        let key = megaflow::extract(port.0, pkt);
+        let r = self.pipeline.upcall(now, port, &key, pkt, &mut sink);
         count_sw_drop(&mut self.counters, &r);
+    }
+
+    /// The offload thread's frequent step: the datapath's counts folded
+    /// in, hot flows put into the device.
+    pub fn offload_tick(&mut self, now: Timestamp) {
+        self.pipeline.offload_tick(now);
     }
 
     fn step<E: Egressor, M: FnMut(PortNo, &[u8])>(

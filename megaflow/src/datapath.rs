@@ -48,7 +48,7 @@ use crate::types::{MeterId, PortNo, Timestamp};
 pub struct FlowId(pub u64);
 
 /// What the slow path asks of a datapath.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum DpCommand {
     /// Install a megaflow (boxed: a match is 384 bytes).
     Insert {
@@ -58,7 +58,9 @@ pub enum DpCommand {
     },
     /// New actions for a megaflow (its counts go on).
     Modify { id: FlowId, actions: Actions },
-    /// Remove a megaflow; its last counts come back as [`DpEvent::Removed`].
+    /// Remove a megaflow; its last counts come back as [`DpEvent::Removed`]
+    /// (zero counts for a flow this datapath does not hold, so the slow
+    /// path hears back once from every datapath it sent the removal to).
     Remove { id: FlowId },
     /// Add or replace a meter.
     SetMeter(Arc<Meter>),
@@ -209,13 +211,15 @@ impl Datapath {
                 }
             }
             DpCommand::Remove { id } => {
-                let Some(s) = self.flows.remove(&id) else {
-                    return;
-                };
-                if let Some(gone) = self.cache.remove(s.handle) {
-                    let delta = since(&gone.stats, &s.reported);
-                    self.events.push(DpEvent::Removed { id, delta });
-                }
+                let delta = self
+                    .flows
+                    .remove(&id)
+                    .and_then(|s| {
+                        let gone = self.cache.remove(s.handle)?;
+                        Some(since(&gone.stats, &s.reported))
+                    })
+                    .unwrap_or_default();
+                self.events.push(DpEvent::Removed { id, delta });
             }
             DpCommand::SetMeter(m) => {
                 self.meters.insert(m.id(), m);

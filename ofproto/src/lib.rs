@@ -51,8 +51,8 @@ pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};
 pub use classifier::{Classifier, RuleId};
 pub use meter::{parse_meter, MeterSpec, MeterTable};
 pub use pipeline::{
-    FlowDump, OffloadMode, OffloadPolicy, PassReport, Pipeline, PipelineConfig, PipelineStats,
-    RevalidatorConfig,
+    Datapaths, FlowDump, InstallError, LocalDatapath, OffloadMode, OffloadPolicy, PassReport,
+    Pipeline, PipelineConfig, PipelineStats, RevalidatorConfig,
 };
 pub use rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
 pub use table::{FlowModError, FlowTables, Rule, RuleRef, RuleUid};

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use megaflow::offload::MeterBand;
 use megaflow::{MeterId, Timestamp};
@@ -156,19 +157,20 @@ pub fn parse_meter(text: &str) -> Result<MeterSpec, MeterError> {
     })
 }
 
-pub use megaflow::meter::{Bucket, MeterStats};
+pub use megaflow::meter::{Bucket, Meter, MeterStats};
 
 #[derive(Clone, Debug)]
-struct Meter {
+struct Entry {
     spec: MeterSpec,
-    bucket: Bucket,
-    stats: MeterStats,
+    /// The bucket and counters every datapath charges.
+    meter: Arc<Meter>,
 }
 
-/// The meters of a bridge.
+/// The meters of a bridge: their OpenFlow specs, and the shared [`Meter`]
+/// each one is in the datapaths.
 #[derive(Clone, Debug, Default)]
 pub struct MeterTable {
-    meters: BTreeMap<MeterId, Meter>,
+    meters: BTreeMap<MeterId, Entry>,
     generation: u64,
 }
 
@@ -177,17 +179,19 @@ impl MeterTable {
         Self::default()
     }
 
-    /// Adds or replaces a meter (its bucket starts full).
-    pub fn set(&mut self, spec: MeterSpec) {
+    /// Adds or replaces a meter (its bucket starts full); returns the
+    /// shared meter to hand to the datapaths.
+    pub fn set(&mut self, spec: MeterSpec) -> Arc<Meter> {
+        let meter = Arc::new(Meter::new(spec.id, spec.band()));
         self.meters.insert(
             spec.id,
-            Meter {
+            Entry {
                 spec,
-                bucket: Bucket::new(spec.band()),
-                stats: MeterStats::default(),
+                meter: Arc::clone(&meter),
             },
         );
         self.generation += 1;
+        meter
     }
 
     /// Deletes a meter; flows naming it then drop (as in OpenFlow, a
@@ -202,8 +206,14 @@ impl MeterTable {
         self.meters.get(&id).map(|m| &m.spec)
     }
 
+    /// The shared meter `id` is in the datapaths.
+    pub fn shared(&self, id: MeterId) -> Option<&Arc<Meter>> {
+        self.meters.get(&id).map(|m| &m.meter)
+    }
+
+    /// Counters over every thread that charged the meter.
     pub fn stats(&self, id: MeterId) -> Option<MeterStats> {
-        self.meters.get(&id).map(|m| m.stats)
+        self.meters.get(&id).map(|m| m.meter.stats())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &MeterSpec> + '_ {
@@ -224,19 +234,10 @@ impl MeterTable {
     }
 
     /// Charges a packet to meter `id`: true = pass. An unknown meter drops.
-    pub fn charge(&mut self, id: MeterId, len: usize, now: Timestamp) -> bool {
-        let Some(m) = self.meters.get_mut(&id) else {
-            return false;
-        };
-        let pass = m.bucket.charge(len, now);
-        if pass {
-            m.stats.packets += 1;
-            m.stats.bytes += len as u64;
-        } else {
-            m.stats.dropped_packets += 1;
-            m.stats.dropped_bytes += len as u64;
-        }
-        pass
+    pub fn charge(&self, id: MeterId, len: usize, now: Timestamp) -> bool {
+        self.meters
+            .get(&id)
+            .is_some_and(|m| m.meter.charge(len, now))
     }
 }
 

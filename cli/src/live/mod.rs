@@ -9,10 +9,13 @@
 //!     │          unlock; transmit what the round produced, batched per port
 //!     │          idle: spin a little, then sleep in poll(2) on the ports' fds
 //!     ├─ gate: token bucket per port + bounded queue (full: drop and count, never wait)
-//!  handler thread ── drains the queue in batches, lock: translate, install, execute; unlock;
-//!                    transmits through its own send-only socket per port
-//!  revalidator thread ── every interval: lock, one pass (counters, aging, re-translation,
-//!                        offloads, flow limit); publishes port counters
+//!  handler thread ── drains the queue in batches, lock: translate, install in the
+//!                    datapath, execute; unlock; transmits through its own send-only
+//!                    socket per port (never calls the device)
+//!  revalidator/offload thread ── the only thread that programs the device: every 5 ms,
+//!                        lock: fold the datapath's counts, offload hot flows; every
+//!                        interval, lock: one pass (counters, aging, re-translation,
+//!                        offloads, flow limit)
 //!  control thread(s) ── the unix socket; each request runs under the lock
 //!  main thread ── port events (rtnetlink tracker): open/close ports, flush a removed
 //!                 port's flows, up/down into the bridge; SIGINT/SIGTERM → stop
@@ -71,6 +74,9 @@ const SPIN_ROUNDS: u32 = 64;
 /// Longest sleep of an idle RX thread (also how late it notices a new port
 /// or a stop request).
 const IDLE_WAIT: Duration = Duration::from_millis(10);
+
+/// How often the offload thread folds counts and offloads hot flows.
+const OFFLOAD_TICK: Duration = Duration::from_millis(5);
 
 /// How often port counters are published to `show`.
 const STATUS_EVERY: Duration = Duration::from_millis(250);
@@ -648,12 +654,16 @@ fn handler(
     }
 }
 
+/// The revalidator/offload thread: the one thread that programs the
+/// device. Every [`OFFLOAD_TICK`] it folds the datapath's counts and
+/// offloads the flows that turned hot; every `every` it runs a pass.
 fn revalidator(core: &Core, clock: Clock, stop: &AtomicBool, every: Duration) {
     let mut next = Instant::now() + every;
     while !stop.load(Ordering::Relaxed) {
         let left = next.saturating_duration_since(Instant::now());
         if !left.is_zero() {
-            std::thread::sleep(left.min(Duration::from_millis(50)));
+            std::thread::sleep(left.min(OFFLOAD_TICK));
+            lock(core).offload_tick(clock.now());
             continue;
         }
         next += every;

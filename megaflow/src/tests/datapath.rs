@@ -115,9 +115,15 @@ fn removal_returns_the_counts_not_yet_reported() {
     );
     assert!(dp.is_empty());
     assert_eq!(send(&mut dp, 53, 4).0, Lookup::Miss);
-    // Removing an unknown flow is harmless.
+    // Removing a flow not held is answered with zero counts.
     dp.apply(DpCommand::Remove { id: FlowId(1) });
-    assert_eq!(report(&mut dp), vec![]);
+    assert_eq!(
+        report(&mut dp),
+        vec![DpEvent::Removed {
+            id: FlowId(1),
+            delta: FlowStats::default()
+        }]
+    );
 }
 
 #[test]

@@ -1,24 +1,37 @@
-//! The pipeline: the software datapath, the upcall handler, the offload
-//! policy and the revalidator joined around one megaflow cache.
+//! The slow path: upcall handling, the offload policy and the revalidator
+//! around the megaflows it owns, driving the datapaths through commands.
 //!
 //! ```text
-//! packet (a hardware miss) ─► extract ─► megaflow cache ─hit─► execute
-//!                                          └─miss─► upcall: translate through
-//!                                             the bridge, install the megaflow
-//! per hit: hot? (N packets within T) ─► offload queue ─► FlowOffload::install
-//! revalidate (every interval): poll hardware counters, fold them into the
-//!   megaflows and the OpenFlow rules, expire rules (idle/hard timeouts),
-//!   evict idle megaflows, re-translate flows whose inputs changed, hold the
-//!   flow limit.
+//! datapath thread k: parse ─► its cache shard ─hit─► execute, count
+//!                                └─miss─► upcall (handler thread, or inline)
+//! upcall: translate through the bridge ─► megaflow (key & mask, actions)
+//!   ─► a FlowId, Insert to the datapath(s) that need it ─► execute the packet
+//! offload tick (the offload thread, or after each replay batch): fold the
+//!   datapaths' stats deltas into the megaflows; a megaflow with N packets
+//!   within T is hot ─► FlowOffload::install (the only caller of the device)
+//! revalidate (every interval): the tick, then poll hardware counters, fold
+//!   them, credit OpenFlow rules, expire rules (idle/hard timeouts), evict
+//!   idle megaflows, re-translate flows whose inputs changed, hold the flow
+//!   limit.
 //! ```
+//!
+//! The slow path keeps every megaflow's match, actions and cumulative
+//! counts (upcalled packets, datapath deltas, hardware deltas), so dumps,
+//! crediting and aging never ask a datapath. A megaflow is named by a
+//! [`FlowId`] that is never reused, so a datapath event that arrives after
+//! the flow was evicted still finds its rules (`retired`).
 //!
 //! Every megaflow has a [`FlowState`]; its moves go through one function
 //! ([`Pipeline::go`]) that checks [`FlowState::can_go`], so an illegal
 //! transition is counted (and asserted on in tests), never silently done.
 //!
-//! The pipeline is owned by one thread (replay's loop; the datapath thread
-//! live). Time is the caller's: capture timestamps in replay, the monotonic
-//! clock live, so aging in replay behaves as it would have live.
+//! Who calls what: replay and tests own a [`LocalDatapath`] and call
+//! [`Pipeline::process`] (datapath, then upcall, then offload tick) per
+//! packet; the live daemon's datapath threads own their datapaths, its
+//! handler calls [`Pipeline::upcall`], and its revalidator/offload thread
+//! [`Pipeline::offload_tick`] and [`Pipeline::revalidate`]: no path that
+//! receives packets calls the device. Time is the caller's: capture
+//! timestamps in replay, the monotonic clock live.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -26,10 +39,11 @@ use std::sync::Arc;
 
 use lru::LruCache;
 use megaflow::actions::{execute, ActionSink, ExecOutcome, UserspaceReason};
+use megaflow::key::hash_words;
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
 use megaflow::{
-    extract_into, Actions, CacheConfig, DpAction, FlowHandle, FlowKey, FlowStats, InsertError,
-    Match, MegaflowCache, MeterId, PortNo, SplitMix64, Timestamp,
+    extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
+    FlowStats, Lookup, Match, MeterId, PortNo, SplitMix64, Timestamp,
 };
 
 use crate::bridge::{Bridge, Generations};
@@ -37,8 +51,10 @@ use crate::meter::{MeterSpec, MeterTable};
 use crate::table::{RemovedRule, RuleRef};
 use crate::text::format_match;
 
+mod datapaths;
 mod revalidate;
 
+pub use datapaths::{Datapaths, LocalDatapath};
 pub use revalidate::PassReport;
 
 const SEC: u64 = 1_000_000_000;
@@ -163,10 +179,14 @@ enum Eviction {
     Flush,
 }
 
-/// What the pipeline keeps per megaflow besides the cache entry.
+/// What the slow path keeps per megaflow (compact: a pass walks these).
 #[derive(Clone, Debug)]
 struct FlowMeta {
-    handle: FlowHandle,
+    id: FlowId,
+    /// The in_port the megaflow is exact on: its datapath ([`Datapaths`]).
+    home: Option<PortNo>,
+    /// Cumulative counts: upcalled packets, datapath and hardware deltas.
+    stats: FlowStats,
     state: FlowState,
     hw: Option<HwId>,
     reason: Option<NotOffloaded>,
@@ -184,11 +204,28 @@ struct FlowMeta {
     uses_mac: bool,
 }
 
+/// A megaflow's match and actions (apart from [`FlowMeta`]: a pass rarely
+/// needs them).
+#[derive(Clone, Debug)]
+struct FlowDef {
+    matched: Match,
+    actions: Actions,
+}
+
+/// An evicted megaflow whose datapaths have not all answered its removal:
+/// their last counts still go to its OpenFlow rules.
+#[derive(Clone, Debug)]
+struct Retired {
+    rules: Arc<[RuleRef]>,
+    /// Removal answers still to come.
+    pending: u32,
+}
+
 /// A hardware rule the pipeline knows about.
 #[derive(Clone, Debug)]
 struct HwEntry {
     idx: u32,
-    handle: FlowHandle,
+    id: FlowId,
     /// The cumulative counters already folded.
     seen: HwStats,
     rules: Arc<[RuleRef]>,
@@ -249,6 +286,16 @@ impl fmt::Display for FlowDump {
     }
 }
 
+/// Why [`Pipeline::install_flow`] refused a megaflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InstallError {
+    #[error("an identical megaflow is installed already ({0:?})")]
+    Duplicate(FlowId),
+    #[error("flow limit of {limit} megaflows reached")]
+    FlowLimit { limit: usize },
+}
+
 /// What the software path did with one packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SwOutcome {
@@ -258,62 +305,147 @@ pub struct SwOutcome {
     pub exec: ExecOutcome,
 }
 
-/// The software datapath, upcalls, offload and revalidation of one bridge.
-pub struct Pipeline<O: FlowOffload> {
+/// The slow path of one bridge: upcalls, offload and revalidation over the
+/// megaflows it owns, installed in the datapaths `D`.
+pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     /// Tables, ports and MAC table.
     pub bridge: Bridge,
     meters: MeterTable,
-    cache: MegaflowCache,
+    dps: D,
     offload: O,
     cfg: PipelineConfig,
     flows: Vec<Option<FlowMeta>>,
+    defs: Vec<Option<FlowDef>>,
     /// Per flow slot, the key of the packet whose upcall made the flow:
     /// revalidation re-translates it (the masked key could take other
     /// paths through the classifier and read bits the megaflow does not
     /// match). Apart from the metadata, which every pass walks.
     keys: Vec<FlowKey>,
     free: Vec<u32>,
+    /// Live megaflows by id, and by the hash of their match.
+    ids: HashMap<FlowId, u32>,
+    by_match: HashMap<u64, u32>,
+    next_id: u64,
+    live: usize,
+    retired: HashMap<FlowId, Retired>,
+    events: Vec<DpEvent>,
     hw: HashMap<HwId, HwEntry>,
     /// Offloaded flows by recency of hardware hits (front = most recent).
     lru: LruCache<u32, ()>,
     pending: Vec<u32>,
     /// Meters the hardware refused, and why.
     hw_meter_errors: BTreeMap<MeterId, NotOffloaded>,
-    key: FlowKey,
     poll_buf: Vec<(HwId, HwStats)>,
     stats: PipelineStats,
     flow_limit: usize,
     next_pass: Timestamp,
+    /// The upcalled packets' sampler.
     rng: SplitMix64,
     /// Rules removed by timeouts, for whoever reports them.
     expired: Vec<RemovedRule>,
 }
 
-impl<O: FlowOffload> Pipeline<O> {
+impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
+    /// A slow path with one datapath on the caller's thread (replay, tests).
     pub fn new(bridge: Bridge, offload: O, cfg: PipelineConfig) -> Self {
-        let mut cache_cfg = cfg.cache.clone();
-        cache_cfg.flow_limit = cfg.revalidator.flow_limit;
+        let dp = Datapath::new(cfg.cache.clone(), 0x5eed_da7a_9a7b_0001);
+        Pipeline::with_datapaths(bridge, offload, cfg, LocalDatapath(dp))
+    }
+
+    /// The datapath (its counters, its cache).
+    pub fn datapath(&self) -> &Datapath {
+        &self.dps.0
+    }
+
+    /// Runs one packet that hardware did not forward (received on
+    /// `in_port`) through the whole software path: the datapath, an upcall
+    /// on a miss, then an offload tick (so a flow that turned hot goes to
+    /// hardware before the next packet, as a busy daemon's offload thread
+    /// would do soon after).
+    pub fn process<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> SwOutcome {
+        let out = match self.process_cached(now, in_port, pkt, sink) {
+            Some(out) => out,
+            None => {
+                let key = *self.dps.0.key();
+                self.upcall(now, in_port, &key, pkt, sink)
+            }
+        };
+        self.offload_tick(now);
+        out
+    }
+
+    /// The datapath alone: `None` on a miss, with nothing changed (the
+    /// datapath's key then holds the packet's key).
+    pub fn process_cached<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Option<SwOutcome> {
+        match self.dps.0.process(now, in_port, pkt, sink) {
+            // Counted in the pipeline's stats when the datapath reports it.
+            Lookup::Hit(exec) => Some(SwOutcome {
+                upcall: false,
+                exec,
+            }),
+            Lookup::Miss => None,
+        }
+    }
+
+    /// The key of the last packet the datapath missed.
+    pub fn missed_key(&self) -> FlowKey {
+        *self.dps.0.key()
+    }
+}
+
+impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
+    /// A slow path over the datapaths `dps` (each told the flow limit).
+    pub fn with_datapaths(bridge: Bridge, offload: O, cfg: PipelineConfig, mut dps: D) -> Self {
+        let limit = cfg.revalidator.flow_limit;
+        dps.send(None, &DpCommand::SetFlowLimit(limit));
         Pipeline {
             bridge,
             meters: MeterTable::new(),
-            cache: MegaflowCache::new(cache_cfg),
+            dps,
             offload,
-            flow_limit: cfg.revalidator.flow_limit,
+            flow_limit: limit,
             cfg,
             flows: Vec::new(),
+            defs: Vec::new(),
             keys: Vec::new(),
             free: Vec::new(),
+            ids: HashMap::new(),
+            by_match: HashMap::new(),
+            next_id: 1,
+            live: 0,
+            retired: HashMap::new(),
+            events: Vec::new(),
             hw: HashMap::new(),
             lru: LruCache::unbounded(),
             pending: Vec::new(),
             hw_meter_errors: BTreeMap::new(),
-            key: FlowKey::ZERO,
             poll_buf: Vec::new(),
             stats: PipelineStats::default(),
             next_pass: Timestamp::NEVER,
             rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
             expired: Vec::new(),
         }
+    }
+
+    /// The datapaths.
+    pub fn datapaths(&self) -> &D {
+        &self.dps
+    }
+
+    pub fn datapaths_mut(&mut self) -> &mut D {
+        &mut self.dps
     }
 
     pub fn config(&self) -> &PipelineConfig {
@@ -345,11 +477,11 @@ impl<O: FlowOffload> Pipeline<O> {
 
     /// Megaflows installed.
     pub fn len(&self) -> usize {
-        self.cache.len()
+        self.live
     }
 
     pub fn is_empty(&self) -> bool {
-        self.cache.is_empty()
+        self.live == 0
     }
 
     /// Megaflows in hardware.
@@ -360,11 +492,6 @@ impl<O: FlowOffload> Pipeline<O> {
     /// The flow limit in force (the dynamic one).
     pub fn flow_limit(&self) -> usize {
         self.flow_limit
-    }
-
-    /// The megaflow cache (read-only: counters, subtables).
-    pub fn cache(&self) -> &MegaflowCache {
-        &self.cache
     }
 
     pub fn meters(&self) -> &MeterTable {
@@ -384,7 +511,8 @@ impl<O: FlowOffload> Pipeline<O> {
     /// Adds or changes a meter, in software and in hardware. Offloaded
     /// flows that use it are moved to the new band (hitless replace).
     pub fn set_meter(&mut self, spec: MeterSpec) {
-        self.meters.set(spec);
+        let shared = self.meters.set(spec);
+        self.dps.send(None, &DpCommand::SetMeter(shared));
         match self.offload.set_meter(spec.id, Some(spec.band())) {
             Ok(()) => {
                 self.hw_meter_errors.remove(&spec.id);
@@ -400,6 +528,7 @@ impl<O: FlowOffload> Pipeline<O> {
     /// once, in hardware after their rule is refreshed here).
     pub fn remove_meter(&mut self, id: MeterId) -> Option<MeterSpec> {
         let spec = self.meters.remove(id)?;
+        self.dps.send(None, &DpCommand::DeleteMeter(id));
         self.refresh_meter_users(id, Timestamp::NEVER);
         let _ = self.offload.set_meter(id, None);
         self.hw_meter_errors.remove(&id);
@@ -413,8 +542,8 @@ impl<O: FlowOffload> Pipeline<O> {
             .iter()
             .enumerate()
             .filter_map(|(i, m)| {
-                let m = m.as_ref()?;
-                let acts = self.cache.actions(m.handle)?;
+                m.as_ref()?;
+                let acts = &self.defs.get(i)?.as_ref()?.actions;
                 let uses = acts.contains(&DpAction::Meter(id));
                 uses.then_some(i as u32)
             })
@@ -454,17 +583,36 @@ impl<O: FlowOffload> Pipeline<O> {
         }
     }
 
-    fn new_meta(
+    /// Registers a new megaflow: a slot, an id, the datapaths told.
+    #[allow(clippy::too_many_arguments)]
+    fn new_flow(
         &mut self,
-        handle: FlowHandle,
+        matched: Match,
+        actions: Actions,
         key: &FlowKey,
         rules: Arc<[RuleRef]>,
         generations: Generations,
         uses_mac: bool,
         now: Timestamp,
     ) -> u32 {
+        let id = FlowId(self.next_id);
+        self.next_id += 1;
+        let home = matched
+            .mask()
+            .is_exact(megaflow::Field::InPort)
+            .then(|| PortNo(matched.key().in_port() as u32));
+        self.dps.send(
+            home,
+            &DpCommand::Insert {
+                id,
+                matched: Box::new(matched),
+                actions: actions.clone(),
+            },
+        );
         let meta = FlowMeta {
-            handle,
+            id,
+            home,
+            stats: FlowStats::default(),
             state: FlowState::New,
             hw: None,
             reason: None,
@@ -478,98 +626,75 @@ impl<O: FlowOffload> Pipeline<O> {
             generations,
             uses_mac,
         };
+        let def = FlowDef { matched, actions };
         let idx = match self.free.pop() {
             Some(i) => {
                 self.flows[i as usize] = Some(meta);
+                self.defs[i as usize] = Some(def);
                 self.keys[i as usize] = *key;
                 i
             }
             None => {
                 self.flows.push(Some(meta));
+                self.defs.push(Some(def));
                 self.keys.push(*key);
                 (self.flows.len() - 1) as u32
             }
         };
-        self.cache.set_offload(handle, u64::from(idx) + 1);
+        self.ids.insert(id, idx);
+        self.by_match.insert(match_hash(&matched), idx);
+        self.live += 1;
         self.go(idx, FlowState::Installed);
         idx
     }
 
-    // ------------------------------------------------------------------
-    // The software path.
+    /// The live flow whose match is `m`.
+    fn find_match(&self, m: &Match) -> Option<u32> {
+        let idx = *self.by_match.get(&match_hash(m))?;
+        let same = self.def(idx).is_some_and(|d| d.matched == *m);
+        same.then_some(idx)
+    }
 
-    /// Runs one packet that hardware did not forward (received on
-    /// `in_port`) through the software path: cache lookup, upcall on a
-    /// miss, execution into `sink`; then offloads whatever became hot.
-    pub fn process<S: ActionSink>(
+    fn def(&self, idx: u32) -> Option<&FlowDef> {
+        self.defs.get(idx as usize).and_then(Option::as_ref)
+    }
+
+    // ------------------------------------------------------------------
+    // Upcalls.
+
+    /// Handles a packet the datapath missed (its `key`, extracted there):
+    /// translates it, installs its megaflow (counting the packet in it) in
+    /// the datapath(s) that need it, and executes it into `sink`. Nothing
+    /// here calls the device: offloads wait for the offload tick.
+    pub fn upcall<S: ActionSink>(
         &mut self,
         now: Timestamp,
         in_port: PortNo,
+        key: &FlowKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
-        // With upcalls allowed every packet is handled: never the default.
-        self.run(now, in_port, pkt, sink, true).unwrap_or_default()
-    }
-
-    /// The fast path alone: like [`process`](Self::process) for a packet
-    /// whose megaflow is cached; `None` on a miss, with nothing changed
-    /// and nothing counted in [`PipelineStats`] (the cache's own lookup
-    /// counters do count the probe). Live RX threads call this and queue the misses for the
-    /// upcall handler thread, which calls `process` on them.
-    pub fn process_cached<S: ActionSink>(
-        &mut self,
-        now: Timestamp,
-        in_port: PortNo,
-        pkt: &mut Vec<u8>,
-        sink: &mut S,
-    ) -> Option<SwOutcome> {
-        self.run(now, in_port, pkt, sink, false)
-    }
-
-    fn run<S: ActionSink>(
-        &mut self,
-        now: Timestamp,
-        in_port: PortNo,
-        pkt: &mut Vec<u8>,
-        sink: &mut S,
-        may_upcall: bool,
-    ) -> Option<SwOutcome> {
-        let mut key = self.key;
+        let mut key = *key;
+        // The datapath's key is the packet's; a caller without one (an
+        // upcall queued across threads) gets it parsed here.
         let ex = extract_into(in_port.0, pkt, &mut key);
-        self.key = key;
-        let len = pkt.len();
-        let hit = self.cache.lookup(&key, len as u32, now);
-        if hit.is_none() && !may_upcall {
-            return None;
-        }
         self.stats.packets += 1;
-        let (actions, upcall) = match hit {
-            Some(h) => {
-                self.stats.hits += 1;
-                self.touch_handle(h, now);
-                (self.cache.actions(h).cloned().unwrap_or_default(), false)
-            }
-            None => (self.upcall(&key, len, now), true),
-        };
+        self.stats.upcalls += 1;
+        let actions = self.translate_and_install(&key, pkt.len(), now);
         let mut layout = ex.layout;
-        let mut sink = PipeSink {
+        let mut sink = SlowSink {
             inner: sink,
-            meters: &mut self.meters,
+            meters: &self.meters,
             now,
             rng: &mut self.rng,
         };
         let exec = execute(&actions, pkt, &mut layout, &mut sink);
-        if !self.pending.is_empty() {
-            self.flush_offloads(now);
-        }
-        Some(SwOutcome { upcall, exec })
+        SwOutcome { upcall: true, exec }
     }
 
     /// Translates a missed key, installs its megaflow (counting the packet
     /// in it) and returns the actions.
-    fn upcall(&mut self, key: &FlowKey, len: usize, now: Timestamp) -> Actions {
-        self.stats.upcalls += 1;
+    fn translate_and_install(&mut self, key: &FlowKey, len: usize, now: Timestamp) -> Actions {
         let t = self.bridge.translate(key, now);
         if !t.learned.is_empty() {
             self.bridge.learn(&t.learned, now);
@@ -582,37 +707,56 @@ impl<O: FlowOffload> Pipeline<O> {
             used: now,
             tcp_flags: 0,
         };
-        match self.cache.insert(&m, actions.clone(), t.generations.tables) {
-            Ok(h) => {
-                self.stats.megaflows_created += 1;
-                self.cache.add_stats(h, &one);
-                let idx = self.new_meta(
-                    h,
-                    key,
-                    t.rules.clone().into(),
-                    t.generations,
-                    t.uses_mac_table,
-                    now,
-                );
-                self.touch(idx, now);
+        if let Some(idx) = self.find_match(&m) {
+            // Installed already: the datapath that missed has not applied
+            // the insert yet, or refused it; send it (again) to that one.
+            let (id, home) = match self.meta(idx) {
+                Some(f) => (f.id, f.home),
+                None => return actions,
+            };
+            if let Some(d) = self.def(idx) {
+                let cmd = DpCommand::Insert {
+                    id,
+                    matched: Box::new(d.matched),
+                    actions: d.actions.clone(),
+                };
+                self.dps
+                    .send(home.or(Some(PortNo(key.in_port() as u32))), &cmd);
             }
-            Err(InsertError::Duplicate(h)) => {
-                // Another packet of the flow got there first.
-                self.cache.add_stats(h, &one);
-                self.touch_handle(h, now);
-            }
-            Err(_) => {
-                self.stats.flow_limit_hits += 1;
-                for r in t.rules.iter() {
-                    self.bridge.tables.credit(*r, 1, len as u64, now);
-                }
-            }
+            self.count(idx, &one, now);
+            return self.def(idx).map_or(actions, |d| d.actions.clone());
         }
+        if self.live >= self.flow_limit {
+            self.stats.flow_limit_hits += 1;
+            for r in t.rules.iter() {
+                self.bridge.tables.credit(*r, 1, len as u64, now);
+            }
+            return actions;
+        }
+        self.stats.megaflows_created += 1;
+        let idx = self.new_flow(
+            m,
+            actions.clone(),
+            key,
+            t.rules.clone().into(),
+            t.generations,
+            t.uses_mac_table,
+            now,
+        );
+        self.count(idx, &one, now);
         actions
     }
 
+    /// Adds counts to a flow and its hotness.
+    fn count(&mut self, idx: u32, st: &FlowStats, now: Timestamp) {
+        if let Some(m) = self.meta_mut(idx) {
+            m.stats.merge(st);
+        }
+        self.touch(idx, st.packets, now);
+    }
+
     /// Installs a megaflow directly, outside any upcall (as
-    /// `ovs-dpctl add-flow` does; also how benchmarks fill the cache). It
+    /// `ovs-dpctl add-flow` does; also how benchmarks fill the switch). It
     /// is revalidated like any other: when the tables change, it is
     /// re-translated and kept only if the tables agree with it.
     pub fn install_flow(
@@ -620,35 +764,105 @@ impl<O: FlowOffload> Pipeline<O> {
         m: &Match,
         actions: Actions,
         now: Timestamp,
-    ) -> Result<FlowHandle, InsertError> {
+    ) -> Result<FlowId, InstallError> {
+        if let Some(idx) = self.find_match(m) {
+            let id = self.meta(idx).map_or(FlowId(0), |f| f.id);
+            return Err(InstallError::Duplicate(id));
+        }
+        if self.live >= self.flow_limit {
+            return Err(InstallError::FlowLimit {
+                limit: self.flow_limit,
+            });
+        }
         let gens = self.bridge.generations();
-        let h = self.cache.insert(m, actions, gens.tables)?;
         self.stats.megaflows_created += 1;
-        let idx = self.new_meta(h, m.key(), Arc::from(Vec::new()), gens, false, now);
+        let idx = self.new_flow(
+            *m,
+            actions,
+            m.key(),
+            Arc::from(Vec::new()),
+            gens,
+            false,
+            now,
+        );
         if self.cfg.offload.mode == OffloadMode::All && self.go(idx, FlowState::Offloading) {
             self.pending.push(idx);
         }
-        Ok(h)
+        Ok(self.meta(idx).map_or(FlowId(0), |f| f.id))
     }
 
-    /// [`touch`](Self::touch) for the flow a cache handle names (its slot
-    /// is kept, plus one, in the cache entry's offload word).
-    fn touch_handle(&mut self, h: FlowHandle, now: Timestamp) {
-        let slot = self.cache.get(h).map_or(0, |f| f.offload());
-        if slot > 0 {
-            self.touch((slot - 1) as u32, now);
+    /// The match and actions a flow has now.
+    fn cached(&self, idx: u32) -> Option<(Match, Actions)> {
+        let d = self.def(idx)?;
+        Some((d.matched, d.actions.clone()))
+    }
+
+    // ------------------------------------------------------------------
+    // The offload tick.
+
+    /// What the offload thread does often (and every pass first): folds
+    /// the datapaths' events into the megaflows (counts, hotness; the last
+    /// counts of evicted flows into their rules), then offloads the flows
+    /// that turned hot. The only place, with [`revalidate`](Self::revalidate),
+    /// that calls the device.
+    pub fn offload_tick(&mut self, now: Timestamp) {
+        self.fold_datapaths(now);
+        if !self.pending.is_empty() {
+            self.flush_offloads(now);
         }
     }
 
-    /// The match and actions a flow has in the cache now.
-    fn cached(&self, handle: FlowHandle) -> Option<(Match, Actions)> {
-        let f = self.cache.get(handle)?;
-        Some((f.matched(), f.actions().clone()))
+    /// Folds the datapaths' events.
+    fn fold_datapaths(&mut self, now: Timestamp) {
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        self.dps.collect(&mut events);
+        for e in &events {
+            if let DpEvent::Stats { delta, .. } | DpEvent::Removed { delta, .. } = e {
+                // Datapath hits: the software path's packets besides upcalls.
+                self.stats.packets += delta.packets;
+                self.stats.hits += delta.packets;
+            }
+            match e {
+                DpEvent::Stats { id, delta } => {
+                    if let Some(&idx) = self.ids.get(id) {
+                        self.count(idx, delta, now);
+                    } else {
+                        self.credit_retired(*id, delta, false);
+                    }
+                }
+                DpEvent::Removed { id, delta } => self.credit_retired(*id, delta, true),
+                // The flow stays in the slow path; that datapath's packets
+                // keep missing and their upcalls send it again.
+                DpEvent::Refused { .. } => {}
+            }
+        }
+        self.events = events;
     }
 
-    /// Counts a software hit towards the flow's hotness; queues it for
-    /// offload when it is hot.
-    fn touch(&mut self, idx: u32, now: Timestamp) {
+    /// Counts of an evicted flow, from a datapath: to its OpenFlow rules.
+    fn credit_retired(&mut self, id: FlowId, delta: &FlowStats, last: bool) {
+        let Some(r) = self.retired.get_mut(&id) else {
+            return;
+        };
+        if delta.packets > 0 || delta.bytes > 0 {
+            for rule in r.rules.iter() {
+                self.bridge
+                    .tables
+                    .credit(*rule, delta.packets, delta.bytes, delta.used);
+            }
+        }
+        if last {
+            r.pending = r.pending.saturating_sub(1);
+            if r.pending == 0 {
+                self.retired.remove(&id);
+            }
+        }
+    }
+
+    /// Counts `packets` software hits towards the flow's hotness; queues it
+    /// for offload when it is hot.
+    fn touch(&mut self, idx: u32, packets: u64, now: Timestamp) {
         let policy = self.cfg.offload;
         let Some(m) = self.flows.get_mut(idx as usize).and_then(Option::as_mut) else {
             return;
@@ -661,6 +875,7 @@ impl<O: FlowOffload> Pipeline<O> {
         if !may {
             return;
         }
+        let hits = packets;
         let hot = match policy.mode {
             OffloadMode::Off => false,
             OffloadMode::All => true,
@@ -669,7 +884,9 @@ impl<O: FlowOffload> Pipeline<O> {
                     m.window_start = now;
                     m.window_packets = 0;
                 }
-                m.window_packets += 1;
+                m.window_packets = m
+                    .window_packets
+                    .saturating_add(u32::try_from(hits).unwrap_or(u32::MAX));
                 m.window_packets >= packets
             }
         };
@@ -693,7 +910,7 @@ impl<O: FlowOffload> Pipeline<O> {
         if m.state != FlowState::Offloading {
             return;
         }
-        let Some((matched, actions)) = self.cached(m.handle) else {
+        let Some((matched, actions)) = self.cached(idx) else {
             return;
         };
         if let Some(budget) = self.cfg.offload.budget {
@@ -722,7 +939,7 @@ impl<O: FlowOffload> Pipeline<O> {
         m.reason = None;
         let entry = HwEntry {
             idx,
-            handle: m.handle,
+            id: m.id,
             seen: HwStats::default(),
             rules: Arc::clone(&m.rules),
             retired: false,
@@ -778,7 +995,7 @@ impl<O: FlowOffload> Pipeline<O> {
         let Some(old) = m.hw else {
             return;
         };
-        let Some((matched, actions)) = self.cached(m.handle) else {
+        let Some((matched, actions)) = self.cached(idx) else {
             return;
         };
         self.go(idx, FlowState::Offloading);
@@ -801,8 +1018,9 @@ impl<O: FlowOffload> Pipeline<O> {
         }
     }
 
-    /// Removes a flow from hardware and software, crediting its last
-    /// software counts to its rules.
+    /// Removes a flow from hardware and software, crediting its counts
+    /// not credited yet to its rules (and, as they arrive, what the
+    /// datapaths counted since their last report).
     fn evict(&mut self, idx: u32, why: Eviction) {
         if !self.go(idx, FlowState::Evicting) {
             return;
@@ -810,22 +1028,37 @@ impl<O: FlowOffload> Pipeline<O> {
         let Some(m) = self.flows.get_mut(idx as usize).and_then(Option::take) else {
             return;
         };
+        let def = self.defs.get_mut(idx as usize).and_then(Option::take);
         if let Some(hw) = m.hw {
             self.offload.remove(hw);
             self.retire(hw);
             self.lru.pop(&idx);
         }
-        if let Some(gone) = self.cache.remove(m.handle) {
-            let (dp, db) = (
-                gone.stats.packets.saturating_sub(m.credited.0),
-                gone.stats.bytes.saturating_sub(m.credited.1),
-            );
-            if dp > 0 || db > 0 {
-                for r in m.rules.iter() {
-                    self.bridge.tables.credit(*r, dp, db, gone.stats.used);
-                }
+        let (dp, db) = (
+            m.stats.packets.saturating_sub(m.credited.0),
+            m.stats.bytes.saturating_sub(m.credited.1),
+        );
+        if dp > 0 || db > 0 {
+            for r in m.rules.iter() {
+                self.bridge.tables.credit(*r, dp, db, m.stats.used);
             }
         }
+        self.ids.remove(&m.id);
+        if let Some(d) = def {
+            let h = match_hash(&d.matched);
+            if self.by_match.get(&h) == Some(&idx) {
+                self.by_match.remove(&h);
+            }
+        }
+        self.live -= 1;
+        let sent = self.dps.send(m.home, &DpCommand::Remove { id: m.id });
+        self.retired.insert(
+            m.id,
+            Retired {
+                rules: Arc::clone(&m.rules),
+                pending: sent,
+            },
+        );
         let mut state = m.state;
         if state.go(FlowState::Gone).is_err() {
             self.stats.illegal_transitions += 1;
@@ -837,6 +1070,9 @@ impl<O: FlowOffload> Pipeline<O> {
             Eviction::Unsound => self.stats.revalidated_deleted += 1,
             Eviction::Flush => self.stats.flushed += 1,
         }
+        // A datapath on this thread answers at once: fold it now, so a
+        // caller sees the rules credited when this returns.
+        self.fold_datapaths(m.stats.used);
     }
 
     /// Removes every megaflow that names `port` (as in_port or output),
@@ -847,12 +1083,11 @@ impl<O: FlowOffload> Pipeline<O> {
             .iter()
             .enumerate()
             .filter_map(|(i, m)| {
-                let m = m.as_ref()?;
-                let f = self.cache.get(m.handle)?;
-                let matched = f.matched();
-                let names = (matched.mask().is_exact(megaflow::Field::InPort)
-                    && matched.key().in_port() == u64::from(port.0))
-                    || f.actions().iter().any(|a| names_port(a, port));
+                m.as_ref()?;
+                let d = self.defs.get(i)?.as_ref()?;
+                let names = (d.matched.mask().is_exact(megaflow::Field::InPort)
+                    && d.matched.key().in_port() == u64::from(port.0))
+                    || d.actions.iter().any(|a| names_port(a, port));
                 names.then_some(i as u32)
             })
             .collect();
@@ -866,13 +1101,13 @@ impl<O: FlowOffload> Pipeline<O> {
     pub fn dump(&self) -> Vec<FlowDump> {
         self.flows
             .iter()
-            .flatten()
-            .filter_map(|m| {
-                let f = self.cache.get(m.handle)?;
+            .zip(&self.defs)
+            .filter_map(|(m, d)| {
+                let (m, d) = (m.as_ref()?, d.as_ref()?);
                 Some(FlowDump {
-                    matched: f.matched(),
-                    actions: f.actions().clone(),
-                    stats: f.stats(),
+                    matched: d.matched,
+                    actions: d.actions.clone(),
+                    stats: m.stats,
                     state: m.state,
                     hw: m.hw,
                     reason: m.reason.clone(),
@@ -911,15 +1146,21 @@ fn names_port(a: &DpAction, port: PortNo) -> bool {
     }
 }
 
-/// The caller's sink with the pipeline's meters and sampler in front.
-struct PipeSink<'a, S> {
+/// The hash that indexes megaflows by match.
+fn match_hash(m: &Match) -> u64 {
+    hash_words(m.key().words()) ^ hash_words(m.mask().words()).rotate_left(17)
+}
+
+/// The caller's sink with the meters and the sampler in front, for the
+/// packets the slow path executes itself.
+struct SlowSink<'a, S> {
     inner: &'a mut S,
-    meters: &'a mut MeterTable,
+    meters: &'a MeterTable,
     now: Timestamp,
     rng: &'a mut SplitMix64,
 }
 
-impl<S: ActionSink> ActionSink for PipeSink<'_, S> {
+impl<S: ActionSink> ActionSink for SlowSink<'_, S> {
     fn output(&mut self, port: PortNo, pkt: &[u8]) {
         self.inner.output(port, pkt);
     }

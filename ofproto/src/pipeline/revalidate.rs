@@ -14,9 +14,9 @@
 use std::time::Instant;
 
 use megaflow::offload::{FlowOffload, FlowState, HwStats};
-use megaflow::{FlowStats, Timestamp};
+use megaflow::{DpCommand, FlowStats, Timestamp};
 
-use super::{Eviction, OffloadMode, Pipeline};
+use super::{Datapaths, Eviction, OffloadMode, Pipeline};
 
 /// What one pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,12 +36,13 @@ pub struct PassReport {
     pub flow_limit: usize,
 }
 
-impl<O: FlowOffload> Pipeline<O> {
+impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Runs one revalidator pass at `now`.
     pub fn revalidate(&mut self, now: Timestamp) -> PassReport {
         let started = Instant::now();
         let before = self.stats.clone();
         let mut report = PassReport::default();
+        self.fold_datapaths(now);
 
         let expired = self.bridge.tables.expire(now);
         report.rules_expired = expired.len();
@@ -51,7 +52,7 @@ impl<O: FlowOffload> Pipeline<O> {
         report.counters = self.fold_hardware(now);
 
         let current = self.bridge.generations();
-        let over_limit = self.cache.len() > self.flow_limit;
+        let over_limit = self.live > self.flow_limit;
         let max_idle = if over_limit {
             100_000_000
         } else {
@@ -62,11 +63,8 @@ impl<O: FlowOffload> Pipeline<O> {
             let Some(m) = self.meta(idx) else {
                 continue;
             };
-            let Some(f) = self.cache.get(m.handle) else {
-                continue;
-            };
             report.flows += 1;
-            let st = f.stats();
+            let st = m.stats;
             let (dp, db) = (
                 st.packets.saturating_sub(m.credited.0),
                 st.bytes.saturating_sub(m.credited.1),
@@ -131,7 +129,7 @@ impl<O: FlowOffload> Pipeline<O> {
                 bytes: cum.bytes.saturating_sub(e.seen.bytes),
             };
             e.seen = cum;
-            let (idx, handle, retired) = (e.idx, e.handle, e.retired);
+            let (idx, id, retired) = (e.idx, e.id, e.retired);
             let rules = e.retired.then(|| std::sync::Arc::clone(&e.rules));
             if retired {
                 self.hw.remove(&hw);
@@ -147,8 +145,11 @@ impl<O: FlowOffload> Pipeline<O> {
                 used: now,
                 tcp_flags: 0,
             };
-            let alive = self.meta(idx).is_some_and(|m| m.handle == handle);
-            if alive && self.cache.add_stats(handle, &stats) {
+            let alive = self.meta(idx).is_some_and(|m| m.id == id);
+            if alive {
+                if let Some(m) = self.meta_mut(idx) {
+                    m.stats.merge(&stats);
+                }
                 if !retired {
                     self.lru.get(&idx);
                 }
@@ -171,15 +172,15 @@ impl<O: FlowOffload> Pipeline<O> {
         let Some(m) = self.meta(idx) else {
             return;
         };
-        let handle = m.handle;
+        let (id, home) = (m.id, m.home);
         let Some(&key) = self.keys.get(idx as usize) else {
             return;
         };
-        let Some(f) = self.cache.get(handle) else {
+        let Some(d) = self.def(idx) else {
             return;
         };
-        let matched = f.matched();
-        let old = f.actions().clone();
+        let matched = d.matched;
+        let old = d.actions.clone();
         // As Open vSwitch does: translate the packet that made the flow;
         // the result holds for every packet the megaflow matches as long
         // as the new translation reads no bit outside its mask.
@@ -199,10 +200,16 @@ impl<O: FlowOffload> Pipeline<O> {
             false
         };
         if new == old {
-            self.cache.set_generation(handle, t.generations.tables);
             return;
         }
-        self.cache.modify(handle, new, t.generations.tables);
+        let cmd = DpCommand::Modify {
+            id,
+            actions: new.clone(),
+        };
+        self.dps.send(home, &cmd);
+        if let Some(d) = self.defs.get_mut(idx as usize).and_then(Option::as_mut) {
+            d.actions = new;
+        }
         self.stats.revalidated_modified += 1;
         if offloaded {
             self.rehome(idx, now);
@@ -226,10 +233,13 @@ impl<O: FlowOffload> Pipeline<O> {
             limit /= (pass_ms / 1000) as usize;
         } else if pass_ms > 1300 {
             limit = limit * 3 / 4;
-        } else if pass_ms < 1000 && limit < self.cache.len() * 1000 / (pass_ms.max(1) as usize) {
+        } else if pass_ms < 1000 && limit < self.live * 1000 / (pass_ms.max(1) as usize) {
             limit += 1000;
         }
-        self.flow_limit = limit.clamp(min, max);
-        self.cache.set_flow_limit(self.flow_limit);
+        let limit = limit.clamp(min, max);
+        if limit != self.flow_limit {
+            self.flow_limit = limit;
+            self.dps.send(None, &DpCommand::SetFlowLimit(limit));
+        }
     }
 }
