@@ -24,6 +24,7 @@
 //! [datapath]                     # live mode (`eswitchd run`)
 //! port_type = "auto"             # auto (AF_XDP, else AF_PACKET) | af_xdp | af_packet
 //! control_socket = "/run/eswitch/eswitchd.sock"
+//! threads = 1                    # datapath threads (1..64); ports spread over them
 //!
 //! [[port]]
 //! name = "vm1"                   # netdev (live) or capture interface (replay)
@@ -135,13 +136,19 @@ pub const DEFAULT_SOCKET: &str = "/run/eswitch/eswitchd.sock";
 pub struct DatapathConfig {
     pub port_type: PortType,
     pub control_socket: PathBuf,
+    /// Datapath threads; ports are spread over them as they open.
+    pub threads: usize,
 }
+
+/// The most datapath threads a config may ask for.
+pub const MAX_DATAPATH_THREADS: usize = 64;
 
 impl Default for DatapathConfig {
     fn default() -> Self {
         DatapathConfig {
             port_type: PortType::Auto,
             control_socket: PathBuf::from(DEFAULT_SOCKET),
+            threads: 1,
         }
     }
 }
@@ -206,6 +213,10 @@ impl Config {
         match cfg.backend.kind.as_str() {
             "sim" | "mlx5" => {}
             k => bail!("backend.kind = \"{k}\": expected \"sim\" or \"mlx5\""),
+        }
+        let t = cfg.datapath.threads;
+        if !(1..=MAX_DATAPATH_THREADS).contains(&t) {
+            bail!("datapath.threads = {t}: expected 1 to {MAX_DATAPATH_THREADS}");
         }
         Ok(cfg)
     }

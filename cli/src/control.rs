@@ -22,7 +22,7 @@
 use megaflow::offload::FlowOffload;
 use megaflow::Timestamp;
 use ofproto::text::{format_rule, parse_flow, parse_match};
-use ofproto::FlowModCommand;
+use ofproto::{Datapaths, FlowModCommand};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -65,8 +65,8 @@ pub enum Response {
 /// The megaflows of `pipeline` as `dump-flows` gives them: per flow `line`
 /// (the whole line), `match`, `actions`, `packets`, `bytes`, `used`
 /// (seconds before `now`, or "never"), `state` and `offloaded`.
-pub fn megaflows_json<O: FlowOffload>(
-    pipeline: &ofproto::Pipeline<O>,
+pub fn megaflows_json<O: FlowOffload, D: Datapaths>(
+    pipeline: &ofproto::Pipeline<O, D>,
     now: Timestamp,
 ) -> Vec<Value> {
     pipeline
@@ -103,14 +103,18 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
 }
 
 /// Carries out a request on the switch at time `now`.
-pub fn handle(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Response {
+pub fn handle<D: Datapaths>(sw: &mut SimSwitch<D>, req: &Request, now: Timestamp) -> Response {
     match run(sw, req, now) {
         Ok(v) => Response::Ok(v),
         Err(e) => Response::Error(e),
     }
 }
 
-fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, String> {
+fn run<D: Datapaths>(
+    sw: &mut SimSwitch<D>,
+    req: &Request,
+    now: Timestamp,
+) -> Result<Value, String> {
     match req {
         Request::Show => Ok(json!({ "ports": sw.port_summaries() })),
         Request::DumpFlows => Ok(json!({ "flows": megaflows_json(sw.pipeline(), now) })),
@@ -188,8 +192,8 @@ fn run(sw: &mut SimSwitch, req: &Request, now: Timestamp) -> Result<Value, Strin
 }
 
 /// Parses a flow in ovs-ofctl syntax and applies it as `cmd`.
-fn apply_text(
-    sw: &mut SimSwitch,
+fn apply_text<D: Datapaths>(
+    sw: &mut SimSwitch<D>,
     text: &str,
     cmd: FlowModCommand,
     now: Timestamp,

@@ -52,7 +52,7 @@ pub use classifier::{Classifier, RuleId};
 pub use meter::{parse_meter, MeterSpec, MeterTable};
 pub use pipeline::{
     Datapaths, FlowDump, InstallError, LocalDatapath, OffloadMode, OffloadPolicy, PassReport,
-    Pipeline, PipelineConfig, PipelineStats, RevalidatorConfig,
+    Pipeline, PipelineConfig, PipelineStats, RevalidatorConfig, ThreadedDatapaths,
 };
 pub use rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
 pub use table::{FlowModError, FlowTables, Rule, RuleRef, RuleUid};

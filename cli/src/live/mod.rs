@@ -3,32 +3,31 @@
 //! ## Threads
 //!
 //! ```text
-//!  RX thread ── per round: recv_batch on every open port (TPACKET_V3 ring or AF_XDP)
-//!     │          lock the switch: sim eSwitch step (offloaded flows forwarded "in hardware"),
-//!     │          megaflow cache hits executed; misses offered to the upcall gate
-//!     │          unlock; transmit what the round produced, batched per port
-//!     │          idle: spin a little, then sleep in poll(2) on the ports' fds
+//!  datapath threads 0..N ── each owns its ports' RX, its Datapath (cache shard) and a
+//!     │   sim front; per round: recv_batch on its ports (TPACKET_V3 ring or AF_XDP), the
+//!     │   sim eSwitch step (offloaded flows forwarded "in hardware"), datapath hits
+//!     │   executed; misses offered to the upcall gate; transmit batched per port;
+//!     │   between rounds: apply the slow path's commands, report stats deltas.
+//!     │   Never takes the switch lock, never calls the device.
 //!     ├─ gate: token bucket per port + bounded queue (full: drop and count, never wait)
-//!  handler thread ── drains the queue in batches, lock: translate, install in the
-//!                    datapath, execute; unlock; transmits through its own send-only
-//!                    socket per port (never calls the device)
+//!  handler thread ── drains the queue in batches, lock: translate, install (commands to
+//!                    the datapath threads), execute; unlock; transmits through its own
+//!                    send-only socket per port
 //!  revalidator/offload thread ── the only thread that programs the device: every 5 ms,
-//!                        lock: fold the datapath's counts, offload hot flows; every
+//!                        lock: fold the datapaths' counts, offload hot flows; every
 //!                        interval, lock: one pass (counters, aging, re-translation,
 //!                        offloads, flow limit)
 //!  control thread(s) ── the unix socket; each request runs under the lock
-//!  main thread ── port events (rtnetlink tracker): open/close ports, flush a removed
-//!                 port's flows, up/down into the bridge; SIGINT/SIGTERM → stop
+//!  main thread ── port events (rtnetlink tracker): open/close ports (spread over the
+//!                 datapath threads), flush a removed port's flows, up/down into the
+//!                 bridge; SIGINT/SIGTERM → stop
 //! ```
 //!
-//! The switch ([`SimSwitch`]: the sim device, the megaflow cache, the
-//! OpenFlow bridge, the offload manager) is one structure behind one mutex.
-//! Each thread holds it for a batch (RX: up to 32 packets per port; the
-//! handler: up to [`HANDLER_BATCH`] upcalls) or one revalidator pass, so
-//! they interleave at batch granularity; the RX thread is never blocked by
-//! a full queue, only, briefly, by another thread's batch. (Open vSwitch
-//! gives each PMD thread its own classifier instead; the megaflow crate's
-//! `shard` module is the way there when one RX thread is not enough.)
+//! The slow path ([`SimSwitch`] over [`ThreadedDatapaths`]: the pipeline,
+//! the device, the port map) is behind one mutex, taken by the handler,
+//! the revalidator and the control socket, never by a datapath thread:
+//! a revalidator pass, however long, stops no packet. The datapath threads
+//! publish their counters to a [`CounterBoard`] a few times a second.
 //!
 //! Port I/O comes from a [`PortFactory`], so the same daemon runs on
 //! memory ports in unprivileged tests and on netdevs in production.
@@ -45,14 +44,20 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
+use megaflow::datapath::DatapathEnd;
 use megaflow::port::{PacketBatch, Port, BATCH_SIZE};
-use megaflow::{PortNo, Timestamp};
+use megaflow::{Datapath, DpEvent, Lookup, PortNo, Timestamp};
 use offload::representor::{PortEvent, Representor};
 use offload::sim::SimConfig;
 use tracing::{debug, info, warn};
 
+use ofproto::pipeline::SwOutcome;
+use ofproto::ThreadedDatapaths;
+
 use crate::config::{Config, PortSpec};
-use crate::switch::{Egressor, FlowFile, Path, PortStatus, SimSwitch};
+use crate::switch::{
+    CounterBoard, Egressor, FlowFile, Path, PortStatus, SimFront, SimSwitch, SoftwarePath,
+};
 
 pub use ports::NetdevFactory;
 pub use run::{run, DEFAULT_FLOWS};
@@ -78,8 +83,9 @@ const IDLE_WAIT: Duration = Duration::from_millis(10);
 /// How often the offload thread folds counts and offloads hot flows.
 const OFFLOAD_TICK: Duration = Duration::from_millis(5);
 
-/// How often port counters are published to `show`.
-const STATUS_EVERY: Duration = Duration::from_millis(250);
+/// How often a datapath thread publishes its counters (for `show` and
+/// `stats`, which therefore lag by at most this much).
+const STATUS_EVERY: Duration = Duration::from_millis(50);
 
 /// The daemon's clock: nanoseconds since it started (monotonic).
 #[derive(Clone, Copy, Debug)]
@@ -128,6 +134,8 @@ pub struct LiveLimits {
     pub upcall_burst: u64,
     pub upcall_queue: usize,
     pub revalidator_interval: Duration,
+    /// Datapath threads (`[datapath] threads`).
+    pub datapath_threads: usize,
 }
 
 impl LiveLimits {
@@ -137,14 +145,16 @@ impl LiveLimits {
             upcall_burst: cfg.limits.upcall_burst,
             upcall_queue: cfg.limits.upcall_queue,
             revalidator_interval: Duration::from_millis(cfg.limits.revalidator_interval_ms.max(1)),
+            datapath_threads: cfg.datapath.threads.max(1),
         }
     }
 }
 
-/// The switch, shared by the threads.
-pub type Core = Arc<Mutex<SimSwitch>>;
+/// The slow path, shared by the handler, the revalidator and the control
+/// socket (never by a datapath thread).
+pub type Core = Arc<Mutex<SimSwitch<ThreadedDatapaths>>>;
 
-fn lock(core: &Core) -> MutexGuard<'_, SimSwitch> {
+fn lock(core: &Core) -> MutexGuard<'_, SimSwitch<ThreadedDatapaths>> {
     // A thread that panicked holding the lock leaves the switch as it was
     // between two batches; going on is better than stopping forwarding.
     core.lock().unwrap_or_else(|p| p.into_inner())
@@ -259,10 +269,11 @@ pub struct Daemon {
     factory: Arc<dyn PortFactory>,
     ports: Vec<PortSpec>,
     stop: Arc<AtomicBool>,
-    rx_cmds: Sender<RxCmd>,
+    /// Per datapath thread, its command queue.
+    rx_cmds: Vec<Sender<RxCmd>>,
     handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>>,
-    /// Open ports: OpenFlow port → ifindex.
-    open: BTreeMap<PortNo, u32>,
+    /// Open ports: OpenFlow port → (ifindex, datapath thread).
+    open: BTreeMap<PortNo, (u32, usize)>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -287,34 +298,56 @@ impl Daemon {
     ) -> anyhow::Result<Daemon> {
         let clock = Clock::new();
         let ports = cfg.port_specs()?;
-        let mut sw = SimSwitch::new(
+        let pipeline = cfg.pipeline()?;
+        let n = limits.datapath_threads.max(1);
+        let mut dps = ThreadedDatapaths::new();
+        let mut ends = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (link, end) = megaflow::datapath::link();
+            dps.add(link);
+            ends.push(end);
+        }
+        let cache = pipeline.cache.clone();
+        let mut sw = SimSwitch::with_datapaths(
             &ports,
             flows,
-            cfg.pipeline()?,
+            pipeline,
             SimConfig::default(),
             clock.now(),
+            dps,
         )?;
         for p in &ports {
             sw.pipeline_mut().bridge.ports.set_up(p.no, false);
             sw.set_port_status(p.no, absent());
         }
+        let fronts: Vec<_> = (0..n).map(|_| sw.front_for_thread()).collect();
         let core: Core = Arc::new(Mutex::new(sw));
         let stop = Arc::new(AtomicBool::new(false));
         let (gate, upcalls) =
             upcall_channel(limits.upcall_queue, limits.upcall_rate, limits.upcall_burst);
-        let (rx_cmds, cmds) = mpsc::channel();
         let handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>> = Arc::default();
         let mut threads = Vec::new();
-        let rx = RxThread {
-            core: core.clone(),
-            clock,
-            factory: factory.clone(),
-            stop: stop.clone(),
-            cmds,
-            gate,
-            ports: Vec::new(),
-        };
-        threads.push(spawn("esw-rx", move || rx.run())?);
+        let mut rx_cmds = Vec::with_capacity(n);
+        for (index, (end, (front, board))) in ends.into_iter().zip(fronts).enumerate() {
+            let (tx, cmds) = mpsc::channel();
+            rx_cmds.push(tx);
+            let rx = RxThread {
+                index,
+                dp: Datapath::new(cache.clone(), 0x5eed_0000 + index as u64),
+                end,
+                front,
+                board,
+                clock,
+                factory: factory.clone(),
+                stop: stop.clone(),
+                cmds,
+                gate: gate.fork(),
+                ports: Vec::new(),
+                events: Vec::new(),
+            };
+            threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
+        }
+        drop(gate);
         let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
         threads.push(spawn("esw-handler", move || {
             handler(&c, clock, &s, &upcalls, &t)
@@ -327,6 +360,7 @@ impl Daemon {
         info!(
             ports = ports.len(),
             flows = flows.flows.len(),
+            datapath_threads = n,
             "eswitchd started"
         );
         Ok(Daemon {
@@ -358,8 +392,15 @@ impl Daemon {
     fn spec_of_ifindex(&self, ifindex: u32) -> Option<PortNo> {
         self.open
             .iter()
-            .find(|(_, &i)| i == ifindex)
+            .find(|(_, &(i, _))| i == ifindex)
             .map(|(&no, _)| no)
+    }
+
+    /// The datapath thread with the fewest open ports.
+    fn least_loaded(&self) -> usize {
+        (0..self.rx_cmds.len())
+            .min_by_key(|t| self.open.values().filter(|(_, o)| o == t).count())
+            .unwrap_or(0)
     }
 
     /// Applies a port-table event: opens a configured port whose netdev
@@ -405,9 +446,13 @@ impl Daemon {
                 return;
             }
         };
-        info!(port = %spec.name, ofport = %spec.no, vport = %spec.vport, ifindex = rep.ifindex, kind = %opened.kind, up = rep.oper_up, "port opened");
+        let thread = self.least_loaded();
+        info!(port = %spec.name, ofport = %spec.no, vport = %spec.vport, ifindex = rep.ifindex, kind = %opened.kind, up = rep.oper_up, thread, "port opened");
         {
             let mut sw = lock(&self.core);
+            sw.pipeline_mut()
+                .datapaths_mut()
+                .assign(spec.no, Some(thread));
             sw.pipeline_mut().bridge.ports.set_up(spec.no, rep.oper_up);
             sw.set_port_status(
                 spec.no,
@@ -422,8 +467,11 @@ impl Daemon {
         }
         lock_tx(&self.handler_tx).insert(spec.no, opened.tx);
         let port = RxPort::new(spec.no, opened.rx);
-        if self.rx_cmds.send(RxCmd::Add(Box::new(port))).is_ok() {
-            self.open.insert(spec.no, rep.ifindex);
+        if self.rx_cmds[thread]
+            .send(RxCmd::Add(Box::new(port)))
+            .is_ok()
+        {
+            self.open.insert(spec.no, (rep.ifindex, thread));
         }
     }
 
@@ -431,13 +479,15 @@ impl Daemon {
         let Some(no) = self.spec_of_ifindex(rep.ifindex) else {
             return;
         };
-        self.open.remove(&no);
-        let _ = self.rx_cmds.send(RxCmd::Remove(no));
+        if let Some((_, thread)) = self.open.remove(&no) {
+            let _ = self.rx_cmds[thread].send(RxCmd::Remove(no));
+        }
         lock_tx(&self.handler_tx).remove(&no);
         let flushed = {
             let mut sw = lock(&self.core);
             sw.pipeline_mut().bridge.ports.set_up(no, false);
             let n = sw.pipeline_mut().flush_port(no);
+            sw.pipeline_mut().datapaths_mut().assign(no, None);
             *sw.port_status_mut(no) = absent();
             n
         };
@@ -452,7 +502,15 @@ impl Daemon {
             let _ = t.join();
         }
         lock_tx(&self.handler_tx).clear();
-        let core = std::mem::replace(&mut self.core, Arc::new(Mutex::new(placeholder()?)));
+        let placeholder = SimSwitch::with_datapaths(
+            &[],
+            &FlowFile::default(),
+            Default::default(),
+            SimConfig::default(),
+            Timestamp(0),
+            ThreadedDatapaths::new(),
+        )?;
+        let core = std::mem::replace(&mut self.core, Arc::new(Mutex::new(placeholder)));
         let sw = Arc::try_unwrap(core)
             .map_err(|_| anyhow!("the switch is still in use (control socket not stopped?)"))?
             .into_inner()
@@ -476,17 +534,6 @@ impl Drop for Daemon {
             let _ = t.join();
         }
     }
-}
-
-/// An empty switch to leave behind when the real one is taken out.
-fn placeholder() -> anyhow::Result<SimSwitch> {
-    SimSwitch::new(
-        &[],
-        &FlowFile::default(),
-        Default::default(),
-        SimConfig::default(),
-        Timestamp(0),
-    )
 }
 
 fn absent() -> PortStatus {
@@ -517,15 +564,24 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> anyhow::Result<JoinHa
         .with_context(|| format!("cannot start thread {name}"))
 }
 
+/// One datapath thread: its ports, its datapath, its front.
 struct RxThread {
-    core: Core,
+    index: usize,
+    dp: Datapath,
+    end: DatapathEnd,
+    front: SimFront,
+    board: Arc<CounterBoard>,
     clock: Clock,
     factory: Arc<dyn PortFactory>,
     stop: Arc<AtomicBool>,
     cmds: Receiver<RxCmd>,
     gate: UpcallGate,
     ports: Vec<RxPort>,
+    events: Vec<DpEvent>,
 }
+
+/// Commands from the slow path applied between two rounds, at most.
+const COMMANDS_PER_ROUND: usize = 1024;
 
 impl RxThread {
     fn run(mut self) {
@@ -535,6 +591,8 @@ impl RxThread {
         let mut last_status = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             self.commands();
+            self.end
+                .serve(&mut self.dp, COMMANDS_PER_ROUND, &mut self.events);
             let mut got = 0;
             let mut failed = Vec::new();
             for p in &mut self.ports {
@@ -564,6 +622,9 @@ impl RxThread {
             idle = 0;
             self.round(&mut arena);
         }
+        // The last counts, so the final pass folds every packet.
+        self.end.serve(&mut self.dp, usize::MAX, &mut self.events);
+        self.publish();
     }
 
     fn commands(&mut self) {
@@ -581,41 +642,69 @@ impl RxThread {
         }
     }
 
-    /// One round: the received batches through the switch, then out.
+    /// One round: the received batches through the sim and the datapath,
+    /// misses to the gate, then out.
     fn round(&mut self, arena: &mut TxArena) {
         let now = self.clock.now();
         let pkts: Vec<(PortNo, &[u8])> = self.ports.iter().flat_map(RxPort::packets).collect();
-        let (mut queued, mut rate, mut full) = (0u64, 0u64, 0u64);
-        let gate = &mut self.gate;
-        {
-            let mut sw = lock(&self.core);
-            sw.receive_live(
-                now,
-                &pkts,
-                arena,
-                &mut |port, frame| match gate.offer(now, port, frame) {
-                    Admission::Queued => queued += 1,
-                    Admission::RateLimited => rate += 1,
-                    Admission::QueueFull | Admission::Closed => full += 1,
-                },
-            );
-            let c = sw.counters_mut();
-            c.upcalls_queued += queued;
-            c.upcall_drops_rate += rate;
-            c.upcall_drops_full += full;
-        }
+        let mut sw = LivePath {
+            dp: &mut self.dp,
+            gate: &mut self.gate,
+            queued: 0,
+            rate: 0,
+            full: 0,
+        };
+        self.front.step(now, &pkts, arena, &mut sw);
+        let (queued, rate, full) = (sw.queued, sw.rate, sw.full);
+        let c = self.front.counters_mut();
+        c.upcalls_queued += queued;
+        c.upcall_drops_rate += rate;
+        c.upcall_drops_full += full;
         drop(pkts);
         arena.flush(self.ports.iter_mut().map(|p| (p.no, &mut p.port)));
     }
 
-    /// Port counters into the switch, for `show`.
+    /// This thread's counters and port drops, for `show` and `stats`.
     fn publish(&self) {
-        let mut sw = lock(&self.core);
+        self.board.publish(self.index, self.front.counters());
         for p in &self.ports {
             let st = p.port.stats();
-            let s = sw.port_status_mut(p.no);
-            s.rx_dropped = st.rx_dropped;
-            s.tx_dropped = st.tx_dropped;
+            self.board.port_drops(p.no, st.rx_dropped, st.tx_dropped);
+        }
+    }
+}
+
+/// A datapath thread's software path: its datapath; a miss goes to the
+/// upcall gate (never waits).
+struct LivePath<'a> {
+    dp: &'a mut Datapath,
+    gate: &'a mut UpcallGate,
+    queued: u64,
+    rate: u64,
+    full: u64,
+}
+
+impl SoftwarePath for LivePath<'_> {
+    fn run<S: megaflow::actions::ActionSink>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Option<SwOutcome> {
+        match self.dp.process(now, port, pkt, sink) {
+            Lookup::Hit(exec) => Some(SwOutcome {
+                upcall: false,
+                exec,
+            }),
+            Lookup::Miss => {
+                match self.gate.offer(now, port, pkt) {
+                    Admission::Queued => self.queued += 1,
+                    Admission::RateLimited => self.rate += 1,
+                    Admission::QueueFull | Admission::Closed => self.full += 1,
+                }
+                None
+            }
         }
     }
 }

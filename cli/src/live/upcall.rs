@@ -119,6 +119,17 @@ impl UpcallGate {
     }
 
     /// Forgets a port's bucket (the port is gone).
+    /// A gate for another datapath thread: the same queue to the handler,
+    /// token buckets of its own (each port is received by one thread).
+    pub fn fork(&self) -> UpcallGate {
+        UpcallGate {
+            tx: self.tx.clone(),
+            rate: self.rate,
+            burst: self.burst,
+            buckets: HashMap::new(),
+        }
+    }
+
     pub fn forget(&mut self, port: PortNo) {
         self.buckets.remove(&port);
     }

@@ -70,6 +70,8 @@ fn errors_name_the_bad_key_or_value() {
         ),
         ("[[port]]\nname = \"a\"\nofport = 1\nvport = \"vfx\"", "bad vport \"vfx\""),
         ("flows = 3", "flows"),
+        ("[datapath]\nthreads = 0", "datapath.threads = 0: expected 1 to 64"),
+        ("[datapath]\nthreads = 65", "datapath.threads = 65"),
     ] {
         let e = format!("{:#}", Config::parse(text).expect_err(text));
         assert!(e.contains(want), "{text:?}: {e}");

@@ -37,3 +37,72 @@ impl Datapaths for LocalDatapath {
         self.0.report(out);
     }
 }
+
+/// Datapaths on their own threads, each reached through a link. A port's
+/// packets are received by one thread (its home); a megaflow exact on
+/// `in_port` goes to that thread only, any other to every thread.
+#[derive(Default)]
+pub struct ThreadedDatapaths {
+    links: Vec<megaflow::datapath::DatapathLink>,
+    homes: std::collections::HashMap<PortNo, usize>,
+}
+
+impl ThreadedDatapaths {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a datapath thread's link; returns its index.
+    pub fn add(&mut self, link: megaflow::datapath::DatapathLink) -> usize {
+        self.links.push(link);
+        self.links.len() - 1
+    }
+
+    /// `port`'s packets are received by datapath `index` from now on
+    /// (`None`: by none, the port is closed).
+    pub fn assign(&mut self, port: PortNo, index: Option<usize>) {
+        match index {
+            Some(i) if i < self.links.len() => {
+                self.homes.insert(port, i);
+            }
+            _ => {
+                self.homes.remove(&port);
+            }
+        }
+    }
+
+    /// The datapath that receives `port`.
+    pub fn home(&self, port: PortNo) -> Option<usize> {
+        self.homes.get(&port).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+}
+
+impl Datapaths for ThreadedDatapaths {
+    fn send(&mut self, port: Option<PortNo>, cmd: &DpCommand) -> u32 {
+        let sent = |l: &megaflow::datapath::DatapathLink| u32::from(l.send(cmd.clone()));
+        match port {
+            // A port no thread receives: no datapath needs the flow (when
+            // the port opens, its first packets' upcalls install it).
+            Some(p) => self
+                .homes
+                .get(&p)
+                .and_then(|&i| self.links.get(i))
+                .map_or(0, sent),
+            None => self.links.iter().map(sent).sum(),
+        }
+    }
+
+    fn collect(&mut self, out: &mut Vec<DpEvent>) {
+        for l in &self.links {
+            l.collect(out);
+        }
+    }
+}

@@ -54,7 +54,7 @@ use crate::text::format_match;
 mod datapaths;
 mod revalidate;
 
-pub use datapaths::{Datapaths, LocalDatapath};
+pub use datapaths::{Datapaths, LocalDatapath, ThreadedDatapaths};
 pub use revalidate::PassReport;
 
 const SEC: u64 = 1_000_000_000;

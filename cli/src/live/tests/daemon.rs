@@ -143,6 +143,7 @@ fn limits() -> LiveLimits {
         upcall_burst: 1,
         upcall_queue: 1024,
         revalidator_interval: Duration::from_millis(20),
+        datapath_threads: 1,
     }
 }
 
@@ -172,8 +173,12 @@ fn forwards_offloads_flushes_a_removed_port_and_stops_clean() {
             got1.len() == usize::from(i) + 1
         });
     }
+    // The datapath threads publish their counters a few times a second.
+    let core = d.core();
+    wait_for("the counters published", || {
+        lock(&core).counters().rx.packets == 25
+    });
     {
-        let core = d.core();
         let sw = lock(&core);
         let c = sw.counters();
         assert_eq!(c.rx.packets, 25);
@@ -184,6 +189,7 @@ fn forwards_offloads_flushes_a_removed_port_and_stops_clean() {
         let st = sw.port_status(PortNo(2)).expect("status");
         assert_eq!((st.ifindex, st.state.as_str()), (Some(11), "up"));
     }
+    drop(core);
     // vm2's netdev vanishes: the flow to it goes, the vm3 → vm1 one stays.
     d.apply(&PortEvent::Removed(rep(11, "vm2", 1)));
     {
