@@ -332,7 +332,14 @@ pub struct DatapathLink {
 pub struct DatapathEnd {
     cmds: Receiver<DpCommand>,
     events: Sender<DpEvent>,
+    /// When the last report went out: reports go at most every
+    /// [`REPORT_EVERY`], so a busy flow costs the slow path one event per
+    /// interval, not one per batch.
+    last_report: Option<std::time::Instant>,
 }
+
+/// How often a datapath thread reports its counts, at most.
+pub const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A pair of ends: commands one way, events the other. Both channels are
 /// unbounded: the slow path's flow limit bounds the commands, and a report
@@ -348,6 +355,7 @@ pub fn link() -> (DatapathLink, DatapathEnd) {
         DatapathEnd {
             cmds: crx,
             events: etx,
+            last_report: None,
         },
     )
 }
@@ -370,10 +378,32 @@ impl DatapathLink {
 }
 
 impl DatapathEnd {
-    /// Applies up to `max` waiting commands, then reports. Call between
-    /// batches. Returns the commands applied; a slow path that went away
-    /// is not an error (its events are dropped).
-    pub fn serve(&self, dp: &mut Datapath, max: usize, buf: &mut Vec<DpEvent>) -> usize {
+    /// Applies up to `max` waiting commands, then reports if the last
+    /// report is [`REPORT_EVERY`] old. Call between batches. Returns the
+    /// commands applied; a slow path that went away is not an error (its
+    /// events are dropped).
+    pub fn serve(&mut self, dp: &mut Datapath, max: usize, buf: &mut Vec<DpEvent>) -> usize {
+        let n = self.apply(dp, max);
+        let now = std::time::Instant::now();
+        if self
+            .last_report
+            .is_none_or(|t| now.duration_since(t) >= REPORT_EVERY)
+        {
+            self.last_report = Some(now);
+            self.report(dp, buf);
+        }
+        n
+    }
+
+    /// Applies every waiting command and reports now (a thread about to
+    /// stop, or a caller that needs the counts current).
+    pub fn flush(&mut self, dp: &mut Datapath, buf: &mut Vec<DpEvent>) {
+        self.apply(dp, usize::MAX);
+        self.last_report = Some(std::time::Instant::now());
+        self.report(dp, buf);
+    }
+
+    fn apply(&self, dp: &mut Datapath, max: usize) -> usize {
         let mut n = 0;
         while n < max {
             let Ok(cmd) = self.cmds.try_recv() else {
@@ -382,6 +412,10 @@ impl DatapathEnd {
             dp.apply(cmd);
             n += 1;
         }
+        n
+    }
+
+    fn report(&self, dp: &mut Datapath, buf: &mut Vec<DpEvent>) {
         buf.clear();
         dp.report(buf);
         for e in buf.drain(..) {
@@ -389,7 +423,6 @@ impl DatapathEnd {
                 break;
             }
         }
-        n
     }
 }
 

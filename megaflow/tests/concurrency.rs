@@ -73,7 +73,7 @@ fn spawn_slow(name: &str, seed: u64, tx: Sender<DpCommand>, f: fn(u64) -> DpComm
 
 #[test]
 fn processing_racing_inserts_and_removals_reports_every_hit_once() {
-    let (link, end) = link();
+    let (link, mut end) = link();
     let stop = Arc::new(AtomicBool::new(false));
     let dp_stop = stop.clone();
     let datapath = thread::spawn(move || {
@@ -106,7 +106,7 @@ fn processing_racing_inserts_and_removals_reports_every_hit_once() {
             }
         }
         // Everything out, so every count comes back.
-        end.serve(&mut dp, usize::MAX, &mut buf);
+        end.flush(&mut dp, &mut buf);
         for i in 0..FLOWS {
             dp.apply(DpCommand::Remove { id: FlowId(i) });
         }

@@ -67,7 +67,7 @@ impl ActionSink for Outputs {
 fn packets_walk_from_miss_to_megaflow_hits() {
     let (mut vm, mut rep) = MemoryPort::pair("vm", "vf0-rep");
     let mut dp = Datapath::new(CacheConfig::default(), 1);
-    let (link, end) = link();
+    let (link, mut end) = link();
     let commands = link.commands();
     let mut events = Vec::new();
     let (upcall_tx, upcall_rx) = mpsc::sync_channel::<FlowKey>(128);
@@ -165,7 +165,7 @@ fn packets_walk_from_miss_to_megaflow_hits() {
     }
     drop(upcall_tx);
     let installed = handler.join().unwrap();
-    end.serve(&mut dp, 64, &mut events);
+    end.flush(&mut dp, &mut events);
 
     assert_eq!(
         misses_per_round[0], 8,

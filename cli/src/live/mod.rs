@@ -268,12 +268,15 @@ pub struct Daemon {
     clock: Clock,
     factory: Arc<dyn PortFactory>,
     ports: Vec<PortSpec>,
+    /// Stops the handler and the revalidator; `stop_rx` the datapath threads.
     stop: Arc<AtomicBool>,
+    stop_rx: Arc<AtomicBool>,
     /// Per datapath thread, its command queue.
     rx_cmds: Vec<Sender<RxCmd>>,
     handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>>,
     /// Open ports: OpenFlow port → (ifindex, datapath thread).
     open: BTreeMap<PortNo, (u32, usize)>,
+    rx_threads: Vec<JoinHandle<()>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -284,6 +287,9 @@ pub struct StopReport {
     pub rules_removed: usize,
     pub megaflows: usize,
     pub packets: u64,
+    /// The switch's final counters, and the pipeline's.
+    pub counters: crate::switch::SwitchCounters,
+    pub stats: ofproto::PipelineStats,
 }
 
 impl Daemon {
@@ -323,9 +329,11 @@ impl Daemon {
         let fronts: Vec<_> = (0..n).map(|_| sw.front_for_thread()).collect();
         let core: Core = Arc::new(Mutex::new(sw));
         let stop = Arc::new(AtomicBool::new(false));
+        let stop_rx = Arc::new(AtomicBool::new(false));
         let (gate, upcalls) =
             upcall_channel(limits.upcall_queue, limits.upcall_rate, limits.upcall_burst);
         let handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>> = Arc::default();
+        let mut rx_threads = Vec::new();
         let mut threads = Vec::new();
         let mut rx_cmds = Vec::with_capacity(n);
         for (index, (end, (front, board))) in ends.into_iter().zip(fronts).enumerate() {
@@ -339,13 +347,13 @@ impl Daemon {
                 board,
                 clock,
                 factory: factory.clone(),
-                stop: stop.clone(),
+                stop: stop_rx.clone(),
                 cmds,
                 gate: gate.fork(),
                 ports: Vec::new(),
                 events: Vec::new(),
             };
-            threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
+            rx_threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
         }
         drop(gate);
         let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
@@ -369,9 +377,11 @@ impl Daemon {
             factory,
             ports,
             stop,
+            stop_rx,
             rx_cmds,
             handler_tx,
             open: BTreeMap::new(),
+            rx_threads,
             threads,
         })
     }
@@ -394,6 +404,20 @@ impl Daemon {
             .iter()
             .find(|(_, &(i, _))| i == ifindex)
             .map(|(&no, _)| no)
+    }
+
+    /// Stops the threads in order: the datapath threads first (their last
+    /// counts and misses sent), then the handler (which runs the upcalls
+    /// still queued) and the revalidator.
+    fn join_threads(&mut self) {
+        self.stop_rx.store(true, Ordering::SeqCst);
+        for t in self.rx_threads.drain(..) {
+            let _ = t.join();
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 
     /// The datapath thread with the fewest open ports.
@@ -497,10 +521,7 @@ impl Daemon {
     /// Stops the threads, then removes every rule and object from the
     /// device (a final revalidator pass folds the last counts first).
     pub fn stop(mut self) -> anyhow::Result<StopReport> {
-        self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+        self.join_threads();
         lock_tx(&self.handler_tx).clear();
         let placeholder = SimSwitch::with_datapaths(
             &[],
@@ -518,21 +539,20 @@ impl Daemon {
         let rules = sw.pipeline().offloaded_len();
         let megaflows = sw.pipeline().len();
         let now = self.clock.now();
-        let (counters, _) = sw.finish(now)?;
+        let (counters, stats) = sw.finish(now)?;
         Ok(StopReport {
             rules_removed: rules,
             megaflows,
             packets: counters.rx.packets,
+            counters,
+            stats,
         })
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+        self.join_threads();
     }
 }
 
@@ -623,7 +643,7 @@ impl RxThread {
             self.round(&mut arena);
         }
         // The last counts, so the final pass folds every packet.
-        self.end.serve(&mut self.dp, usize::MAX, &mut self.events);
+        self.end.flush(&mut self.dp, &mut self.events);
         self.publish();
     }
 
@@ -718,9 +738,12 @@ fn handler(
 ) {
     let mut batch: Vec<Upcall> = Vec::with_capacity(HANDLER_BATCH);
     let mut arena = TxArena::default();
-    while !stop.load(Ordering::Relaxed) {
+    loop {
         match upcalls.recv_timeout(Duration::from_millis(50)) {
             Ok(u) => batch.push(u),
+            // Stopping: the datapath threads have stopped first, so the
+            // queue is complete; it is empty now.
+            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => return,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         }

@@ -220,7 +220,7 @@ fn samples_draw_from_the_datapath_generator() {
 
 #[test]
 fn a_linked_datapath_on_its_own_thread_serves_commands_and_sends_events() {
-    let (link, end) = link();
+    let (link, mut end) = link();
     let t = std::thread::spawn(move || {
         let mut dp = Datapath::new(CacheConfig::default(), 1);
         let mut buf = Vec::new();
@@ -233,7 +233,7 @@ fn a_linked_datapath_on_its_own_thread_serves_commands_and_sends_events() {
                 hits += 1;
             }
         }
-        end.serve(&mut dp, 64, &mut buf);
+        end.flush(&mut dp, &mut buf);
         hits
     });
     assert!(link.send(DpCommand::Insert {

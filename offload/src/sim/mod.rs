@@ -179,6 +179,8 @@ struct Faults {
     planned: Vec<(Fault, u64)>,
     latency: HashMap<Op, Duration>,
     injected: u64,
+    /// Per operation, the names of the threads that called it.
+    callers: HashMap<Op, std::collections::BTreeSet<String>>,
 }
 
 impl Faults {
@@ -263,9 +265,28 @@ impl SimBackend {
         self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The names of the threads that have called `op` (unnamed threads
+    /// as `?`): which threads program the device.
+    pub fn callers(&self, op: Op) -> Vec<String> {
+        self.faults_lock()
+            .callers
+            .get(&op)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Runs the fault plan for `op`, sleeping outside every lock.
     fn gate(&self, op: Op) -> Result<(), DrError> {
-        let delay = self.faults_lock().check(op)?;
+        let delay = {
+            let mut f = self.faults_lock();
+            let me = std::thread::current();
+            let name = me.name().unwrap_or("?");
+            let callers = f.callers.entry(op).or_default();
+            if !callers.contains(name) {
+                callers.insert(name.to_string());
+            }
+            f.check(op)?
+        };
         if let Some(d) = delay {
             std::thread::sleep(d);
         }
