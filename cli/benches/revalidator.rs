@@ -7,66 +7,25 @@
 //! Between passes, 100,000 packets of random flows go through the sim so
 //! the fold has deltas to add. Set `REVALIDATOR_FLOWS` to change the size.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use megaflow::build::{FrameSpec, L4};
-use megaflow::{extract, Actions, DpAction, Mask, Match, PortNo, Timestamp};
-use offload::manager::{ManagerConfig, OffloadManager};
-use offload::prm::PortTable;
-use offload::sim::{Output, SimBackend};
+use common::{flows, frame, SEC, T0};
+use megaflow::Timestamp;
+use offload::sim::Output;
 use offload::Vport;
-use ofproto::{Bridge, OffloadMode, OffloadPolicy, Pipeline, PipelineConfig, RevalidatorConfig};
+use ofproto::Pipeline;
 
-const SEC: u64 = 1_000_000_000;
-
-fn frame(i: u32) -> Vec<u8> {
-    FrameSpec::ipv4(
-        0xc612_0000 | (i >> 8),
-        0xc613_0001,
-        L4::udp(1024 + (i & 0xff) as u16, 80),
-    )
-    .build()
-}
+#[path = "common/mod.rs"]
+mod common;
 
 fn main() {
-    let flows: u32 = std::env::var("REVALIDATOR_FLOWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
-    let ports = (1..=4u32).fold(PortTable::new(), |t, p| {
-        t.with(PortNo(p), Vport::vf(p as u16).expect("vf"))
-    });
-    let sim = Arc::new(SimBackend::default());
-    let mgr = OffloadManager::new(Arc::clone(&sim), ports, ManagerConfig::default()).expect("fdb");
+    let flows = flows();
+    let (sim, mgr) = common::device();
     let domain = mgr.domain();
-    let cfg = PipelineConfig {
-        offload: OffloadPolicy {
-            mode: OffloadMode::All,
-            ..OffloadPolicy::default()
-        },
-        revalidator: RevalidatorConfig {
-            flow_limit: 2_000_000,
-            dynamic_limit: false,
-            ..RevalidatorConfig::default()
-        },
-        ..PipelineConfig::default()
-    };
-    let mut p = Pipeline::new(Bridge::with_ports(1..=4), mgr, cfg);
-    let mask = Mask::exact_fields(Mask::IPV4_5TUPLE);
-    let t0 = Timestamp(1_700_000_000 * SEC);
+    let mut p = Pipeline::new(common::bridge(), mgr, common::config());
+    let t0 = T0;
     let setup = Instant::now();
-    let out = Actions::new(vec![DpAction::Output(PortNo(2))]);
-    for i in 0..flows {
-        let key = extract(1, &frame(i));
-        p.install_flow(&Match::new(&key, &mask), out.clone(), t0)
-            .expect("install");
-        if i % 4096 == 4095 {
-            p.flush_offloads(t0);
-        }
-    }
-    p.flush_offloads(t0);
-    assert_eq!(p.offloaded_len(), flows as usize, "every flow offloaded");
+    common::install_offloaded(&mut p, flows);
     eprintln!(
         "setup: {flows} megaflows offloaded in {:.1} s",
         setup.elapsed().as_secs_f64()

@@ -20,59 +20,50 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use megaflow::actions::{ActionSink, UserspaceReason};
-use megaflow::build::{FrameSpec, L4};
+use common::{frame, SEC, T0};
+use megaflow::actions::CountSink;
 use megaflow::datapath::{link, DatapathEnd};
-use megaflow::{
-    extract, Actions, CacheConfig, Datapath, DpAction, Mask, Match, MeterId, PortNo, Timestamp,
-};
-use offload::manager::{ManagerConfig, OffloadManager};
-use offload::prm::PortTable;
+use megaflow::{CacheConfig, Datapath, PortNo, Timestamp};
+use offload::manager::OffloadManager;
 use offload::sim::SimBackend;
-use offload::Vport;
-use ofproto::{
-    Bridge, OffloadMode, OffloadPolicy, Pipeline, PipelineConfig, RevalidatorConfig,
-    ThreadedDatapaths,
-};
+use ofproto::{Pipeline, ThreadedDatapaths};
 
-const SEC: u64 = 1_000_000_000;
+#[path = "common/mod.rs"]
+mod common;
 
 type Slow = Pipeline<OffloadManager<SimBackend>, ThreadedDatapaths>;
 
-fn frame(i: u32) -> Vec<u8> {
-    FrameSpec::ipv4(
-        0xc612_0000 | (i >> 8),
-        0xc613_0001,
-        L4::udp(1024 + (i & 0xff) as u16, 80),
-    )
-    .build()
-}
+/// Gaps between two datapath batches while the passes ran, microseconds.
+struct Gaps(Vec<f64>);
 
-struct Count(u64);
+impl Gaps {
+    fn quantile(&self, q: f64) -> f64 {
+        let mut v = self.0.clone();
+        v.sort_by(f64::total_cmp);
+        v.get(((v.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    }
 
-impl ActionSink for Count {
-    fn output(&mut self, _: PortNo, _: &[u8]) {
-        self.0 += 1;
+    fn max(&self) -> f64 {
+        self.0.iter().copied().fold(0.0, f64::max)
     }
-    fn userspace(&mut self, _: &UserspaceReason, _: &[u8]) {}
-    fn meter(&mut self, _: MeterId, _: usize) -> bool {
-        true
-    }
-    fn sample(&mut self, _: u32) -> bool {
-        false
+
+    fn over(&self, us: f64) -> usize {
+        self.0.iter().filter(|&&g| g > us).count()
     }
 }
 
-/// The datapath thread's loop until `stop`; the longest gap between two
-/// batches while `measuring` is set, in microseconds. With `lock`, each
-/// batch runs under the slow path's mutex.
+/// The datapath thread's loop until `stop`; the gaps between two batches
+/// while `measuring` is set. With `lock`, each batch runs under the slow
+/// path's mutex.
 fn datapath_loop(
     mut end: DatapathEnd,
     frames: Vec<Vec<u8>>,
     stop: Arc<AtomicBool>,
     measuring: Arc<AtomicBool>,
     lock: Option<Arc<Mutex<Slow>>>,
-) -> (Datapath, f64) {
+) -> (Datapath, Gaps) {
     let mut dp = Datapath::new(
         CacheConfig {
             flow_limit: 2_000_000,
@@ -81,9 +72,9 @@ fn datapath_loop(
         1,
     );
     let mut events = Vec::new();
-    let mut sink = Count(0);
+    let mut sink = CountSink::default();
     let mut buf = Vec::with_capacity(256);
-    let mut worst = Duration::ZERO;
+    let mut gaps = Vec::with_capacity(1 << 22);
     let mut last = Instant::now();
     let mut t = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -104,40 +95,25 @@ fn datapath_loop(
         }
         drop(guard);
         let now = Instant::now();
-        if measuring.load(Ordering::Relaxed) {
-            worst = worst.max(now - last);
+        if measuring.load(Ordering::Relaxed) && gaps.len() < gaps.capacity() {
+            gaps.push((now - last).as_secs_f64() * 1e6);
         }
         last = now;
     }
-    (dp, worst.as_secs_f64() * 1e6)
+    (dp, Gaps(gaps))
 }
 
 /// One run: the slow path with `flows` offloaded megaflows, a datapath
 /// thread (taking the slow path's lock per batch if `locked`), 5 passes.
 /// Returns the longest stall and the pass times.
-fn run(flows: u32, locked: bool) -> (f64, Vec<f64>) {
-    let ports = (1..=4u32).fold(PortTable::new(), |t, p| {
-        t.with(PortNo(p), Vport::vf(p as u16).expect("vf"))
-    });
-    let sim = Arc::new(SimBackend::default());
-    let mgr = OffloadManager::new(Arc::clone(&sim), ports, ManagerConfig::default()).expect("fdb");
-    let cfg = PipelineConfig {
-        offload: OffloadPolicy {
-            mode: OffloadMode::All,
-            ..OffloadPolicy::default()
-        },
-        revalidator: RevalidatorConfig {
-            flow_limit: 2_000_000,
-            dynamic_limit: false,
-            ..RevalidatorConfig::default()
-        },
-        ..PipelineConfig::default()
-    };
+fn run(flows: u32, locked: bool) -> (Gaps, Vec<f64>) {
+    let (_sim, mgr) = common::device();
+    let cfg = common::config();
     let (l, end) = link();
     let mut dps = ThreadedDatapaths::new();
     let index = dps.add(l);
     dps.assign(PortNo(1), Some(index));
-    let p: Slow = Pipeline::with_datapaths(Bridge::with_ports(1..=4), mgr, cfg, dps);
+    let p: Slow = Pipeline::with_datapaths(common::bridge(), mgr, cfg, dps);
     let slow = Arc::new(Mutex::new(p));
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
@@ -150,27 +126,12 @@ fn run(flows: u32, locked: bool) -> (f64, Vec<f64>) {
             .spawn(move || datapath_loop(end, hits, stop, measuring, lock))
             .expect("spawn")
     };
-    let t0 = Timestamp(1_700_000_000 * SEC);
-    let mask = Mask::exact_fields(Mask::IPV4_5TUPLE);
-    let out = Actions::new(vec![DpAction::Output(PortNo(2))]);
-    {
-        let mut p = slow.lock().expect("slow path");
-        for i in 0..flows {
-            let key = extract(1, &frame(i));
-            p.install_flow(&Match::new(&key, &mask), out.clone(), t0)
-                .expect("install");
-            if i % 4096 == 4095 {
-                p.flush_offloads(t0);
-            }
-        }
-        p.flush_offloads(t0);
-        assert_eq!(p.offloaded_len(), flows as usize, "every flow offloaded");
-    }
+    common::install_offloaded(&mut slow.lock().expect("slow path"), flows);
     // The datapath has applied the inserts once it hits the first frames.
     std::thread::sleep(Duration::from_secs(2));
     measuring.store(true, Ordering::Relaxed);
     let mut passes = Vec::new();
-    let mut now = t0;
+    let mut now = T0;
     for _ in 0..5 {
         now = Timestamp(now.0 + SEC / 2);
         let started = Instant::now();
@@ -181,7 +142,7 @@ fn run(flows: u32, locked: bool) -> (f64, Vec<f64>) {
     }
     measuring.store(false, Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
-    let (dp, worst) = dp_thread.join().expect("datapath thread");
+    let (dp, gaps) = dp_thread.join().expect("datapath thread");
     assert_eq!(
         dp.len(),
         flows as usize,
@@ -189,18 +150,34 @@ fn run(flows: u32, locked: bool) -> (f64, Vec<f64>) {
     );
     let st = dp.stats();
     assert!(st.hits > 0 && st.misses == 0, "{st:?}");
-    (worst, passes)
+    (gaps, passes)
 }
 
 fn main() {
-    let flows: u32 = std::env::var("REVALIDATOR_FLOWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
+    let flows = common::flows();
+    let show = |what: &str, g: &Gaps, passes: &[f64]| {
+        eprintln!(
+            "{what}: {} batches; gap p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.0} us; \
+             {} gaps over 1 ms; passes (ms): {passes:.1?}",
+            g.0.len(),
+            g.quantile(0.5),
+            g.quantile(0.99),
+            g.quantile(0.999),
+            g.max(),
+            g.over(1000.0)
+        );
+    };
     let (free, passes) = run(flows, false);
-    eprintln!("lock-free datapath: longest stall {free:.0} us; passes (ms): {passes:.1?}");
+    show("lock-free datapath", &free, &passes);
     let (locked, passes) = run(flows, true);
-    eprintln!("datapath under the lock: longest stall {locked:.0} us; passes (ms): {passes:.1?}");
-    println!("bench: datapath.reval_stall_max_us {free:.0} us");
-    println!("bench: datapath.reval_stall_locked_max_us {locked:.0} us");
+    show("datapath under the lock", &locked, &passes);
+    println!("bench: datapath.reval_stall_max_us {:.0} us", free.max());
+    println!(
+        "bench: datapath.reval_stall_p999_us {:.1} us",
+        free.quantile(0.999)
+    );
+    println!(
+        "bench: datapath.reval_stall_locked_max_us {:.0} us",
+        locked.max()
+    );
 }

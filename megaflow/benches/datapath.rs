@@ -8,11 +8,11 @@
 
 use std::time::Instant;
 
-use megaflow::actions::{ActionSink, DpAction, UserspaceReason};
+use megaflow::actions::{CountSink, DpAction};
 use megaflow::build::{FrameSpec, L4};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpCommand, Field, FlowId, FlowKey, Lookup, Mask,
-    Match, MeterId, PortNo, SplitMix64, Timestamp,
+    Match, PortNo, SplitMix64, Timestamp,
 };
 
 const FLOWS: u64 = 1000;
@@ -48,23 +48,6 @@ fn datapath() -> Datapath {
     dp
 }
 
-/// Counts outputs; keeps nothing.
-#[derive(Default)]
-struct Count(u64);
-
-impl ActionSink for Count {
-    fn output(&mut self, _: PortNo, _: &[u8]) {
-        self.0 += 1;
-    }
-    fn userspace(&mut self, _: &UserspaceReason, _: &[u8]) {}
-    fn meter(&mut self, _: MeterId, _: usize) -> bool {
-        true
-    }
-    fn sample(&mut self, _: u32) -> bool {
-        false
-    }
-}
-
 /// One thread's work: `PACKETS` packets through its own datapath; its
 /// packets per second.
 fn forward(seed: u64) -> f64 {
@@ -74,7 +57,7 @@ fn forward(seed: u64) -> f64 {
         .map(|_| frame(rng.below(FLOWS), rng.below(256)))
         .collect();
     let mut buf = Vec::with_capacity(2048);
-    let mut sink = Count::default();
+    let mut sink = CountSink::default();
     let started = Instant::now();
     for i in 0..PACKETS {
         buf.clear();
@@ -83,7 +66,7 @@ fn forward(seed: u64) -> f64 {
         assert!(matches!(r, Lookup::Hit(_)), "every packet hits");
     }
     let secs = started.elapsed().as_secs_f64();
-    assert_eq!(sink.0, PACKETS as u64);
+    assert_eq!(sink.outputs, PACKETS as u64);
     PACKETS as f64 / secs
 }
 

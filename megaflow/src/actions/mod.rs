@@ -266,6 +266,29 @@ pub trait ActionSink {
     fn sample(&mut self, probability: u32) -> bool;
 }
 
+/// An [`ActionSink`] that only counts outputs (meters pass, samples are
+/// not taken): for benchmarks, which must not allocate per packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CountSink {
+    pub outputs: u64,
+    pub userspace: u64,
+}
+
+impl ActionSink for CountSink {
+    fn output(&mut self, _: PortNo, _: &[u8]) {
+        self.outputs += 1;
+    }
+    fn userspace(&mut self, _: &UserspaceReason, _: &[u8]) {
+        self.userspace += 1;
+    }
+    fn meter(&mut self, _: MeterId, _: usize) -> bool {
+        true
+    }
+    fn sample(&mut self, _: u32) -> bool {
+        false
+    }
+}
+
 /// An [`ActionSink`] that records everything, for tests and replay.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CollectSink {
