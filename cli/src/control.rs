@@ -185,6 +185,7 @@ fn run<D: Datapaths>(
                 "evicted_limit": st.evicted_limit,
                 "flow_limit_hits": st.flow_limit_hits,
                 "revalidator_passes": st.passes,
+                "rules_expired": st.rules_expired,
                 "flow_limit": sw.pipeline().flow_limit(),
             }))
         }

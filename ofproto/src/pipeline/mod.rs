@@ -59,6 +59,10 @@ pub use revalidate::PassReport;
 
 const SEC: u64 = 1_000_000_000;
 
+/// Rules removed by timeouts kept for [`Pipeline::take_expired`]; older
+/// ones are dropped and counted in `expired_unreported`.
+pub const EXPIRED_KEPT: usize = 4096;
+
 /// When megaflows go to hardware.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OffloadMode {
@@ -168,6 +172,11 @@ pub struct PipelineStats {
     pub poll_errors: u64,
     /// Lifecycle moves [`FlowState::can_go`] refused (a bug if not 0).
     pub illegal_transitions: u64,
+    /// OpenFlow rules removed by idle or hard timeouts.
+    pub rules_expired: u64,
+    /// Of which: not taken by [`Pipeline::take_expired`] before
+    /// [`EXPIRED_KEPT`] newer ones came (no one reports them).
+    pub expired_unreported: u64,
 }
 
 /// Why a flow left.

@@ -46,7 +46,14 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
         let expired = self.bridge.tables.expire(now);
         report.rules_expired = expired.len();
+        self.stats.rules_expired += expired.len() as u64;
         self.expired.extend(expired);
+        // Nobody may be taking them (no controller asked for FLOW_REMOVED):
+        // keep the newest, count the others.
+        if let Some(extra) = self.expired.len().checked_sub(super::EXPIRED_KEPT) {
+            self.expired.drain(..extra);
+            self.stats.expired_unreported += extra as u64;
+        }
         self.bridge.mac.expire(now);
 
         report.counters = self.fold_hardware(now);

@@ -423,6 +423,23 @@ fn openflow_idle_timeouts_expire_rules_and_their_megaflows() {
 }
 
 #[test]
+fn expired_rules_nobody_takes_stay_bounded_and_counted() {
+    let n = EXPIRED_KEPT + 5;
+    let rules: Vec<String> = (0..n)
+        .map(|i| format!("priority=10,tcp,tp_dst={i},idle_timeout=1,actions=drop"))
+        .collect();
+    let refs: Vec<&str> = rules.iter().map(String::as_str).collect();
+    let mut p = pipeline(&refs, hot());
+    p.revalidate(at(2_000));
+    let st = p.stats();
+    assert_eq!(st.rules_expired, n as u64);
+    assert_eq!(st.expired_unreported, 5);
+    let kept = p.take_expired();
+    assert_eq!(kept.len(), EXPIRED_KEPT, "the newest are kept");
+    assert!(p.take_expired().is_empty());
+}
+
+#[test]
 fn software_meter_caps_a_flow() {
     let mut p = pipeline(
         &["priority=1,ip,actions=meter:1,output:2"],
