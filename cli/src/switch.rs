@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use megaflow::actions::{ActionSink, UserspaceReason};
 use megaflow::{MeterId, PortNo, Timestamp};
 use offload::dr::DomainId;
@@ -29,44 +29,11 @@ use offload::sim::{Egress, Output, SimBackend, SimConfig};
 use offload::Vport;
 use ofproto::bridge::PortInfo;
 use ofproto::pipeline::SwOutcome;
-use ofproto::text::parse_flow;
-use ofproto::{
-    parse_meter, Bridge, Datapaths, FlowModCommand, LocalDatapath, MeterSpec, Pipeline,
-    PipelineConfig, ThreadedDatapaths,
-};
+use ofproto::{Bridge, Datapaths, LocalDatapath, Pipeline, PipelineConfig, ThreadedDatapaths};
 
 use crate::config::PortSpec;
 
-/// A flow file: `ovs-ofctl add-flows` lines, plus `meter=...` lines in
-/// `ovs-ofctl add-meter` syntax (an eswitch extension, so one file sets up
-/// a whole table).
-#[derive(Clone, Debug, Default)]
-pub struct FlowFile {
-    pub flows: Vec<ofproto::FlowMod>,
-    pub meters: Vec<MeterSpec>,
-}
-
-impl FlowFile {
-    /// Parses the text; an error names the line and what is wrong with it.
-    pub fn parse(text: &str) -> anyhow::Result<FlowFile> {
-        let mut out = FlowFile::default();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            if line.starts_with("meter=") {
-                out.meters
-                    .push(parse_meter(line).with_context(|| format!("line {}", i + 1))?);
-            } else {
-                let fm = parse_flow(line, FlowModCommand::Add)
-                    .map_err(|e| anyhow::anyhow!("line {}: {e}", i + 1))?;
-                out.flows.push(fm);
-            }
-        }
-        Ok(out)
-    }
-}
+pub use ofproto::text::FlowFile;
 
 /// Where a packet went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -663,8 +630,7 @@ impl<D: Datapaths> SimSwitch<D> {
     ) {
         let counters = &mut self.front.counters;
         let mut sink = SwSink { egress, counters };
-        let key = megaflow::extract(port.0, pkt);
-        let r = self.pipeline.upcall(now, port, &key, pkt, &mut sink);
+        let r = self.pipeline.upcall(now, port, pkt, &mut sink);
         count_sw_drop(&mut self.front.counters, &r);
     }
 

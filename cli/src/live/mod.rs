@@ -13,7 +13,7 @@
 //!  handler thread ── drains the queue in batches, lock: translate, install (commands to
 //!                    the datapath threads), execute; unlock; transmits through its own
 //!                    send-only socket per port
-//!  revalidator/offload thread ── the only thread that programs the device: every 5 ms,
+//!  revalidator/offload thread ── the only thread that programs the device: every 2 ms,
 //!                        lock: fold the datapaths' counts, offload hot flows; every
 //!                        interval, lock: one pass (counters, aging, re-translation,
 //!                        offloads, flow limit)
@@ -81,7 +81,7 @@ const SPIN_ROUNDS: u32 = 64;
 const IDLE_WAIT: Duration = Duration::from_millis(10);
 
 /// How often the offload thread folds counts and offloads hot flows.
-const OFFLOAD_TICK: Duration = Duration::from_millis(5);
+const OFFLOAD_TICK: Duration = Duration::from_millis(2);
 
 /// How often a datapath thread publishes its counters (for `show` and
 /// `stats`, which therefore lag by at most this much).

@@ -380,10 +380,7 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
     ) -> SwOutcome {
         let out = match self.process_cached(now, in_port, pkt, sink) {
             Some(out) => out,
-            None => {
-                let key = *self.dps.0.key();
-                self.upcall(now, in_port, &key, pkt, sink)
-            }
+            None => self.upcall(now, in_port, pkt, sink),
         };
         self.offload_tick(now);
         out
@@ -406,11 +403,6 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
             }),
             Lookup::Miss => None,
         }
-    }
-
-    /// The key of the last packet the datapath missed.
-    pub fn missed_key(&self) -> FlowKey {
-        *self.dps.0.key()
     }
 }
 
@@ -671,21 +663,19 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     // ------------------------------------------------------------------
     // Upcalls.
 
-    /// Handles a packet the datapath missed (its `key`, extracted there):
-    /// translates it, installs its megaflow (counting the packet in it) in
-    /// the datapath(s) that need it, and executes it into `sink`. Nothing
-    /// here calls the device: offloads wait for the offload tick.
+    /// Handles a packet a datapath missed: parses it (once: the key and
+    /// the header layout execution needs), translates it, installs its
+    /// megaflow (counting the packet in it) in the datapath(s) that need
+    /// it, and executes it into `sink`. Nothing here calls the device:
+    /// offloads wait for the offload tick.
     pub fn upcall<S: ActionSink>(
         &mut self,
         now: Timestamp,
         in_port: PortNo,
-        key: &FlowKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
-        let mut key = *key;
-        // The datapath's key is the packet's; a caller without one (an
-        // upcall queued across threads) gets it parsed here.
+        let mut key = FlowKey::ZERO;
         let ex = extract_into(in_port.0, pkt, &mut key);
         self.stats.packets += 1;
         self.stats.upcalls += 1;

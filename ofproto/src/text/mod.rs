@@ -416,18 +416,62 @@ pub fn parse_instructions(s: &str) -> Result<Instructions, ParseError> {
     actions::parse_instructions(s)
 }
 
+/// The lines of a flow file that hold something, trimmed, with their
+/// 1-based numbers: blank lines and lines starting with `#` are skipped.
+fn content_lines(text: &str) -> impl Iterator<Item = (usize, &str)> + '_ {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+}
+
 /// Parses a flow file (`ovs-ofctl add-flows`): one flow a line; blank
 /// lines and lines starting with `#` are skipped.
 pub fn parse_flow_file(text: &str, command: FlowModCommand) -> Result<Vec<FlowMod>, FileError> {
-    text.lines()
-        .enumerate()
-        .filter_map(|(i, line)| {
-            let line = line.trim();
-            (!line.is_empty() && !line.starts_with('#')).then(|| {
-                parse_flow(line, command).map_err(|error| FileError { line: i + 1, error })
-            })
-        })
+    content_lines(text)
+        .map(|(line, l)| parse_flow(l, command).map_err(|error| FileError { line, error }))
         .collect()
+}
+
+/// eswitch's flow file: `ovs-ofctl add-flows` lines, plus `meter=...` lines
+/// in `ovs-ofctl add-meter` syntax (an eswitch extension, so one file sets
+/// up a whole table). The one parser of flow files (replay, `eswitchd run`).
+#[derive(Clone, Debug, Default)]
+pub struct FlowFile {
+    pub flows: Vec<FlowMod>,
+    pub meters: Vec<crate::meter::MeterSpec>,
+}
+
+/// A flow file line that does not parse, named by its number.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlowFileError {
+    #[error("line {line}: {error}")]
+    Flow { line: usize, error: ParseError },
+    #[error("line {line}: {error}")]
+    Meter {
+        line: usize,
+        error: crate::meter::MeterError,
+    },
+}
+
+impl FlowFile {
+    /// Parses the text; an error names the line and what is wrong with it.
+    pub fn parse(text: &str) -> Result<FlowFile, FlowFileError> {
+        let mut out = FlowFile::default();
+        for (line, l) in content_lines(text) {
+            if l.starts_with("meter=") {
+                let m = crate::meter::parse_meter(l)
+                    .map_err(|error| FlowFileError::Meter { line, error })?;
+                out.meters.push(m);
+            } else {
+                let fm = parse_flow(l, FlowModCommand::Add)
+                    .map_err(|error| FlowFileError::Flow { line, error })?;
+                out.flows.push(fm);
+            }
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
