@@ -1,13 +1,13 @@
 //! The pieces the `eswitchd` and `eswitchctl` binaries are made of:
 //! [`config`] (eswitch.toml), [`switch`] (the sim eSwitch in front of the
-//! software pipeline), [`replay`] (`eswitchd replay`) and [`demo`] (the
+//! datapath, the slow path's switch), [`live`] (`eswitchd run`),
+//! [`control`] (the control protocol, its socket and how `eswitchctl`
+//! prints answers), [`replay`] (`eswitchd replay`) and [`demo`] (the
 //! generated workload).
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod control;
-pub mod ctl;
-pub mod ctl_format;
 pub mod demo;
 pub mod live;
 pub mod replay;

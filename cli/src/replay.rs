@@ -450,7 +450,7 @@ impl Summary {
         }
         if let Some(flows) = &self.flows {
             out.push_str(&format!("\nmegaflows at the end ({}):\n", flows.len()));
-            out.push_str(&crate::ctl_format::dump_flows(
+            out.push_str(&crate::control::render::dump_flows(
                 &serde_json::json!({ "flows": flows }),
             ));
         }

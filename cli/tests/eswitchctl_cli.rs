@@ -6,9 +6,9 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 use cli::control::handle;
-use cli::ctl::{CtlHandle, CtlServer};
+use cli::control::socket::{CtlHandle, CtlServer};
 use cli::switch::{Discard, FlowFile, SimSwitch};
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::{PortNo, Timestamp};
 use offload::sim::SimConfig;
 use ofproto::PipelineConfig;

@@ -248,7 +248,7 @@ fn pcap_bytes(records: &[(Vec<u8>, u32)]) -> Vec<u8> {
 /// everything else is replayed; `--dump-flows` shows the megaflows left.
 #[test]
 fn a_capture_with_records_it_cannot_take_replays_the_rest() {
-    use megaflow::build::{FrameSpec, L4};
+    use megaflow::frame::{FrameSpec, L4};
     let dir = std::env::temp_dir().join(format!("eswitchd-skip-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let frame = |dport: u16| {

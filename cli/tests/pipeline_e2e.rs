@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use cli::config::PortSpec;
 use cli::switch::{Egressor, FlowFile, Path, SimSwitch};
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::offload::FlowState;
 use megaflow::{extract, PortNo, Timestamp};
 use offload::dr::Errno;

@@ -45,13 +45,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cli::config::PortSpec;
 use cli::switch::{Egressor, FlowFile, Path, SimSwitch};
 use megaflow::actions::{execute, CollectSink};
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::offload::FlowState;
 use megaflow::{extract, extract_into, DpAction, FlowKey, Match, PortNo, Timestamp};
 use offload::sim::SimConfig;
 use offload::Vport;
 use ofproto::bridge::PortInfo;
-use ofproto::normal::{MacLearn, MacTable};
+use ofproto::mac::{MacLearn, MacTable};
 use ofproto::{
     Bridge, FlowModCommand, OffloadMode, OffloadPolicy, PipelineConfig, RevalidatorConfig,
 };

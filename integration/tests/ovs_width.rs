@@ -61,8 +61,10 @@ use integration::ovs::{Ovs, Trace};
 use megaflow::key::{FRAG_ANY, FRAG_LATER, VLAN_PRESENT};
 use megaflow::{DpAction, Field, FlowKey, Mask, Match, Timestamp};
 use ofproto::text::{format_rule, parse_flow_file, parse_match};
-use ofproto::workload::{acl_bridge, acl_packet, acl_rules, Rng};
+#[path = "../../ofproto/fixtures/workload.rs"]
+mod workload;
 use ofproto::{Bridge, FlowModCommand, Translation};
+use workload::{acl_bridge, acl_packet, acl_rules, Rng};
 
 const NOW: Timestamp = Timestamp(1_000_000);
 

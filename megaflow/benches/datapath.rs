@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use megaflow::actions::{CountSink, DpAction};
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpCommand, Field, FlowId, FlowKey, Lookup, Mask,
     Match, PortNo, SplitMix64, Timestamp,

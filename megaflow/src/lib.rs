@@ -36,10 +36,10 @@
 #![forbid(unsafe_code)]
 
 pub mod actions;
-pub mod build;
 pub mod cache;
 pub mod datapath;
 pub mod extract;
+pub mod frame;
 pub mod key;
 pub mod meter;
 pub mod offload;

@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use megaflow::actions::{ActionSink, DpAction, UserspaceReason};
-use megaflow::build::{FrameSpec, L4};
 use megaflow::datapath::link;
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpCommand, DpEvent, Field, FlowId, FlowKey,
     Lookup, Mask, Match, MeterId, PortNo, SplitMix64, Timestamp,

@@ -18,7 +18,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::{Field, FlowKey, Mask, Match, PortNo};
 use offload::dr::{ActionId, ActionSpec, CounterBulkId, DomainId, DomainType, DrBackend, TableId};
 use offload::prm::PortMap;

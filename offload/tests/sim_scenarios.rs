@@ -33,7 +33,7 @@ fn dest_vport_forwards_bytes_unchanged() {
             .vlan(0x8100, 8)
             .payload(33)
             .build(),
-        megaflow::build::arp_request(SRC_MAC, 0x0a00_0001, 0x0a00_0002),
+        megaflow::frame::arp_request(SRC_MAC, 0x0a00_0001, 0x0a00_0002),
         vec![0xff; 20],
         vec![0; 9],
     ];

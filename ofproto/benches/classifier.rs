@@ -24,8 +24,10 @@ use std::time::Instant;
 
 use megaflow::{Field, FlowKey, Mask, Match};
 use ofproto::classifier::reference::ReferenceClassifier;
-use ofproto::workload::{dense_acl, Rng as WRng};
+#[path = "../fixtures/workload.rs"]
+mod workload;
 use ofproto::{Classifier, Priority, RuleId, Wildcards};
+use workload::{dense_acl, Rng as WRng};
 
 const RULES: usize = 1000;
 const PACKETS: usize = 4096;

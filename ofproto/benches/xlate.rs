@@ -23,10 +23,12 @@ use std::time::Instant;
 
 use megaflow::{Actions, CacheConfig, FlowKey, Match, MegaflowCache, PortNo, Timestamp};
 use ofproto::classifier::reference::ReferenceClassifier;
-use ofproto::normal::MacLearn;
+use ofproto::mac::MacLearn;
 use ofproto::rule::{OfAction, OfPort, RuleSpec};
-use ofproto::workload::{acl_bridge, acl_packet, acl_rules, mac, Rng};
+#[path = "../fixtures/workload.rs"]
+mod workload;
 use ofproto::{Bridge, Priority, RuleId, TableId, Wildcards};
+use workload::{acl_bridge, acl_packet, acl_rules, mac, Rng};
 
 const ROUNDS: usize = 5;
 

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use megaflow::{FlowKey, PortNo, Timestamp};
 
-use crate::normal::{MacLearn, MacTable};
+use crate::mac::{MacLearn, MacTable};
 use crate::table::FlowTables;
 use crate::xlate::{self, Translation};
 

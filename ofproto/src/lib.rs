@@ -16,7 +16,7 @@
 //!   read;
 //! - [`xlate`]: a key through the pipeline into datapath actions and a
 //!   megaflow mask, plus the trace that explains it;
-//! - [`normal`] and [`bridge`]: the MAC learning table, the ports, and the
+//! - [`mac`] and [`bridge`]: the MAC learning table, the ports, and the
 //!   [`Bridge`] that ties tables, ports and MAC table together;
 //! - [`meter`]: OpenFlow meters (`add-meter` syntax, software buckets);
 //! - [`pipeline`]: the software datapath, upcalls, offload policy and the
@@ -37,14 +37,13 @@
 
 pub mod bridge;
 pub mod classifier;
+pub mod mac;
 pub mod meter;
-pub mod normal;
 pub mod pipeline;
 pub mod rule;
 pub mod table;
 pub mod text;
 pub mod wildcards;
-pub mod workload;
 pub mod xlate;
 
 pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};

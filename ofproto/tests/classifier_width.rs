@@ -4,8 +4,10 @@
 
 use megaflow::{Field, FlowKey, Mask, Match};
 use ofproto::classifier::reference::ReferenceClassifier;
-use ofproto::workload::{dense_acl, Rng as WRng};
+#[path = "../fixtures/workload.rs"]
+mod workload;
 use ofproto::{Classifier, Priority, RuleId, Wildcards};
+use workload::{dense_acl, Rng as WRng};
 
 /// A rule builder: `(field, value, mask bits)` triples.
 fn rule(fields: &[(Field, u128, u128)]) -> Match {

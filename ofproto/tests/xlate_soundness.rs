@@ -14,7 +14,7 @@
 
 use megaflow::key::{FRAG_ANY, VLAN_PRESENT};
 use megaflow::{Field, FlowKey, Mask, Match, PortNo, Timestamp};
-use ofproto::normal::MacLearn;
+use ofproto::mac::MacLearn;
 use ofproto::rule::{FieldRange, Instructions, OfAction, OfPort, RuleSpec};
 use ofproto::wildcards::PIPELINE_FIELDS;
 use ofproto::xlate::TraceEvent;

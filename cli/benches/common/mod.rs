@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::{extract, Actions, DpAction, Mask, Match, PortNo, Timestamp};
 use offload::manager::{ManagerConfig, OffloadManager};
 use offload::prm::PortTable;

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use cli::control::render::{pretty, render};
+use cli::control::socket::{request, DEFAULT_SOCKET, SOCKET_ENV};
 use cli::control::{Request, Response};
-use cli::ctl::{request, DEFAULT_SOCKET, SOCKET_ENV};
-use cli::ctl_format::{pretty, render};
 
 /// Inspect and control a running eswitchd over its control socket.
 #[derive(Parser, Debug)]

@@ -1,6 +1,6 @@
 //! Fast frame writing for the demo workload.
 //!
-//! [`megaflow::build::FrameSpec::build`] allocates a vector and checksums
+//! [`megaflow::frame::FrameSpec::build`] allocates a vector and checksums
 //! the whole payload for every frame, which at 1 514 bytes costs more than
 //! the rest of the generator together. These writers produce the same bytes
 //! (same IPv4 header, same payload pattern, same checksums, same padding to
@@ -9,7 +9,7 @@
 //! prefix sums. They add what the demo needs and `FrameSpec` lacks: TCP
 //! sequence and acknowledgement numbers, window and options.
 
-use megaflow::build::checksum;
+use megaflow::frame::checksum;
 
 /// Longest payload the tables cover.
 pub(super) const MAX_PAYLOAD: usize = 2048;
@@ -39,7 +39,7 @@ const WORD_SUMS: [u32; MAX_PAYLOAD / 2 + 1] = {
 };
 
 /// The unfolded one's complement sum of the first `len` pattern bytes (an
-/// odd last byte counts as a high byte), as `megaflow::build::sum16` gives.
+/// odd last byte counts as a high byte), as `megaflow::frame::sum16` gives.
 fn payload_sum(len: usize) -> u32 {
     let len = len.min(MAX_PAYLOAD);
     let mut s = WORD_SUMS[len / 2];
@@ -163,7 +163,7 @@ pub(super) fn udp(buf: &mut Vec<u8>, a: &Addrs, sport: u16, dport: u16, payload:
 }
 
 /// Replaces `buf` with an ARP request (broadcast) from `mac`/`ip` for
-/// `target_ip`, as [`megaflow::build::arp_request`] builds it.
+/// `target_ip`, as [`megaflow::frame::arp_request`] builds it.
 pub(super) fn arp_request(buf: &mut Vec<u8>, mac: u64, ip: u32, target_ip: u32) {
     arp(buf, 1, mac, ip, ETH_BROADCAST, 0, target_ip);
 }

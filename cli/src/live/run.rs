@@ -15,7 +15,7 @@ use tracing::{error, info, warn};
 use super::{lock, Daemon, LiveLimits, PortFactory, StopReport};
 use crate::config::Config;
 use crate::control;
-use crate::ctl::CtlServer;
+use crate::control::socket::CtlServer;
 use crate::switch::FlowFile;
 
 /// The table a switch gets when the config names no flow file: what a new

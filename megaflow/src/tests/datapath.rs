@@ -1,6 +1,6 @@
 use super::*;
 use crate::actions::{CollectSink, DpAction};
-use crate::build::{FrameSpec, L4};
+use crate::frame::{FrameSpec, L4};
 use crate::key::{Field, Mask};
 use crate::offload::MeterBand;
 use proptest::prelude::*;

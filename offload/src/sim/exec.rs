@@ -8,7 +8,7 @@ use crate::prm::SourcePortMode;
 use crate::Vport;
 
 use super::packet::{apply_modify, extract_key, pop_vlan, push_vlan, PacketKey};
-use super::state::{Body, Domain, Op, State};
+use super::state::{Body, Domain, State, Step};
 
 /// Where a frame leaves the eSwitch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -279,11 +279,11 @@ impl Walk<'_> {
     }
 
     /// Runs a rule's (or a sampler's) actions.
-    fn actions(&self, ops: &[Op], w: &mut Work, out: &mut Output) -> Next {
+    fn actions(&self, ops: &[Step], w: &mut Work, out: &mut Output) -> Next {
         for op in ops {
             let a = match op {
-                Op::Nop => continue,
-                Op::Count(bulk, offset) => {
+                Step::Nop => continue,
+                Step::Count(bulk, offset) => {
                     let cell = self
                         .st
                         .bulks
@@ -295,22 +295,22 @@ impl Walk<'_> {
                     }
                     continue;
                 }
-                Op::Vport(v) => {
+                Step::Vport(v) => {
                     out.emit(w, Egress::Vport(*v));
                     return Next::Done;
                 }
-                Op::Table(t) => return Next::Table(*t),
-                Op::Drop => {
+                Step::Table(t) => return Next::Table(*t),
+                Step::Drop => {
                     out.emit(w, Egress::Drop(DropCause::Rule));
                     return Next::Done;
                 }
-                Op::Miss => {
+                Step::Miss => {
                     let egress = self.default_egress(w);
                     out.emit(w, egress);
                     return Next::Done;
                 }
-                Op::Action(a) => *a,
-                Op::Rule(r) => {
+                Step::Action(a) => *a,
+                Step::Rule(r) => {
                     let Some(rule) = self.st.rules.at(*r) else {
                         continue;
                     };

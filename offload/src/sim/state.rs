@@ -51,14 +51,14 @@ pub(crate) struct Rule {
     pub(crate) slot: u32,
     pub(crate) actions: Box<[u32]>,
     /// Every action compiled (the matcher holds the first three).
-    pub(crate) ops: Box<[Op]>,
+    pub(crate) ops: Box<[Step]>,
 }
 
 /// A rule's actions as the packet path runs them: the common ones carry
 /// what they need (a counter's bulk and offset, a vport, a table), the
 /// others name their action object.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Op {
+pub(crate) enum Step {
     #[default]
     Nop,
     /// A counter: bulk slot, offset.
@@ -74,16 +74,16 @@ pub(crate) enum Op {
 
 /// Up to three compiled actions, stored beside the rule's key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Compiled(pub(crate) [Op; 3]);
+pub(crate) struct Compiled(pub(crate) [Step; 3]);
 
 impl Compiled {
     /// The first three ops, or a pointer to the rule's full list.
-    fn new(rule: u32, ops: &[Op]) -> Compiled {
-        let mut arr = [Op::Nop; 3];
+    fn new(rule: u32, ops: &[Step]) -> Compiled {
+        let mut arr = [Step::Nop; 3];
         if ops.len() <= 3 {
             arr[..ops.len()].copy_from_slice(ops);
         } else {
-            arr[0] = Op::Rule(rule);
+            arr[0] = Step::Rule(rule);
         }
         Compiled(arr)
     }
@@ -114,7 +114,7 @@ pub(crate) struct Sampler {
     pub(crate) next: u32,
     pub(crate) sample: Box<[u32]>,
     /// `sample`, compiled as rules' actions are.
-    pub(crate) sample_ops: Box<[Op]>,
+    pub(crate) sample_ops: Box<[Step]>,
     pub(crate) set: Option<ModifyOp>,
     pub(crate) rng: AtomicU64,
 }
@@ -611,16 +611,16 @@ impl State {
     }
 
     /// The packet-path form of a rule's actions.
-    fn compile(&self, actions: &[u32]) -> Vec<Op> {
+    fn compile(&self, actions: &[u32]) -> Vec<Step> {
         actions
             .iter()
             .map(|&a| match self.actions.at(a).map(|x| &x.body) {
-                Some(Body::Counter { bulk, offset, .. }) => Op::Count(*bulk, *offset),
-                Some(Body::Vport(v)) => Op::Vport(*v),
-                Some(Body::Table(t)) => Op::Table(*t),
-                Some(Body::Drop) => Op::Drop,
-                Some(Body::DefaultMiss) => Op::Miss,
-                _ => Op::Action(a),
+                Some(Body::Counter { bulk, offset, .. }) => Step::Count(*bulk, *offset),
+                Some(Body::Vport(v)) => Step::Vport(*v),
+                Some(Body::Table(t)) => Step::Table(*t),
+                Some(Body::Drop) => Step::Drop,
+                Some(Body::DefaultMiss) => Step::Miss,
+                _ => Step::Action(a),
             })
             .collect()
     }

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 
 use megaflow::actions::UserspaceReason;
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::{extract, Field, Mask};
 
 use super::*;

@@ -23,7 +23,7 @@
 //! frame one input frame produced, with the metadata registers at the end
 //! of its walk and the sampled flag of sampler copies.
 
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use offload::dr::meter::{Color, MeterMode, MeterParams};
 use offload::dr::modify::{encode_list, ModifyField, ModifyOp};
 use offload::dr::{

@@ -4,7 +4,7 @@
 pub use std::sync::Arc;
 pub use std::thread;
 
-pub use megaflow::build::{FrameSpec, L4};
+pub use megaflow::frame::{FrameSpec, L4};
 pub use megaflow::key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
 pub use megaflow::{Field, Mask, Match, PortNo};
 pub use offload::dr::meter::{Color, MeterMode, MeterParams};

@@ -3,7 +3,7 @@
 //! names the failing call, deterministic random numbers.
 #![allow(dead_code)]
 
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use offload::dr::modify::{encode_list, ModifyOp};
 use offload::dr::{
     ActionId, ActionSpec, CounterBulkId, CounterValue, DomainId, DomainType, DrBackend, DrError,

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use megaflow::actions::CollectSink;
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::offload::MeterBand;
 
 use super::*;

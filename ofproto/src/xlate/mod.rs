@@ -38,7 +38,7 @@ use megaflow::key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
 use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp};
 
 use crate::bridge::{Bridge, Generations};
-use crate::normal::MacLearn;
+use crate::mac::MacLearn;
 use crate::rule::{OfAction, OfPort};
 use crate::table::RuleRef;
 use crate::wildcards::{Wildcards, PIPELINE_FIELDS};

@@ -19,7 +19,7 @@ use megaflow::{Field, PortNo};
 
 use super::Ctx;
 use crate::bridge::{Bridge, VlanMode};
-use crate::normal::MacLearn;
+use crate::mac::MacLearn;
 
 impl<'a> Ctx<'a> {
     pub(super) fn normal(&mut self) {

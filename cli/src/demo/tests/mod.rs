@@ -1,7 +1,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Cursor;
 
-use megaflow::build::{self, FrameSpec, L4};
+use megaflow::frame::{self as wire, FrameSpec, L4};
 use megaflow::port::{PacketBatch, PcapReader, Port, PortError};
 use megaflow::{extract_into, FlowKey};
 use ofproto::text::parse_flow_file;
@@ -322,11 +322,11 @@ fn tcp_frames_are_sound() {
         if key.eth_type() != 0x0800 {
             continue;
         }
-        assert_eq!(build::checksum(0, &f[14..34]), 0, "IPv4 checksum");
+        assert_eq!(wire::checksum(0, &f[14..34]), 0, "IPv4 checksum");
         let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
         let l4 = &f[34..14 + total];
-        let pseudo = build::sum16(&f[26..34]) + key.ip_proto() as u32 + l4.len() as u32;
-        assert_eq!(build::checksum(pseudo, l4), 0, "L4 checksum");
+        let pseudo = wire::sum16(&f[26..34]) + key.ip_proto() as u32 + l4.len() as u32;
+        assert_eq!(wire::checksum(pseudo, l4), 0, "L4 checksum");
         if key.ip_proto() == 6 {
             *sizes.entry(f.len()).or_default() += 1;
             let flags = key.tcp_flags();
@@ -383,7 +383,7 @@ fn frame_writers_match_megaflow_build() {
         }
     }
     frame::arp_request(&mut buf, vm_mac(2), vm_ip(2), vm_ip(7));
-    assert_eq!(buf, build::arp_request(vm_mac(2), vm_ip(2), vm_ip(7)));
+    assert_eq!(buf, wire::arp_request(vm_mac(2), vm_ip(2), vm_ip(7)));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::port::{MemoryHandle, MemoryPort, PacketMeta};
 use offload::Vport;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use megaflow::actions::UserspaceReason;
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::offload::{FlowOffload, MeterBand};
 use megaflow::{extract, Actions, DpAction, Field, Mask, Match, MeterId, PortNo};
 

@@ -3,7 +3,7 @@
 //! traffic generators (`eswitchd replay --demo`), benchmarks and tests.
 //!
 //! ```
-//! use megaflow::build::{FrameSpec, L4};
+//! use megaflow::frame::{FrameSpec, L4};
 //! let f = FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(1000, 53)).build();
 //! assert_eq!(f.len(), 60); // padded to the Ethernet minimum
 //! ```
@@ -253,5 +253,5 @@ pub fn checksum(init: u32, data: &[u8]) -> u16 {
 }
 
 #[cfg(test)]
-#[path = "tests/build.rs"]
+#[path = "tests/frame.rs"]
 mod tests;

@@ -16,8 +16,9 @@
 //!
 //! A request that cannot be carried out gets `{"error":"..."}` naming what
 //! was wrong; nothing changes and the switch goes on.
-//! [`handle`] is the whole server side on a [`SimSwitch`]; the socket
-//! around it is the daemon's.
+//! [`handle`] is the whole server side on a [`SimSwitch`]; [`socket`]
+//! carries the lines (the daemon's server, `eswitchctl`'s client), and
+//! [`render`] prints answers for people.
 
 use megaflow::offload::FlowOffload;
 use megaflow::Timestamp;
@@ -27,6 +28,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::switch::SimSwitch;
+
+pub mod render;
+pub mod socket;
 
 /// One request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,5 +212,5 @@ fn apply_text<D: Datapaths>(
 }
 
 #[cfg(test)]
-#[path = "tests/control.rs"]
+#[path = "tests/requests.rs"]
 mod tests;

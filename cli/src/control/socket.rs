@@ -382,5 +382,5 @@ pub fn request(path: &Path, req: &Request, timeout: Duration) -> anyhow::Result<
 }
 
 #[cfg(test)]
-#[path = "tests/ctl.rs"]
+#[path = "tests/socket.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-use megaflow::build::{FrameSpec, L4};
+use megaflow::frame::{FrameSpec, L4};
 use megaflow::PortNo;
 use offload::sim::SimConfig;
 use ofproto::PipelineConfig;

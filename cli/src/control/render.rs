@@ -348,5 +348,5 @@ pub fn pretty(v: &Value) -> String {
 }
 
 #[cfg(test)]
-#[path = "tests/ctl_format.rs"]
+#[path = "tests/render.rs"]
 mod tests;
