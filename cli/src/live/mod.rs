@@ -600,8 +600,12 @@ struct RxThread {
     events: Vec<DpEvent>,
 }
 
-/// Commands from the slow path applied between two rounds, at most.
-const COMMANDS_PER_ROUND: usize = 1024;
+/// Commands from the slow path applied between two rounds that carried
+/// packets, at most (a busy thread spreads a burst of installs over its
+/// rounds instead of letting its receive rings fill). An idle thread
+/// applies everything waiting: a removed megaflow must not outlive its
+/// eviction for longer than a wake-up.
+const COMMANDS_PER_ROUND: usize = 64;
 
 impl RxThread {
     fn run(mut self) {
@@ -611,8 +615,12 @@ impl RxThread {
         let mut last_status = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             self.commands();
-            self.end
-                .serve(&mut self.dp, COMMANDS_PER_ROUND, &mut self.events);
+            let budget = if idle > 0 {
+                usize::MAX
+            } else {
+                COMMANDS_PER_ROUND
+            };
+            self.end.serve(&mut self.dp, budget, &mut self.events);
             let mut got = 0;
             let mut failed = Vec::new();
             for p in &mut self.ports {
