@@ -38,7 +38,7 @@ use std::sync::Arc;
 use crate::actions::{execute, ActionSink, Actions, ExecOutcome, UserspaceReason};
 use crate::cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
 use crate::extract::extract_into;
-use crate::key::{FlowKey, Match};
+use crate::key::{FastBuild, FlowKey, Match};
 use crate::meter::Meter;
 use crate::rand::SplitMix64;
 use crate::types::{MeterId, PortNo, Timestamp};
@@ -114,7 +114,8 @@ struct Slot {
 /// One thread's datapath.
 pub struct Datapath {
     cache: MegaflowCache,
-    flows: HashMap<FlowId, Slot>,
+    /// By id (ids are the slow path's sequence numbers: a fast hash).
+    flows: HashMap<FlowId, Slot, FastBuild>,
     /// Flows hit since the last report (each once).
     dirty: Vec<FlowId>,
     /// Removals and refusals waiting for the next report.
@@ -130,7 +131,7 @@ impl Datapath {
     pub fn new(cfg: CacheConfig, seed: u64) -> Self {
         Datapath {
             cache: MegaflowCache::new(cfg),
-            flows: HashMap::new(),
+            flows: HashMap::default(),
             dirty: Vec::new(),
             events: Vec::new(),
             meters: HashMap::new(),

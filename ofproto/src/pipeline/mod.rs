@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use lru::LruCache;
 use megaflow::actions::{execute, ActionSink, ExecOutcome, UserspaceReason};
-use megaflow::key::hash_words;
+use megaflow::key::{hash_words, FastBuild};
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
@@ -331,9 +331,10 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     /// match). Apart from the metadata, which every pass walks.
     keys: Vec<FlowKey>,
     free: Vec<u32>,
-    /// Live megaflows by id, and by the hash of their match.
-    ids: HashMap<FlowId, u32>,
-    by_match: HashMap<u64, u32>,
+    /// Live megaflows by id, and by the hash of their match (both keys are
+    /// hashes or sequence numbers already: a fast hash is enough).
+    ids: HashMap<FlowId, u32, FastBuild>,
+    by_match: HashMap<u64, u32, FastBuild>,
     next_id: u64,
     live: usize,
     retired: HashMap<FlowId, Retired>,
@@ -422,8 +423,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             defs: Vec::new(),
             keys: Vec::new(),
             free: Vec::new(),
-            ids: HashMap::new(),
-            by_match: HashMap::new(),
+            ids: HashMap::default(),
+            by_match: HashMap::default(),
             next_id: 1,
             live: 0,
             retired: HashMap::new(),
