@@ -478,13 +478,18 @@ fn idle_flows_age_out_and_stop_leaves_no_rules() {
     lab.wait_for("30 datagrams", || lab.udp_received(2) >= before + 30);
     // The offload thread puts the hot flow into the device within a tick.
     lab.wait_for("offloaded again", || u(&lab.stats()["offloaded"]) >= 1);
-    let rules = u(&lab.stats()["offloaded"]);
     let (ok, out) = lab.stop();
     assert!(ok, "eswitchd exits cleanly on SIGTERM; log:\n{}", lab.log());
-    assert!(
-        out.contains(&format!("{rules} rules removed")),
-        "stop reports the rules it removed: {out}"
-    );
+    // How many rules were in the device at that moment depends on what the
+    // offload thread did meanwhile (the reply direction may have turned
+    // hot, a flow may have aged): stop reports them, at least the one.
+    let removed: u64 = out
+        .split(" rules removed")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("stop reports the rules it removed: {out}"));
+    assert!(removed >= 1, "a flow was in hardware at the stop: {out}");
     assert!(lab.log().contains("the device is empty"), "{}", lab.log());
     assert!(!lab.socket().exists(), "the control socket is removed");
 }

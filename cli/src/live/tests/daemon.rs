@@ -179,6 +179,10 @@ fn forwards_offloads_flushes_a_removed_port_and_stops_clean() {
     wait_for("the counters published", || {
         lock(&core).counters().rx.packets == 25
     });
+    // The offload thread offloads asynchronously, within a tick.
+    wait_for("both flows offloaded", || {
+        lock(&core).pipeline().offloaded_len() == 2
+    });
     {
         let sw = lock(&core);
         let c = sw.counters();
