@@ -1,35 +1,23 @@
-//! What a skip does, seen from outside: this binary runs its own ignored
-//! `child` test as a subprocess with the environment under test (the
-//! parent's own `ESWITCH_*` variables removed), and reads what it printed,
-//! logged and returned.
+//! What a skip does, seen from outside. Each test runs itself again as a
+//! subprocess (`--exact <its name>`, with `PREREQ_CHILD` set and the
+//! parent's own `ESWITCH_*` variables removed): the child does the skip
+//! under the harness's output capture, the parent reads what it printed,
+//! logged and returned. No test is ignored: a test that is not the child
+//! is the parent.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 const REASON: &str = "the reason 7f3a";
 
-/// Run only as a child of the tests below (`PREREQ_CHILD` says what to do).
-#[test]
-#[ignore = "run as a subprocess by the other tests of this file"]
-fn child() {
-    match std::env::var("PREREQ_CHILD").as_deref() {
-        Ok("skip") => prereq::skip("prereq_child", REASON),
-        Ok("tool") => {
-            assert!(prereq::tool("prereq_child", "eswitch-no-such-tool").is_none());
-        }
-        Ok("tool-with-package") => {
-            let found = prereq::tool("prereq_child", "ovs-vswitchd");
-            assert_eq!(found, prereq::find_tool("ovs-vswitchd"));
-        }
-        Ok("kernel") => {
-            let probe = Err((Some(97), "socket(AF_TEST): EAFNOSUPPORT"));
-            assert!(!prereq::kernel_feature(
-                "prereq_child",
-                "AF_TEST sockets",
-                probe
-            ));
-        }
-        other => panic!("PREREQ_CHILD={other:?}: not a child mode"),
+/// In the child, runs `f` and returns true (the test then returns); in
+/// the parent, returns false.
+fn as_child(f: impl FnOnce()) -> bool {
+    if std::env::var_os("PREREQ_CHILD").is_some() {
+        f();
+        true
+    } else {
+        false
     }
 }
 
@@ -38,17 +26,16 @@ struct Child {
     log: String,
 }
 
-fn run_child(mode: &str, strict: Option<&str>) -> Child {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+/// Runs test `name` of this binary as the child, strict or not.
+fn run_child(name: &str, strict: Option<&str>) -> Child {
     let log: PathBuf =
-        std::env::temp_dir().join(format!("eswitch-prereq-{}-{n}.log", std::process::id()));
+        std::env::temp_dir().join(format!("eswitch-prereq-{}-{name}.log", std::process::id()));
     let _ = std::fs::remove_file(&log);
     let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
-    cmd.args(["--ignored", "--exact", "child", "--test-threads=1"])
+    cmd.args(["--exact", name, "--test-threads=1"])
         .env_remove(prereq::STRICT_ENV)
         .env(prereq::LOG_ENV, &log)
-        .env("PREREQ_CHILD", mode);
+        .env("PREREQ_CHILD", "1");
     if let Some(v) = strict {
         cmd.env(prereq::STRICT_ENV, v);
     }
@@ -64,8 +51,12 @@ fn stderr(c: &Child) -> String {
 
 #[test]
 fn a_skip_is_printed_past_the_capture_and_logged() {
-    let c = run_child("skip", None);
-    assert!(c.out.status.success(), "{c:?}", c = stderr(&c));
+    let name = "a_skip_is_printed_past_the_capture_and_logged";
+    if as_child(|| prereq::skip("prereq_child", REASON)) {
+        return;
+    }
+    let c = run_child(name, None);
+    assert!(c.out.status.success(), "{}", stderr(&c));
     // The harness captured stdout (no --nocapture), yet the line shows.
     assert!(
         stderr(&c).contains(&format!("SKIP prereq_child: {REASON}\n")),
@@ -77,7 +68,11 @@ fn a_skip_is_printed_past_the_capture_and_logged() {
 
 #[test]
 fn strict_mode_turns_a_skip_into_a_failure() {
-    let c = run_child("skip", Some("1"));
+    let name = "strict_mode_turns_a_skip_into_a_failure";
+    if as_child(|| prereq::skip("prereq_child", REASON)) {
+        return;
+    }
+    let c = run_child(name, Some("1"));
     assert!(!c.out.status.success(), "a strict skip must fail");
     let all = format!("{}{}", String::from_utf8_lossy(&c.out.stdout), stderr(&c));
     assert!(
@@ -87,12 +82,9 @@ fn strict_mode_turns_a_skip_into_a_failure() {
     assert!(all.contains("ESWITCH_NO_SKIP is set"), "{all}");
     // Still logged, so the count at the end includes it.
     assert_eq!(c.log, format!("prereq_child\t{REASON}\n"));
-}
-
-#[test]
-fn strict_zero_or_empty_is_off() {
+    // "0" and empty mean off.
     for v in ["0", ""] {
-        let c = run_child("skip", Some(v));
+        let c = run_child(name, Some(v));
         assert!(
             c.out.status.success(),
             "ESWITCH_NO_SKIP={v:?}: {}",
@@ -103,20 +95,31 @@ fn strict_zero_or_empty_is_off() {
 
 #[test]
 fn a_missing_tool_is_a_skip_that_names_it() {
-    let c = run_child("tool", None);
+    let name = "a_missing_tool_is_a_skip_that_names_it";
+    if as_child(|| assert!(prereq::tool("prereq_child", "eswitch-no-such-tool").is_none())) {
+        return;
+    }
+    let c = run_child(name, None);
     assert!(c.out.status.success(), "{}", stderr(&c));
     assert!(
         stderr(&c).contains("SKIP prereq_child: eswitch-no-such-tool is not installed"),
         "{}",
         stderr(&c)
     );
-    let c = run_child("tool", Some("1"));
+    let c = run_child(name, Some("1"));
     assert!(!c.out.status.success(), "strict: a missing tool fails");
 }
 
 #[test]
 fn a_missing_known_tool_names_its_package() {
-    let c = run_child("tool-with-package", None);
+    let name = "a_missing_known_tool_names_its_package";
+    if as_child(|| {
+        let found = prereq::tool("prereq_child", "ovs-vswitchd");
+        assert_eq!(found, prereq::find_tool("ovs-vswitchd"));
+    }) {
+        return;
+    }
+    let c = run_child(name, None);
     assert!(c.out.status.success(), "{}", stderr(&c));
     if prereq::find_tool("ovs-vswitchd").is_none() {
         assert!(
@@ -133,7 +136,18 @@ fn a_missing_known_tool_names_its_package() {
 
 #[test]
 fn a_kernel_without_the_feature_is_a_skip() {
-    let c = run_child("kernel", None);
+    let name = "a_kernel_without_the_feature_is_a_skip";
+    if as_child(|| {
+        let probe = Err((Some(97), "socket(AF_TEST): EAFNOSUPPORT"));
+        assert!(!prereq::kernel_feature(
+            "prereq_child",
+            "AF_TEST sockets",
+            probe
+        ));
+    }) {
+        return;
+    }
+    let c = run_child(name, None);
     assert!(c.out.status.success(), "{}", stderr(&c));
     assert!(
         stderr(&c).contains(
