@@ -35,11 +35,11 @@ use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
-use crate::actions::{execute, ActionSink, Actions, ExecOutcome, UserspaceReason};
+use crate::actions::{execute, ActionSink, Actions, ExecOutcome};
 use crate::cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
 use crate::extract::extract_into;
 use crate::key::{FastBuild, FlowKey, Match};
-use crate::meter::Meter;
+use crate::meter::{Meter, MeteredSink};
 use crate::rand::SplitMix64;
 use crate::types::{MeterId, PortNo, Timestamp};
 
@@ -159,17 +159,24 @@ impl Datapath {
             return Lookup::Miss;
         };
         self.stats.hits += 1;
-        let word = self.cache.get(h).map_or(0, |f| f.offload());
-        if word & DIRTY == 0 {
-            self.cache.set_offload(h, word | DIRTY);
-            self.dirty.push(FlowId(word >> 1));
-        }
-        let Some(actions) = self.cache.actions(h) else {
+        // One resolution of the handle for a flow already marked hit since
+        // the last report (the common case); the first hit marks it.
+        let marked = match self.cache.get(h) {
+            Some(f) if f.offload() & DIRTY != 0 => Some(f.actions()),
+            Some(f) => {
+                let word = f.offload();
+                self.cache.set_offload(h, word | DIRTY);
+                self.dirty.push(FlowId(word >> 1));
+                None
+            }
+            None => None,
+        };
+        let Some(actions) = marked.or_else(|| self.cache.actions(h)) else {
             // Not reached: a handle the lookup just returned is live.
             return Lookup::Miss;
         };
         let mut layout = ex.layout;
-        let mut sink = DpSink {
+        let mut sink = MeteredSink {
             inner: sink,
             meters: &self.meters,
             rng: &mut self.rng,
@@ -261,11 +268,6 @@ impl Datapath {
         self.flows.is_empty()
     }
 
-    /// Whether flow `id` is held.
-    pub fn contains(&self, id: FlowId) -> bool {
-        self.flows.contains_key(&id)
-    }
-
     pub fn stats(&self) -> DatapathStats {
         self.stats
     }
@@ -290,34 +292,6 @@ fn since(now: &FlowStats, before: &FlowStats) -> FlowStats {
         bytes: now.bytes.saturating_sub(before.bytes),
         used: now.used,
         tcp_flags: now.tcp_flags,
-    }
-}
-
-/// The caller's sink with the datapath's meters and sampler in front.
-struct DpSink<'a, S> {
-    inner: &'a mut S,
-    meters: &'a HashMap<MeterId, Arc<Meter>>,
-    rng: &'a mut SplitMix64,
-    now: Timestamp,
-}
-
-impl<S: ActionSink> ActionSink for DpSink<'_, S> {
-    fn output(&mut self, port: PortNo, pkt: &[u8]) {
-        self.inner.output(port, pkt);
-    }
-
-    fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {
-        self.inner.userspace(reason, pkt);
-    }
-
-    fn meter(&mut self, id: MeterId, len: usize) -> bool {
-        self.meters
-            .get(&id)
-            .is_some_and(|m| m.charge(len, self.now))
-    }
-
-    fn sample(&mut self, probability: u32) -> bool {
-        self.rng.take(probability)
     }
 }
 

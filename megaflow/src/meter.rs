@@ -13,11 +13,14 @@
 //! only packets through a meter ever touch it (Open vSwitch's userspace
 //! meters lock the same way). Counters are atomics.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::actions::{ActionSink, UserspaceReason};
 use crate::offload::MeterBand;
-use crate::types::{MeterId, Timestamp};
+use crate::rand::SplitMix64;
+use crate::types::{MeterId, PortNo, Timestamp};
 
 /// A token bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +130,46 @@ impl Meter {
             dropped_packets: self.dropped_packets.load(Ordering::Relaxed),
             dropped_bytes: self.dropped_bytes.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// Meters by id, as an executing thread reaches them.
+pub trait Meters {
+    /// Charges a packet of `len` bytes to meter `id` at `now`: true =
+    /// pass. An unknown meter drops (as OpenFlow says).
+    fn charge(&self, id: MeterId, len: usize, now: Timestamp) -> bool;
+}
+
+impl Meters for HashMap<MeterId, Arc<Meter>> {
+    fn charge(&self, id: MeterId, len: usize, now: Timestamp) -> bool {
+        self.get(&id).is_some_and(|m| m.charge(len, now))
+    }
+}
+
+/// A caller's sink with meters and a sampler in front: what executes a
+/// packet's actions, on a datapath thread or in the slow path.
+pub struct MeteredSink<'a, S, M> {
+    pub inner: &'a mut S,
+    pub meters: &'a M,
+    pub rng: &'a mut SplitMix64,
+    pub now: Timestamp,
+}
+
+impl<S: ActionSink, M: Meters> ActionSink for MeteredSink<'_, S, M> {
+    fn output(&mut self, port: PortNo, pkt: &[u8]) {
+        self.inner.output(port, pkt);
+    }
+
+    fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {
+        self.inner.userspace(reason, pkt);
+    }
+
+    fn meter(&mut self, id: MeterId, len: usize) -> bool {
+        self.meters.charge(id, len, self.now)
+    }
+
+    fn sample(&mut self, probability: u32) -> bool {
+        self.rng.take(probability)
     }
 }
 

@@ -342,7 +342,7 @@ fn a_batch_forwards_as_single_calls_do() {
         &buf().with(PrmField::OuterUdpDport, 53),
         &[pop, outs[5]],
     );
-    let mut rng = Rng(7);
+    let mut rng = megaflow::SplitMix64::new(7);
     let frames: Vec<(Vport, Vec<u8>)> = (0..300)
         .map(|_| {
             let mut s = FrameSpec::ipv4(1, 2, L4::udp(9, [53, 54][rng.below(2) as usize]))
@@ -413,7 +413,7 @@ fn concurrent_rule_updates_keep_counters_exact() {
         let sim = Arc::clone(&sim);
         let (ctrs, outs) = (ctrs.clone(), outs.clone());
         thread::spawn(move || {
-            let mut rng = Rng(1);
+            let mut rng = megaflow::SplitMix64::new(1);
             let mut changes = 0;
             for _ in 0..WRITES {
                 let k = 2 * rng.below(SLOTS as u64 / 2) as usize + 1;
@@ -436,7 +436,7 @@ fn concurrent_rule_updates_keep_counters_exact() {
         .map(|t| {
             let sim = Arc::clone(&sim);
             thread::spawn(move || {
-                let mut rng = Rng(100 + t);
+                let mut rng = megaflow::SplitMix64::new(100 + t);
                 let mut seen = vec![CounterValue::default(); SLOTS];
                 let mut sent = vec![0u64; SLOTS];
                 let mut out = Output::new();

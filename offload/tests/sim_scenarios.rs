@@ -671,7 +671,7 @@ fn the_next_table_sees_the_edited_packet() {
     for (f, want) in &cases {
         assert_eq!(one(&sim, d, ingress(), f).egress, Egress::Vport(*want));
     }
-    let mut rng = Rng(3);
+    let mut rng = megaflow::SplitMix64::new(3);
     let picks: Vec<usize> = (0..200).map(|_| rng.below(6) as usize).collect();
     let mut out = Output::new();
     sim.process_batch(
@@ -1023,7 +1023,7 @@ fn rule_churn_keeps_every_lookup_right() {
     let m = matcher(&sim, t1, 0, &dmac_mask());
     let outs: Vec<ActionId> = (0..16).map(|i| to_vport(&sim, d, vf(i))).collect();
     let mut model: HashMap<u64, VecDeque<(RuleId, u16)>> = HashMap::new();
-    let mut rng = Rng(42);
+    let mut rng = megaflow::SplitMix64::new(42);
     let frames: Vec<Vec<u8>> = (0..KEYS).map(|k| frame_to(mac(k), 0)).collect();
     for round in 0..8 {
         let ops = if round < 4 { 2500 } else { 1500 };

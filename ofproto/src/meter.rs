@@ -241,6 +241,13 @@ impl MeterTable {
     }
 }
 
+/// The slow path executes its upcalled packets against the same meters.
+impl megaflow::meter::Meters for MeterTable {
+    fn charge(&self, id: MeterId, len: usize, now: Timestamp) -> bool {
+        MeterTable::charge(self, id, len, now)
+    }
+}
+
 #[cfg(test)]
 #[path = "tests/meter.rs"]
 mod tests;

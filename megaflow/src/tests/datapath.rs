@@ -1,5 +1,5 @@
 use super::*;
-use crate::actions::{CollectSink, DpAction};
+use crate::actions::{CollectSink, DpAction, UserspaceReason};
 use crate::frame::{FrameSpec, L4};
 use crate::key::{Field, Mask};
 use crate::offload::MeterBand;

@@ -341,7 +341,7 @@ pub fn counters_exact_under_random_traffic<D: Device>(dev: &D) {
     }
 
     let mut want = vec![CounterValue::default(); 128];
-    let mut rng = Rng(0x00c0_ffee);
+    let mut rng = megaflow::SplitMix64::new(0x00c0_ffee);
     let from = [vf(0), vf(3), Vport::UPLINK];
     let mut hits = 0;
     for n in 0..6000u64 {

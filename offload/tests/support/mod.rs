@@ -146,19 +146,3 @@ pub fn query<B: DrBackend + ?Sized>(dev: &B, bulk: CounterBulkId) -> Vec<Counter
     ok(dev.counter_bulk_query(bulk, &mut out), "counter_bulk_query");
     out
 }
-
-/// The suite's deterministic random numbers.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        let mut r = megaflow::SplitMix64::new(self.0);
-        let v = r.next_u64();
-        self.0 = self.0.wrapping_add(megaflow::SplitMix64::GAMMA);
-        v
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}

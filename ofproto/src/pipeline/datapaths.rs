@@ -75,14 +75,6 @@ impl ThreadedDatapaths {
     pub fn home(&self, port: PortNo) -> Option<usize> {
         self.homes.get(&port).copied()
     }
-
-    pub fn len(&self) -> usize {
-        self.links.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.links.is_empty()
-    }
 }
 
 impl Datapaths for ThreadedDatapaths {

@@ -38,8 +38,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use lru::LruCache;
-use megaflow::actions::{execute, ActionSink, ExecOutcome, UserspaceReason};
+use megaflow::actions::{execute, ActionSink, ExecOutcome};
 use megaflow::key::{hash_words, FastBuild};
+use megaflow::meter::MeteredSink;
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
@@ -362,11 +363,6 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         Pipeline::with_datapaths(bridge, offload, cfg, LocalDatapath(dp))
     }
 
-    /// The datapath (its counters, its cache).
-    pub fn datapath(&self) -> &Datapath {
-        &self.dps.0
-    }
-
     /// Runs one packet that hardware did not forward (received on
     /// `in_port`) through the whole software path: the datapath, an upcall
     /// on a miss, then an offload tick (so a flow that turned hot goes to
@@ -387,9 +383,8 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         out
     }
 
-    /// The datapath alone: `None` on a miss, with nothing changed (the
-    /// datapath's key then holds the packet's key).
-    pub fn process_cached<S: ActionSink>(
+    /// The datapath alone: `None` on a miss, with nothing changed.
+    fn process_cached<S: ActionSink>(
         &mut self,
         now: Timestamp,
         in_port: PortNo,
@@ -682,11 +677,11 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.stats.upcalls += 1;
         let actions = self.translate_and_install(&key, pkt.len(), now);
         let mut layout = ex.layout;
-        let mut sink = SlowSink {
+        let mut sink = MeteredSink {
             inner: sink,
             meters: &self.meters,
-            now,
             rng: &mut self.rng,
+            now,
         };
         let exec = execute(&actions, pkt, &mut layout, &mut sink);
         SwOutcome { upcall: true, exec }
@@ -1070,9 +1065,6 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             Eviction::Unsound => self.stats.revalidated_deleted += 1,
             Eviction::Flush => self.stats.flushed += 1,
         }
-        // A datapath on this thread answers at once: fold it now, so a
-        // caller sees the rules credited when this returns.
-        self.fold_datapaths(m.stats.used);
     }
 
     /// Removes every megaflow that names `port` (as in_port or output),
@@ -1149,33 +1141,6 @@ fn names_port(a: &DpAction, port: PortNo) -> bool {
 /// The hash that indexes megaflows by match.
 fn match_hash(m: &Match) -> u64 {
     hash_words(m.key().words()) ^ hash_words(m.mask().words()).rotate_left(17)
-}
-
-/// The caller's sink with the meters and the sampler in front, for the
-/// packets the slow path executes itself.
-struct SlowSink<'a, S> {
-    inner: &'a mut S,
-    meters: &'a MeterTable,
-    now: Timestamp,
-    rng: &'a mut SplitMix64,
-}
-
-impl<S: ActionSink> ActionSink for SlowSink<'_, S> {
-    fn output(&mut self, port: PortNo, pkt: &[u8]) {
-        self.inner.output(port, pkt);
-    }
-
-    fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {
-        self.inner.userspace(reason, pkt);
-    }
-
-    fn meter(&mut self, id: MeterId, len: usize) -> bool {
-        self.meters.charge(id, len, self.now)
-    }
-
-    fn sample(&mut self, probability: u32) -> bool {
-        self.rng.take(probability)
-    }
 }
 
 #[cfg(test)]

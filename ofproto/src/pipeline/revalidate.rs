@@ -104,6 +104,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 self.pending.push(idx);
             }
         }
+        // The last counts of the flows evicted above (a datapath on this
+        // thread has answered already; threads answer by the next tick).
+        self.fold_datapaths(now);
         self.flush_offloads(now);
 
         let elapsed = started.elapsed();
