@@ -2,10 +2,14 @@
 //! switch, which is everything translation reads.
 //!
 //! Translation ([`Bridge::translate`]) takes `&self` and has no side
-//! effects: what NORMAL would learn comes back in the [`Translation`] and
+//! effects: what NORMAL would learn comes back in the
+//! [`Translation`](crate::xlate::Translation) and
 //! the caller applies it with [`Bridge::learn`]. So the revalidator can
 //! re-translate without learning, tests can translate the same key twice,
 //! and several handler threads can share a bridge behind a read lock.
+//!
+//! This module is what translation reads; it does not depend on
+//! translation (`xlate` adds `translate` and `trace` to [`Bridge`]).
 //!
 //! Every input translation reads carries a generation: the tables', the
 //! ports' and the MAC table's. A megaflow records them; when one moved on,
@@ -13,11 +17,10 @@
 
 use std::collections::BTreeMap;
 
-use megaflow::{FlowKey, PortNo, Timestamp};
+use megaflow::{PortNo, Timestamp};
 
 use crate::mac::{MacLearn, MacTable};
 use crate::table::FlowTables;
-use crate::xlate::{self, Translation};
 
 /// How a port carries VLANs for NORMAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -152,16 +155,6 @@ impl Bridge {
             ports: self.ports.generation(),
             mac: self.mac.generation(),
         }
-    }
-
-    /// Translates a packet's key through the pipeline (no side effects).
-    pub fn translate(&self, key: &FlowKey, now: Timestamp) -> Translation {
-        xlate::translate(self, key, now, false)
-    }
-
-    /// Translates and records every step for a readable explanation.
-    pub fn trace(&self, key: &FlowKey, now: Timestamp) -> Translation {
-        xlate::translate(self, key, now, true)
     }
 
     /// Applies what a translation's NORMAL action learned.

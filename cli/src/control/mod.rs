@@ -12,11 +12,12 @@
 //! `dump-flows` gives per megaflow `match`, `actions`, `packets`, `bytes`,
 //! `used` (seconds since the last packet, or `"never"`), `offloaded`
 //! (`yes` or `no (reason)`), `state` and the whole `line`; `dump-rules`
-//! gives the sim device's [`DeviceDump`](offload::sim::DeviceDump).
+//! gives the device's own [`DeviceDump`](offload::dr::DeviceDump).
 //!
 //! A request that cannot be carried out gets `{"error":"..."}` naming what
 //! was wrong; nothing changes and the switch goes on.
-//! [`handle`] is the whole server side on a [`SimSwitch`]; [`socket`]
+//! [`handle`] is the whole server side on a [`Switch`], whatever its
+//! device; [`socket`]
 //! carries the lines (the daemon's server, `eswitchctl`'s client), and
 //! [`render`] prints answers for people.
 
@@ -27,7 +28,7 @@ use ofproto::{Datapaths, FlowModCommand};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::switch::SimSwitch;
+use crate::switch::{Device, Switch};
 
 pub mod render;
 pub mod socket;
@@ -107,15 +108,19 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
 }
 
 /// Carries out a request on the switch at time `now`.
-pub fn handle<D: Datapaths>(sw: &mut SimSwitch<D>, req: &Request, now: Timestamp) -> Response {
+pub fn handle<B: Device, D: Datapaths>(
+    sw: &mut Switch<B, D>,
+    req: &Request,
+    now: Timestamp,
+) -> Response {
     match run(sw, req, now) {
         Ok(v) => Response::Ok(v),
         Err(e) => Response::Error(e),
     }
 }
 
-fn run<D: Datapaths>(
-    sw: &mut SimSwitch<D>,
+fn run<B: Device, D: Datapaths>(
+    sw: &mut Switch<B, D>,
     req: &Request,
     now: Timestamp,
 ) -> Result<Value, String> {
@@ -123,7 +128,8 @@ fn run<D: Datapaths>(
         Request::Show => Ok(json!({ "ports": sw.port_summaries() })),
         Request::DumpFlows => Ok(json!({ "flows": megaflows_json(sw.pipeline(), now) })),
         Request::DumpRules => {
-            serde_json::to_value(sw.sim().dump()).map_err(|e| format!("dump-rules: {e}"))
+            let dump = sw.dump_rules().map_err(|e| format!("dump-rules: {e:#}"))?;
+            serde_json::to_value(dump).map_err(|e| format!("dump-rules: {e}"))
         }
         Request::DumpOf => {
             let rules: Vec<Value> = sw
@@ -197,8 +203,8 @@ fn run<D: Datapaths>(
 }
 
 /// Parses a flow in ovs-ofctl syntax and applies it as `cmd`.
-fn apply_text<D: Datapaths>(
-    sw: &mut SimSwitch<D>,
+fn apply_text<B: Device, D: Datapaths>(
+    sw: &mut Switch<B, D>,
     text: &str,
     cmd: FlowModCommand,
     now: Timestamp,

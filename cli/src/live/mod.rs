@@ -23,14 +23,16 @@
 //!                 bridge; SIGINT/SIGTERM → stop
 //! ```
 //!
-//! The slow path ([`SimSwitch`] over [`ThreadedDatapaths`]: the pipeline,
+//! The slow path ([`Switch`] over [`ThreadedDatapaths`]: the pipeline,
 //! the device, the port map) is behind one mutex, taken by the handler,
 //! the revalidator and the control socket, never by a datapath thread:
 //! a revalidator pass, however long, stops no packet. The datapath threads
 //! publish their counters to a [`CounterBoard`] a few times a second.
 //!
 //! Port I/O comes from a [`PortFactory`], so the same daemon runs on
-//! memory ports in unprivileged tests and on netdevs in production.
+//! memory ports in unprivileged tests and on netdevs in production; the
+//! device is any [`Device`] (the sim eSwitch, whose front each datapath
+//! thread runs its batches through, or a real NIC with nothing in front).
 
 mod ports;
 mod run;
@@ -48,7 +50,7 @@ use megaflow::datapath::DatapathEnd;
 use megaflow::port::{PacketBatch, Port, BATCH_SIZE};
 use megaflow::{Datapath, DpEvent, Lookup, PortNo, Timestamp};
 use offload::representor::{PortEvent, Representor};
-use offload::sim::SimConfig;
+use offload::sim::{SimBackend, SimConfig};
 use tracing::{debug, info, warn};
 
 use ofproto::pipeline::SwOutcome;
@@ -56,7 +58,7 @@ use ofproto::ThreadedDatapaths;
 
 use crate::config::{Config, PortSpec};
 use crate::switch::{
-    CounterBoard, Egressor, FlowFile, Path, PortStatus, SimFront, SimSwitch, SoftwarePath,
+    sim_device, CounterBoard, Device, Egressor, FlowFile, Front, Netdev, Path, SoftwarePath, Switch,
 };
 
 pub use ports::NetdevFactory;
@@ -152,9 +154,9 @@ impl LiveLimits {
 
 /// The slow path, shared by the handler, the revalidator and the control
 /// socket (never by a datapath thread).
-pub type Core = Arc<Mutex<SimSwitch<ThreadedDatapaths>>>;
+pub type Core<B = SimBackend> = Arc<Mutex<Switch<B, ThreadedDatapaths>>>;
 
-fn lock(core: &Core) -> MutexGuard<'_, SimSwitch<ThreadedDatapaths>> {
+fn lock<B: Device>(core: &Core<B>) -> MutexGuard<'_, Switch<B, ThreadedDatapaths>> {
     // A thread that panicked holding the lock leaves the switch as it was
     // between two batches; going on is better than stopping forwarding.
     core.lock().unwrap_or_else(|p| p.into_inner())
@@ -263,8 +265,9 @@ fn send(port: &mut Box<dyn Port>, refs: &[&[u8]]) {
 }
 
 /// A running daemon: its threads and the switch they share.
-pub struct Daemon {
-    core: Core,
+pub struct Daemon<B: Device = SimBackend> {
+    /// Taken by [`stop`](Daemon::stop) only.
+    core: Option<Core<B>>,
     clock: Clock,
     factory: Arc<dyn PortFactory>,
     ports: Vec<PortSpec>,
@@ -292,16 +295,30 @@ pub struct StopReport {
     pub stats: ofproto::PipelineStats,
 }
 
-impl Daemon {
-    /// Builds the switch and starts the RX, handler and revalidator
-    /// threads. Ports open as [`Daemon::apply`] learns that their netdevs
-    /// exist.
+impl Daemon<SimBackend> {
+    /// The daemon on the sim eSwitch (made for the configured ports).
     pub fn start(
         cfg: &Config,
         flows: &FlowFile,
         factory: Arc<dyn PortFactory>,
         limits: LiveLimits,
     ) -> anyhow::Result<Daemon> {
+        let dev = sim_device(&cfg.port_specs()?, SimConfig::default());
+        Daemon::start_on(dev, cfg, flows, factory, limits)
+    }
+}
+
+impl<B: Device> Daemon<B> {
+    /// Builds the switch on `dev` and starts the datapath, handler and
+    /// revalidator threads. Ports open as [`Daemon::apply`] learns that
+    /// their netdevs exist.
+    pub fn start_on(
+        dev: Arc<B>,
+        cfg: &Config,
+        flows: &FlowFile,
+        factory: Arc<dyn PortFactory>,
+        limits: LiveLimits,
+    ) -> anyhow::Result<Daemon<B>> {
         let clock = Clock::new();
         let ports = cfg.port_specs()?;
         let pipeline = cfg.pipeline()?;
@@ -314,20 +331,13 @@ impl Daemon {
             ends.push(end);
         }
         let cache = pipeline.cache.clone();
-        let mut sw = SimSwitch::with_datapaths(
-            &ports,
-            flows,
-            pipeline,
-            SimConfig::default(),
-            clock.now(),
-            dps,
-        )?;
+        let mut sw = Switch::with_datapaths(dev, &ports, flows, pipeline, clock.now(), dps)?;
         for p in &ports {
-            sw.pipeline_mut().bridge.ports.set_up(p.no, false);
-            sw.set_port_status(p.no, absent());
+            sw.set_link(p.no, false);
+            sw.set_netdev(p.no, None);
         }
         let fronts: Vec<_> = (0..n).map(|_| sw.front_for_thread()).collect();
-        let core: Core = Arc::new(Mutex::new(sw));
+        let core: Core<B> = Arc::new(Mutex::new(sw));
         let stop = Arc::new(AtomicBool::new(false));
         let stop_rx = Arc::new(AtomicBool::new(false));
         let (gate, upcalls) =
@@ -372,7 +382,7 @@ impl Daemon {
             "eswitchd started"
         );
         Ok(Daemon {
-            core,
+            core: Some(core),
             clock,
             factory,
             ports,
@@ -387,8 +397,13 @@ impl Daemon {
     }
 
     /// The switch (for the control socket).
-    pub fn core(&self) -> Core {
-        self.core.clone()
+    pub fn core(&self) -> Core<B> {
+        Arc::clone(self.shared())
+    }
+
+    fn shared(&self) -> &Core<B> {
+        // Present from start until stop, which consumes the daemon.
+        self.core.as_ref().expect("the daemon's switch")
     }
 
     pub fn clock(&self) -> Clock {
@@ -436,9 +451,7 @@ impl Daemon {
             PortEvent::Up { ifindex } | PortEvent::Down { ifindex } => {
                 let up = matches!(ev, PortEvent::Up { .. });
                 if let Some(no) = self.spec_of_ifindex(*ifindex) {
-                    let mut sw = lock(&self.core);
-                    sw.pipeline_mut().bridge.ports.set_up(no, up);
-                    sw.port_status_mut(no).state = state_name(up).to_string();
+                    lock(self.shared()).set_link(no, up);
                     info!(port = %no, "link {}", state_name(up));
                 }
             }
@@ -473,20 +486,17 @@ impl Daemon {
         let thread = self.least_loaded();
         info!(port = %spec.name, ofport = %spec.no, vport = %spec.vport, ifindex = rep.ifindex, kind = %opened.kind, up = rep.oper_up, thread, "port opened");
         {
-            let mut sw = lock(&self.core);
+            let mut sw = lock(self.shared());
             sw.pipeline_mut()
                 .datapaths_mut()
                 .assign(spec.no, Some(thread));
-            sw.pipeline_mut().bridge.ports.set_up(spec.no, rep.oper_up);
-            sw.set_port_status(
+            sw.set_link(spec.no, rep.oper_up);
+            sw.set_netdev(
                 spec.no,
-                PortStatus {
+                Some(Netdev {
                     ifindex: Some(rep.ifindex),
-                    state: state_name(rep.oper_up).to_string(),
                     kind: opened.kind.clone(),
-                    rx_dropped: 0,
-                    tx_dropped: 0,
-                },
+                }),
             );
         }
         lock_tx(&self.handler_tx).insert(spec.no, opened.tx);
@@ -508,11 +518,11 @@ impl Daemon {
         }
         lock_tx(&self.handler_tx).remove(&no);
         let flushed = {
-            let mut sw = lock(&self.core);
-            sw.pipeline_mut().bridge.ports.set_up(no, false);
+            let mut sw = lock(self.shared());
+            sw.set_link(no, false);
             let n = sw.pipeline_mut().flush_port(no);
             sw.pipeline_mut().datapaths_mut().assign(no, None);
-            *sw.port_status_mut(no) = absent();
+            sw.set_netdev(no, None);
             n
         };
         info!(port = %rep.ifname, ofport = %no, flushed, "netdev removed; its megaflows and rules flushed");
@@ -523,15 +533,10 @@ impl Daemon {
     pub fn stop(mut self) -> anyhow::Result<StopReport> {
         self.join_threads();
         lock_tx(&self.handler_tx).clear();
-        let placeholder = SimSwitch::with_datapaths(
-            &[],
-            &FlowFile::default(),
-            Default::default(),
-            SimConfig::default(),
-            Timestamp(0),
-            ThreadedDatapaths::new(),
-        )?;
-        let core = std::mem::replace(&mut self.core, Arc::new(Mutex::new(placeholder)));
+        let core = self
+            .core
+            .take()
+            .ok_or_else(|| anyhow!("the daemon was stopped"))?;
         let sw = Arc::try_unwrap(core)
             .map_err(|_| anyhow!("the switch is still in use (control socket not stopped?)"))?
             .into_inner()
@@ -550,16 +555,9 @@ impl Daemon {
     }
 }
 
-impl Drop for Daemon {
+impl<B: Device> Drop for Daemon<B> {
     fn drop(&mut self) {
         self.join_threads();
-    }
-}
-
-fn absent() -> PortStatus {
-    PortStatus {
-        state: "absent".to_string(),
-        ..PortStatus::default()
     }
 }
 
@@ -585,11 +583,11 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> anyhow::Result<JoinHa
 }
 
 /// One datapath thread: its ports, its datapath, its front.
-struct RxThread {
+struct RxThread<F> {
     index: usize,
     dp: Datapath,
     end: DatapathEnd,
-    front: SimFront,
+    front: F,
     board: Arc<CounterBoard>,
     clock: Clock,
     factory: Arc<dyn PortFactory>,
@@ -607,7 +605,7 @@ struct RxThread {
 /// eviction for longer than a wake-up.
 const COMMANDS_PER_ROUND: usize = 64;
 
-impl RxThread {
+impl<F: Front> RxThread<F> {
     fn run(mut self) {
         let mut arena = TxArena::default();
         let mut idle = 0u32;
@@ -737,8 +735,8 @@ impl SoftwarePath for LivePath<'_> {
     }
 }
 
-fn handler(
-    core: &Core,
+fn handler<B: Device>(
+    core: &Core<B>,
     clock: Clock,
     stop: &AtomicBool,
     upcalls: &Receiver<Upcall>,
@@ -777,7 +775,7 @@ fn handler(
 /// The revalidator/offload thread: the one thread that programs the
 /// device. Every [`OFFLOAD_TICK`] it folds the datapath's counts and
 /// offloads the flows that turned hot; every `every` it runs a pass.
-fn revalidator(core: &Core, clock: Clock, stop: &AtomicBool, every: Duration) {
+fn revalidator<B: Device>(core: &Core<B>, clock: Clock, stop: &AtomicBool, every: Duration) {
     let mut next = Instant::now() + every;
     while !stop.load(Ordering::Relaxed) {
         let left = next.saturating_duration_since(Instant::now());

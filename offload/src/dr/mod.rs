@@ -24,12 +24,14 @@
 //! manager (one writer) and the datapath threads (the `sim` backend
 //! forwards packets concurrently with rule updates).
 
+pub mod dump;
 pub mod error;
 pub mod meter;
 pub mod modify;
 
 use std::fmt;
 
+pub use dump::DeviceDump;
 pub use error::{DrError, Errno, Object, Resource};
 
 use crate::Vport;
@@ -392,6 +394,11 @@ pub trait DrBackend: Send + Sync {
         bulk: CounterBulkId,
         out: &mut Vec<CounterValue>,
     ) -> Result<(), DrError>;
+
+    /// Everything programmed now, for `eswitchctl dump-rules` and for
+    /// checking that a shut-down device is empty: the sim walks its
+    /// state; a real device answers from its own dump.
+    fn dump(&self) -> Result<DeviceDump, DrError>;
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use crate::dr::{DomainId, DomainType};
 use crate::prm::SourcePortMode;
 use crate::Vport;
 
+use super::matcher::BATCH;
 use super::packet::{apply_modify, extract_key, pop_vlan, push_vlan, PacketKey};
 use super::state::{Body, Domain, State, Step};
 
@@ -138,11 +139,6 @@ struct Walk<'a> {
     dom: &'a Domain,
     now: u64,
 }
-
-/// Packets walked together: each matcher is probed for every packet of the
-/// batch before the next, so the memory accesses of different packets
-/// overlap (the batching of Open vSwitch's dpcls).
-pub(crate) const BATCH: usize = 32;
 
 /// Walks packets; appends their frames to `out`.
 pub(crate) fn process<'p>(

@@ -28,6 +28,11 @@ use std::collections::{HashMap, VecDeque};
 
 use super::packet::PacketKey;
 
+/// Packets walked together: each matcher is probed for every packet of the
+/// batch before the next, so the memory accesses of different packets
+/// overlap (the batching of Open vSwitch's dpcls).
+pub(crate) const BATCH: usize = 32;
+
 /// Words of an `fte_match_param` the sim models (outer, misc, inner, misc2).
 pub(crate) const WORDS: usize = crate::prm::ENCODED_LEN / 8;
 
@@ -220,7 +225,7 @@ impl<T: Clone + Default> MatcherIndex<T> {
         group: &[u8],
         hits: &mut [Option<&'a T>],
     ) {
-        const B: usize = super::exec::BATCH;
+        const B: usize = BATCH;
         let mut first = [0u64; B];
         let mut sink = 0u64;
         for &i in group {

@@ -41,6 +41,7 @@
 //! with a chosen errno, or every call, and [`SimBackend::set_latency`]
 //! delays calls, for the offload manager's fault tests.
 
+mod config;
 mod dump;
 mod exec;
 mod matcher;
@@ -52,62 +53,16 @@ use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
-pub use dump::{CounterDump, DeviceDump, DomainDump, FieldDump, MatcherDump, RuleDump, TableDump};
+pub use config::{SimConfig, Snapshot};
 pub use exec::{DropCause, Egress, OutFrame, Output};
 
 use crate::dr::{
-    ActionId, ActionSpec, CounterBulkId, CounterValue, DomainId, DomainType, DrBackend, DrError,
-    Errno, MatcherId, RuleId, SyncFlags, TableId,
+    ActionId, ActionSpec, CounterBulkId, CounterValue, DeviceDump, DomainId, DomainType, DrBackend,
+    DrError, Errno, MatcherId, RuleId, SyncFlags, TableId,
 };
-use crate::prm::SourcePortMode;
 use crate::Vport;
 
 use state::State;
-
-/// Capacities and identity of the simulated device.
-#[derive(Clone, Debug)]
-pub struct SimConfig {
-    /// The vports the eSwitch has (dest_vport to another is EINVAL).
-    pub vports: Vec<Vport>,
-    /// Rules per table (steering memory).
-    pub max_rules_per_table: usize,
-    /// Matchers per table.
-    pub max_matchers_per_table: usize,
-    /// Flow counters over all bulks.
-    pub max_counters: usize,
-    /// Largest bulk, as log2 of its size.
-    pub max_bulk_log: u8,
-    /// Flow meters.
-    pub max_meters: usize,
-    /// Actions in one modify-header object.
-    pub max_modify_actions: usize,
-    /// Seed of the samplers' random numbers.
-    pub seed: u64,
-    /// How the firmware marks the source vport: with vport metadata, reg_c_0
-    /// starts as the vport's tag; `misc.source_port` is always filled.
-    pub source_port: SourcePortMode,
-}
-
-impl Default for SimConfig {
-    /// A ConnectX-6 Dx-like eSwitch with the PF, 127 VFs, the ECPF and the
-    /// uplink; vport metadata in the upper half of reg_c_0, as Linux sets
-    /// it up.
-    fn default() -> Self {
-        let mut vports = vec![Vport::PF, Vport::ECPF, Vport::UPLINK];
-        vports.extend((0..127).filter_map(Vport::vf));
-        SimConfig {
-            vports,
-            max_rules_per_table: 1 << 24,
-            max_matchers_per_table: 4096,
-            max_counters: 1 << 24,
-            max_bulk_log: 16,
-            max_meters: 1 << 16,
-            max_modify_actions: 64,
-            seed: 0x5eed_5eed,
-            source_port: SourcePortMode::REG_C0_UPPER_16,
-        }
-    }
-}
 
 /// The operations faults can be injected into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -218,6 +173,12 @@ impl Default for SimBackend {
 }
 
 impl SimBackend {
+    /// How the modelled firmware marks a packet's source vport (what the
+    /// offload manager's rules must match).
+    pub fn source_port(&self) -> crate::prm::SourcePortMode {
+        self.read().config.source_port
+    }
+
     /// A device with no domains.
     pub fn new(config: SimConfig) -> Self {
         SimBackend {
@@ -324,25 +285,6 @@ impl SimBackend {
     pub fn snapshot(&self) -> Snapshot {
         self.read().snapshot()
     }
-
-    /// Every domain, table, matcher and rule with its decoded match,
-    /// actions and counter (`eswitchctl dump-rules`).
-    pub fn dump(&self) -> DeviceDump {
-        dump::dump(&self.read())
-    }
-}
-
-/// A summary of the programmed objects.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Snapshot {
-    pub domains: usize,
-    pub tables: usize,
-    pub matchers: usize,
-    pub rules: usize,
-    pub actions: usize,
-    pub counter_bulks: usize,
-    pub counters: usize,
-    pub meters: usize,
 }
 
 impl DrBackend for SimBackend {
@@ -429,5 +371,11 @@ impl DrBackend for SimBackend {
     ) -> Result<(), DrError> {
         self.gate(Op::CounterQuery)?;
         self.read().counter_bulk_query(bulk, out)
+    }
+
+    /// Every domain, table, matcher and rule with its decoded match,
+    /// actions and counter, read back from the sim's state.
+    fn dump(&self) -> Result<DeviceDump, DrError> {
+        Ok(dump::dump(&self.read()))
     }
 }

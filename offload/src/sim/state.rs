@@ -12,9 +12,9 @@ use crate::dr::{
 use crate::prm::{Block, DecodeError, Encoded, PrmField, ENCODED_LEN, FIELDS};
 use crate::Vport;
 
+use super::config::{SimConfig, Snapshot};
 use super::matcher::{to_words, MatcherIndex, WORDS};
 use super::slab::Slab;
-use super::{SimConfig, Snapshot};
 
 pub(crate) struct Domain {
     pub(crate) ty: DomainType,

@@ -173,7 +173,19 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// Translates `key` through `br`'s pipeline, starting at table 0.
-pub(crate) fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
+impl Bridge {
+    /// Translates a packet's key through the pipeline (no side effects).
+    pub fn translate(&self, key: &FlowKey, now: Timestamp) -> Translation {
+        translate(self, key, now, false)
+    }
+
+    /// Translates and records every step for a readable explanation.
+    pub fn trace(&self, key: &FlowKey, now: Timestamp) -> Translation {
+        translate(self, key, now, true)
+    }
+}
+
+fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
     let mut ctx = Ctx {
         br,
         now,

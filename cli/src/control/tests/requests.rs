@@ -4,7 +4,7 @@ use offload::sim::SimConfig;
 use ofproto::PipelineConfig;
 
 use super::*;
-use crate::switch::{Discard, FlowFile};
+use crate::switch::{Discard, FlowFile, SimSwitch};
 
 const T0: u64 = 1_700_000_000_000_000_000;
 

@@ -203,8 +203,8 @@ fn forwards_offloads_flushes_a_removed_port_and_stops_clean() {
         assert_eq!(sw.pipeline().len(), 1);
         assert_eq!(sw.pipeline().offloaded_len(), 1);
         assert_eq!(
-            sw.port_status(PortNo(2)).map(|s| s.state.as_str()),
-            Some("absent")
+            sw.port_status(PortNo(2)).map(|s| s.state),
+            Some("absent".to_string())
         );
     }
     assert!(h["vm3"].rx.inject(&frame(2000), PacketMeta::default()));

@@ -8,9 +8,10 @@ use megaflow::frame::{FrameSpec, L4};
 use megaflow::offload::{FlowOffload, MeterBand};
 use megaflow::{extract, Actions, DpAction, Field, Mask, Match, MeterId, PortNo};
 
-use super::*;
 use crate::manager::{ManagerConfig, OffloadManager};
 use crate::prm::PortTable;
+use crate::dr::dump::{DeviceDump, FieldDump, MatcherDump, RuleDump};
+use crate::dr::DrBackend;
 use crate::sim::{Output, SimBackend};
 use crate::Vport;
 
@@ -66,13 +67,13 @@ fn level1(d: &DeviceDump) -> Vec<&MatcherDump> {
 
 #[test]
 fn an_empty_device_dumps_nothing() {
-    assert_eq!(SimBackend::default().dump(), DeviceDump::default());
+    assert_eq!(SimBackend::default().dump().expect("dump"), DeviceDump::default());
 }
 
 #[test]
 fn the_layout_shows_domain_tables_and_the_root_jump() {
     let mgr = manager();
-    let d = mgr.backend().dump();
+    let d = mgr.backend().dump().expect("dump");
     assert_eq!(d.domains.len(), 1);
     assert_eq!(d.domains[0].kind, "FDB");
     let levels: Vec<u32> = d.tables.iter().map(|t| t.level).collect();
@@ -103,7 +104,7 @@ fn a_rule_names_its_fields_values_actions_and_counts() {
     }
     // A miss counts nowhere.
     send(&mgr, 4, &frame(1001));
-    let d = mgr.backend().dump();
+    let d = mgr.backend().dump().expect("dump");
     let l1 = level1(&d);
     assert_eq!(l1.len(), 1);
     let m = l1[0];
@@ -141,7 +142,7 @@ fn partial_masks_and_drops_read_as_addresses_and_names() {
     mgr.install(&subnet_flow(), &Actions::new(vec![]))
         .expect("drop offloaded");
     send(&mgr, 0, &frame(7));
-    let d = mgr.backend().dump();
+    let d = mgr.backend().dump().expect("dump");
     let m = level1(&d)[0];
     assert_eq!(field(&m.mask, "outer.dst_ip"), Some("255.255.255.0"));
     assert_eq!(field(&m.mask, "outer.src_ip"), None);
@@ -180,7 +181,7 @@ fn rewrites_meters_and_samplers_are_spelled_out() {
     for sport in 1..=3 {
         send(&mgr, 1_000, &frame(sport));
     }
-    let d = mgr.backend().dump();
+    let d = mgr.backend().dump().expect("dump");
     let all: Vec<String> = d.rules.iter().flat_map(|r| r.actions.clone()).collect();
     let has = |prefix: &str| all.iter().find(|a| a.starts_with(prefix));
     let modify = has("modify_header(set tcp_dport=0x1f90)").expect("rewrite");

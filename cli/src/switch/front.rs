@@ -1,0 +1,324 @@
+//! What stands between a port's receive ring and the software datapath.
+//!
+//! On a ConnectX in switchdev mode the eSwitch forwards offloaded flows
+//! itself; a representor receives only what missed the FDB. So a switch on
+//! real hardware has nothing in front of its datapath ([`Direct`]): every
+//! frame it receives is a miss, and what the hardware forwarded is known
+//! only through the rules' flow counters. The `sim` device is also the NIC
+//! model, so a switch on it puts it in front ([`SimFront`]): each batch
+//! walks the simulated FDB first, and only its misses reach software.
+//!
+//! A [`Device`] names its front. Frames leaving the switch, whichever path
+//! sent them, go to an [`Egressor`]; the software path's action outputs
+//! reach it through [`SwSink`], which counts them.
+
+use std::sync::Arc;
+
+use megaflow::actions::{ActionSink, UserspaceReason};
+use megaflow::{MeterId, PortNo, Timestamp};
+use offload::dr::{DomainId, DrBackend};
+use offload::prm::SourcePortMode;
+use offload::sim::{Egress, Output, SimBackend};
+use ofproto::pipeline::SwOutcome;
+use ofproto::{LocalDatapath, Pipeline};
+
+use super::counters::SwitchCounters;
+use super::ports::PortMap;
+
+/// Where a packet went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Path {
+    /// Forwarded by the eSwitch.
+    Hardware,
+    /// Forwarded by the software pipeline.
+    Software,
+}
+
+/// Every frame leaving the switch, whichever path sent it: a port's
+/// transmit batch, a test's recorder, nothing.
+pub trait Egressor {
+    fn tx(&mut self, port: PortNo, frame: &[u8], path: Path);
+    /// A sampled copy (to the sampling collector).
+    fn sample(&mut self, _frame: &[u8], _path: Path) {}
+}
+
+/// Counts only.
+pub struct Discard;
+
+impl Egressor for Discard {
+    fn tx(&mut self, _: PortNo, _: &[u8], _: Path) {}
+}
+
+/// What runs a packet the device handed to software.
+pub trait SoftwarePath {
+    /// Runs `pkt` (received on `port`) into `sink`; `None` when it was not
+    /// run here (a live datapath miss, queued for the handler).
+    fn run<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Option<SwOutcome>;
+}
+
+/// The whole software path on one thread (replay, tests): the datapath,
+/// then an upcall on a miss.
+impl<O: megaflow::offload::FlowOffload> SoftwarePath for Pipeline<O, LocalDatapath> {
+    fn run<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Option<SwOutcome> {
+        Some(self.process(now, port, pkt, sink))
+    }
+}
+
+/// What one thread (replay's loop, a live datapath thread) runs received
+/// batches through before, or instead of, the software path.
+pub trait Front: Send + 'static {
+    /// Runs a batch of received packets `(in_port, frame)` at `now`:
+    /// what the device does not handle goes to `sw`. Packets from ports
+    /// the switch does not have are counted in `rx` and dropped.
+    fn step<E: Egressor, P: SoftwarePath>(
+        &mut self,
+        now: Timestamp,
+        pkts: &[(PortNo, &[u8])],
+        egress: &mut E,
+        sw: &mut P,
+    );
+
+    /// This thread's counters.
+    fn counters(&self) -> &SwitchCounters;
+
+    fn counters_mut(&mut self) -> &mut SwitchCounters;
+}
+
+/// A device a switch programs: the Direct Rule API, what it puts in front
+/// of the software datapath, and how its rules match a source vport.
+pub trait Device: DrBackend + Sized + 'static {
+    type Front: Front;
+
+    /// The front of one more thread.
+    fn front(dev: &Arc<Self>, domain: DomainId, ports: &Arc<PortMap>) -> Self::Front;
+
+    /// How the firmware marks a packet's source vport.
+    fn source_port(&self) -> SourcePortMode;
+}
+
+impl Device for SimBackend {
+    type Front = SimFront;
+
+    fn front(dev: &Arc<Self>, domain: DomainId, ports: &Arc<PortMap>) -> SimFront {
+        SimFront {
+            sim: Arc::clone(dev),
+            domain,
+            ports: Arc::clone(ports),
+            out: Output::new(),
+            handled: Vec::new(),
+            sw: ToSoftware::default(),
+        }
+    }
+
+    fn source_port(&self) -> SourcePortMode {
+        SimBackend::source_port(self)
+    }
+}
+
+/// A frame handed to software from a port, counted once: the copy the
+/// software path may edit, its outcome counted.
+#[derive(Default)]
+struct ToSoftware {
+    buf: Vec<u8>,
+    counters: SwitchCounters,
+}
+
+impl ToSoftware {
+    fn run<E: Egressor, P: SoftwarePath>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        frame: &[u8],
+        egress: &mut E,
+        sw: &mut P,
+    ) {
+        self.counters.sw_handled += 1;
+        self.buf.clear();
+        self.buf.extend_from_slice(frame);
+        let mut sink = SwSink {
+            egress,
+            counters: &mut self.counters,
+        };
+        if let Some(r) = sw.run(now, port, &mut self.buf, &mut sink) {
+            count_sw_drop(&mut self.counters, &r);
+        }
+    }
+}
+
+/// Nothing in front: every received frame is a miss the device handed to
+/// the eSwitch manager (a real NIC's representors).
+pub struct Direct {
+    ports: Arc<PortMap>,
+    sw: ToSoftware,
+}
+
+impl Direct {
+    pub fn new(ports: &Arc<PortMap>) -> Direct {
+        Direct {
+            ports: Arc::clone(ports),
+            sw: ToSoftware::default(),
+        }
+    }
+}
+
+impl Front for Direct {
+    fn step<E: Egressor, P: SoftwarePath>(
+        &mut self,
+        now: Timestamp,
+        pkts: &[(PortNo, &[u8])],
+        egress: &mut E,
+        sw: &mut P,
+    ) {
+        for &(port, frame) in pkts {
+            self.sw.counters.received(port, frame.len());
+            if self.ports.vport(port).is_some() {
+                self.sw.run(now, port, frame, egress, sw);
+            }
+        }
+    }
+
+    fn counters(&self) -> &SwitchCounters {
+        &self.sw.counters
+    }
+
+    fn counters_mut(&mut self) -> &mut SwitchCounters {
+        &mut self.sw.counters
+    }
+}
+
+/// The sim eSwitch as one thread sees it: the shared device, the port
+/// map, and this thread's counters.
+pub struct SimFront {
+    sim: Arc<SimBackend>,
+    domain: DomainId,
+    ports: Arc<PortMap>,
+    out: Output,
+    /// Per packet of the batch: whether the eSwitch forwarded or dropped it.
+    handled: Vec<bool>,
+    sw: ToSoftware,
+}
+
+impl Front for SimFront {
+    fn step<E: Egressor, P: SoftwarePath>(
+        &mut self,
+        now: Timestamp,
+        pkts: &[(PortNo, &[u8])],
+        egress: &mut E,
+        sw: &mut P,
+    ) {
+        self.out.clear();
+        let mut known = Vec::with_capacity(pkts.len());
+        for &(port, frame) in pkts {
+            self.sw.counters.received(port, frame.len());
+            if let Some(v) = self.ports.vport(port) {
+                known.push((v, frame));
+            }
+        }
+        self.sim
+            .process_batch(self.domain, now.0, known.iter().copied(), &mut self.out);
+        let mut handled = std::mem::take(&mut self.handled);
+        handled.clear();
+        handled.resize(known.len(), false);
+        for f in self.out.frames() {
+            let Some(seen) = handled.get_mut(f.packet as usize) else {
+                continue;
+            };
+            match f.egress {
+                _ if f.sampled => {
+                    self.sw.counters.hw_samples += 1;
+                    egress.sample(&f.bytes, Path::Hardware);
+                }
+                Egress::Vport(v) => {
+                    *seen = true;
+                    if let Some(port) = self.ports.port(v) {
+                        self.sw
+                            .counters
+                            .ports
+                            .entry(port)
+                            .or_default()
+                            .tx_hw
+                            .add(f.bytes.len());
+                        egress.tx(port, &f.bytes, Path::Hardware);
+                    }
+                }
+                Egress::Drop(_) => {
+                    *seen = true;
+                    self.sw.counters.hw_drops += 1;
+                }
+                Egress::Manager { ingress } => {
+                    if let Some(port) = self.ports.port(ingress) {
+                        self.sw.run(now, port, &f.bytes, egress, sw);
+                    }
+                }
+            }
+        }
+        self.sw.counters.hw_handled += handled.iter().filter(|&&h| h).count() as u64;
+        self.handled = handled;
+    }
+
+    fn counters(&self) -> &SwitchCounters {
+        &self.sw.counters
+    }
+
+    fn counters_mut(&mut self) -> &mut SwitchCounters {
+        &mut self.sw.counters
+    }
+}
+
+/// A packet software dropped on purpose (a drop action, a meter, no
+/// output at all) is counted once.
+pub(crate) fn count_sw_drop(c: &mut SwitchCounters, r: &SwOutcome) {
+    if r.exec.dropped.is_some() && r.exec.outputs == 0 && r.exec.userspace == 0 {
+        c.sw_drops += 1;
+    }
+}
+
+/// The software path's outputs, counted and handed on.
+pub(crate) struct SwSink<'a, E> {
+    pub(crate) egress: &'a mut E,
+    pub(crate) counters: &'a mut SwitchCounters,
+}
+
+impl<E: Egressor> ActionSink for SwSink<'_, E> {
+    fn output(&mut self, port: PortNo, pkt: &[u8]) {
+        self.counters
+            .ports
+            .entry(port)
+            .or_default()
+            .tx_sw
+            .add(pkt.len());
+        self.egress.tx(port, pkt, Path::Software);
+    }
+
+    fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {
+        match reason {
+            UserspaceReason::Sample => {
+                self.counters.sw_samples += 1;
+                self.egress.sample(pkt, Path::Software);
+            }
+            _ => self.counters.to_controller += 1,
+        }
+    }
+
+    // Meters and samples are answered by the datapath's or the slow
+    // path's own sink in front of this one; these two are never reached.
+    fn meter(&mut self, _: MeterId, _: usize) -> bool {
+        true
+    }
+
+    fn sample(&mut self, _: u32) -> bool {
+        false
+    }
+}

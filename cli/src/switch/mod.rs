@@ -1,0 +1,319 @@
+//! The switch: the walk of ../shared/DESIGN.md on packets handed in by a
+//! caller (replay's capture loop, or the live datapath threads).
+//!
+//! [`Switch`] is the slow path's side (the pipeline, the device, the port
+//! map, what `show` and `stats` print). It is generic over its device
+//! ([`Device`]: the `sim`, which also stands in front of the datapath as
+//! the NIC model, or a real NIC, with nothing in front) and over where its
+//! datapaths run: one on the caller's thread ([`LocalDatapath`]: replay,
+//! tests), or one per live datapath thread ([`ThreadedDatapaths`]), each
+//! thread with its own [`Front`] and counters, published to a
+//! [`CounterBoard`] for the slow path to read.
+
+mod counters;
+mod front;
+mod ports;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::bail;
+use megaflow::{PortNo, Timestamp};
+use offload::dr::{DeviceDump, DomainId};
+use offload::manager::{ManagerConfig, OffloadManager};
+use offload::sim::{SimBackend, SimConfig};
+use ofproto::bridge::PortInfo;
+use ofproto::{Bridge, Datapaths, LocalDatapath, Pipeline, PipelineConfig, ThreadedDatapaths};
+
+use crate::config::PortSpec;
+
+pub use counters::{Count, CounterBoard, PortCounters, SwitchCounters};
+pub use front::{Device, Direct, Discard, Egressor, Front, Path, SimFront, SoftwarePath};
+pub use ofproto::text::FlowFile;
+pub use ports::{Netdev, PortMap, PortStatus, PortSummary};
+
+use front::{count_sw_drop, SwSink};
+
+/// The switch as the slow path holds it.
+pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
+    pipeline: Pipeline<OffloadManager<B>, D>,
+    dev: Arc<B>,
+    domain: DomainId,
+    ports: Arc<PortMap>,
+    /// Replay: the front the packets go through. Live: the handler's
+    /// counters (the datapath threads have fronts of their own).
+    front: B::Front,
+    /// Live: what the datapath threads published.
+    board: Arc<CounterBoard>,
+    netdevs: BTreeMap<PortNo, Netdev>,
+}
+
+/// The switch on the `sim` eSwitch.
+pub type SimSwitch<D = LocalDatapath> = Switch<SimBackend, D>;
+
+/// The sim device for `ports`: `cfg` with every port's vport.
+pub fn sim_device(ports: &[PortSpec], cfg: SimConfig) -> Arc<SimBackend> {
+    let mut cfg = cfg;
+    for p in ports {
+        if !cfg.vports.contains(&p.vport) {
+            cfg.vports.push(p.vport);
+        }
+    }
+    Arc::new(SimBackend::new(cfg))
+}
+
+impl SimSwitch<LocalDatapath> {
+    /// The switch on a sim device made for `ports`, its datapath on the
+    /// caller's thread.
+    pub fn new(
+        ports: &[PortSpec],
+        flows: &FlowFile,
+        cfg: PipelineConfig,
+        sim_cfg: SimConfig,
+        now: Timestamp,
+    ) -> anyhow::Result<SimSwitch> {
+        Switch::local(sim_device(ports, sim_cfg), ports, flows, cfg, now)
+    }
+}
+
+impl<B: Device> Switch<B, LocalDatapath> {
+    /// The switch on `dev` with its datapath on the caller's thread.
+    pub fn local(
+        dev: Arc<B>,
+        ports: &[PortSpec],
+        flows: &FlowFile,
+        cfg: PipelineConfig,
+        now: Timestamp,
+    ) -> anyhow::Result<Switch<B>> {
+        let dp = megaflow::Datapath::new(cfg.cache.clone(), 0x5eed_da7a_9a7b_0001);
+        Switch::with_datapaths(dev, ports, flows, cfg, now, LocalDatapath(dp))
+    }
+
+    /// Runs a batch of received packets `(in_port, frame)` at `now`, then
+    /// a revalidator pass if one is due. Packets from unknown ports are
+    /// counted in `rx` and dropped.
+    pub fn receive<E: Egressor>(
+        &mut self,
+        now: Timestamp,
+        pkts: &[(PortNo, &[u8])],
+        egress: &mut E,
+    ) {
+        self.front.step(now, pkts, egress, &mut self.pipeline);
+        self.pipeline.tick(now);
+    }
+}
+
+impl<B: Device> Switch<B, ThreadedDatapaths> {
+    /// A front for one more live datapath thread, and the board it
+    /// publishes its counters to.
+    pub fn front_for_thread(&self) -> (B::Front, Arc<CounterBoard>) {
+        (
+            B::front(&self.dev, self.domain, &self.ports),
+            Arc::clone(&self.board),
+        )
+    }
+}
+
+impl<D: Datapaths> SimSwitch<D> {
+    /// The simulated device (for fault injection and what only the model
+    /// can tell: snapshots, callers).
+    pub fn sim(&self) -> &Arc<SimBackend> {
+        &self.dev
+    }
+}
+
+impl<B: Device, D: Datapaths> Switch<B, D> {
+    /// Builds the switch on `dev` over the datapaths `dps`: the FDB layout
+    /// in the device, the bridge with `flows`.
+    pub fn with_datapaths(
+        dev: Arc<B>,
+        ports: &[PortSpec],
+        flows: &FlowFile,
+        cfg: PipelineConfig,
+        now: Timestamp,
+        dps: D,
+    ) -> anyhow::Result<Switch<B, D>> {
+        let map = Arc::new(PortMap::new(ports)?);
+        let mgr = OffloadManager::new(
+            Arc::clone(&dev),
+            map.table(),
+            ManagerConfig {
+                source_port: dev.source_port(),
+                ..ManagerConfig::default()
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("cannot set up the FDB: {e}"))?;
+        let domain = mgr.domain();
+        let mut bridge = Bridge::new();
+        for p in ports {
+            bridge.ports.insert(PortInfo::new(p.no, p.name.clone()));
+        }
+        for (i, fm) in flows.flows.iter().enumerate() {
+            bridge
+                .tables
+                .apply(fm, now)
+                .map_err(|e| anyhow::anyhow!("flow {}: {e}", i + 1))?;
+        }
+        let mut pipeline = Pipeline::with_datapaths(bridge, mgr, cfg, dps);
+        for m in &flows.meters {
+            pipeline.set_meter(*m);
+        }
+        Ok(Switch {
+            pipeline,
+            front: B::front(&dev, domain, &map),
+            dev,
+            domain,
+            ports: map,
+            board: Arc::default(),
+            netdevs: BTreeMap::new(),
+        })
+    }
+
+    pub fn pipeline(&self) -> &Pipeline<OffloadManager<B>, D> {
+        &self.pipeline
+    }
+
+    pub fn pipeline_mut(&mut self) -> &mut Pipeline<OffloadManager<B>, D> {
+        &mut self.pipeline
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<B> {
+        &self.dev
+    }
+
+    /// What is programmed in the device now (`eswitchctl dump-rules`).
+    pub fn dump_rules(&self) -> anyhow::Result<DeviceDump> {
+        self.dev
+            .dump()
+            .map_err(|e| anyhow::anyhow!("cannot dump the device: {e}"))
+    }
+
+    pub fn ports(&self) -> &[PortSpec] {
+        self.ports.specs()
+    }
+
+    /// The switch's counters: the front's (replay), or the handler's plus
+    /// what the datapath threads last published (live).
+    pub fn counters(&self) -> SwitchCounters {
+        let mut c = self.front.counters().clone();
+        c.add(&self.board.total());
+        c
+    }
+
+    /// The counters of this switch's own front (replay), or of the upcall
+    /// handler (live).
+    pub fn counters_mut(&mut self) -> &mut SwitchCounters {
+        self.front.counters_mut()
+    }
+
+    /// A port's link went up or down (or it was added or removed): the
+    /// bridge's port table, which translation reads, is the one place
+    /// that keeps it.
+    pub fn set_link(&mut self, port: PortNo, up: bool) {
+        self.pipeline.bridge.ports.set_up(port, up);
+    }
+
+    /// A live port's netdev appeared (`Some`) or vanished (`None`): what
+    /// `show` prints besides counters. Its link is set with
+    /// [`set_link`](Self::set_link).
+    pub fn set_netdev(&mut self, port: PortNo, netdev: Option<Netdev>) {
+        self.netdevs.insert(port, netdev.unwrap_or_default());
+    }
+
+    /// A live port as `show` prints it (`None` in replay).
+    pub fn port_status(&self, port: PortNo) -> Option<PortStatus> {
+        let nd = self.netdevs.get(&port)?;
+        let up = self.pipeline.bridge.ports.get(port).is_some_and(|p| p.up);
+        let state = match (nd.ifindex, up) {
+            (None, _) => "absent",
+            (Some(_), true) => "up",
+            (Some(_), false) => "down",
+        };
+        let (rx_dropped, tx_dropped) = self.board.drops(port).unwrap_or_default();
+        Some(PortStatus {
+            ifindex: nd.ifindex,
+            state: state.to_string(),
+            kind: nd.kind.clone(),
+            rx_dropped,
+            tx_dropped,
+        })
+    }
+
+    /// Every port with its counters, in configuration order.
+    pub fn port_summaries(&self) -> Vec<PortSummary> {
+        let counters = self.counters();
+        self.ports()
+            .iter()
+            .map(|p| {
+                let pc = counters.ports.get(&p.no).copied().unwrap_or_default();
+                PortSummary {
+                    name: p.name.clone(),
+                    ofport: p.no.0,
+                    vport: p.vport.to_string(),
+                    rx_packets: pc.rx.packets,
+                    tx_hw_packets: pc.tx_hw.packets,
+                    tx_sw_packets: pc.tx_sw.packets,
+                    tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
+                    status: self.port_status(p.no),
+                }
+            })
+            .collect()
+    }
+
+    /// The upcall handler's side of the live datapath threads: translates a
+    /// missed packet, installs its megaflow in the datapath(s) and executes
+    /// it. Nothing here calls the device: the offload thread does
+    /// ([`offload_tick`](Self::offload_tick)). The packet was counted on
+    /// receive.
+    pub fn upcall<E: Egressor>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        pkt: &mut Vec<u8>,
+        egress: &mut E,
+    ) {
+        let counters = self.front.counters_mut();
+        let mut sink = SwSink { egress, counters };
+        let r = self.pipeline.upcall(now, port, pkt, &mut sink);
+        count_sw_drop(self.front.counters_mut(), &r);
+    }
+
+    /// The offload thread's frequent step: the datapaths' counts folded
+    /// in, hot flows put into the device.
+    pub fn offload_tick(&mut self, now: Timestamp) {
+        self.pipeline.offload_tick(now);
+    }
+
+    /// A final revalidator pass (folds the last hardware counts), then
+    /// every rule and object removed from the device, which must then be
+    /// empty (its own dump says so). Returns the counters.
+    pub fn finish(
+        mut self,
+        now: Timestamp,
+    ) -> anyhow::Result<(SwitchCounters, ofproto::PipelineStats)> {
+        self.pipeline.revalidate(now);
+        let stats = self.pipeline.stats().clone();
+        let counters = self.counters();
+        let dev = Arc::clone(&self.dev);
+        let mgr = self.pipeline.into_offloader();
+        mgr.shutdown()
+            .map_err(|e| anyhow::anyhow!("FDB teardown: {e}"))?;
+        let left = dev
+            .dump()
+            .map_err(|e| anyhow::anyhow!("cannot dump the device after shutdown: {e}"))?;
+        if !left.is_empty() {
+            bail!(
+                "objects left in the device after shutdown: {} domains, {} tables, {} matchers, {} rules",
+                left.domains.len(),
+                left.tables.len(),
+                left.matchers.len(),
+                left.rules.len()
+            );
+        }
+        Ok((counters, stats))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,64 @@
+//! What the simulated device is (its capacities and vports) and the
+//! summary of what is programmed in it. Leaf of the sim: the device's
+//! state reads these, nothing here reads the state.
+
+use crate::prm::SourcePortMode;
+use crate::Vport;
+
+/// Capacities and identity of the simulated device.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The vports the eSwitch has (dest_vport to another is EINVAL).
+    pub vports: Vec<Vport>,
+    /// Rules per table (steering memory).
+    pub max_rules_per_table: usize,
+    /// Matchers per table.
+    pub max_matchers_per_table: usize,
+    /// Flow counters over all bulks.
+    pub max_counters: usize,
+    /// Largest bulk, as log2 of its size.
+    pub max_bulk_log: u8,
+    /// Flow meters.
+    pub max_meters: usize,
+    /// Actions in one modify-header object.
+    pub max_modify_actions: usize,
+    /// Seed of the samplers' random numbers.
+    pub seed: u64,
+    /// How the firmware marks the source vport: with vport metadata, reg_c_0
+    /// starts as the vport's tag; `misc.source_port` is always filled.
+    pub source_port: SourcePortMode,
+}
+
+impl Default for SimConfig {
+    /// A ConnectX-6 Dx-like eSwitch with the PF, 127 VFs, the ECPF and the
+    /// uplink; vport metadata in the upper half of reg_c_0, as Linux sets
+    /// it up.
+    fn default() -> Self {
+        let mut vports = vec![Vport::PF, Vport::ECPF, Vport::UPLINK];
+        vports.extend((0..127).filter_map(Vport::vf));
+        SimConfig {
+            vports,
+            max_rules_per_table: 1 << 24,
+            max_matchers_per_table: 4096,
+            max_counters: 1 << 24,
+            max_bulk_log: 16,
+            max_meters: 1 << 16,
+            max_modify_actions: 64,
+            seed: 0x5eed_5eed,
+            source_port: SourcePortMode::REG_C0_UPPER_16,
+        }
+    }
+}
+
+/// A summary of the programmed objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub domains: usize,
+    pub tables: usize,
+    pub matchers: usize,
+    pub rules: usize,
+    pub actions: usize,
+    pub counter_bulks: usize,
+    pub counters: usize,
+    pub meters: usize,
+}
