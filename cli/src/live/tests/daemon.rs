@@ -195,6 +195,20 @@ fn forwards_offloads_flushes_a_removed_port_and_stops_clean() {
         assert_eq!((st.ifindex, st.state.as_str()), (Some(11), "up"));
     }
     drop(core);
+    // Link down, then up: the bridge's port table is the one place that
+    // keeps it, and `show` reads it from there.
+    d.apply(&PortEvent::Down { ifindex: 11 });
+    {
+        let core = d.core();
+        let sw = lock(&core);
+        let state = sw.port_status(PortNo(2)).map(|s| s.state);
+        assert_eq!(state.as_deref(), Some("down"));
+        let up = sw.pipeline().bridge.ports.get(PortNo(2)).map(|p| p.up);
+        assert_eq!(up, Some(false));
+    }
+    d.apply(&PortEvent::Up { ifindex: 11 });
+    let state = lock(&d.core()).port_status(PortNo(2)).map(|s| s.state);
+    assert_eq!(state.as_deref(), Some("up"));
     // vm2's netdev vanishes: the flow to it goes, the vm3 → vm1 one stays.
     d.apply(&PortEvent::Removed(rep(11, "vm2", 1)));
     {

@@ -8,10 +8,10 @@ use megaflow::frame::{FrameSpec, L4};
 use megaflow::offload::{FlowOffload, MeterBand};
 use megaflow::{extract, Actions, DpAction, Field, Mask, Match, MeterId, PortNo};
 
-use crate::manager::{ManagerConfig, OffloadManager};
-use crate::prm::PortTable;
 use crate::dr::dump::{DeviceDump, FieldDump, MatcherDump, RuleDump};
 use crate::dr::DrBackend;
+use crate::manager::{ManagerConfig, OffloadManager};
+use crate::prm::PortTable;
 use crate::sim::{Output, SimBackend};
 use crate::Vport;
 
@@ -67,7 +67,10 @@ fn level1(d: &DeviceDump) -> Vec<&MatcherDump> {
 
 #[test]
 fn an_empty_device_dumps_nothing() {
-    assert_eq!(SimBackend::default().dump().expect("dump"), DeviceDump::default());
+    assert_eq!(
+        SimBackend::default().dump().expect("dump"),
+        DeviceDump::default()
+    );
 }
 
 #[test]
