@@ -1,0 +1,170 @@
+//! The 8-byte header every message starts with, the message types, and
+//! stream framing.
+
+use crate::error::ParseError;
+use crate::wire::{Put, Reader};
+
+/// OpenFlow 1.3.
+pub const VERSION: u8 = 0x04;
+
+/// Bytes in `ofp_header`.
+pub const HEADER_LEN: usize = 8;
+
+/// The largest message (the header's 16-bit length).
+pub const MAX_LEN: usize = u16::MAX as usize;
+
+/// `ofp_header`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub version: u8,
+    pub ty: u8,
+    pub length: u16,
+    pub xid: u32,
+}
+
+impl Header {
+    pub fn parse(r: &mut Reader<'_>) -> Result<Header, ParseError> {
+        Ok(Header {
+            version: r.u8("header.version")?,
+            ty: r.u8("header.type")?,
+            length: r.u16("header.length")?,
+            xid: r.u32("header.xid")?,
+        })
+    }
+
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.put_u8(self.version);
+        out.put_u8(self.ty);
+        out.put_u16(self.length);
+        out.put_u32(self.xid);
+    }
+}
+
+/// `ofp_type`: every message type of OpenFlow 1.3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum MsgType {
+    Hello = 0,
+    Error = 1,
+    EchoRequest = 2,
+    EchoReply = 3,
+    Experimenter = 4,
+    FeaturesRequest = 5,
+    FeaturesReply = 6,
+    GetConfigRequest = 7,
+    GetConfigReply = 8,
+    SetConfig = 9,
+    PacketIn = 10,
+    FlowRemoved = 11,
+    PortStatus = 12,
+    PacketOut = 13,
+    FlowMod = 14,
+    GroupMod = 15,
+    PortMod = 16,
+    TableMod = 17,
+    MultipartRequest = 18,
+    MultipartReply = 19,
+    BarrierRequest = 20,
+    BarrierReply = 21,
+    QueueGetConfigRequest = 22,
+    QueueGetConfigReply = 23,
+    RoleRequest = 24,
+    RoleReply = 25,
+    GetAsyncRequest = 26,
+    GetAsyncReply = 27,
+    SetAsync = 28,
+    MeterMod = 29,
+}
+
+impl MsgType {
+    /// Every type, by number.
+    pub const ALL: [MsgType; 30] = [
+        MsgType::Hello,
+        MsgType::Error,
+        MsgType::EchoRequest,
+        MsgType::EchoReply,
+        MsgType::Experimenter,
+        MsgType::FeaturesRequest,
+        MsgType::FeaturesReply,
+        MsgType::GetConfigRequest,
+        MsgType::GetConfigReply,
+        MsgType::SetConfig,
+        MsgType::PacketIn,
+        MsgType::FlowRemoved,
+        MsgType::PortStatus,
+        MsgType::PacketOut,
+        MsgType::FlowMod,
+        MsgType::GroupMod,
+        MsgType::PortMod,
+        MsgType::TableMod,
+        MsgType::MultipartRequest,
+        MsgType::MultipartReply,
+        MsgType::BarrierRequest,
+        MsgType::BarrierReply,
+        MsgType::QueueGetConfigRequest,
+        MsgType::QueueGetConfigReply,
+        MsgType::RoleRequest,
+        MsgType::RoleReply,
+        MsgType::GetAsyncRequest,
+        MsgType::GetAsyncReply,
+        MsgType::SetAsync,
+        MsgType::MeterMod,
+    ];
+
+    pub fn from_u8(v: u8) -> Option<MsgType> {
+        MsgType::ALL.get(usize::from(v)).copied()
+    }
+}
+
+/// Splits a byte stream into whole messages: feed it what the socket
+/// gave, take messages out. A header whose length is below 8 is an error
+/// the stream cannot recover from (where the next message starts is
+/// unknown).
+#[derive(Debug, Default)]
+pub struct Framer {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Framer {
+    pub fn new() -> Framer {
+        Framer::default()
+    }
+
+    /// Appends received bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next whole message, if one has arrived.
+    pub fn next_message(&mut self) -> Result<Option<Vec<u8>>, ParseError> {
+        let avail = &self.buf[self.start..];
+        if avail.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let length = u16::from_be_bytes([avail[2], avail[3]]);
+        if usize::from(length) < HEADER_LEN {
+            return Err(ParseError::ShortLength { length });
+        }
+        let n = usize::from(length);
+        if avail.len() < n {
+            return Ok(None);
+        }
+        let msg = avail[..n].to_vec();
+        self.start += n;
+        if self.start > 1 << 16 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        Ok(Some(msg))
+    }
+
+    /// Bytes received but not yet a whole message.
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.start
+    }
+}

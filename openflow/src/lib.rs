@@ -1,0 +1,34 @@
+//! # openflow: the OpenFlow 1.3 wire protocol as data
+//!
+//! Checked views over bytes and typed messages with parse and emit, in
+//! the manner of smoltcp's `wire`: [`Reader`](wire::Reader) reads
+//! big-endian fields and names the field a short message ran out in;
+//! [`parse`] turns one whole message into a [`Message`] or a
+//! [`ParseError`] that says which OpenFlow ERROR answers it
+//! ([`ParseError::ofp_error`]); [`Message::emit`] writes one back.
+//! [`Framer`] cuts a byte stream into messages.
+//!
+//! No state and no I/O: connections, roles and what a message does to
+//! the switch live in `ofproto`'s channels.
+//!
+//! Decoded so far: HELLO (version bitmaps), ERROR (every type and code of
+//! the spec, by name: [`ERROR_TYPES`]), ECHO, EXPERIMENTER, FEATURES,
+//! GET/SET_CONFIG, PORT_STATUS, BARRIER, ROLE, GET/SET_ASYNC and MULTIPART
+//! DESC and PORT_DESC. Every other 1.3 message parses as
+//! [`Message::Other`] with its type, so a switch can answer it.
+
+pub mod error;
+pub mod header;
+pub mod message;
+pub mod multipart;
+pub mod port;
+pub mod wire;
+
+pub use error::{OfpError, ParseError, ERROR_TYPES};
+pub use header::{Framer, Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
+pub use message::{
+    bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Features, Message, PortStatus, Role,
+    SwitchConfig, TooLong,
+};
+pub use multipart::{Desc, MpReply, MpRequest};
+pub use port::Port;

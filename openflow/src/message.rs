@@ -1,0 +1,465 @@
+//! Typed messages: [`parse`] one whole message, [`Message::emit`] one.
+
+use crate::error::{OfpError, ParseError};
+use crate::header::{Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
+use crate::multipart::{MpReply, MpRequest};
+use crate::port::{Port, PORT_LEN};
+use crate::wire::{Put, Reader};
+
+/// `OFPHET_VERSIONBITMAP`.
+pub const HELLO_VERSIONBITMAP: u16 = 1;
+
+/// Bytes of an ERROR's `data` a reply carries of the offending message
+/// (the spec asks for at least 64).
+pub const ERROR_DATA_LEN: usize = 64;
+
+/// `ofp_switch_features` capability bits.
+pub mod capabilities {
+    pub const FLOW_STATS: u32 = 1 << 0;
+    pub const TABLE_STATS: u32 = 1 << 1;
+    pub const PORT_STATS: u32 = 1 << 2;
+    pub const GROUP_STATS: u32 = 1 << 3;
+    pub const IP_REASM: u32 = 1 << 5;
+    pub const QUEUE_STATS: u32 = 1 << 6;
+    pub const PORT_BLOCKED: u32 = 1 << 8;
+}
+
+/// `ofp_switch_features` after the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Features {
+    pub datapath_id: u64,
+    pub n_buffers: u32,
+    pub n_tables: u8,
+    pub auxiliary_id: u8,
+    pub capabilities: u32,
+}
+
+/// `ofp_switch_config` after the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SwitchConfig {
+    /// `OFPC_FRAG_*`.
+    pub flags: u16,
+    /// Bytes of a table-miss packet sent to the controller.
+    pub miss_send_len: u16,
+}
+
+/// `ofp_controller_role`.
+pub mod role {
+    pub const NOCHANGE: u32 = 0;
+    pub const EQUAL: u32 = 1;
+    pub const MASTER: u32 = 2;
+    pub const SLAVE: u32 = 3;
+}
+
+/// `ofp_role_request` after the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Role {
+    pub role: u32,
+    pub generation_id: u64,
+}
+
+/// `ofp_async_config` after the header: per message kind, the reasons
+/// sent to a master/equal (index 0) and to a slave (index 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct AsyncConfig {
+    pub packet_in_mask: [u32; 2],
+    pub port_status_mask: [u32; 2],
+    pub flow_removed_mask: [u32; 2],
+}
+
+/// `ofp_port_status` after the header.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PortStatus {
+    /// `OFPPR_ADD` 0, `DELETE` 1, `MODIFY` 2.
+    pub reason: u8,
+    pub desc: Port,
+}
+
+/// One OpenFlow 1.3 message (the header's xid travels beside it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// The versions of the bitmap element (`None`: no element, as an
+    /// OpenFlow 1.0 peer sends it).
+    Hello {
+        bitmap: Option<Vec<u32>>,
+    },
+    /// An error; `data` holds the start of the offending message (for an
+    /// experimenter error, the experimenter id first).
+    Error {
+        error: OfpError,
+        data: Vec<u8>,
+    },
+    EchoRequest(Vec<u8>),
+    EchoReply(Vec<u8>),
+    Experimenter {
+        experimenter: u32,
+        exp_type: u32,
+        data: Vec<u8>,
+    },
+    FeaturesRequest,
+    FeaturesReply(Features),
+    GetConfigRequest,
+    GetConfigReply(SwitchConfig),
+    SetConfig(SwitchConfig),
+    PortStatus(PortStatus),
+    MultipartRequest {
+        flags: u16,
+        body: MpRequest,
+    },
+    MultipartReply {
+        flags: u16,
+        body: MpReply,
+    },
+    BarrierRequest,
+    BarrierReply,
+    RoleRequest(Role),
+    RoleReply(Role),
+    GetAsyncRequest,
+    GetAsyncReply(AsyncConfig),
+    SetAsync(AsyncConfig),
+    /// A valid OpenFlow 1.3 message whose body this codec does not decode
+    /// (yet): its type and bytes after the header.
+    Other {
+        ty: MsgType,
+        body: Vec<u8>,
+    },
+}
+
+/// Whether a HELLO's bitmap has `version`.
+pub fn bitmap_has(bitmap: &[u32], version: u8) -> bool {
+    let (word, bit) = (usize::from(version / 32), version % 32);
+    bitmap.get(word).is_some_and(|w| w & (1 << bit) != 0)
+}
+
+/// The bitmap of one version.
+pub fn bitmap_of(version: u8) -> Vec<u32> {
+    let mut b = vec![0u32; usize::from(version / 32) + 1];
+    b[usize::from(version / 32)] |= 1 << (version % 32);
+    b
+}
+
+/// Parses one whole message (what [`Framer`](crate::Framer) hands out).
+/// A HELLO of any version parses (the version is negotiated from it);
+/// anything else must be 1.3.
+pub fn parse(buf: &[u8]) -> Result<(Header, Message), ParseError> {
+    let mut r = Reader::new(buf);
+    let h = Header::parse(&mut r)?;
+    if usize::from(h.length) < HEADER_LEN {
+        return Err(ParseError::ShortLength { length: h.length });
+    }
+    if usize::from(h.length) != buf.len() {
+        return Err(ParseError::LengthMismatch {
+            length: h.length,
+            have: buf.len(),
+        });
+    }
+    if h.ty == MsgType::Hello as u8 {
+        return Ok((h, parse_hello(&mut r)?));
+    }
+    if h.version != VERSION {
+        return Err(ParseError::BadVersion(h.version));
+    }
+    let ty = MsgType::from_u8(h.ty).ok_or(ParseError::BadType(h.ty))?;
+    let m = parse_body(ty, &mut r)?;
+    Ok((h, m))
+}
+
+fn parse_hello(r: &mut Reader<'_>) -> Result<Message, ParseError> {
+    let mut bitmap = None;
+    // Elements: type, length (of the element without padding), body,
+    // padded to 8. Unknown elements are skipped.
+    while r.remaining() >= 4 {
+        let ty = r.u16("hello element type")?;
+        let len = usize::from(r.u16("hello element length")?);
+        if len < 4 {
+            return Err(ParseError::BadLength {
+                what: "hello element",
+                length: len,
+            });
+        }
+        let mut body = r.sub(len - 4, "hello element")?;
+        let pad = (8 - len % 8) % 8;
+        r.skip(pad.min(r.remaining()), "hello element padding")?;
+        if ty == HELLO_VERSIONBITMAP {
+            let mut words = Vec::new();
+            while body.remaining() >= 4 {
+                words.push(body.u32("version bitmap")?);
+            }
+            bitmap = Some(words);
+        }
+    }
+    Ok(Message::Hello { bitmap })
+}
+
+fn exact(r: &Reader<'_>, what: &'static str, len: usize) -> Result<(), ParseError> {
+    if r.remaining() != len {
+        return Err(ParseError::BadLength {
+            what,
+            length: r.remaining() + HEADER_LEN,
+        });
+    }
+    Ok(())
+}
+
+fn parse_body(ty: MsgType, r: &mut Reader<'_>) -> Result<Message, ParseError> {
+    use MsgType as T;
+    let empty = |r: &Reader<'_>, what, m: Message| exact(r, what, 0).map(|_| m);
+    Ok(match ty {
+        T::Hello => unreachable!("parsed before"),
+        T::Error => Message::Error {
+            error: OfpError::new(r.u16("error.type")?, r.u16("error.code")?),
+            data: r.rest().to_vec(),
+        },
+        T::EchoRequest => Message::EchoRequest(r.rest().to_vec()),
+        T::EchoReply => Message::EchoReply(r.rest().to_vec()),
+        T::Experimenter => Message::Experimenter {
+            experimenter: r.u32("experimenter")?,
+            exp_type: r.u32("experimenter.exp_type")?,
+            data: r.rest().to_vec(),
+        },
+        T::FeaturesRequest => empty(r, "features request", Message::FeaturesRequest)?,
+        T::FeaturesReply => {
+            exact(r, "features reply", 24)?;
+            let datapath_id = r.u64("features.datapath_id")?;
+            let n_buffers = r.u32("features.n_buffers")?;
+            let n_tables = r.u8("features.n_tables")?;
+            let auxiliary_id = r.u8("features.auxiliary_id")?;
+            r.skip(2, "features.pad")?;
+            let capabilities = r.u32("features.capabilities")?;
+            r.skip(4, "features.reserved")?;
+            Message::FeaturesReply(Features {
+                datapath_id,
+                n_buffers,
+                n_tables,
+                auxiliary_id,
+                capabilities,
+            })
+        }
+        T::GetConfigRequest => empty(r, "get config request", Message::GetConfigRequest)?,
+        T::GetConfigReply | T::SetConfig => {
+            exact(r, "switch config", 4)?;
+            let c = SwitchConfig {
+                flags: r.u16("config.flags")?,
+                miss_send_len: r.u16("config.miss_send_len")?,
+            };
+            if ty == T::SetConfig {
+                Message::SetConfig(c)
+            } else {
+                Message::GetConfigReply(c)
+            }
+        }
+        T::PortStatus => {
+            exact(r, "port status", 8 + PORT_LEN)?;
+            let reason = r.u8("port_status.reason")?;
+            r.skip(7, "port_status.pad")?;
+            Message::PortStatus(PortStatus {
+                reason,
+                desc: Port::parse(r)?,
+            })
+        }
+        T::MultipartRequest | T::MultipartReply => {
+            let mty = r.u16("multipart.type")?;
+            let flags = r.u16("multipart.flags")?;
+            r.skip(4, "multipart.pad")?;
+            if ty == T::MultipartRequest {
+                Message::MultipartRequest {
+                    flags,
+                    body: MpRequest::parse(mty, r)?,
+                }
+            } else {
+                Message::MultipartReply {
+                    flags,
+                    body: MpReply::parse(mty, r)?,
+                }
+            }
+        }
+        T::BarrierRequest => empty(r, "barrier request", Message::BarrierRequest)?,
+        T::BarrierReply => empty(r, "barrier reply", Message::BarrierReply)?,
+        T::RoleRequest | T::RoleReply => {
+            exact(r, "role request", 16)?;
+            let role = r.u32("role.role")?;
+            r.skip(4, "role.pad")?;
+            let v = Role {
+                role,
+                generation_id: r.u64("role.generation_id")?,
+            };
+            if ty == T::RoleRequest {
+                Message::RoleRequest(v)
+            } else {
+                Message::RoleReply(v)
+            }
+        }
+        T::GetAsyncRequest => empty(r, "get async request", Message::GetAsyncRequest)?,
+        T::GetAsyncReply | T::SetAsync => {
+            exact(r, "async config", 24)?;
+            let mut w = [0u32; 6];
+            for v in &mut w {
+                *v = r.u32("async config mask")?;
+            }
+            let c = AsyncConfig {
+                packet_in_mask: [w[0], w[1]],
+                port_status_mask: [w[2], w[3]],
+                flow_removed_mask: [w[4], w[5]],
+            };
+            if ty == T::SetAsync {
+                Message::SetAsync(c)
+            } else {
+                Message::GetAsyncReply(c)
+            }
+        }
+        _ => Message::Other {
+            ty,
+            body: r.rest().to_vec(),
+        },
+    })
+}
+
+/// A message that does not fit the header's 16-bit length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("message of {0} bytes is over the 65,535-byte limit")]
+pub struct TooLong(pub usize);
+
+impl Message {
+    /// The header type.
+    pub fn ty(&self) -> MsgType {
+        use MsgType as T;
+        match self {
+            Message::Hello { .. } => T::Hello,
+            Message::Error { .. } => T::Error,
+            Message::EchoRequest(_) => T::EchoRequest,
+            Message::EchoReply(_) => T::EchoReply,
+            Message::Experimenter { .. } => T::Experimenter,
+            Message::FeaturesRequest => T::FeaturesRequest,
+            Message::FeaturesReply(_) => T::FeaturesReply,
+            Message::GetConfigRequest => T::GetConfigRequest,
+            Message::GetConfigReply(_) => T::GetConfigReply,
+            Message::SetConfig(_) => T::SetConfig,
+            Message::PortStatus(_) => T::PortStatus,
+            Message::MultipartRequest { .. } => T::MultipartRequest,
+            Message::MultipartReply { .. } => T::MultipartReply,
+            Message::BarrierRequest => T::BarrierRequest,
+            Message::BarrierReply => T::BarrierReply,
+            Message::RoleRequest(_) => T::RoleRequest,
+            Message::RoleReply(_) => T::RoleReply,
+            Message::GetAsyncRequest => T::GetAsyncRequest,
+            Message::GetAsyncReply(_) => T::GetAsyncReply,
+            Message::SetAsync(_) => T::SetAsync,
+            Message::Other { ty, .. } => *ty,
+        }
+    }
+
+    /// Appends the message with header `xid` to `out` (version 1.3).
+    pub fn emit(&self, xid: u32, out: &mut Vec<u8>) -> Result<(), TooLong> {
+        let start = out.len();
+        Header {
+            version: VERSION,
+            ty: self.ty() as u8,
+            length: 0,
+            xid,
+        }
+        .emit(out);
+        self.emit_body(out);
+        let len = out.len() - start;
+        if len > MAX_LEN {
+            out.truncate(start);
+            return Err(TooLong(len));
+        }
+        out[start + 2..start + 4].copy_from_slice(&(len as u16).to_be_bytes());
+        Ok(())
+    }
+
+    /// The message as bytes.
+    pub fn to_bytes(&self, xid: u32) -> Result<Vec<u8>, TooLong> {
+        let mut v = Vec::new();
+        self.emit(xid, &mut v)?;
+        Ok(v)
+    }
+
+    fn emit_body(&self, out: &mut Vec<u8>) {
+        match self {
+            Message::Hello { bitmap } => {
+                if let Some(words) = bitmap {
+                    let len = 4 + 4 * words.len();
+                    out.put_u16(HELLO_VERSIONBITMAP);
+                    out.put_u16(len as u16);
+                    words.iter().for_each(|w| out.put_u32(*w));
+                    out.put_zeros((8 - len % 8) % 8);
+                }
+            }
+            Message::Error { error, data } => {
+                out.put_u16(error.ty);
+                out.put_u16(error.code);
+                out.extend_from_slice(data);
+            }
+            Message::EchoRequest(d) | Message::EchoReply(d) => out.extend_from_slice(d),
+            Message::Experimenter {
+                experimenter,
+                exp_type,
+                data,
+            } => {
+                out.put_u32(*experimenter);
+                out.put_u32(*exp_type);
+                out.extend_from_slice(data);
+            }
+            Message::FeaturesRequest
+            | Message::GetConfigRequest
+            | Message::BarrierRequest
+            | Message::BarrierReply
+            | Message::GetAsyncRequest => {}
+            Message::FeaturesReply(f) => {
+                out.put_u64(f.datapath_id);
+                out.put_u32(f.n_buffers);
+                out.put_u8(f.n_tables);
+                out.put_u8(f.auxiliary_id);
+                out.put_zeros(2);
+                out.put_u32(f.capabilities);
+                out.put_u32(0);
+            }
+            Message::GetConfigReply(c) | Message::SetConfig(c) => {
+                out.put_u16(c.flags);
+                out.put_u16(c.miss_send_len);
+            }
+            Message::PortStatus(p) => {
+                out.put_u8(p.reason);
+                out.put_zeros(7);
+                p.desc.emit(out);
+            }
+            Message::MultipartRequest { flags, body } => {
+                out.put_u16(body.ty());
+                out.put_u16(*flags);
+                out.put_zeros(4);
+                body.emit(out);
+            }
+            Message::MultipartReply { flags, body } => {
+                out.put_u16(body.ty());
+                out.put_u16(*flags);
+                out.put_zeros(4);
+                body.emit(out);
+            }
+            Message::RoleRequest(r) | Message::RoleReply(r) => {
+                out.put_u32(r.role);
+                out.put_zeros(4);
+                out.put_u64(r.generation_id);
+            }
+            Message::GetAsyncReply(c) | Message::SetAsync(c) => {
+                for w in c
+                    .packet_in_mask
+                    .iter()
+                    .chain(&c.port_status_mask)
+                    .chain(&c.flow_removed_mask)
+                {
+                    out.put_u32(*w);
+                }
+            }
+            Message::Other { body, .. } => out.extend_from_slice(body),
+        }
+    }
+}
+
+/// The ERROR answering `offending` (its first bytes as data).
+pub fn error_reply(error: OfpError, offending: &[u8]) -> Message {
+    Message::Error {
+        error,
+        data: offending[..offending.len().min(ERROR_DATA_LEN)].to_vec(),
+    }
+}

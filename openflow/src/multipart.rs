@@ -1,0 +1,166 @@
+//! MULTIPART requests and replies: the 16-byte header (type, flags) and
+//! the bodies decoded so far; the others are carried as bytes with their
+//! type, for the channel to answer.
+
+use crate::error::ParseError;
+use crate::port::{Port, PORT_LEN};
+use crate::wire::{c_string, Put, Reader};
+
+/// `ofp_multipart_type`.
+pub mod mp_type {
+    pub const DESC: u16 = 0;
+    pub const FLOW: u16 = 1;
+    pub const AGGREGATE: u16 = 2;
+    pub const TABLE: u16 = 3;
+    pub const PORT_STATS: u16 = 4;
+    pub const QUEUE: u16 = 5;
+    pub const GROUP: u16 = 6;
+    pub const GROUP_DESC: u16 = 7;
+    pub const GROUP_FEATURES: u16 = 8;
+    pub const METER: u16 = 9;
+    pub const METER_CONFIG: u16 = 10;
+    pub const METER_FEATURES: u16 = 11;
+    pub const TABLE_FEATURES: u16 = 12;
+    pub const PORT_DESC: u16 = 13;
+    pub const EXPERIMENTER: u16 = 0xffff;
+}
+
+/// `OFPMPF_REQ_MORE` / `OFPMPF_REPLY_MORE`.
+pub const MORE: u16 = 1;
+
+/// Lengths of the DESC reply's strings (`DESC_STR_LEN`, `SERIAL_NUM_LEN`).
+pub const DESC_STR_LEN: usize = 256;
+pub const SERIAL_NUM_LEN: usize = 32;
+
+/// `ofp_desc` (1056 bytes).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Desc {
+    pub mfr_desc: String,
+    pub hw_desc: String,
+    pub sw_desc: String,
+    pub serial_num: String,
+    pub dp_desc: String,
+}
+
+impl Desc {
+    fn parse(r: &mut Reader<'_>) -> Result<Desc, ParseError> {
+        Ok(Desc {
+            mfr_desc: c_string(r.bytes(DESC_STR_LEN, "desc.mfr_desc")?),
+            hw_desc: c_string(r.bytes(DESC_STR_LEN, "desc.hw_desc")?),
+            sw_desc: c_string(r.bytes(DESC_STR_LEN, "desc.sw_desc")?),
+            serial_num: c_string(r.bytes(SERIAL_NUM_LEN, "desc.serial_num")?),
+            dp_desc: c_string(r.bytes(DESC_STR_LEN, "desc.dp_desc")?),
+        })
+    }
+
+    fn emit(&self, out: &mut Vec<u8>) {
+        out.put_str(&self.mfr_desc, DESC_STR_LEN);
+        out.put_str(&self.hw_desc, DESC_STR_LEN);
+        out.put_str(&self.sw_desc, DESC_STR_LEN);
+        out.put_str(&self.serial_num, SERIAL_NUM_LEN);
+        out.put_str(&self.dp_desc, DESC_STR_LEN);
+    }
+}
+
+/// A multipart request's body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MpRequest {
+    Desc,
+    PortDesc,
+    /// A type whose body is not decoded here (yet): its bytes.
+    Other {
+        ty: u16,
+        body: Vec<u8>,
+    },
+}
+
+impl MpRequest {
+    pub fn ty(&self) -> u16 {
+        match self {
+            MpRequest::Desc => mp_type::DESC,
+            MpRequest::PortDesc => mp_type::PORT_DESC,
+            MpRequest::Other { ty, .. } => *ty,
+        }
+    }
+
+    pub(crate) fn parse(ty: u16, r: &mut Reader<'_>) -> Result<MpRequest, ParseError> {
+        match ty {
+            mp_type::DESC | mp_type::PORT_DESC if !r.is_empty() => Err(ParseError::BadLength {
+                what: "multipart request body (DESC and PORT_DESC have none)",
+                length: r.remaining(),
+            }),
+            mp_type::DESC => Ok(MpRequest::Desc),
+            mp_type::PORT_DESC => Ok(MpRequest::PortDesc),
+            0..=mp_type::PORT_DESC | mp_type::EXPERIMENTER => Ok(MpRequest::Other {
+                ty,
+                body: r.rest().to_vec(),
+            }),
+            _ => Err(ParseError::BadMultipart(ty)),
+        }
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        if let MpRequest::Other { body, .. } = self {
+            out.extend_from_slice(body);
+        }
+    }
+}
+
+/// A multipart reply's body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MpReply {
+    Desc(Desc),
+    PortDesc(Vec<Port>),
+    Other { ty: u16, body: Vec<u8> },
+}
+
+impl MpReply {
+    pub fn ty(&self) -> u16 {
+        match self {
+            MpReply::Desc(_) => mp_type::DESC,
+            MpReply::PortDesc(_) => mp_type::PORT_DESC,
+            MpReply::Other { ty, .. } => *ty,
+        }
+    }
+
+    pub(crate) fn parse(ty: u16, r: &mut Reader<'_>) -> Result<MpReply, ParseError> {
+        match ty {
+            mp_type::DESC => {
+                let d = Desc::parse(r)?;
+                if !r.is_empty() {
+                    return Err(ParseError::BadLength {
+                        what: "desc reply",
+                        length: r.remaining() + 1056,
+                    });
+                }
+                Ok(MpReply::Desc(d))
+            }
+            mp_type::PORT_DESC => {
+                if r.remaining() % PORT_LEN != 0 {
+                    return Err(ParseError::BadLength {
+                        what: "port desc reply (a multiple of 64)",
+                        length: r.remaining(),
+                    });
+                }
+                let mut ports = Vec::with_capacity(r.remaining() / PORT_LEN);
+                while !r.is_empty() {
+                    ports.push(Port::parse(r)?);
+                }
+                Ok(MpReply::PortDesc(ports))
+            }
+            0..=mp_type::PORT_DESC | mp_type::EXPERIMENTER => Ok(MpReply::Other {
+                ty,
+                body: r.rest().to_vec(),
+            }),
+            _ => Err(ParseError::BadMultipart(ty)),
+        }
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        match self {
+            MpReply::Desc(d) => d.emit(out),
+            MpReply::PortDesc(ports) => ports.iter().for_each(|p| p.emit(out)),
+            MpReply::Other { body, .. } => out.extend_from_slice(body),
+        }
+    }
+}

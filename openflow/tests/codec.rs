@@ -1,0 +1,317 @@
+//! The codec: every typed message survives emit → parse; arbitrary bytes
+//! never panic the parser or the framer; known byte layouts decode to the
+//! values the spec puts there; each malformed shape maps to its ERROR.
+
+use openflow::message::role;
+use openflow::multipart::mp_type;
+use openflow::{
+    bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message,
+    MpReply, MpRequest, MsgType, OfpError, ParseError, Port, PortStatus, Role, SwitchConfig,
+    ERROR_TYPES,
+};
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-z0-9_-]{0,15}"
+}
+
+fn port() -> impl Strategy<Value = Port> {
+    (any::<u32>(), any::<[u8; 6]>(), name(), vec(any::<u32>(), 8)).prop_map(
+        |(port_no, hw_addr, name, w)| Port {
+            port_no,
+            hw_addr,
+            name,
+            config: w[0],
+            state: w[1],
+            curr: w[2],
+            advertised: w[3],
+            supported: w[4],
+            peer: w[5],
+            curr_speed: w[6],
+            max_speed: w[7],
+        },
+    )
+}
+
+fn desc() -> impl Strategy<Value = Desc> {
+    (
+        "[ -~]{0,255}",
+        "[ -~]{0,255}",
+        "[ -~]{0,255}",
+        "[ -~]{0,31}",
+        "[ -~]{0,255}",
+    )
+        .prop_map(|(a, b, c, d, e)| Desc {
+            mfr_desc: a,
+            hw_desc: b,
+            sw_desc: c,
+            serial_num: d,
+            dp_desc: e,
+        })
+}
+
+fn message() -> impl Strategy<Value = Message> {
+    let bytes = || vec(any::<u8>(), 0..200);
+    let other_types = prop::sample::select(vec![
+        MsgType::PacketIn,
+        MsgType::FlowRemoved,
+        MsgType::PacketOut,
+        MsgType::FlowMod,
+        MsgType::GroupMod,
+        MsgType::PortMod,
+        MsgType::TableMod,
+        MsgType::QueueGetConfigRequest,
+        MsgType::QueueGetConfigReply,
+        MsgType::MeterMod,
+    ]);
+    let other_mp = prop::sample::select(vec![1u16, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0xffff]);
+    prop_oneof![
+        prop::option::of(vec(any::<u32>(), 1..4)).prop_map(|bitmap| Message::Hello { bitmap }),
+        (any::<u16>(), any::<u16>(), bytes()).prop_map(|(t, c, data)| Message::Error {
+            error: OfpError::new(t, c),
+            data
+        }),
+        bytes().prop_map(Message::EchoRequest),
+        bytes().prop_map(Message::EchoReply),
+        (any::<u32>(), any::<u32>(), bytes()).prop_map(|(e, t, data)| Message::Experimenter {
+            experimenter: e,
+            exp_type: t,
+            data
+        }),
+        Just(Message::FeaturesRequest),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u8>(),
+            any::<u8>(),
+            any::<u32>()
+        )
+            .prop_map(|(d, b, t, a, c)| Message::FeaturesReply(Features {
+                datapath_id: d,
+                n_buffers: b,
+                n_tables: t,
+                auxiliary_id: a,
+                capabilities: c
+            })),
+        Just(Message::GetConfigRequest),
+        (any::<u16>(), any::<u16>()).prop_map(|(f, m)| Message::GetConfigReply(SwitchConfig {
+            flags: f,
+            miss_send_len: m
+        })),
+        (any::<u16>(), any::<u16>()).prop_map(|(f, m)| Message::SetConfig(SwitchConfig {
+            flags: f,
+            miss_send_len: m
+        })),
+        (any::<u8>(), port())
+            .prop_map(|(reason, desc)| Message::PortStatus(PortStatus { reason, desc })),
+        (
+            any::<u16>(),
+            prop_oneof![
+                Just(MpRequest::Desc),
+                Just(MpRequest::PortDesc),
+                (other_mp.clone(), bytes()).prop_map(|(ty, body)| MpRequest::Other { ty, body }),
+            ]
+        )
+            .prop_map(|(flags, body)| Message::MultipartRequest { flags, body }),
+        (
+            any::<u16>(),
+            prop_oneof![
+                desc().prop_map(MpReply::Desc),
+                vec(port(), 0..5).prop_map(MpReply::PortDesc),
+                (other_mp, bytes()).prop_map(|(ty, body)| MpReply::Other { ty, body }),
+            ]
+        )
+            .prop_map(|(flags, body)| Message::MultipartReply { flags, body }),
+        Just(Message::BarrierRequest),
+        Just(Message::BarrierReply),
+        (any::<u32>(), any::<u64>()).prop_map(|(r, g)| Message::RoleRequest(Role {
+            role: r,
+            generation_id: g
+        })),
+        (any::<u32>(), any::<u64>()).prop_map(|(r, g)| Message::RoleReply(Role {
+            role: r,
+            generation_id: g
+        })),
+        Just(Message::GetAsyncRequest),
+        vec(any::<u32>(), 6).prop_map(|w| Message::SetAsync(AsyncConfig {
+            packet_in_mask: [w[0], w[1]],
+            port_status_mask: [w[2], w[3]],
+            flow_removed_mask: [w[4], w[5]],
+        })),
+        (other_types, bytes()).prop_map(|(ty, body)| Message::Other { ty, body }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn every_message_survives_emit_then_parse(m in message(), xid in any::<u32>()) {
+        let bytes = m.to_bytes(xid).expect("fits");
+        let (h, back) = parse(&bytes).expect("parses");
+        prop_assert_eq!(h.xid, xid);
+        prop_assert_eq!(h.ty, m.ty() as u8);
+        prop_assert_eq!(usize::from(h.length), bytes.len());
+        // A HELLO's bitmap comes back without trailing padding words.
+        prop_assert_eq!(back, m);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_and_errors_map_to_defined_codes(
+        bytes in vec(any::<u8>(), 0..300),
+        patch_len in any::<bool>(),
+    ) {
+        let mut bytes = bytes;
+        if patch_len && bytes.len() >= 4 {
+            // Make the header's length right so the body parsers run.
+            let n = bytes.len() as u16;
+            bytes[2..4].copy_from_slice(&n.to_be_bytes());
+            bytes[0] = 4;
+        }
+        if let Err(e) = parse(&bytes) {
+            prop_assert!(e.ofp_error().is_defined(), "{e}");
+        }
+        let mut f = Framer::new();
+        for chunk in bytes.chunks(7) {
+            f.push(chunk);
+            while let Ok(Some(m)) = f.next_message() {
+                let _ = parse(&m);
+            }
+        }
+    }
+
+    #[test]
+    fn the_framer_cuts_a_stream_of_messages_at_their_boundaries_however_it_arrives(
+        msgs in vec(message(), 1..8),
+        cut in 1usize..50,
+    ) {
+        let mut stream = Vec::new();
+        for (i, m) in msgs.iter().enumerate() {
+            m.emit(i as u32, &mut stream).expect("fits");
+        }
+        let mut f = Framer::new();
+        let mut got = Vec::new();
+        for chunk in stream.chunks(cut) {
+            f.push(chunk);
+            while let Some(m) = f.next_message().expect("valid stream") {
+                got.push(parse(&m).expect("parses").1);
+            }
+        }
+        prop_assert_eq!(f.pending(), 0);
+        prop_assert_eq!(got, msgs);
+    }
+}
+
+#[test]
+fn a_hello_with_a_version_bitmap_has_the_specs_layout() {
+    // OpenFlow 1.0, 1.3 and 1.4 (bits 1, 4, 5): header, element type 1,
+    // length 8 (4 + one word), the bitmap, no padding.
+    let bytes = [
+        0x04, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x07, 0x00, 0x01, 0x00, 0x08, 0x00, 0x00, 0x00,
+        0x32,
+    ];
+    let (h, m) = parse(&bytes).expect("hello");
+    assert_eq!((h.version, h.xid), (4, 7));
+    let Message::Hello { bitmap: Some(b) } = &m else {
+        panic!("{m:?}")
+    };
+    assert!(bitmap_has(b, 4) && bitmap_has(b, 1) && bitmap_has(b, 5));
+    assert!(!bitmap_has(b, 2) && !bitmap_has(b, 40));
+    assert_eq!(m.to_bytes(7).expect("emit"), bytes);
+    assert_eq!(bitmap_of(4), vec![0x10]);
+    // An OpenFlow 1.0 HELLO: a bare header, any version.
+    let (h, m) = parse(&[1, 0, 0, 8, 0, 0, 0, 1]).expect("1.0 hello");
+    assert_eq!((h.version, m), (1, Message::Hello { bitmap: None }));
+}
+
+#[test]
+fn features_reply_and_port_desc_have_the_specs_sizes() {
+    let f = Message::FeaturesReply(Features {
+        datapath_id: 0x0000_0102_0304_0506,
+        n_buffers: 0,
+        n_tables: 254,
+        auxiliary_id: 0,
+        capabilities: 0x4f,
+    });
+    let b = f.to_bytes(1).expect("emit");
+    assert_eq!(b.len(), 32, "ofp_switch_features");
+    assert_eq!(&b[8..16], &[0, 0, 1, 2, 3, 4, 5, 6]);
+    assert_eq!(b[20], 254);
+    let p = Message::MultipartReply {
+        flags: 0,
+        body: MpReply::PortDesc(vec![Port {
+            port_no: 1,
+            name: "vm1".into(),
+            ..Port::default()
+        }]),
+    };
+    let b = p.to_bytes(2).expect("emit");
+    assert_eq!(b.len(), 16 + 64, "multipart header + one ofp_port");
+    assert_eq!(u16::from_be_bytes([b[8], b[9]]), mp_type::PORT_DESC);
+    assert_eq!(&b[16 + 16..16 + 19], b"vm1");
+    let d = Message::MultipartReply {
+        flags: 0,
+        body: MpReply::Desc(Desc::default()),
+    };
+    assert_eq!(d.to_bytes(3).expect("emit").len(), 16 + 1056, "ofp_desc");
+    let r = Message::RoleRequest(Role {
+        role: role::MASTER,
+        generation_id: 9,
+    });
+    assert_eq!(r.to_bytes(4).expect("emit").len(), 24, "ofp_role_request");
+}
+
+#[test]
+fn malformed_shapes_map_to_the_errors_the_spec_names() {
+    let err = |b: &[u8]| parse(b).expect_err("malformed").ofp_error();
+    // Wrong version on anything but HELLO.
+    assert_eq!(err(&[1, 5, 0, 8, 0, 0, 0, 1]), OfpError::BAD_VERSION);
+    // A type past METER_MOD.
+    assert_eq!(err(&[4, 30, 0, 8, 0, 0, 0, 1]), OfpError::BAD_TYPE);
+    // A length that disagrees with the bytes, or is below the header.
+    assert_eq!(err(&[4, 2, 0, 9, 0, 0, 0, 1]), OfpError::BAD_LEN);
+    assert_eq!(err(&[4, 2, 0, 4, 0, 0, 0, 1]), OfpError::BAD_LEN);
+    // FEATURES_REQUEST with a body; a short ROLE_REQUEST.
+    assert_eq!(err(&[4, 5, 0, 9, 0, 0, 0, 1, 0]), OfpError::BAD_LEN);
+    assert_eq!(
+        err(&[4, 24, 0, 12, 0, 0, 0, 1, 0, 0, 0, 2]),
+        OfpError::BAD_LEN
+    );
+    // A multipart type the spec does not have.
+    let mut mp = vec![4, 18, 0, 16, 0, 0, 0, 1, 0, 99, 0, 0, 0, 0, 0, 0];
+    assert_eq!(err(&mp), OfpError::BAD_MULTIPART);
+    mp[9] = 0;
+    assert!(matches!(
+        parse(&mp),
+        Ok((
+            _,
+            Message::MultipartRequest {
+                body: MpRequest::Desc,
+                ..
+            }
+        ))
+    ));
+    // What a truncation names.
+    let e = parse(&[4, 24, 0, 8, 0, 0, 0, 1]).expect_err("short role");
+    assert!(e.to_string().contains("role"), "{e}");
+    assert!(matches!(e, ParseError::BadLength { .. }));
+}
+
+#[test]
+fn every_error_type_and_code_of_the_spec_has_a_name() {
+    let codes: usize = ERROR_TYPES.iter().map(|(_, _, c)| c.len()).sum();
+    // 2 + 14 + 16 + 9 + 12 + 8 + 15 + 5 + 3 + 3 + 3 + 3 + 12 + 6.
+    assert_eq!(codes, 111);
+    assert_eq!(OfpError::BAD_MULTIPART.name(), "BAD_REQUEST/BAD_MULTIPART");
+    assert_eq!(OfpError::new(5, 3).name(), "FLOW_MOD_FAILED/OVERLAP");
+    assert_eq!(OfpError::new(13, 5).name(), "TABLE_FEATURES_FAILED/EPERM");
+    assert!(!OfpError::new(13, 6).is_defined());
+    assert!(!OfpError::new(14, 0).is_defined());
+    // An ERROR reply carries the start of what it answers.
+    let offending = vec![0xaa; 200];
+    let Message::Error { data, .. } = error_reply(OfpError::BAD_TYPE, &offending) else {
+        panic!()
+    };
+    assert_eq!(data.len(), 64);
+}
