@@ -26,6 +26,11 @@
 //! control_socket = "/run/eswitch/eswitchd.sock"
 //! threads = 1                    # datapath threads (1..64); ports spread over them
 //!
+//! [openflow]                     # live mode: OpenFlow 1.3 channels
+//! listen = ["punix:/run/eswitch/br0.mgmt"]   # punix:PATH | ptcp:PORT[:IP] (IP default 127.0.0.1)
+//! datapath_id = "0000000000000001"           # 16 hex digits
+//! inactivity_probe_ms = 5000     # echo after this long quiet, close after twice (0: never)
+//!
 //! [[port]]
 //! name = "vm1"                   # netdev (live) or capture interface (replay)
 //! ofport = 1
@@ -59,6 +64,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub datapath: DatapathConfig,
+    #[serde(default)]
+    pub openflow: OpenflowConfig,
     #[serde(default, rename = "port")]
     pub ports: Vec<PortConfig>,
     /// Where the file was read from (for relative paths).
@@ -124,6 +131,92 @@ impl Default for LimitsConfig {
             upcall_burst: 10_000,
             upcall_queue: 8192,
         }
+    }
+}
+
+/// The OpenFlow channels (live mode).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpenflowConfig {
+    /// Passive listeners: `punix:PATH`, `ptcp:PORT[:IP]`.
+    pub listen: Vec<String>,
+    /// 16 hex digits (`ovs-ofctl show` prints it as `dpid:`).
+    pub datapath_id: String,
+    pub inactivity_probe_ms: u64,
+}
+
+impl Default for OpenflowConfig {
+    fn default() -> Self {
+        OpenflowConfig {
+            listen: Vec::new(),
+            datapath_id: "0000000000000001".to_string(),
+            inactivity_probe_ms: 5000,
+        }
+    }
+}
+
+/// Where an OpenFlow listener listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Punix(PathBuf),
+    Ptcp(std::net::SocketAddr),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Punix(p) => write!(f, "punix:{}", p.display()),
+            Endpoint::Ptcp(a) => write!(f, "ptcp:{}:{}", a.port(), a.ip()),
+        }
+    }
+}
+
+impl std::str::FromStr for Endpoint {
+    type Err = anyhow::Error;
+
+    /// `punix:PATH` or `ptcp:PORT[:IP]` (Open vSwitch's syntax; IPv6
+    /// addresses in brackets).
+    fn from_str(s: &str) -> anyhow::Result<Endpoint> {
+        if let Some(path) = s.strip_prefix("punix:") {
+            if path.is_empty() {
+                bail!("\"{s}\": punix needs a path");
+            }
+            return Ok(Endpoint::Punix(PathBuf::from(path)));
+        }
+        if let Some(rest) = s.strip_prefix("ptcp:") {
+            let (port, ip) = match rest.split_once(':') {
+                Some((p, ip)) => (p, ip.trim_start_matches('[').trim_end_matches(']')),
+                None => (rest, "127.0.0.1"),
+            };
+            let port: u16 = port
+                .parse()
+                .with_context(|| format!("\"{s}\": port \"{port}\""))?;
+            let ip: std::net::IpAddr = ip
+                .parse()
+                .with_context(|| format!("\"{s}\": address \"{ip}\""))?;
+            return Ok(Endpoint::Ptcp(std::net::SocketAddr::new(ip, port)));
+        }
+        bail!("\"{s}\": expected punix:PATH or ptcp:PORT[:IP]")
+    }
+}
+
+impl OpenflowConfig {
+    /// The listeners, checked.
+    pub fn endpoints(&self) -> anyhow::Result<Vec<Endpoint>> {
+        self.listen
+            .iter()
+            .map(|l| l.parse().context("openflow.listen"))
+            .collect()
+    }
+
+    /// The datapath id.
+    pub fn dpid(&self) -> anyhow::Result<u64> {
+        let d = &self.datapath_id;
+        if d.is_empty() || d.len() > 16 {
+            bail!("openflow.datapath_id = \"{d}\": expected up to 16 hex digits");
+        }
+        u64::from_str_radix(d, 16)
+            .with_context(|| format!("openflow.datapath_id = \"{d}\": expected hex digits"))
     }
 }
 
@@ -214,6 +307,8 @@ impl Config {
             "sim" | "mlx5" => {}
             k => bail!("backend.kind = \"{k}\": expected \"sim\" or \"mlx5\""),
         }
+        cfg.openflow.endpoints()?;
+        cfg.openflow.dpid()?;
         let t = cfg.datapath.threads;
         if !(1..=MAX_DATAPATH_THREADS).contains(&t) {
             bail!("datapath.threads = {t}: expected 1 to {MAX_DATAPATH_THREADS}");

@@ -1,6 +1,7 @@
 //! # ofproto: OpenFlow tables and translation into megaflows
 //!
-//! The slow path of eswitch. Depends on `megaflow` only.
+//! The slow path of eswitch, and its OpenFlow channels. Depends on
+//! `megaflow` and `openflow`.
 //!
 //! - [`rule`]: what a flow mod carries ([`RuleSpec`], [`Instructions`],
 //!   [`OfAction`], [`OfPort`]);
@@ -20,7 +21,10 @@
 //!   [`Bridge`] that ties tables, ports and MAC table together;
 //! - [`meter`]: OpenFlow meters (`add-meter` syntax, software buckets);
 //! - [`pipeline`]: the software datapath, upcalls, offload policy and the
-//!   revalidator around one megaflow cache.
+//!   revalidator around one megaflow cache;
+//! - [`channel`]: one OpenFlow connection's state machine (version
+//!   negotiation, echo keepalive, roles, async configuration) over the
+//!   [`OfSwitch`](channel::OfSwitch) it programs.
 //!
 //! ## Why megaflows come out wider than Open vSwitch's
 //!
@@ -36,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bridge;
+pub mod channel;
 pub mod classifier;
 pub mod mac;
 pub mod meter;

@@ -98,14 +98,53 @@ pub fn show(v: &Value) -> String {
             ]
         })
         .collect();
-    table(
+    let mut out = table(
         "",
         &[
             "NAME", "OFPORT", "VPORT", "IFINDEX", "STATE", "TYPE", "RX", "TX(hw)", "TX(sw)",
             "DROPS",
         ],
         &rows,
-    )
+    );
+    if let Some(conns) = v.get("openflow").and_then(Value::as_array) {
+        let rows: Vec<Vec<String>> = conns
+            .iter()
+            .map(|c| {
+                let last = match field(c, "last_error") {
+                    Value::Null => "-".to_string(),
+                    e => text(e),
+                };
+                vec![
+                    text(field(c, "id")),
+                    text(field(c, "listener")),
+                    text(field(c, "peer")),
+                    text(field(c, "state")),
+                    text(field(c, "role")),
+                    text(field(c, "rx_msgs")),
+                    text(field(c, "tx_msgs")),
+                    text(field(c, "errors_sent")),
+                    last,
+                ]
+            })
+            .collect();
+        out.push_str("\nOpenFlow connections:\n");
+        out.push_str(&table(
+            "  ",
+            &[
+                "ID",
+                "LISTENER",
+                "PEER",
+                "STATE",
+                "ROLE",
+                "RX",
+                "TX",
+                "ERRORS",
+                "LAST ERROR",
+            ],
+            &rows,
+        ));
+    }
+    out
 }
 
 /// `used` as `1.234s` or `never`.

@@ -34,6 +34,7 @@
 //! device is any [`Device`] (the sim eSwitch, whose front each datapath
 //! thread runs its batches through, or a real NIC with nothing in front).
 
+pub mod openflow;
 mod ports;
 mod run;
 mod upcall;
@@ -797,3 +798,7 @@ fn revalidator<B: Device>(core: &Core<B>, clock: Clock, stop: &AtomicBool, every
 #[cfg(test)]
 #[path = "tests/daemon.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tests/openflow.rs"]
+mod openflow_tests;

@@ -12,6 +12,7 @@ use offload::representor::{PortEvent, Tracker};
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};
 
+use super::openflow::OfServer;
 use super::{lock, Daemon, LiveLimits, PortFactory, StopReport};
 use crate::config::Config;
 use crate::control;
@@ -51,10 +52,16 @@ pub fn run(
     let socket = socket.unwrap_or_else(|| cfg.datapath.control_socket.clone());
     let server = CtlServer::bind(&socket)?;
     let mut daemon = Daemon::start(cfg, &flows, factory, LiveLimits::from_config(cfg))?;
-    let (core, clock) = (daemon.core(), daemon.clock());
+    let of = OfServer::start(&daemon.core(), &cfg.openflow)?;
+    let (core, clock, conns) = (daemon.core(), daemon.clock(), of.board());
     let ctl = server.serve(move |req| {
-        let mut sw = lock(&core);
-        control::handle(&mut sw, &req, clock.now())
+        let mut r = control::handle(&mut lock(&core), &req, clock.now());
+        if let (control::Request::Show, control::Response::Ok(v)) = (&req, &mut r) {
+            if let Ok(c) = serde_json::to_value(conns.connections()) {
+                v["openflow"] = c;
+            }
+        }
+        r
     });
     info!(socket = %socket.display(), "control socket ready");
 
@@ -91,6 +98,8 @@ pub fn run(
     }
     drop(events);
     ctl.stop();
+    // The channels hold the switch; they go first.
+    of.stop();
     let report = daemon.stop();
     // The watcher returns once it can no longer send (the receiver is gone).
     if watcher.join().is_err() {

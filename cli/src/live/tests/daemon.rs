@@ -11,11 +11,11 @@ use super::*;
 use crate::control;
 
 /// Hands out memory ports created up front; the test keeps their handles.
-struct MemFactory {
+pub(super) struct MemFactory {
     ports: Mutex<HashMap<String, OpenedPort>>,
 }
 
-struct Handles {
+pub(super) struct Handles {
     /// What the VM sends (inject) and what reaches it from the RX thread.
     rx: MemoryHandle,
     /// What reaches it from the handler thread.
@@ -23,7 +23,7 @@ struct Handles {
 }
 
 impl Handles {
-    fn received(&self) -> Vec<Vec<u8>> {
+    pub(super) fn received(&self) -> Vec<Vec<u8>> {
         let mut v = self.rx.take_tx();
         v.extend(self.tx.take_tx());
         v
@@ -31,7 +31,7 @@ impl Handles {
 }
 
 impl MemFactory {
-    fn new(names: &[&str]) -> (Arc<MemFactory>, HashMap<String, Handles>) {
+    pub(super) fn new(names: &[&str]) -> (Arc<MemFactory>, HashMap<String, Handles>) {
         let mut ports = HashMap::new();
         let mut handles = HashMap::new();
         for n in names {
@@ -72,7 +72,7 @@ impl PortFactory for MemFactory {
     }
 }
 
-fn config() -> Config {
+pub(super) fn config() -> Config {
     Config::parse(
         r#"
 [offload]
@@ -98,7 +98,7 @@ vport = "vf2"
     .expect("config")
 }
 
-fn flows() -> FlowFile {
+pub(super) fn flows() -> FlowFile {
     FlowFile::parse(
         "priority=10,in_port=1,actions=output:2\n\
          priority=10,in_port=3,actions=output:1\n\
@@ -107,7 +107,7 @@ fn flows() -> FlowFile {
     .expect("flows")
 }
 
-fn rep(ifindex: u32, name: &str, vf: u16) -> Representor {
+pub(super) fn rep(ifindex: u32, name: &str, vf: u16) -> Representor {
     Representor {
         ifindex,
         ifname: name.to_string(),
@@ -122,12 +122,12 @@ fn rep(ifindex: u32, name: &str, vf: u16) -> Representor {
     }
 }
 
-fn frame(sport: u16) -> Vec<u8> {
+pub(super) fn frame(sport: u16) -> Vec<u8> {
     FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(sport, 9)).build()
 }
 
 /// Waits (at most 5 s) until `cond` holds.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         if cond() {
@@ -138,7 +138,7 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-fn limits() -> LiveLimits {
+pub(super) fn limits() -> LiveLimits {
     LiveLimits {
         upcall_rate: 0,
         upcall_burst: 1,

@@ -1,0 +1,388 @@
+//! The daemon's OpenFlow 1.3 channels: passive listeners (`punix:`,
+//! `ptcp:`), one thread per listener accepting and one per connection.
+//! Each connection is an [`ofproto::channel::Connection`]; the bytes it
+//! reads are acted on under the slow-path lock (as a control request is),
+//! what it answers is written after the lock is released.
+//!
+//! A connection that goes wrong (a framing error, a peer that closed, an
+//! inactivity probe unanswered) ends alone: the listener, the other
+//! connections and forwarding go on.
+
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use ofproto::channel::{role_name, Connection, OfSwitch, Roles};
+use openflow::message::capabilities;
+use openflow::port::{features, state};
+use openflow::{Desc, Features, Port};
+use serde::Serialize;
+use tracing::{debug, info, warn};
+
+use super::{lock, spawn, Core};
+use crate::config::{Endpoint, OpenflowConfig};
+use crate::switch::Device;
+
+/// How long a connection thread blocks in read before it checks for stop
+/// and runs its keepalive.
+const READ_TICK: Duration = Duration::from_millis(50);
+
+/// One connection as `show` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConnInfo {
+    pub id: u64,
+    /// The listener it came through and the peer.
+    pub listener: String,
+    pub peer: String,
+    pub state: String,
+    pub role: String,
+    pub rx_msgs: u64,
+    pub tx_msgs: u64,
+    pub errors_sent: u64,
+    pub last_error: Option<String>,
+}
+
+/// What the channels share: roles, the connection list, settings.
+struct Shared {
+    roles: Mutex<Roles>,
+    conns: Mutex<BTreeMap<u64, ConnInfo>>,
+    next_id: AtomicU64,
+    stop: AtomicBool,
+    dpid: u64,
+    probe: Duration,
+}
+
+/// The running channels.
+pub struct OfServer {
+    shared: Arc<Shared>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    sockets: Vec<std::path::PathBuf>,
+}
+
+fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl OfServer {
+    /// Binds every listener of `cfg` and starts accepting. A listener that
+    /// cannot bind is an error naming it (nothing is left running).
+    pub fn start<B: Device>(core: &Core<B>, cfg: &OpenflowConfig) -> anyhow::Result<OfServer> {
+        let shared = Arc::new(Shared {
+            roles: Mutex::default(),
+            conns: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            stop: AtomicBool::new(false),
+            dpid: cfg.dpid()?,
+            probe: Duration::from_millis(cfg.inactivity_probe_ms),
+        });
+        let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let mut server = OfServer {
+            shared: Arc::clone(&shared),
+            threads: Arc::clone(&threads),
+            sockets: Vec::new(),
+        };
+        for ep in cfg.endpoints()? {
+            let name = ep.to_string();
+            let listener = match &ep {
+                Endpoint::Punix(path) => {
+                    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        std::fs::create_dir_all(dir)
+                            .with_context(|| format!("{name}: cannot create {}", dir.display()))?;
+                    }
+                    // A socket file left by a daemon that did not stop clean.
+                    let _ = std::fs::remove_file(path);
+                    let l =
+                        UnixListener::bind(path).with_context(|| format!("{name}: cannot bind"))?;
+                    server.sockets.push(path.clone());
+                    Listener::Unix(l)
+                }
+                Endpoint::Ptcp(addr) => Listener::Tcp(
+                    TcpListener::bind(addr).with_context(|| format!("{name}: cannot bind"))?,
+                ),
+            };
+            listener.set_nonblocking()?;
+            let (core, shared, all) = (Arc::clone(core), Arc::clone(&shared), Arc::clone(&threads));
+            let t = spawn("esw-of-listen", move || {
+                accept_loop(&listener, &name, &core, &shared, &all)
+            })?;
+            guard(&threads).push(t);
+            info!(listener = %ep, "OpenFlow listener ready");
+        }
+        Ok(server)
+    }
+
+    /// Every connection now.
+    pub fn connections(&self) -> Vec<ConnInfo> {
+        guard(&self.shared.conns).values().cloned().collect()
+    }
+
+    /// A handle `show` can read the connections through.
+    pub fn board(&self) -> ConnBoard {
+        ConnBoard(Arc::clone(&self.shared))
+    }
+
+    /// Stops the listeners and closes every connection (their threads
+    /// joined, so none holds the switch any more).
+    pub fn stop(self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        loop {
+            let batch: Vec<JoinHandle<()>> = guard(&self.threads).drain(..).collect();
+            if batch.is_empty() {
+                break;
+            }
+            for t in batch {
+                let _ = t.join();
+            }
+        }
+        for p in &self.sockets {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Read access to the connection list (for `show`).
+#[derive(Clone)]
+pub struct ConnBoard(Arc<Shared>);
+
+impl ConnBoard {
+    pub fn connections(&self) -> Vec<ConnInfo> {
+        guard(&self.0.conns).values().cloned().collect()
+    }
+}
+
+enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+impl Listener {
+    fn set_nonblocking(&self) -> anyhow::Result<()> {
+        match self {
+            Listener::Unix(l) => l.set_nonblocking(true),
+            Listener::Tcp(l) => l.set_nonblocking(true),
+        }
+        .context("cannot make the listener non-blocking")
+    }
+
+    fn accept(&self) -> std::io::Result<(Stream, String)> {
+        match self {
+            Listener::Unix(l) => l
+                .accept()
+                .map(|(s, _)| (Stream::Unix(s), "unix".to_string())),
+            Listener::Tcp(l) => l.accept().map(|(s, a)| (Stream::Tcp(s), a.to_string())),
+        }
+    }
+}
+
+enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    fn prepare(&self) -> std::io::Result<()> {
+        match self {
+            Stream::Unix(s) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(READ_TICK))
+            }
+            Stream::Tcp(s) => {
+                s.set_nonblocking(false)?;
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(READ_TICK))
+            }
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.flush(),
+            Stream::Tcp(s) => s.flush(),
+        }
+    }
+}
+
+fn accept_loop<B: Device>(
+    l: &Listener,
+    name: &str,
+    core: &Core<B>,
+    shared: &Arc<Shared>,
+    threads: &Mutex<Vec<JoinHandle<()>>>,
+) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        match l.accept() {
+            Ok((stream, peer)) => {
+                if let Err(e) = stream.prepare() {
+                    warn!(listener = name, "cannot set up a connection: {e}");
+                    continue;
+                }
+                let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+                let (core, sh, listener) = (Arc::clone(core), Arc::clone(shared), name.to_string());
+                info!(listener = name, %peer, id, "OpenFlow connection");
+                match spawn("esw-of-conn", move || {
+                    serve(stream, id, &listener, &peer, &core, &sh)
+                }) {
+                    Ok(t) => guard(threads).push(t),
+                    Err(e) => warn!("{e:#}"),
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(READ_TICK),
+            Err(e) => {
+                warn!(listener = name, "accept: {e}");
+                std::thread::sleep(READ_TICK);
+            }
+        }
+    }
+}
+
+/// The switch as one connection sees it, under the slow-path lock.
+struct View<'a, B: Device> {
+    sw: MutexGuard<'a, crate::switch::Switch<B, ofproto::ThreadedDatapaths>>,
+    roles: MutexGuard<'a, Roles>,
+    dpid: u64,
+}
+
+/// 10 Gb/s, as a VF representor reports it.
+const SPEED_KBPS: u32 = 10_000_000;
+
+impl<B: Device> OfSwitch for View<'_, B> {
+    fn features(&self) -> Features {
+        Features {
+            datapath_id: self.dpid,
+            n_buffers: 0,
+            n_tables: 254,
+            auxiliary_id: 0,
+            capabilities: capabilities::FLOW_STATS
+                | capabilities::TABLE_STATS
+                | capabilities::PORT_STATS,
+        }
+    }
+
+    fn desc(&self) -> Desc {
+        Desc {
+            mfr_desc: "eswitch".into(),
+            hw_desc: std::any::type_name::<B>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("device")
+                .into(),
+            sw_desc: format!("eswitchd {}", env!("CARGO_PKG_VERSION")),
+            serial_num: String::new(),
+            dp_desc: format!("dpid {:016x}", self.dpid),
+        }
+    }
+
+    fn ports(&self) -> Vec<Port> {
+        self.sw
+            .port_summaries()
+            .into_iter()
+            .map(|p| {
+                let up = p.status.as_ref().is_none_or(|s| s.state == "up");
+                Port {
+                    port_no: p.ofport,
+                    hw_addr: [0; 6],
+                    name: p.name,
+                    config: 0,
+                    state: if up { state::LIVE } else { state::LINK_DOWN },
+                    curr: features::F_10GB_FD | features::F_COPPER,
+                    advertised: 0,
+                    supported: 0,
+                    peer: 0,
+                    curr_speed: SPEED_KBPS,
+                    max_speed: SPEED_KBPS,
+                }
+            })
+            .collect()
+    }
+
+    fn roles(&mut self) -> &mut Roles {
+        &mut self.roles
+    }
+}
+
+fn serve<B: Device>(
+    mut stream: Stream,
+    id: u64,
+    listener: &str,
+    peer: &str,
+    core: &Core<B>,
+    sh: &Shared,
+) {
+    let mut conn = Connection::new(id, Instant::now(), sh.probe);
+    let mut buf = vec![0u8; 64 * 1024];
+    let publish = |c: &Connection, roles: &Roles| {
+        let st = c.stats();
+        guard(&sh.conns).insert(
+            id,
+            ConnInfo {
+                id,
+                listener: listener.to_string(),
+                peer: peer.to_string(),
+                state: c.state().name().to_string(),
+                role: role_name(roles.of(id)).to_string(),
+                rx_msgs: st.rx_msgs,
+                tx_msgs: st.tx_msgs,
+                errors_sent: st.errors_sent,
+                last_error: c.last_error().map(str::to_string),
+            },
+        );
+    };
+    loop {
+        let out = conn.take_output();
+        if !out.is_empty() && stream.write_all(&out).is_err() {
+            conn.peer_closed();
+        }
+        publish(&conn, &guard(&sh.roles));
+        if conn.is_closed() || sh.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => conn.peer_closed(),
+            Ok(n) => {
+                let mut view = View {
+                    sw: lock(core),
+                    roles: guard(&sh.roles),
+                    dpid: sh.dpid,
+                };
+                conn.receive(&buf[..n], &mut view, Instant::now());
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                debug!(id, "read: {e}");
+                conn.peer_closed();
+            }
+        }
+        conn.tick(Instant::now());
+    }
+    let why = match conn.state() {
+        ofproto::channel::State::Closed(why) => why.clone(),
+        _ => "the daemon is stopping".to_string(),
+    };
+    info!(id, %peer, "OpenFlow connection closed: {why}");
+    guard(&sh.roles).forget(id);
+    guard(&sh.conns).remove(&id);
+}

@@ -1,0 +1,230 @@
+//! The daemon's OpenFlow channels with real clients: `ovs-ofctl -O
+//! OpenFlow13` (Debian's openvswitch-common) and raw sockets sending what
+//! a broken or hostile controller would. Memory ports: no root needed.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ::openflow::{parse, Framer, Message, OfpError};
+
+use super::openflow::OfServer;
+use super::tests::{config, flows, limits, rep, wait_for, MemFactory};
+use super::*;
+use crate::config::OpenflowConfig;
+use crate::control;
+
+/// A unique directory for this test's socket, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("esw-of-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn start(sock: &Path, probe_ms: u64) -> (Daemon, OfServer) {
+    let (factory, _h) = MemFactory::new(&["vm1", "vm2", "vm3"]);
+    let mut d = Daemon::start(&config(), &flows(), factory, limits()).expect("start");
+    for (i, n) in ["vm1", "vm2", "vm3"].iter().enumerate() {
+        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
+    }
+    // vm3's link is down.
+    d.apply(&PortEvent::Down { ifindex: 12 });
+    let cfg = OpenflowConfig {
+        listen: vec![format!("punix:{}", sock.display())],
+        datapath_id: "00000000000000ab".into(),
+        inactivity_probe_ms: probe_ms,
+    };
+    let of = OfServer::start(&d.core(), &cfg).expect("openflow");
+    (d, of)
+}
+
+/// Runs `ovs-ofctl -O OpenFlow13 ARGS... unix:SOCK`; stdout, or the
+/// failure with stderr.
+fn ofctl(bin: &Path, sock: &Path, cmd: &str, extra: &[&str]) -> Result<String, String> {
+    let target = format!("unix:{}", sock.display());
+    let out = Command::new(bin)
+        .args(["-O", "OpenFlow13", "--timeout=10", cmd, &target])
+        .args(extra)
+        .output()
+        .map_err(|e| format!("cannot run ovs-ofctl: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+#[test]
+fn ovs_ofctl_show_and_dump_desc_read_the_switch() {
+    const T: &str = "ovs_ofctl_show_and_dump_desc_read_the_switch";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("show");
+    let sock = dir.0.join("br0.mgmt");
+    let (d, of) = start(&sock, 5000);
+    let show = ofctl(&bin, &sock, "show", &[]).expect("ovs-ofctl show");
+    assert!(show.contains("OFPT_FEATURES_REPLY (OF1.3)"), "{show}");
+    assert!(show.contains("dpid:00000000000000ab"), "{show}");
+    assert!(show.contains("n_tables:254"), "{show}");
+    for p in [" 1(vm1):", " 2(vm2):", " 3(vm3):"] {
+        assert!(show.contains(p), "{p} in {show}");
+    }
+    // vm3 is down, the others are live.
+    let vm3 = show.split(" 3(vm3):").nth(1).expect("vm3");
+    assert!(vm3.contains("LINK_DOWN"), "{vm3}");
+    let vm1 = show.split(" 1(vm1):").nth(1).expect("vm1");
+    let vm1 = vm1.split(" 2(vm2):").next().expect("vm1 block");
+    assert!(vm1.contains("LIVE") && !vm1.contains("LINK_DOWN"), "{vm1}");
+    assert!(show.contains("OFPT_GET_CONFIG_REPLY"), "{show}");
+    let desc = ofctl(&bin, &sock, "dump-desc", &[]).expect("dump-desc");
+    assert!(desc.contains("Manufacturer: eswitch"), "{desc}");
+    assert!(
+        desc.contains("DP Description: dpid 00000000000000ab"),
+        "{desc}"
+    );
+    // A client that speaks only 1.0 is refused with HELLO_FAILED, and
+    // says so.
+    let target = format!("unix:{}", sock.display());
+    let out = Command::new(&bin)
+        .args(["-O", "OpenFlow10", "--timeout=10", "show", &target])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("version negotiation failed"), "{err}");
+    of.stop();
+    assert!(!sock.exists(), "the socket file is removed at stop");
+    d.stop().expect("stop");
+}
+
+/// A raw client: connects, says HELLO for 1.3.
+fn raw_client(sock: &Path) -> (UnixStream, Framer) {
+    let mut s = UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let hello = Message::Hello {
+        bitmap: Some(::openflow::bitmap_of(4)),
+    };
+    s.write_all(&hello.to_bytes(1).expect("emit"))
+        .expect("hello");
+    let mut f = Framer::new();
+    let (_, m) = next(&mut s, &mut f);
+    assert!(matches!(m, Message::Hello { .. }), "{m:?}");
+    (s, f)
+}
+
+fn next(s: &mut UnixStream, f: &mut Framer) -> (u32, Message) {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(m) = f.next_message().expect("framing") {
+            let (h, m) = parse(&m).expect("parse");
+            return (h.xid, m);
+        }
+        let n = s.read(&mut buf).expect("read");
+        assert!(n > 0, "the switch closed the connection");
+        f.push(&buf[..n]);
+    }
+}
+
+#[test]
+fn malformed_messages_get_errors_and_other_connections_go_on() {
+    let dir = TempDir::new("malformed");
+    let sock = dir.0.join("br0.mgmt");
+    let (d, of) = start(&sock, 5000);
+    let (mut a, mut fa) = raw_client(&sock);
+    let (mut b, mut fb) = raw_client(&sock);
+    let board = of.board();
+    wait_for("both connections listed", || {
+        board
+            .connections()
+            .iter()
+            .filter(|c| c.state == "open")
+            .count()
+            == 2
+    });
+    // An unknown type, a bad version, a short FEATURES_REPLY-shaped body
+    // on a request: each gets its ERROR, and `a` stays open.
+    for (bytes, want) in [
+        (vec![4u8, 77, 0, 8, 0, 0, 0, 5], OfpError::BAD_TYPE),
+        (vec![2u8, 5, 0, 8, 0, 0, 0, 6], OfpError::BAD_VERSION),
+        (
+            vec![4u8, 5, 0, 12, 0, 0, 0, 7, 1, 2, 3, 4],
+            OfpError::BAD_LEN,
+        ),
+    ] {
+        a.write_all(&bytes).expect("send");
+        let (xid, m) = next(&mut a, &mut fa);
+        assert_eq!(
+            xid,
+            u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]])
+        );
+        assert!(
+            matches!(m, Message::Error { error, .. } if error == want),
+            "{m:?}"
+        );
+    }
+    a.write_all(&Message::EchoRequest(vec![9]).to_bytes(8).expect("emit"))
+        .expect("echo");
+    assert_eq!(next(&mut a, &mut fa), (8, Message::EchoReply(vec![9])));
+    // A header whose length is below 8: `a` is answered and closed; `b`
+    // goes on.
+    a.write_all(&[4, 2, 0, 2, 0, 0, 0, 9]).expect("send");
+    let (_, m) = next(&mut a, &mut fa);
+    assert!(
+        matches!(m, Message::Error { error, .. } if error == OfpError::BAD_LEN),
+        "{m:?}"
+    );
+    let mut rest = Vec::new();
+    let _ = a.read_to_end(&mut rest);
+    b.write_all(&Message::FeaturesRequest.to_bytes(3).expect("emit"))
+        .expect("features");
+    assert!(
+        matches!(next(&mut b, &mut fb), (3, Message::FeaturesReply(f)) if f.datapath_id == 0xab)
+    );
+    wait_for("a gone from the list", || board.connections().len() == 1);
+    // `show` lists the remaining connection with its state and role.
+    let core = d.core();
+    let mut v = match control::handle(&mut lock(&core), &control::Request::Show, d.clock().now()) {
+        control::Response::Ok(v) => v,
+        control::Response::Error(e) => panic!("{e}"),
+    };
+    v["openflow"] = serde_json::to_value(board.connections()).expect("json");
+    let text = crate::control::render::show(&v);
+    assert!(text.contains("OpenFlow connections:"), "{text}");
+    assert!(text.contains("open") && text.contains("equal"), "{text}");
+    drop(core);
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
+fn an_unanswered_inactivity_probe_closes_the_connection() {
+    let dir = TempDir::new("probe");
+    let sock = dir.0.join("br0.mgmt");
+    let (d, of) = start(&sock, 100);
+    let (mut a, mut fa) = raw_client(&sock);
+    // Quiet: an echo request comes, and after another interval the
+    // switch hangs up.
+    let (_, m) = next(&mut a, &mut fa);
+    assert!(matches!(m, Message::EchoRequest(_)), "{m:?}");
+    let mut rest = Vec::new();
+    a.read_to_end(&mut rest).expect("closed by the switch");
+    let board = of.board();
+    wait_for("the connection gone", || board.connections().is_empty());
+    of.stop();
+    d.stop().expect("stop");
+}

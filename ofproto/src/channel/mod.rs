@@ -1,0 +1,460 @@
+//! One OpenFlow 1.3 connection: bytes in, bytes out, the switch behind an
+//! [`OfSwitch`]. No I/O here: the caller reads the socket, hands the bytes
+//! to [`Connection::receive`], calls [`Connection::tick`] now and then,
+//! and writes what [`Connection::take_output`] gives.
+//!
+//! The state machine ([`State`]) has its transitions in one place,
+//! [`Connection::advance`]:
+//!
+//! ```text
+//! Hello ──peer HELLO, common version──► Open ──framing error, idle──► Closed
+//!   └──no common version: HELLO_FAILED──────────────────────────────► Closed
+//! ```
+//!
+//! Keepalive as Open vSwitch does it: when nothing arrived for the
+//! inactivity probe interval, an ECHO_REQUEST goes out; when nothing
+//! arrived for another interval, the connection closes.
+//!
+//! Roles (EQUAL, MASTER, SLAVE with generation ids) are the switch's, not
+//! the connection's: [`Roles`] holds them for every connection, so a new
+//! master demotes the old one.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use openflow::message::role;
+use openflow::{
+    bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message,
+    MpReply, MpRequest, MsgType, OfpError, Port, Role, SwitchConfig, VERSION,
+};
+
+/// Where a connection is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Our HELLO is out; the peer's has not arrived.
+    Hello,
+    /// OpenFlow 1.3 agreed; messages flow.
+    Open,
+    /// Finished, and why. Nothing more is read; what is in the output
+    /// (an ERROR saying why) should still be sent.
+    Closed(String),
+}
+
+impl State {
+    pub fn name(&self) -> &'static str {
+        match self {
+            State::Hello => "hello",
+            State::Open => "open",
+            State::Closed(_) => "closed",
+        }
+    }
+}
+
+/// What happened, for [`Connection::advance`].
+enum Event {
+    PeerHello(Option<Vec<u32>>, u8),
+    Broken(String),
+    Idle,
+}
+
+/// The switch as an OpenFlow channel sees it.
+pub trait OfSwitch {
+    fn features(&self) -> Features;
+    fn desc(&self) -> Desc;
+    /// Every port, for PORT_DESC.
+    fn ports(&self) -> Vec<Port>;
+    /// The controllers' roles.
+    fn roles(&mut self) -> &mut Roles;
+}
+
+/// `ofp_controller_role` by name.
+pub fn role_name(r: u32) -> &'static str {
+    match r {
+        role::EQUAL => "equal",
+        role::MASTER => "master",
+        role::SLAVE => "slave",
+        _ => "nochange",
+    }
+}
+
+/// The roles of every connection of one switch and the greatest
+/// generation id a master or slave request carried.
+#[derive(Clone, Debug, Default)]
+pub struct Roles {
+    by_conn: BTreeMap<u64, u32>,
+    generation: Option<u64>,
+}
+
+impl Roles {
+    /// A connection's role (EQUAL until it asks for another).
+    pub fn of(&self, conn: u64) -> u32 {
+        self.by_conn.get(&conn).copied().unwrap_or(role::EQUAL)
+    }
+
+    /// A connection ended.
+    pub fn forget(&mut self, conn: u64) {
+        self.by_conn.remove(&conn);
+    }
+
+    /// A ROLE_REQUEST from `conn`: the reply, or the error the spec names
+    /// (a stale generation id, a role that does not exist).
+    pub fn request(&mut self, conn: u64, req: Role) -> Result<Role, OfpError> {
+        match req.role {
+            role::NOCHANGE => {}
+            role::EQUAL => {
+                self.by_conn.insert(conn, role::EQUAL);
+            }
+            role::MASTER | role::SLAVE => {
+                if let Some(g) = self.generation {
+                    // Wrapping comparison, as the spec defines it.
+                    if (req.generation_id.wrapping_sub(g) as i64) < 0 {
+                        return Err(OfpError::ROLE_STALE);
+                    }
+                }
+                self.generation = Some(req.generation_id);
+                if req.role == role::MASTER {
+                    for r in self.by_conn.values_mut() {
+                        if *r == role::MASTER {
+                            *r = role::SLAVE;
+                        }
+                    }
+                }
+                self.by_conn.insert(conn, req.role);
+            }
+            _ => return Err(OfpError::ROLE_BAD_ROLE),
+        }
+        Ok(Role {
+            role: self.of(conn),
+            generation_id: self.generation.unwrap_or(u64::MAX),
+        })
+    }
+}
+
+/// Counters of one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    pub rx_msgs: u64,
+    pub tx_msgs: u64,
+    pub errors_sent: u64,
+    pub echo_requests_sent: u64,
+}
+
+/// The async configuration a connection starts with (the spec's
+/// defaults): packet-ins for table-miss and actions, every port status,
+/// flow-removed for every reason, to masters and equals; slaves get
+/// port status only.
+pub const DEFAULT_ASYNC: AsyncConfig = AsyncConfig {
+    packet_in_mask: [0b11, 0],
+    port_status_mask: [0b111, 0b111],
+    flow_removed_mask: [0b1111, 0],
+};
+
+/// One connection.
+#[derive(Debug)]
+pub struct Connection {
+    id: u64,
+    state: State,
+    framer: Framer,
+    out: Vec<u8>,
+    config: SwitchConfig,
+    async_cfg: AsyncConfig,
+    probe: Duration,
+    last_rx: Instant,
+    echo_sent: bool,
+    next_xid: u32,
+    last_error: Option<String>,
+    stats: ConnStats,
+}
+
+impl Connection {
+    /// A new connection `id` (unique within the switch) at `now`, its
+    /// HELLO queued; `probe` is the inactivity probe interval.
+    pub fn new(id: u64, now: Instant, probe: Duration) -> Connection {
+        let mut c = Connection {
+            id,
+            state: State::Hello,
+            framer: Framer::new(),
+            out: Vec::new(),
+            config: SwitchConfig {
+                flags: 0,
+                miss_send_len: 128,
+            },
+            async_cfg: DEFAULT_ASYNC,
+            probe,
+            last_rx: now,
+            echo_sent: false,
+            next_xid: 1,
+            last_error: None,
+            stats: ConnStats::default(),
+        };
+        let hello = Message::Hello {
+            bitmap: Some(bitmap_of(VERSION)),
+        };
+        c.send_new(&hello);
+        c
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed(_))
+    }
+
+    pub fn stats(&self) -> ConnStats {
+        self.stats
+    }
+
+    /// The last error this connection sent or met, for `show`.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+
+    pub fn async_config(&self) -> AsyncConfig {
+        self.async_cfg
+    }
+
+    pub fn switch_config(&self) -> SwitchConfig {
+        self.config
+    }
+
+    /// Bytes to send now.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The transitions, all of them.
+    fn advance(&mut self, ev: Event) {
+        let next = match (&self.state, ev) {
+            (State::Closed(_), _) => return,
+            (State::Hello, Event::PeerHello(bitmap, version)) => {
+                let common = match &bitmap {
+                    Some(b) => bitmap_has(b, VERSION),
+                    None => version >= VERSION,
+                };
+                if common {
+                    State::Open
+                } else {
+                    let why = format!(
+                        "no common version: this switch speaks OpenFlow 1.3 (0x04), the peer offered {}",
+                        match &bitmap {
+                            Some(b) => format!("the bitmap {b:x?}"),
+                            None => format!("version {version:#04x}"),
+                        }
+                    );
+                    let mut data = why.clone().into_bytes();
+                    data.truncate(openflow::message::ERROR_DATA_LEN);
+                    self.send_new(&Message::Error {
+                        error: OfpError::HELLO_INCOMPATIBLE,
+                        data,
+                    });
+                    self.stats.errors_sent += 1;
+                    self.last_error = Some(why.clone());
+                    State::Closed(why)
+                }
+            }
+            // A second HELLO on an open connection is ignored.
+            (State::Open, Event::PeerHello(..)) => State::Open,
+            (_, Event::Broken(why)) => {
+                self.last_error = Some(why.clone());
+                State::Closed(why)
+            }
+            (_, Event::Idle) => {
+                let why = format!(
+                    "no message for {} ms after an echo request (inactivity probe)",
+                    2 * self.probe.as_millis()
+                );
+                self.last_error = Some(why.clone());
+                State::Closed(why)
+            }
+        };
+        self.state = next;
+    }
+
+    /// Keepalive at `now`: an ECHO_REQUEST after one quiet interval, close
+    /// after two.
+    pub fn tick(&mut self, now: Instant) {
+        if self.is_closed() || self.probe.is_zero() {
+            return;
+        }
+        let quiet = now.saturating_duration_since(self.last_rx);
+        if quiet >= 2 * self.probe && self.echo_sent {
+            self.advance(Event::Idle);
+        } else if quiet >= self.probe && !self.echo_sent && self.state == State::Open {
+            self.send_new(&Message::EchoRequest(Vec::new()));
+            self.stats.echo_requests_sent += 1;
+            self.echo_sent = true;
+        }
+    }
+
+    /// The peer closed its side.
+    pub fn peer_closed(&mut self) {
+        self.advance(Event::Broken("the peer closed the connection".into()));
+    }
+
+    /// Bytes from the peer at `now`, acted on against `sw`.
+    pub fn receive<S: OfSwitch>(&mut self, bytes: &[u8], sw: &mut S, now: Instant) {
+        if self.is_closed() {
+            return;
+        }
+        self.last_rx = now;
+        self.echo_sent = false;
+        self.framer.push(bytes);
+        loop {
+            let msg = match self.framer.next_message() {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) => {
+                    // Where the next message starts is unknown: answer,
+                    // then close.
+                    self.send_error(e.ofp_error(), bytes, 0);
+                    self.advance(Event::Broken(format!("framing: {e}")));
+                    break;
+                }
+            };
+            self.stats.rx_msgs += 1;
+            self.message(&msg, sw);
+            if self.is_closed() {
+                break;
+            }
+        }
+    }
+
+    fn message<S: OfSwitch>(&mut self, raw: &[u8], sw: &mut S) {
+        let xid = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
+        let (h, m) = match parse(raw) {
+            Ok(x) => x,
+            Err(e) => {
+                self.last_error = Some(e.to_string());
+                self.send_error(e.ofp_error(), raw, xid);
+                return;
+            }
+        };
+        if let Message::Hello { bitmap } = m {
+            self.advance(Event::PeerHello(bitmap, h.version));
+            return;
+        }
+        if self.state == State::Hello {
+            // Anything before the peer's HELLO breaks the handshake.
+            self.send_error(OfpError::HELLO_EPERM, raw, xid);
+            self.advance(Event::Broken(format!("{:?} before HELLO", m.ty())));
+            return;
+        }
+        let reply = match self.answer(m, raw, sw) {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                self.send_error(e, raw, xid);
+                return;
+            }
+        };
+        self.send(xid, &reply);
+    }
+
+    /// A message's reply (`None`: it has none), or the ERROR for it.
+    fn answer<S: OfSwitch>(
+        &mut self,
+        m: Message,
+        raw: &[u8],
+        sw: &mut S,
+    ) -> Result<Option<Message>, OfpError> {
+        let slave = sw.roles().of(self.id) == role::SLAVE;
+        Ok(Some(match m {
+            Message::EchoRequest(d) => Message::EchoReply(d),
+            Message::EchoReply(_) => return Ok(None),
+            Message::Error { error, .. } => {
+                self.last_error = Some(format!("the peer sent {error}"));
+                return Ok(None);
+            }
+            Message::Experimenter { .. } => return Err(OfpError::BAD_EXPERIMENTER),
+            Message::FeaturesRequest => Message::FeaturesReply(sw.features()),
+            Message::GetConfigRequest => Message::GetConfigReply(self.config),
+            Message::SetConfig(c) => {
+                if slave {
+                    return Err(OfpError::IS_SLAVE);
+                }
+                // OFPC_FRAG_* beyond REASM (3) are not defined.
+                if c.flags > 3 {
+                    return Err(OfpError::SWITCH_CONFIG_BAD_FLAGS);
+                }
+                self.config = c;
+                return Ok(None);
+            }
+            Message::BarrierRequest => Message::BarrierReply,
+            Message::RoleRequest(r) => Message::RoleReply(sw.roles().request(self.id, r)?),
+            Message::GetAsyncRequest => Message::GetAsyncReply(self.async_cfg),
+            Message::SetAsync(c) => {
+                self.async_cfg = c;
+                return Ok(None);
+            }
+            Message::MultipartRequest { body, .. } => Message::MultipartReply {
+                flags: 0,
+                body: match body {
+                    MpRequest::Desc => MpReply::Desc(sw.desc()),
+                    MpRequest::PortDesc => MpReply::PortDesc(sw.ports()),
+                    MpRequest::Other { .. } => return Err(OfpError::BAD_MULTIPART),
+                },
+            },
+            // Messages only a switch sends.
+            Message::Hello { .. }
+            | Message::FeaturesReply(_)
+            | Message::GetConfigReply(_)
+            | Message::PortStatus(_)
+            | Message::MultipartReply { .. }
+            | Message::BarrierReply
+            | Message::RoleReply(_)
+            | Message::GetAsyncReply(_) => return Err(OfpError::BAD_TYPE),
+            Message::Other { ty, .. } => {
+                let _ = raw;
+                return Err(match ty {
+                    MsgType::FlowMod
+                    | MsgType::PacketOut
+                    | MsgType::GroupMod
+                    | MsgType::PortMod
+                    | MsgType::TableMod
+                    | MsgType::MeterMod
+                        if slave =>
+                    {
+                        OfpError::IS_SLAVE
+                    }
+                    _ => OfpError::BAD_TYPE,
+                });
+            }
+        }))
+    }
+
+    fn send(&mut self, xid: u32, m: &Message) {
+        match m.emit(xid, &mut self.out) {
+            Ok(()) => self.stats.tx_msgs += 1,
+            Err(e) => {
+                // Replies are built to fit; one that does not is a bug
+                // here, answered rather than dropped.
+                self.last_error = Some(format!("reply not sent: {e}"));
+                self.send_error(OfpError::MULTIPART_BUFFER_OVERFLOW, &[], xid);
+            }
+        }
+    }
+
+    fn send_new(&mut self, m: &Message) {
+        let xid = self.next_xid;
+        self.next_xid = self.next_xid.wrapping_add(1);
+        self.send(xid, m);
+    }
+
+    fn send_error(&mut self, e: OfpError, offending: &[u8], xid: u32) {
+        self.stats.errors_sent += 1;
+        self.last_error.get_or_insert_with(|| e.name());
+        let m = error_reply(e, offending);
+        if m.emit(xid, &mut self.out).is_ok() {
+            self.stats.tx_msgs += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
