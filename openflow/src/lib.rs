@@ -13,22 +13,33 @@
 //!
 //! Decoded so far: HELLO (version bitmaps), ERROR (every type and code of
 //! the spec, by name: [`ERROR_TYPES`]), ECHO, EXPERIMENTER, FEATURES,
-//! GET/SET_CONFIG, PORT_STATUS, BARRIER, ROLE, GET/SET_ASYNC and MULTIPART
-//! DESC and PORT_DESC. Every other 1.3 message parses as
-//! [`Message::Other`] with its type, so a switch can answer it.
+//! GET/SET_CONFIG, PORT_STATUS, FLOW_MOD, FLOW_REMOVED, PACKET_IN,
+//! PACKET_OUT, BARRIER, ROLE, GET/SET_ASYNC and MULTIPART DESC, FLOW,
+//! AGGREGATE and PORT_DESC; OXM matches (every basic field, Nicira
+//! registers), every instruction and action of 1.3 and the Nicira
+//! `resubmit`, `reg_load` and `reg_move` actions. Every other 1.3 message
+//! parses as [`Message::Other`] with its type, so a switch can answer it.
 
+pub mod action;
 pub mod error;
+pub mod flow;
 pub mod header;
 pub mod message;
 pub mod multipart;
+pub mod oxm;
 pub mod port;
 pub mod wire;
 
+pub use action::{Action, Instruction};
 pub use error::{OfpError, ParseError, ERROR_TYPES};
+pub use flow::{
+    AggregateReply, FlowMod, FlowRemoved, FlowStats, FlowStatsRequest, PacketIn, PacketOut,
+};
 pub use header::{Framer, Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
 pub use message::{
     bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Features, Message, PortStatus, Role,
     SwitchConfig, TooLong,
 };
 pub use multipart::{Desc, MpReply, MpRequest};
+pub use oxm::{Oxm, OxmMatch};
 pub use port::Port;

@@ -1,6 +1,7 @@
 //! Typed messages: [`parse`] one whole message, [`Message::emit`] one.
 
 use crate::error::{OfpError, ParseError};
+use crate::flow::{FlowMod, FlowRemoved, PacketIn, PacketOut};
 use crate::header::{Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
 use crate::multipart::{MpReply, MpRequest};
 use crate::port::{Port, PORT_LEN};
@@ -102,6 +103,10 @@ pub enum Message {
     GetConfigReply(SwitchConfig),
     SetConfig(SwitchConfig),
     PortStatus(PortStatus),
+    FlowMod(FlowMod),
+    FlowRemoved(FlowRemoved),
+    PacketIn(PacketIn),
+    PacketOut(PacketOut),
     MultipartRequest {
         flags: u16,
         body: MpRequest,
@@ -257,6 +262,10 @@ fn parse_body(ty: MsgType, r: &mut Reader<'_>) -> Result<Message, ParseError> {
                 desc: Port::parse(r)?,
             })
         }
+        T::FlowMod => Message::FlowMod(FlowMod::parse(r)?),
+        T::FlowRemoved => Message::FlowRemoved(FlowRemoved::parse(r)?),
+        T::PacketIn => Message::PacketIn(PacketIn::parse(r)?),
+        T::PacketOut => Message::PacketOut(PacketOut::parse(r)?),
         T::MultipartRequest | T::MultipartReply => {
             let mty = r.u16("multipart.type")?;
             let flags = r.u16("multipart.flags")?;
@@ -335,6 +344,10 @@ impl Message {
             Message::GetConfigReply(_) => T::GetConfigReply,
             Message::SetConfig(_) => T::SetConfig,
             Message::PortStatus(_) => T::PortStatus,
+            Message::FlowMod(_) => T::FlowMod,
+            Message::FlowRemoved(_) => T::FlowRemoved,
+            Message::PacketIn(_) => T::PacketIn,
+            Message::PacketOut(_) => T::PacketOut,
             Message::MultipartRequest { .. } => T::MultipartRequest,
             Message::MultipartReply { .. } => T::MultipartReply,
             Message::BarrierRequest => T::BarrierRequest,
@@ -424,6 +437,10 @@ impl Message {
                 out.put_zeros(7);
                 p.desc.emit(out);
             }
+            Message::FlowMod(f) => f.emit(out),
+            Message::FlowRemoved(f) => f.emit(out),
+            Message::PacketIn(p) => p.emit(out),
+            Message::PacketOut(p) => p.emit(out),
             Message::MultipartRequest { flags, body } => {
                 out.put_u16(body.ty());
                 out.put_u16(*flags);

@@ -3,6 +3,7 @@
 //! type, for the channel to answer.
 
 use crate::error::ParseError;
+use crate::flow::{AggregateReply, FlowStats, FlowStatsRequest};
 use crate::port::{Port, PORT_LEN};
 use crate::wire::{c_string, Put, Reader};
 
@@ -66,6 +67,8 @@ impl Desc {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MpRequest {
     Desc,
+    Flow(FlowStatsRequest),
+    Aggregate(FlowStatsRequest),
     PortDesc,
     /// A type whose body is not decoded here (yet): its bytes.
     Other {
@@ -78,6 +81,8 @@ impl MpRequest {
     pub fn ty(&self) -> u16 {
         match self {
             MpRequest::Desc => mp_type::DESC,
+            MpRequest::Flow(_) => mp_type::FLOW,
+            MpRequest::Aggregate(_) => mp_type::AGGREGATE,
             MpRequest::PortDesc => mp_type::PORT_DESC,
             MpRequest::Other { ty, .. } => *ty,
         }
@@ -91,6 +96,8 @@ impl MpRequest {
             }),
             mp_type::DESC => Ok(MpRequest::Desc),
             mp_type::PORT_DESC => Ok(MpRequest::PortDesc),
+            mp_type::FLOW => Ok(MpRequest::Flow(FlowStatsRequest::parse(r)?)),
+            mp_type::AGGREGATE => Ok(MpRequest::Aggregate(FlowStatsRequest::parse(r)?)),
             0..=mp_type::PORT_DESC | mp_type::EXPERIMENTER => Ok(MpRequest::Other {
                 ty,
                 body: r.rest().to_vec(),
@@ -100,8 +107,10 @@ impl MpRequest {
     }
 
     pub(crate) fn emit(&self, out: &mut Vec<u8>) {
-        if let MpRequest::Other { body, .. } = self {
-            out.extend_from_slice(body);
+        match self {
+            MpRequest::Other { body, .. } => out.extend_from_slice(body),
+            MpRequest::Flow(f) | MpRequest::Aggregate(f) => f.emit(out),
+            MpRequest::Desc | MpRequest::PortDesc => {}
         }
     }
 }
@@ -110,6 +119,8 @@ impl MpRequest {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MpReply {
     Desc(Desc),
+    Flow(Vec<FlowStats>),
+    Aggregate(AggregateReply),
     PortDesc(Vec<Port>),
     Other { ty: u16, body: Vec<u8> },
 }
@@ -118,6 +129,8 @@ impl MpReply {
     pub fn ty(&self) -> u16 {
         match self {
             MpReply::Desc(_) => mp_type::DESC,
+            MpReply::Flow(_) => mp_type::FLOW,
+            MpReply::Aggregate(_) => mp_type::AGGREGATE,
             MpReply::PortDesc(_) => mp_type::PORT_DESC,
             MpReply::Other { ty, .. } => *ty,
         }
@@ -135,6 +148,14 @@ impl MpReply {
                 }
                 Ok(MpReply::Desc(d))
             }
+            mp_type::FLOW => {
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(FlowStats::parse(r)?);
+                }
+                Ok(MpReply::Flow(v))
+            }
+            mp_type::AGGREGATE => Ok(MpReply::Aggregate(AggregateReply::parse(r)?)),
             mp_type::PORT_DESC => {
                 if r.remaining() % PORT_LEN != 0 {
                     return Err(ParseError::BadLength {
@@ -159,6 +180,8 @@ impl MpReply {
     pub(crate) fn emit(&self, out: &mut Vec<u8>) {
         match self {
             MpReply::Desc(d) => d.emit(out),
+            MpReply::Flow(v) => v.iter().for_each(|f| f.emit(out)),
+            MpReply::Aggregate(a) => a.emit(out),
             MpReply::PortDesc(ports) => ports.iter().for_each(|p| p.emit(out)),
             MpReply::Other { body, .. } => out.extend_from_slice(body),
         }

@@ -2,12 +2,17 @@
 //! never panic the parser or the framer; known byte layouts decode to the
 //! values the spec puts there; each malformed shape maps to its ERROR.
 
+use openflow::action::NX_VENDOR;
 use openflow::message::role;
 use openflow::multipart::mp_type;
+use openflow::oxm::{
+    field_spec, BASIC_FIELDS, CLASS_BASIC, CLASS_NXM0, CLASS_NXM1, NXM0_FIELDS, NXM1_FIELDS,
+};
 use openflow::{
-    bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message,
-    MpReply, MpRequest, MsgType, OfpError, ParseError, Port, PortStatus, Role, SwitchConfig,
-    ERROR_TYPES,
+    bitmap_has, bitmap_of, error_reply, parse, Action, AggregateReply, AsyncConfig, Desc, Features,
+    FlowMod, FlowRemoved, FlowStats, FlowStatsRequest, Framer, Instruction, Message, MpReply,
+    MpRequest, MsgType, OfpError, Oxm, OxmMatch, PacketIn, PacketOut, ParseError, Port, PortStatus,
+    Role, SwitchConfig, ERROR_TYPES,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -51,13 +56,275 @@ fn desc() -> impl Strategy<Value = Desc> {
         })
 }
 
+/// A valid field: a known class and number, the right width, a mask
+/// only where allowed and then with the value inside it.
+fn oxm() -> impl Strategy<Value = Oxm> {
+    let basic: Vec<u8> = BASIC_FIELDS.iter().map(|f| f.0).collect();
+    let nxm0: Vec<u8> = NXM0_FIELDS.iter().map(|f| f.0).collect();
+    let nxm1: Vec<u8> = NXM1_FIELDS.iter().map(|f| f.0).collect();
+    (
+        prop_oneof![
+            prop::sample::select(basic).prop_map(|f| (CLASS_BASIC, f)),
+            (0u8..16).prop_map(|f| (CLASS_NXM1, f)),
+            prop::sample::select(nxm0).prop_map(|f| (CLASS_NXM0, f)),
+            prop::sample::select(nxm1).prop_map(|f| (CLASS_NXM1, f)),
+        ],
+        any::<bool>(),
+        vec(any::<u8>(), 32),
+    )
+        .prop_map(|((class, field), masked, bytes)| {
+            let (w, maskable) = field_spec(class, field).expect("known");
+            let mask: Vec<u8> = bytes[16..16 + w].to_vec();
+            let masked = masked && maskable;
+            let value: Vec<u8> = bytes[..w]
+                .iter()
+                .zip(&mask)
+                .map(|(v, m)| if masked { v & m } else { *v })
+                .collect();
+            Oxm {
+                class,
+                field,
+                value,
+                mask: masked.then_some(mask),
+            }
+        })
+}
+
+fn oxm_match() -> impl Strategy<Value = OxmMatch> {
+    vec(oxm(), 0..6).prop_map(|fields| {
+        let mut seen = std::collections::HashSet::new();
+        OxmMatch {
+            fields: fields
+                .into_iter()
+                .filter(|f| seen.insert((f.class, f.field)))
+                .collect(),
+        }
+    })
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        (any::<u32>(), any::<u16>()).prop_map(|(port, max_len)| Action::Output { port, max_len }),
+        Just(Action::CopyTtlOut),
+        Just(Action::DecNwTtl),
+        Just(Action::PopVlan),
+        any::<u16>().prop_map(Action::PushVlan),
+        any::<u32>().prop_map(Action::Group),
+        any::<u8>().prop_map(Action::SetNwTtl),
+        oxm().prop_map(|mut o| {
+            o.mask = None;
+            Action::SetField(o)
+        }),
+        (any::<u16>(), prop::option::of(any::<u8>()))
+            .prop_map(|(in_port, table)| Action::NxResubmit { in_port, table }),
+        (0u16..64, 1u16..65, any::<u32>(), any::<u64>()).prop_map(|(ofs, n, dst, value)| {
+            Action::NxRegLoad {
+                ofs,
+                n_bits: n.min(64),
+                dst,
+                value,
+            }
+        }),
+        (
+            any::<u16>(),
+            any::<u16>(),
+            any::<u16>(),
+            any::<u32>(),
+            any::<u32>()
+        )
+            .prop_map(|(n_bits, src_ofs, dst_ofs, src, dst)| Action::NxRegMove {
+                n_bits,
+                src_ofs,
+                dst_ofs,
+                src,
+                dst
+            }),
+        (
+            any::<u32>().prop_filter("not nicira", |e| *e != NX_VENDOR),
+            vec(any::<u8>(), 0..3)
+        )
+            .prop_map(|(experimenter, n)| Action::Experimenter {
+                experimenter,
+                data: vec![0; 8 * n.len()],
+            }),
+    ]
+}
+
+fn instruction() -> impl Strategy<Value = Instruction> {
+    prop_oneof![
+        any::<u8>().prop_map(Instruction::GotoTable),
+        (any::<u64>(), any::<u64>())
+            .prop_map(|(value, mask)| Instruction::WriteMetadata { value, mask }),
+        vec(action(), 0..4).prop_map(Instruction::WriteActions),
+        vec(action(), 0..4).prop_map(Instruction::ApplyActions),
+        Just(Instruction::ClearActions),
+        any::<u32>().prop_map(Instruction::Meter),
+    ]
+}
+
+fn flow_mod() -> impl Strategy<Value = FlowMod> {
+    (
+        (any::<u64>(), any::<u64>(), any::<u8>(), 0u8..5),
+        (
+            any::<u16>(),
+            any::<u16>(),
+            any::<u16>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u16>(),
+        ),
+        oxm_match(),
+        vec(instruction(), 0..4),
+    )
+        .prop_map(
+            |(
+                (cookie, cookie_mask, table_id, command),
+                (idle, hard, prio, buf, op, og, flags),
+                matched,
+                instructions,
+            )| FlowMod {
+                cookie,
+                cookie_mask,
+                table_id,
+                command,
+                idle_timeout: idle,
+                hard_timeout: hard,
+                priority: prio,
+                buffer_id: buf,
+                out_port: op,
+                out_group: og,
+                flags,
+                matched,
+                instructions,
+            },
+        )
+}
+
+fn stats_request() -> impl Strategy<Value = FlowStatsRequest> {
+    (
+        any::<u8>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<u64>(),
+        oxm_match(),
+    )
+        .prop_map(
+            |(table_id, out_port, out_group, cookie, cookie_mask, matched)| FlowStatsRequest {
+                table_id,
+                out_port,
+                out_group,
+                cookie,
+                cookie_mask,
+                matched,
+            },
+        )
+}
+
+fn flow_stats() -> impl Strategy<Value = FlowStats> {
+    (
+        flow_mod(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<u64>(),
+    )
+        .prop_map(|(f, s, ns, p, b)| FlowStats {
+            table_id: f.table_id,
+            duration_sec: s,
+            duration_nsec: ns,
+            priority: f.priority,
+            idle_timeout: f.idle_timeout,
+            hard_timeout: f.hard_timeout,
+            flags: f.flags,
+            cookie: f.cookie,
+            packet_count: p,
+            byte_count: b,
+            matched: f.matched,
+            instructions: f.instructions,
+        })
+}
+
+fn flow_message() -> impl Strategy<Value = Message> {
+    let bytes = || vec(any::<u8>(), 0..200);
+    prop_oneof![
+        flow_mod().prop_map(Message::FlowMod),
+        (flow_mod(), any::<u8>(), any::<u32>(), any::<u64>()).prop_map(|(f, reason, d, p)| {
+            Message::FlowRemoved(FlowRemoved {
+                cookie: f.cookie,
+                priority: f.priority,
+                reason,
+                table_id: f.table_id,
+                duration_sec: d,
+                duration_nsec: d / 2,
+                idle_timeout: f.idle_timeout,
+                hard_timeout: f.hard_timeout,
+                packet_count: p,
+                byte_count: p / 3,
+                matched: f.matched,
+            })
+        }),
+        (
+            any::<u32>(),
+            any::<u16>(),
+            any::<u8>(),
+            any::<u8>(),
+            any::<u64>(),
+            oxm_match(),
+            bytes()
+        )
+            .prop_map(
+                |(buffer_id, total_len, reason, table_id, cookie, matched, data)| {
+                    Message::PacketIn(PacketIn {
+                        buffer_id,
+                        total_len,
+                        reason,
+                        table_id,
+                        cookie,
+                        matched,
+                        data,
+                    })
+                }
+            ),
+        (any::<u32>(), any::<u32>(), vec(action(), 0..4), bytes()).prop_map(
+            |(buffer_id, in_port, actions, data)| Message::PacketOut(PacketOut {
+                buffer_id,
+                in_port,
+                actions,
+                data
+            })
+        ),
+        stats_request().prop_map(|r| Message::MultipartRequest {
+            flags: 0,
+            body: MpRequest::Flow(r)
+        }),
+        stats_request().prop_map(|r| Message::MultipartRequest {
+            flags: 0,
+            body: MpRequest::Aggregate(r)
+        }),
+        vec(flow_stats(), 0..3).prop_map(|v| Message::MultipartReply {
+            flags: 1,
+            body: MpReply::Flow(v)
+        }),
+        (any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(p, b, n)| Message::MultipartReply {
+            flags: 0,
+            body: MpReply::Aggregate(AggregateReply {
+                packet_count: p,
+                byte_count: b,
+                flow_count: n
+            })
+        }),
+    ]
+}
+
 fn message() -> impl Strategy<Value = Message> {
+    prop_oneof![4 => base_message(), 3 => flow_message()]
+}
+
+fn base_message() -> impl Strategy<Value = Message> {
     let bytes = || vec(any::<u8>(), 0..200);
     let other_types = prop::sample::select(vec![
-        MsgType::PacketIn,
-        MsgType::FlowRemoved,
-        MsgType::PacketOut,
-        MsgType::FlowMod,
         MsgType::GroupMod,
         MsgType::PortMod,
         MsgType::TableMod,
@@ -65,7 +332,7 @@ fn message() -> impl Strategy<Value = Message> {
         MsgType::QueueGetConfigReply,
         MsgType::MeterMod,
     ]);
-    let other_mp = prop::sample::select(vec![1u16, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0xffff]);
+    let other_mp = prop::sample::select(vec![3u16, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0xffff]);
     prop_oneof![
         prop::option::of(vec(any::<u32>(), 1..4)).prop_map(|bitmap| Message::Hello { bitmap }),
         (any::<u16>(), any::<u16>(), bytes()).prop_map(|(t, c, data)| Message::Error {

@@ -1,0 +1,534 @@
+//! Actions (`ofp_action_*`) and instructions (`ofp_instruction_*`),
+//! including the Nicira experimenter actions `ovs-ofctl` sends for
+//! `resubmit`, `load` and `move`.
+
+use crate::error::{OfpError, ParseError};
+use crate::oxm::Oxm;
+use crate::wire::{Put, Reader};
+
+/// `ofp_action_type`.
+pub mod action_type {
+    pub const OUTPUT: u16 = 0;
+    pub const COPY_TTL_OUT: u16 = 11;
+    pub const COPY_TTL_IN: u16 = 12;
+    pub const SET_MPLS_TTL: u16 = 15;
+    pub const DEC_MPLS_TTL: u16 = 16;
+    pub const PUSH_VLAN: u16 = 17;
+    pub const POP_VLAN: u16 = 18;
+    pub const PUSH_MPLS: u16 = 19;
+    pub const POP_MPLS: u16 = 20;
+    pub const SET_QUEUE: u16 = 21;
+    pub const GROUP: u16 = 22;
+    pub const SET_NW_TTL: u16 = 23;
+    pub const DEC_NW_TTL: u16 = 24;
+    pub const SET_FIELD: u16 = 25;
+    pub const PUSH_PBB: u16 = 26;
+    pub const POP_PBB: u16 = 27;
+    pub const EXPERIMENTER: u16 = 0xffff;
+}
+
+/// Nicira's experimenter id and the action subtypes decoded here.
+pub const NX_VENDOR: u32 = 0x0000_2320;
+pub mod nx {
+    pub const RESUBMIT: u16 = 1;
+    pub const REG_MOVE: u16 = 6;
+    pub const REG_LOAD: u16 = 7;
+    pub const RESUBMIT_TABLE: u16 = 14;
+}
+
+/// `OFPCML_NO_BUFFER`: send the whole packet to the controller.
+pub const CML_NO_BUFFER: u16 = 0xffff;
+
+/// One action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    Output {
+        port: u32,
+        max_len: u16,
+    },
+    CopyTtlOut,
+    CopyTtlIn,
+    SetMplsTtl(u8),
+    DecMplsTtl,
+    PushVlan(u16),
+    PopVlan,
+    PushMpls(u16),
+    PopMpls(u16),
+    SetQueue(u32),
+    Group(u32),
+    SetNwTtl(u8),
+    DecNwTtl,
+    SetField(Oxm),
+    PushPbb(u16),
+    PopPbb,
+    /// `NXAST_RESUBMIT` (`table` `None`) / `NXAST_RESUBMIT_TABLE`
+    /// (255: this table); `in_port` 0xfff8 is "the packet's".
+    NxResubmit {
+        in_port: u16,
+        table: Option<u8>,
+    },
+    /// `NXAST_REG_LOAD`: `value` into bits `ofs..ofs+n_bits` of the field
+    /// whose NXM/OXM header is `dst`.
+    NxRegLoad {
+        ofs: u16,
+        n_bits: u16,
+        dst: u32,
+        value: u64,
+    },
+    /// `NXAST_REG_MOVE`.
+    NxRegMove {
+        n_bits: u16,
+        src_ofs: u16,
+        dst_ofs: u16,
+        src: u32,
+        dst: u32,
+    },
+    /// Another experimenter's action, or a Nicira subtype not decoded:
+    /// the switch refuses it with `BAD_EXPERIMENTER`/`BAD_EXP_TYPE`.
+    Experimenter {
+        experimenter: u32,
+        data: Vec<u8>,
+    },
+}
+
+fn bad_action(code: u16, detail: String) -> ParseError {
+    ParseError::Invalid {
+        what: "action",
+        detail,
+        error: OfpError::new(2, code),
+    }
+}
+
+fn bad_instruction(code: u16, detail: String) -> ParseError {
+    ParseError::Invalid {
+        what: "instruction",
+        detail,
+        error: OfpError::new(3, code),
+    }
+}
+
+impl Action {
+    /// Parses one action.
+    pub fn parse(r: &mut Reader<'_>) -> Result<Action, ParseError> {
+        use action_type as t;
+        let ty = r.u16("action.type")?;
+        let len = usize::from(r.u16("action.len")?);
+        if len < 8 || len % 8 != 0 {
+            return Err(bad_action(
+                1,
+                format!("type {ty}: length {len} is not a multiple of 8 of at least 8"),
+            ));
+        }
+        let mut b = r
+            .sub(len - 4, "action body")
+            .map_err(|_| bad_action(1, format!("type {ty}: length {len} runs past the list")))?;
+        let fixed = |want: usize| {
+            if len == want {
+                Ok(())
+            } else {
+                Err(bad_action(
+                    1,
+                    format!("type {ty}: length {len}, expected {want}"),
+                ))
+            }
+        };
+        let a = match ty {
+            t::OUTPUT => {
+                fixed(16)?;
+                let port = b.u32("output.port")?;
+                let max_len = b.u16("output.max_len")?;
+                Action::Output { port, max_len }
+            }
+            t::COPY_TTL_OUT => fixed(8).map(|_| Action::CopyTtlOut)?,
+            t::COPY_TTL_IN => fixed(8).map(|_| Action::CopyTtlIn)?,
+            t::SET_MPLS_TTL => {
+                fixed(8)?;
+                Action::SetMplsTtl(b.u8("mpls_ttl")?)
+            }
+            t::DEC_MPLS_TTL => fixed(8).map(|_| Action::DecMplsTtl)?,
+            t::PUSH_VLAN | t::PUSH_MPLS | t::POP_MPLS | t::PUSH_PBB => {
+                fixed(8)?;
+                let e = b.u16("ethertype")?;
+                match ty {
+                    t::PUSH_VLAN => Action::PushVlan(e),
+                    t::PUSH_MPLS => Action::PushMpls(e),
+                    t::POP_MPLS => Action::PopMpls(e),
+                    _ => Action::PushPbb(e),
+                }
+            }
+            t::POP_VLAN => fixed(8).map(|_| Action::PopVlan)?,
+            t::POP_PBB => fixed(8).map(|_| Action::PopPbb)?,
+            t::SET_QUEUE => {
+                fixed(8)?;
+                Action::SetQueue(b.u32("queue_id")?)
+            }
+            t::GROUP => {
+                fixed(8)?;
+                Action::Group(b.u32("group_id")?)
+            }
+            t::SET_NW_TTL => {
+                fixed(8)?;
+                Action::SetNwTtl(b.u8("nw_ttl")?)
+            }
+            t::DEC_NW_TTL => fixed(8).map(|_| Action::DecNwTtl)?,
+            t::SET_FIELD => {
+                let oxm = Oxm::parse(&mut b, "set_field").map_err(|e| match e {
+                    ParseError::Invalid { detail, .. } => {
+                        bad_action(13, format!("set_field: {detail}"))
+                    }
+                    other => bad_action(14, format!("set_field: {other}")),
+                })?;
+                if oxm.mask.is_some() {
+                    return Err(bad_action(
+                        15,
+                        format!(
+                            "set_field {}: OpenFlow 1.3 sets no masked field",
+                            oxm.name()
+                        ),
+                    ));
+                }
+                if b.rest().iter().any(|&x| x != 0)
+                    || len != (4 + 4 + oxm.value.len()).div_ceil(8) * 8
+                {
+                    return Err(bad_action(
+                        14,
+                        format!("set_field {}: length {len}", oxm.name()),
+                    ));
+                }
+                Action::SetField(oxm)
+            }
+            t::EXPERIMENTER => {
+                let experimenter = b.u32("experimenter")?;
+                if experimenter != NX_VENDOR {
+                    return Ok(Action::Experimenter {
+                        experimenter,
+                        data: b.rest().to_vec(),
+                    });
+                }
+                let sub = b.u16("nicira subtype")?;
+                match sub {
+                    nx::RESUBMIT | nx::RESUBMIT_TABLE => {
+                        fixed(16)?;
+                        let in_port = b.u16("resubmit.in_port")?;
+                        let table = b.u8("resubmit.table")?;
+                        Action::NxResubmit {
+                            in_port,
+                            table: (sub == nx::RESUBMIT_TABLE).then_some(table),
+                        }
+                    }
+                    nx::REG_LOAD => {
+                        fixed(24)?;
+                        let ofs_nbits = b.u16("reg_load.ofs_nbits")?;
+                        let dst = b.u32("reg_load.dst")?;
+                        let value = b.u64("reg_load.value")?;
+                        Action::NxRegLoad {
+                            ofs: ofs_nbits >> 6,
+                            n_bits: (ofs_nbits & 0x3f) + 1,
+                            dst,
+                            value,
+                        }
+                    }
+                    nx::REG_MOVE => {
+                        fixed(24)?;
+                        Action::NxRegMove {
+                            n_bits: b.u16("reg_move.n_bits")?,
+                            src_ofs: b.u16("reg_move.src_ofs")?,
+                            dst_ofs: b.u16("reg_move.dst_ofs")?,
+                            src: b.u32("reg_move.src")?,
+                            dst: b.u32("reg_move.dst")?,
+                        }
+                    }
+                    _ => {
+                        let mut data = sub.to_be_bytes().to_vec();
+                        data.extend_from_slice(b.rest());
+                        Action::Experimenter { experimenter, data }
+                    }
+                }
+            }
+            _ => {
+                return Err(bad_action(
+                    0,
+                    format!("type {ty} is not an OpenFlow 1.3 action"),
+                ))
+            }
+        };
+        Ok(a)
+    }
+
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        use action_type as t;
+        let start = out.len();
+        let head = |out: &mut Vec<u8>, ty: u16| {
+            out.put_u16(ty);
+            out.put_u16(0);
+        };
+        match self {
+            Action::Output { port, max_len } => {
+                head(out, t::OUTPUT);
+                out.put_u32(*port);
+                out.put_u16(*max_len);
+                out.put_zeros(6);
+            }
+            Action::CopyTtlOut => simple(out, t::COPY_TTL_OUT),
+            Action::CopyTtlIn => simple(out, t::COPY_TTL_IN),
+            Action::DecMplsTtl => simple(out, t::DEC_MPLS_TTL),
+            Action::PopVlan => simple(out, t::POP_VLAN),
+            Action::PopPbb => simple(out, t::POP_PBB),
+            Action::DecNwTtl => simple(out, t::DEC_NW_TTL),
+            Action::SetMplsTtl(v) | Action::SetNwTtl(v) => {
+                head(
+                    out,
+                    if matches!(self, Action::SetMplsTtl(_)) {
+                        t::SET_MPLS_TTL
+                    } else {
+                        t::SET_NW_TTL
+                    },
+                );
+                out.put_u8(*v);
+                out.put_zeros(3);
+            }
+            Action::PushVlan(e) | Action::PushMpls(e) | Action::PopMpls(e) | Action::PushPbb(e) => {
+                let ty = match self {
+                    Action::PushVlan(_) => t::PUSH_VLAN,
+                    Action::PushMpls(_) => t::PUSH_MPLS,
+                    Action::PopMpls(_) => t::POP_MPLS,
+                    _ => t::PUSH_PBB,
+                };
+                head(out, ty);
+                out.put_u16(*e);
+                out.put_zeros(2);
+            }
+            Action::SetQueue(v) | Action::Group(v) => {
+                head(
+                    out,
+                    if matches!(self, Action::SetQueue(_)) {
+                        t::SET_QUEUE
+                    } else {
+                        t::GROUP
+                    },
+                );
+                out.put_u32(*v);
+            }
+            Action::SetField(oxm) => {
+                head(out, t::SET_FIELD);
+                oxm.emit(out);
+            }
+            Action::NxResubmit { in_port, table } => {
+                nx_head(
+                    out,
+                    if table.is_some() {
+                        nx::RESUBMIT_TABLE
+                    } else {
+                        nx::RESUBMIT
+                    },
+                );
+                out.put_u16(*in_port);
+                out.put_u8(table.unwrap_or(0));
+                out.put_zeros(3);
+            }
+            Action::NxRegLoad {
+                ofs,
+                n_bits,
+                dst,
+                value,
+            } => {
+                nx_head(out, nx::REG_LOAD);
+                out.put_u16((ofs << 6) | (n_bits.saturating_sub(1) & 0x3f));
+                out.put_u32(*dst);
+                out.put_u64(*value);
+            }
+            Action::NxRegMove {
+                n_bits,
+                src_ofs,
+                dst_ofs,
+                src,
+                dst,
+            } => {
+                nx_head(out, nx::REG_MOVE);
+                out.put_u16(*n_bits);
+                out.put_u16(*src_ofs);
+                out.put_u16(*dst_ofs);
+                out.put_u32(*src);
+                out.put_u32(*dst);
+            }
+            Action::Experimenter { experimenter, data } => {
+                head(out, t::EXPERIMENTER);
+                out.put_u32(*experimenter);
+                out.extend_from_slice(data);
+            }
+        }
+        // Pad to 8 and write the length.
+        let len = out.len() - start;
+        out.put_zeros((8 - len % 8) % 8);
+        let len = (out.len() - start) as u16;
+        out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+fn simple(out: &mut Vec<u8>, ty: u16) {
+    out.put_u16(ty);
+    out.put_u16(8);
+    out.put_zeros(4);
+}
+
+fn nx_head(out: &mut Vec<u8>, sub: u16) {
+    out.put_u16(action_type::EXPERIMENTER);
+    out.put_u16(0);
+    out.put_u32(NX_VENDOR);
+    out.put_u16(sub);
+}
+
+/// Parses actions until `r` is empty.
+pub fn parse_actions(r: &mut Reader<'_>) -> Result<Vec<Action>, ParseError> {
+    let mut v = Vec::new();
+    while !r.is_empty() {
+        v.push(Action::parse(r)?);
+    }
+    Ok(v)
+}
+
+pub fn emit_actions(actions: &[Action], out: &mut Vec<u8>) {
+    actions.iter().for_each(|a| a.emit(out));
+}
+
+/// `ofp_instruction_type`.
+pub mod instruction_type {
+    pub const GOTO_TABLE: u16 = 1;
+    pub const WRITE_METADATA: u16 = 2;
+    pub const WRITE_ACTIONS: u16 = 3;
+    pub const APPLY_ACTIONS: u16 = 4;
+    pub const CLEAR_ACTIONS: u16 = 5;
+    pub const METER: u16 = 6;
+    pub const EXPERIMENTER: u16 = 0xffff;
+}
+
+/// One instruction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Instruction {
+    GotoTable(u8),
+    WriteMetadata { value: u64, mask: u64 },
+    WriteActions(Vec<Action>),
+    ApplyActions(Vec<Action>),
+    ClearActions,
+    Meter(u32),
+    Experimenter { experimenter: u32, data: Vec<u8> },
+}
+
+impl Instruction {
+    pub fn ty(&self) -> u16 {
+        use instruction_type as t;
+        match self {
+            Instruction::GotoTable(_) => t::GOTO_TABLE,
+            Instruction::WriteMetadata { .. } => t::WRITE_METADATA,
+            Instruction::WriteActions(_) => t::WRITE_ACTIONS,
+            Instruction::ApplyActions(_) => t::APPLY_ACTIONS,
+            Instruction::ClearActions => t::CLEAR_ACTIONS,
+            Instruction::Meter(_) => t::METER,
+            Instruction::Experimenter { .. } => t::EXPERIMENTER,
+        }
+    }
+
+    pub fn parse(r: &mut Reader<'_>) -> Result<Instruction, ParseError> {
+        use instruction_type as t;
+        let ty = r.u16("instruction.type")?;
+        let len = usize::from(r.u16("instruction.len")?);
+        if len < 8 || len % 8 != 0 {
+            return Err(bad_instruction(7, format!("type {ty}: length {len}")));
+        }
+        let mut b = r.sub(len - 4, "instruction body").map_err(|_| {
+            bad_instruction(7, format!("type {ty}: length {len} runs past the list"))
+        })?;
+        let fixed = |want: usize| {
+            if len == want {
+                Ok(())
+            } else {
+                Err(bad_instruction(
+                    7,
+                    format!("type {ty}: length {len}, expected {want}"),
+                ))
+            }
+        };
+        Ok(match ty {
+            t::GOTO_TABLE => {
+                fixed(8)?;
+                Instruction::GotoTable(b.u8("goto_table.table_id")?)
+            }
+            t::WRITE_METADATA => {
+                fixed(24)?;
+                b.skip(4, "write_metadata.pad")?;
+                Instruction::WriteMetadata {
+                    value: b.u64("write_metadata.metadata")?,
+                    mask: b.u64("write_metadata.mask")?,
+                }
+            }
+            t::WRITE_ACTIONS | t::APPLY_ACTIONS => {
+                b.skip(4, "actions.pad")?;
+                let a = parse_actions(&mut b)?;
+                if ty == t::WRITE_ACTIONS {
+                    Instruction::WriteActions(a)
+                } else {
+                    Instruction::ApplyActions(a)
+                }
+            }
+            t::CLEAR_ACTIONS => fixed(8).map(|_| Instruction::ClearActions)?,
+            t::METER => {
+                fixed(8)?;
+                Instruction::Meter(b.u32("meter.meter_id")?)
+            }
+            t::EXPERIMENTER => Instruction::Experimenter {
+                experimenter: b.u32("experimenter")?,
+                data: b.rest().to_vec(),
+            },
+            _ => {
+                return Err(bad_instruction(
+                    0,
+                    format!("type {ty} is not an OpenFlow 1.3 instruction"),
+                ))
+            }
+        })
+    }
+
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.put_u16(self.ty());
+        out.put_u16(0);
+        match self {
+            Instruction::GotoTable(t) => {
+                out.put_u8(*t);
+                out.put_zeros(3);
+            }
+            Instruction::WriteMetadata { value, mask } => {
+                out.put_zeros(4);
+                out.put_u64(*value);
+                out.put_u64(*mask);
+            }
+            Instruction::WriteActions(a) | Instruction::ApplyActions(a) => {
+                out.put_zeros(4);
+                emit_actions(a, out);
+            }
+            Instruction::ClearActions => out.put_zeros(4),
+            Instruction::Meter(m) => out.put_u32(*m),
+            Instruction::Experimenter { experimenter, data } => {
+                out.put_u32(*experimenter);
+                out.extend_from_slice(data);
+                let len = out.len() - start;
+                out.put_zeros((8 - len % 8) % 8);
+            }
+        }
+        let len = (out.len() - start) as u16;
+        out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// Parses instructions until `r` is empty.
+pub fn parse_instructions(r: &mut Reader<'_>) -> Result<Vec<Instruction>, ParseError> {
+    let mut v = Vec::new();
+    while !r.is_empty() {
+        v.push(Instruction::parse(r)?);
+    }
+    Ok(v)
+}
+
+pub fn emit_instructions(ins: &[Instruction], out: &mut Vec<u8>) {
+    ins.iter().for_each(|i| i.emit(out));
+}

@@ -1,0 +1,396 @@
+//! The flow messages: FLOW_MOD, FLOW_REMOVED, PACKET_IN, PACKET_OUT, and
+//! the FLOW and AGGREGATE multipart bodies.
+
+use crate::action::{
+    emit_actions, emit_instructions, parse_actions, parse_instructions, Action, Instruction,
+};
+use crate::error::ParseError;
+use crate::oxm::OxmMatch;
+use crate::wire::{Put, Reader};
+
+/// `ofp_flow_mod_command`.
+pub mod command {
+    pub const ADD: u8 = 0;
+    pub const MODIFY: u8 = 1;
+    pub const MODIFY_STRICT: u8 = 2;
+    pub const DELETE: u8 = 3;
+    pub const DELETE_STRICT: u8 = 4;
+}
+
+/// `ofp_flow_mod_flags`.
+pub mod flow_flags {
+    pub const SEND_FLOW_REM: u16 = 1 << 0;
+    pub const CHECK_OVERLAP: u16 = 1 << 1;
+    pub const RESET_COUNTS: u16 = 1 << 2;
+    pub const NO_PKT_COUNTS: u16 = 1 << 3;
+    pub const NO_BYT_COUNTS: u16 = 1 << 4;
+}
+
+/// `OFP_NO_BUFFER`, `OFPTT_ALL`, `OFPG_ANY`.
+pub const NO_BUFFER: u32 = 0xffff_ffff;
+pub const TABLE_ALL: u8 = 0xff;
+pub const GROUP_ANY: u32 = 0xffff_ffff;
+
+/// `ofp_flow_mod` after the header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowMod {
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    pub table_id: u8,
+    pub command: u8,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub priority: u16,
+    pub buffer_id: u32,
+    pub out_port: u32,
+    pub out_group: u32,
+    pub flags: u16,
+    pub matched: OxmMatch,
+    pub instructions: Vec<Instruction>,
+}
+
+impl FlowMod {
+    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<FlowMod, ParseError> {
+        let cookie = r.u64("flow_mod.cookie")?;
+        let cookie_mask = r.u64("flow_mod.cookie_mask")?;
+        let table_id = r.u8("flow_mod.table_id")?;
+        let command = r.u8("flow_mod.command")?;
+        let idle_timeout = r.u16("flow_mod.idle_timeout")?;
+        let hard_timeout = r.u16("flow_mod.hard_timeout")?;
+        let priority = r.u16("flow_mod.priority")?;
+        let buffer_id = r.u32("flow_mod.buffer_id")?;
+        let out_port = r.u32("flow_mod.out_port")?;
+        let out_group = r.u32("flow_mod.out_group")?;
+        let flags = r.u16("flow_mod.flags")?;
+        r.skip(2, "flow_mod.pad")?;
+        let matched = OxmMatch::parse(r)?;
+        let instructions = parse_instructions(r)?;
+        Ok(FlowMod {
+            cookie,
+            cookie_mask,
+            table_id,
+            command,
+            idle_timeout,
+            hard_timeout,
+            priority,
+            buffer_id,
+            out_port,
+            out_group,
+            flags,
+            matched,
+            instructions,
+        })
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        out.put_u64(self.cookie);
+        out.put_u64(self.cookie_mask);
+        out.put_u8(self.table_id);
+        out.put_u8(self.command);
+        out.put_u16(self.idle_timeout);
+        out.put_u16(self.hard_timeout);
+        out.put_u16(self.priority);
+        out.put_u32(self.buffer_id);
+        out.put_u32(self.out_port);
+        out.put_u32(self.out_group);
+        out.put_u16(self.flags);
+        out.put_zeros(2);
+        self.matched.emit(out);
+        emit_instructions(&self.instructions, out);
+    }
+}
+
+/// `ofp_flow_removed_reason`.
+pub mod removed_reason {
+    pub const IDLE_TIMEOUT: u8 = 0;
+    pub const HARD_TIMEOUT: u8 = 1;
+    pub const DELETE: u8 = 2;
+    pub const GROUP_DELETE: u8 = 3;
+}
+
+/// `ofp_flow_removed` after the header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowRemoved {
+    pub cookie: u64,
+    pub priority: u16,
+    pub reason: u8,
+    pub table_id: u8,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub matched: OxmMatch,
+}
+
+impl FlowRemoved {
+    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<FlowRemoved, ParseError> {
+        let f = FlowRemoved {
+            cookie: r.u64("flow_removed.cookie")?,
+            priority: r.u16("flow_removed.priority")?,
+            reason: r.u8("flow_removed.reason")?,
+            table_id: r.u8("flow_removed.table_id")?,
+            duration_sec: r.u32("flow_removed.duration_sec")?,
+            duration_nsec: r.u32("flow_removed.duration_nsec")?,
+            idle_timeout: r.u16("flow_removed.idle_timeout")?,
+            hard_timeout: r.u16("flow_removed.hard_timeout")?,
+            packet_count: r.u64("flow_removed.packet_count")?,
+            byte_count: r.u64("flow_removed.byte_count")?,
+            matched: OxmMatch::parse(r)?,
+        };
+        Ok(f)
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        out.put_u64(self.cookie);
+        out.put_u16(self.priority);
+        out.put_u8(self.reason);
+        out.put_u8(self.table_id);
+        out.put_u32(self.duration_sec);
+        out.put_u32(self.duration_nsec);
+        out.put_u16(self.idle_timeout);
+        out.put_u16(self.hard_timeout);
+        out.put_u64(self.packet_count);
+        out.put_u64(self.byte_count);
+        self.matched.emit(out);
+    }
+}
+
+/// `ofp_packet_in_reason`.
+pub mod packet_in_reason {
+    pub const NO_MATCH: u8 = 0;
+    pub const ACTION: u8 = 1;
+    pub const INVALID_TTL: u8 = 2;
+}
+
+/// `ofp_packet_in` after the header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketIn {
+    pub buffer_id: u32,
+    pub total_len: u16,
+    pub reason: u8,
+    pub table_id: u8,
+    pub cookie: u64,
+    pub matched: OxmMatch,
+    pub data: Vec<u8>,
+}
+
+impl PacketIn {
+    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<PacketIn, ParseError> {
+        let buffer_id = r.u32("packet_in.buffer_id")?;
+        let total_len = r.u16("packet_in.total_len")?;
+        let reason = r.u8("packet_in.reason")?;
+        let table_id = r.u8("packet_in.table_id")?;
+        let cookie = r.u64("packet_in.cookie")?;
+        let matched = OxmMatch::parse(r)?;
+        r.skip(2, "packet_in.pad")?;
+        Ok(PacketIn {
+            buffer_id,
+            total_len,
+            reason,
+            table_id,
+            cookie,
+            matched,
+            data: r.rest().to_vec(),
+        })
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        out.put_u32(self.buffer_id);
+        out.put_u16(self.total_len);
+        out.put_u8(self.reason);
+        out.put_u8(self.table_id);
+        out.put_u64(self.cookie);
+        self.matched.emit(out);
+        out.put_zeros(2);
+        out.extend_from_slice(&self.data);
+    }
+}
+
+/// `ofp_packet_out` after the header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketOut {
+    pub buffer_id: u32,
+    pub in_port: u32,
+    pub actions: Vec<Action>,
+    pub data: Vec<u8>,
+}
+
+impl PacketOut {
+    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<PacketOut, ParseError> {
+        let buffer_id = r.u32("packet_out.buffer_id")?;
+        let in_port = r.u32("packet_out.in_port")?;
+        let alen = usize::from(r.u16("packet_out.actions_len")?);
+        r.skip(6, "packet_out.pad")?;
+        let mut a = r.sub(alen, "packet_out.actions")?;
+        let actions = parse_actions(&mut a)?;
+        Ok(PacketOut {
+            buffer_id,
+            in_port,
+            actions,
+            data: r.rest().to_vec(),
+        })
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        out.put_u32(self.buffer_id);
+        out.put_u32(self.in_port);
+        let at = out.len();
+        out.put_u16(0);
+        out.put_zeros(6);
+        let start = out.len();
+        emit_actions(&self.actions, out);
+        let alen = (out.len() - start) as u16;
+        out[at..at + 2].copy_from_slice(&alen.to_be_bytes());
+        out.extend_from_slice(&self.data);
+    }
+}
+
+/// The FLOW and AGGREGATE multipart request body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowStatsRequest {
+    pub table_id: u8,
+    pub out_port: u32,
+    pub out_group: u32,
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    pub matched: OxmMatch,
+}
+
+impl FlowStatsRequest {
+    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<FlowStatsRequest, ParseError> {
+        let table_id = r.u8("flow_stats.table_id")?;
+        r.skip(3, "flow_stats.pad")?;
+        let out_port = r.u32("flow_stats.out_port")?;
+        let out_group = r.u32("flow_stats.out_group")?;
+        r.skip(4, "flow_stats.pad2")?;
+        let cookie = r.u64("flow_stats.cookie")?;
+        let cookie_mask = r.u64("flow_stats.cookie_mask")?;
+        let matched = OxmMatch::parse(r)?;
+        if !r.is_empty() {
+            return Err(ParseError::BadLength {
+                what: "flow stats request",
+                length: r.remaining(),
+            });
+        }
+        Ok(FlowStatsRequest {
+            table_id,
+            out_port,
+            out_group,
+            cookie,
+            cookie_mask,
+            matched,
+        })
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        out.put_u8(self.table_id);
+        out.put_zeros(3);
+        out.put_u32(self.out_port);
+        out.put_u32(self.out_group);
+        out.put_zeros(4);
+        out.put_u64(self.cookie);
+        out.put_u64(self.cookie_mask);
+        self.matched.emit(out);
+    }
+}
+
+/// One `ofp_flow_stats` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowStats {
+    pub table_id: u8,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+    pub priority: u16,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub flags: u16,
+    pub cookie: u64,
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub matched: OxmMatch,
+    pub instructions: Vec<Instruction>,
+}
+
+impl FlowStats {
+    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<FlowStats, ParseError> {
+        let len = usize::from(r.u16("flow_stats.length")?);
+        if len < 48 {
+            return Err(ParseError::BadLength {
+                what: "flow stats entry",
+                length: len,
+            });
+        }
+        let mut b = r.sub(len - 2, "flow stats entry")?;
+        let table_id = b.u8("flow_stats.table_id")?;
+        b.skip(1, "flow_stats.pad")?;
+        let f = FlowStats {
+            table_id,
+            duration_sec: b.u32("flow_stats.duration_sec")?,
+            duration_nsec: b.u32("flow_stats.duration_nsec")?,
+            priority: b.u16("flow_stats.priority")?,
+            idle_timeout: b.u16("flow_stats.idle_timeout")?,
+            hard_timeout: b.u16("flow_stats.hard_timeout")?,
+            flags: b.u16("flow_stats.flags")?,
+            cookie: {
+                b.skip(4, "flow_stats.pad2")?;
+                b.u64("flow_stats.cookie")?
+            },
+            packet_count: b.u64("flow_stats.packet_count")?,
+            byte_count: b.u64("flow_stats.byte_count")?,
+            matched: OxmMatch::parse(&mut b)?,
+            instructions: parse_instructions(&mut b)?,
+        };
+        Ok(f)
+    }
+
+    /// Appends the entry.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.put_u16(0);
+        out.put_u8(self.table_id);
+        out.put_u8(0);
+        out.put_u32(self.duration_sec);
+        out.put_u32(self.duration_nsec);
+        out.put_u16(self.priority);
+        out.put_u16(self.idle_timeout);
+        out.put_u16(self.hard_timeout);
+        out.put_u16(self.flags);
+        out.put_zeros(4);
+        out.put_u64(self.cookie);
+        out.put_u64(self.packet_count);
+        out.put_u64(self.byte_count);
+        self.matched.emit(out);
+        emit_instructions(&self.instructions, out);
+        let len = (out.len() - start) as u16;
+        out[start..start + 2].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// `ofp_aggregate_stats_reply`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct AggregateReply {
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub flow_count: u32,
+}
+
+impl AggregateReply {
+    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<AggregateReply, ParseError> {
+        let a = AggregateReply {
+            packet_count: r.u64("aggregate.packet_count")?,
+            byte_count: r.u64("aggregate.byte_count")?,
+            flow_count: r.u32("aggregate.flow_count")?,
+        };
+        r.skip(4, "aggregate.pad")?;
+        Ok(a)
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        out.put_u64(self.packet_count);
+        out.put_u64(self.byte_count);
+        out.put_u32(self.flow_count);
+        out.put_zeros(4);
+    }
+}
