@@ -28,6 +28,7 @@ pub mod message;
 pub mod multipart;
 pub mod oxm;
 pub mod port;
+pub mod table;
 pub mod wire;
 
 pub use action::{Action, Instruction};
@@ -43,3 +44,4 @@ pub use message::{
 pub use multipart::{Desc, MpReply, MpRequest};
 pub use oxm::{Oxm, OxmMatch};
 pub use port::Port;
+pub use table::{TableFeatures, TableStats};

@@ -5,6 +5,7 @@
 use crate::error::ParseError;
 use crate::flow::{AggregateReply, FlowStats, FlowStatsRequest};
 use crate::port::{Port, PORT_LEN};
+use crate::table::{TableFeatures, TableStats};
 use crate::wire::{c_string, Put, Reader};
 
 /// `ofp_multipart_type`.
@@ -69,6 +70,10 @@ pub enum MpRequest {
     Desc,
     Flow(FlowStatsRequest),
     Aggregate(FlowStatsRequest),
+    Table,
+    /// Empty: a query; entries: a request to set (which a switch may
+    /// refuse).
+    TableFeatures(Vec<TableFeatures>),
     PortDesc,
     /// A type whose body is not decoded here (yet): its bytes.
     Other {
@@ -83,6 +88,8 @@ impl MpRequest {
             MpRequest::Desc => mp_type::DESC,
             MpRequest::Flow(_) => mp_type::FLOW,
             MpRequest::Aggregate(_) => mp_type::AGGREGATE,
+            MpRequest::Table => mp_type::TABLE,
+            MpRequest::TableFeatures(_) => mp_type::TABLE_FEATURES,
             MpRequest::PortDesc => mp_type::PORT_DESC,
             MpRequest::Other { ty, .. } => *ty,
         }
@@ -90,14 +97,24 @@ impl MpRequest {
 
     pub(crate) fn parse(ty: u16, r: &mut Reader<'_>) -> Result<MpRequest, ParseError> {
         match ty {
-            mp_type::DESC | mp_type::PORT_DESC if !r.is_empty() => Err(ParseError::BadLength {
-                what: "multipart request body (DESC and PORT_DESC have none)",
-                length: r.remaining(),
-            }),
+            mp_type::DESC | mp_type::PORT_DESC | mp_type::TABLE if !r.is_empty() => {
+                Err(ParseError::BadLength {
+                    what: "multipart request body (DESC, TABLE and PORT_DESC have none)",
+                    length: r.remaining(),
+                })
+            }
             mp_type::DESC => Ok(MpRequest::Desc),
             mp_type::PORT_DESC => Ok(MpRequest::PortDesc),
             mp_type::FLOW => Ok(MpRequest::Flow(FlowStatsRequest::parse(r)?)),
             mp_type::AGGREGATE => Ok(MpRequest::Aggregate(FlowStatsRequest::parse(r)?)),
+            mp_type::TABLE => Ok(MpRequest::Table),
+            mp_type::TABLE_FEATURES => {
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(TableFeatures::parse(r)?);
+                }
+                Ok(MpRequest::TableFeatures(v))
+            }
             0..=mp_type::PORT_DESC | mp_type::EXPERIMENTER => Ok(MpRequest::Other {
                 ty,
                 body: r.rest().to_vec(),
@@ -110,7 +127,8 @@ impl MpRequest {
         match self {
             MpRequest::Other { body, .. } => out.extend_from_slice(body),
             MpRequest::Flow(f) | MpRequest::Aggregate(f) => f.emit(out),
-            MpRequest::Desc | MpRequest::PortDesc => {}
+            MpRequest::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
+            MpRequest::Desc | MpRequest::PortDesc | MpRequest::Table => {}
         }
     }
 }
@@ -121,6 +139,8 @@ pub enum MpReply {
     Desc(Desc),
     Flow(Vec<FlowStats>),
     Aggregate(AggregateReply),
+    Table(Vec<TableStats>),
+    TableFeatures(Vec<TableFeatures>),
     PortDesc(Vec<Port>),
     Other { ty: u16, body: Vec<u8> },
 }
@@ -131,6 +151,8 @@ impl MpReply {
             MpReply::Desc(_) => mp_type::DESC,
             MpReply::Flow(_) => mp_type::FLOW,
             MpReply::Aggregate(_) => mp_type::AGGREGATE,
+            MpReply::Table(_) => mp_type::TABLE,
+            MpReply::TableFeatures(_) => mp_type::TABLE_FEATURES,
             MpReply::PortDesc(_) => mp_type::PORT_DESC,
             MpReply::Other { ty, .. } => *ty,
         }
@@ -156,6 +178,26 @@ impl MpReply {
                 Ok(MpReply::Flow(v))
             }
             mp_type::AGGREGATE => Ok(MpReply::Aggregate(AggregateReply::parse(r)?)),
+            mp_type::TABLE => {
+                if r.remaining() % 24 != 0 {
+                    return Err(ParseError::BadLength {
+                        what: "table stats reply (a multiple of 24)",
+                        length: r.remaining(),
+                    });
+                }
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(TableStats::parse(r)?);
+                }
+                Ok(MpReply::Table(v))
+            }
+            mp_type::TABLE_FEATURES => {
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(TableFeatures::parse(r)?);
+                }
+                Ok(MpReply::TableFeatures(v))
+            }
             mp_type::PORT_DESC => {
                 if r.remaining() % PORT_LEN != 0 {
                     return Err(ParseError::BadLength {
@@ -182,6 +224,8 @@ impl MpReply {
             MpReply::Desc(d) => d.emit(out),
             MpReply::Flow(v) => v.iter().for_each(|f| f.emit(out)),
             MpReply::Aggregate(a) => a.emit(out),
+            MpReply::Table(v) => v.iter().for_each(|t| t.emit(out)),
+            MpReply::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
             MpReply::PortDesc(ports) => ports.iter().for_each(|p| p.emit(out)),
             MpReply::Other { body, .. } => out.extend_from_slice(body),
         }

@@ -12,7 +12,7 @@ use openflow::{
     bitmap_has, bitmap_of, error_reply, parse, Action, AggregateReply, AsyncConfig, Desc, Features,
     FlowMod, FlowRemoved, FlowStats, FlowStatsRequest, Framer, Instruction, Message, MpReply,
     MpRequest, MsgType, OfpError, Oxm, OxmMatch, PacketIn, PacketOut, ParseError, Port, PortStatus,
-    Role, SwitchConfig, ERROR_TYPES,
+    Role, SwitchConfig, TableFeatures, TableStats, ERROR_TYPES,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -246,9 +246,59 @@ fn flow_stats() -> impl Strategy<Value = FlowStats> {
         })
 }
 
+fn table_features() -> impl Strategy<Value = TableFeatures> {
+    (
+        any::<u8>(),
+        name(),
+        any::<u64>(),
+        any::<u32>(),
+        vec((any::<u16>(), vec(any::<u8>(), 0..40)), 0..5),
+    )
+        .prop_map(|(table_id, name, m, max, properties)| TableFeatures {
+            table_id,
+            name,
+            metadata_match: m,
+            metadata_write: !m,
+            config: 3,
+            max_entries: max,
+            properties,
+        })
+}
+
 fn flow_message() -> impl Strategy<Value = Message> {
     let bytes = || vec(any::<u8>(), 0..200);
     prop_oneof![
+        Just(Message::MultipartRequest {
+            flags: 0,
+            body: MpRequest::Table
+        }),
+        vec(table_features(), 0..3).prop_map(|v| Message::MultipartRequest {
+            flags: 0,
+            body: MpRequest::TableFeatures(v)
+        }),
+        vec(table_features(), 0..3).prop_map(|v| Message::MultipartReply {
+            flags: 1,
+            body: MpReply::TableFeatures(v)
+        }),
+        vec(
+            (any::<u8>(), any::<u32>(), any::<u64>(), any::<u64>()),
+            0..5
+        )
+        .prop_map(|v| {
+            Message::MultipartReply {
+                flags: 0,
+                body: MpReply::Table(
+                    v.into_iter()
+                        .map(|(t, a, l, m)| TableStats {
+                            table_id: t,
+                            active_count: a,
+                            lookup_count: l,
+                            matched_count: m,
+                        })
+                        .collect(),
+                ),
+            }
+        }),
         flow_mod().prop_map(Message::FlowMod),
         (flow_mod(), any::<u8>(), any::<u32>(), any::<u64>()).prop_map(|(f, reason, d, p)| {
             Message::FlowRemoved(FlowRemoved {
@@ -332,7 +382,7 @@ fn base_message() -> impl Strategy<Value = Message> {
         MsgType::QueueGetConfigReply,
         MsgType::MeterMod,
     ]);
-    let other_mp = prop::sample::select(vec![3u16, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0xffff]);
+    let other_mp = prop::sample::select(vec![4u16, 5, 6, 7, 8, 9, 10, 11, 0xffff]);
     prop_oneof![
         prop::option::of(vec(any::<u32>(), 1..4)).prop_map(|bitmap| Message::Hello { bitmap }),
         (any::<u16>(), any::<u16>(), bytes()).prop_map(|(t, c, data)| Message::Error {

@@ -782,12 +782,19 @@ fn revalidator<B: Device>(core: &Core<B>, clock: Clock, stop: &AtomicBool, every
         let left = next.saturating_duration_since(Instant::now());
         if !left.is_zero() {
             std::thread::sleep(left.min(OFFLOAD_TICK));
-            lock(core).offload_tick(clock.now());
-            continue;
-        }
-        next += every;
-        if next < Instant::now() {
+            let mut sw = lock(core);
+            // An OpenFlow BARRIER waits for a pass: run it now.
+            if !sw.pipeline().pass_wanted() {
+                sw.offload_tick(clock.now());
+                continue;
+            }
+            drop(sw);
             next = Instant::now() + every;
+        } else {
+            next += every;
+            if next < Instant::now() {
+                next = Instant::now() + every;
+            }
         }
         let now = clock.now();
         let r = lock(core).pipeline_mut().revalidate(now);

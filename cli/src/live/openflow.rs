@@ -33,6 +33,9 @@ use crate::switch::Device;
 /// and runs its keepalive.
 const READ_TICK: Duration = Duration::from_millis(50);
 
+/// How often a waiting BARRIER looks whether its pass has run.
+const BARRIER_POLL: Duration = Duration::from_micros(500);
+
 /// One connection as `show` lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ConnInfo {
@@ -56,6 +59,7 @@ struct Shared {
     stop: AtomicBool,
     dpid: u64,
     probe: Duration,
+    clock: super::Clock,
 }
 
 /// The running channels.
@@ -72,7 +76,11 @@ fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl OfServer {
     /// Binds every listener of `cfg` and starts accepting. A listener that
     /// cannot bind is an error naming it (nothing is left running).
-    pub fn start<B: Device>(core: &Core<B>, cfg: &OpenflowConfig) -> anyhow::Result<OfServer> {
+    pub fn start<B: Device>(
+        core: &Core<B>,
+        clock: super::Clock,
+        cfg: &OpenflowConfig,
+    ) -> anyhow::Result<OfServer> {
         let shared = Arc::new(Shared {
             roles: Mutex::default(),
             conns: Mutex::default(),
@@ -80,6 +88,7 @@ impl OfServer {
             stop: AtomicBool::new(false),
             dpid: cfg.dpid()?,
             probe: Duration::from_millis(cfg.inactivity_probe_ms),
+            clock,
         });
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let mut server = OfServer {
@@ -263,6 +272,7 @@ struct View<'a, B: Device> {
     sw: MutexGuard<'a, crate::switch::Switch<B, ofproto::ThreadedDatapaths>>,
     roles: MutexGuard<'a, Roles>,
     dpid: u64,
+    clock: super::Clock,
 }
 
 /// 10 Gb/s, as a VF representor reports it.
@@ -321,6 +331,22 @@ impl<B: Device> OfSwitch for View<'_, B> {
     fn roles(&mut self) -> &mut Roles {
         &mut self.roles
     }
+
+    fn bridge(&mut self) -> &mut ofproto::Bridge {
+        &mut self.sw.pipeline_mut().bridge
+    }
+
+    fn now(&self) -> megaflow::Timestamp {
+        self.clock.now()
+    }
+
+    fn tables_synced(&self) -> u64 {
+        self.sw.pipeline().synced_tables()
+    }
+
+    fn request_sync(&mut self) {
+        self.sw.pipeline_mut().request_pass();
+    }
 }
 
 fn serve<B: Device>(
@@ -366,8 +392,22 @@ fn serve<B: Device>(
                     sw: lock(core),
                     roles: guard(&sh.roles),
                     dpid: sh.dpid,
+                    clock: sh.clock,
                 };
                 conn.receive(&buf[..n], &mut view, Instant::now());
+                drop(view);
+                // A BARRIER waits, without the lock, for the revalidator
+                // pass it asked for.
+                while conn.waiting() && !sh.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(BARRIER_POLL);
+                    let mut view = View {
+                        sw: lock(core),
+                        roles: guard(&sh.roles),
+                        dpid: sh.dpid,
+                        clock: sh.clock,
+                    };
+                    conn.resume(&mut view);
+                }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => {}

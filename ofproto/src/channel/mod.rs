@@ -19,14 +19,25 @@
 //! the connection's: [`Roles`] holds them for every connection, so a new
 //! master demotes the old one.
 
+pub mod convert;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use megaflow::Timestamp;
+use openflow::flow::{AggregateReply, FlowStats, FlowStatsRequest, GROUP_ANY, TABLE_ALL};
 use openflow::message::role;
+use openflow::multipart::MORE;
+use openflow::table::{prop, TableFeatures, TableStats};
 use openflow::{
     bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message,
-    MpReply, MpRequest, MsgType, OfpError, Port, Role, SwitchConfig, VERSION,
+    MpReply, MpRequest, MsgType, OfpError, Port, Role, SwitchConfig, MAX_LEN, VERSION,
 };
+
+use crate::bridge::Bridge;
+use crate::rule::OfPort;
+use crate::table::match_covers;
+use crate::TableId;
 
 /// Where a connection is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +76,18 @@ pub trait OfSwitch {
     fn ports(&self) -> Vec<Port>;
     /// The controllers' roles.
     fn roles(&mut self) -> &mut Roles;
+    /// The tables FLOW_MOD changes and FLOW stats read.
+    fn bridge(&mut self) -> &mut Bridge;
+    /// Now, on the switch's clock.
+    fn now(&self) -> Timestamp;
+    /// The tables' generation every megaflow already agrees with.
+    fn tables_synced(&self) -> u64;
+    /// Asks for a revalidator pass now (a BARRIER waits for it).
+    fn request_sync(&mut self);
 }
+
+/// The most rules a table holds, as TABLE_FEATURES reports it.
+pub const MAX_ENTRIES: u32 = 1_000_000;
 
 /// `ofp_controller_role` by name.
 pub fn role_name(r: u32) -> &'static str {
@@ -164,6 +186,9 @@ pub struct Connection {
     next_xid: u32,
     last_error: Option<String>,
     stats: ConnStats,
+    /// A BARRIER waiting for the tables' generation to be synced: its xid
+    /// and the generation. Nothing after it is read until it is answered.
+    barrier: Option<(u32, u64)>,
 }
 
 impl Connection {
@@ -186,6 +211,7 @@ impl Connection {
             next_xid: 1,
             last_error: None,
             stats: ConnStats::default(),
+            barrier: None,
         };
         let hello = Message::Hello {
             bitmap: Some(bitmap_of(VERSION)),
@@ -297,6 +323,26 @@ impl Connection {
         self.advance(Event::Broken("the peer closed the connection".into()));
     }
 
+    /// Whether a BARRIER is waiting for a revalidator pass (the caller
+    /// calls [`resume`](Self::resume) once one may have run).
+    pub fn waiting(&self) -> bool {
+        self.barrier.is_some()
+    }
+
+    /// Answers a waiting BARRIER if the switch has caught up, then acts on
+    /// what arrived after it.
+    pub fn resume<S: OfSwitch>(&mut self, sw: &mut S) {
+        if let Some((xid, gen)) = self.barrier {
+            if sw.tables_synced() < gen {
+                sw.request_sync();
+                return;
+            }
+            self.barrier = None;
+            self.send(xid, &Message::BarrierReply);
+        }
+        self.drain(&[], sw);
+    }
+
     /// Bytes from the peer at `now`, acted on against `sw`.
     pub fn receive<S: OfSwitch>(&mut self, bytes: &[u8], sw: &mut S, now: Instant) {
         if self.is_closed() {
@@ -304,8 +350,12 @@ impl Connection {
         }
         self.last_rx = now;
         self.echo_sent = false;
+        self.drain(bytes, sw);
+    }
+
+    fn drain<S: OfSwitch>(&mut self, bytes: &[u8], sw: &mut S) {
         self.framer.push(bytes);
-        loop {
+        while self.barrier.is_none() {
             let msg = match self.framer.next_message() {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
@@ -385,21 +435,96 @@ impl Connection {
                 self.config = c;
                 return Ok(None);
             }
-            Message::BarrierRequest => Message::BarrierReply,
+            Message::BarrierRequest => {
+                let gen = sw.bridge().tables.generation();
+                if sw.tables_synced() >= gen {
+                    Message::BarrierReply
+                } else {
+                    let xid = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
+                    sw.request_sync();
+                    self.barrier = Some((xid, gen));
+                    return Ok(None);
+                }
+            }
+            Message::FlowMod(fm) => {
+                if slave {
+                    return Err(OfpError::IS_SLAVE);
+                }
+                let fm = convert::flow_mod_from_wire(&fm)?;
+                let now = sw.now();
+                sw.bridge().tables.apply(&fm, now).map_err(|e| {
+                    let (t, c) = e.of_error();
+                    self.last_error = Some(format!("flow mod refused: {e}"));
+                    OfpError::new(t, c)
+                })?;
+                return Ok(None);
+            }
+            Message::PacketOut(_) if slave => return Err(OfpError::IS_SLAVE),
             Message::RoleRequest(r) => Message::RoleReply(sw.roles().request(self.id, r)?),
             Message::GetAsyncRequest => Message::GetAsyncReply(self.async_cfg),
             Message::SetAsync(c) => {
                 self.async_cfg = c;
                 return Ok(None);
             }
-            Message::MultipartRequest { body, .. } => Message::MultipartReply {
-                flags: 0,
-                body: match body {
-                    MpRequest::Desc => MpReply::Desc(sw.desc()),
-                    MpRequest::PortDesc => MpReply::PortDesc(sw.ports()),
+            Message::MultipartRequest { body, .. } => {
+                let xid = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
+                match body {
+                    MpRequest::Desc => Message::MultipartReply {
+                        flags: 0,
+                        body: MpReply::Desc(sw.desc()),
+                    },
+                    MpRequest::PortDesc => {
+                        let ports = sw.ports();
+                        self.send_parts(
+                            xid,
+                            ports,
+                            |_| openflow::port::PORT_LEN,
+                            MpReply::PortDesc,
+                        );
+                        return Ok(None);
+                    }
+                    MpRequest::Flow(req) => {
+                        let entries = flow_stats(sw, &req)?;
+                        let size = |f: &FlowStats| {
+                            let mut b = Vec::new();
+                            f.emit(&mut b);
+                            b.len()
+                        };
+                        self.send_parts(xid, entries, size, MpReply::Flow);
+                        return Ok(None);
+                    }
+                    MpRequest::Aggregate(req) => {
+                        let entries = flow_stats(sw, &req)?;
+                        Message::MultipartReply {
+                            flags: 0,
+                            body: MpReply::Aggregate(AggregateReply {
+                                packet_count: entries.iter().map(|f| f.packet_count).sum(),
+                                byte_count: entries.iter().map(|f| f.byte_count).sum(),
+                                flow_count: entries.len() as u32,
+                            }),
+                        }
+                    }
+                    MpRequest::Table => Message::MultipartReply {
+                        flags: 0,
+                        body: MpReply::Table(table_stats(sw.bridge())),
+                    },
+                    MpRequest::TableFeatures(set) => {
+                        if !set.is_empty() {
+                            // The tables' features are fixed.
+                            return Err(OfpError::new(13, 5));
+                        }
+                        let all = table_features();
+                        let size = |t: &TableFeatures| {
+                            let mut b = Vec::new();
+                            t.emit(&mut b);
+                            b.len()
+                        };
+                        self.send_parts(xid, all, size, MpReply::TableFeatures);
+                        return Ok(None);
+                    }
                     MpRequest::Other { .. } => return Err(OfpError::BAD_MULTIPART),
-                },
-            },
+                }
+            }
             // Messages only a switch sends.
             Message::Hello { .. }
             | Message::FeaturesReply(_)
@@ -408,7 +533,11 @@ impl Connection {
             | Message::MultipartReply { .. }
             | Message::BarrierReply
             | Message::RoleReply(_)
-            | Message::GetAsyncReply(_) => return Err(OfpError::BAD_TYPE),
+            | Message::GetAsyncReply(_)
+            | Message::FlowRemoved(_)
+            | Message::PacketIn(_) => return Err(OfpError::BAD_TYPE),
+            // Not yet: packets from the controller.
+            Message::PacketOut(_) => return Err(OfpError::BAD_TYPE),
             Message::Other { ty, .. } => {
                 let _ = raw;
                 return Err(match ty {
@@ -426,6 +555,42 @@ impl Connection {
                 });
             }
         }))
+    }
+
+    /// A multipart reply of `items`, split so that no message passes the
+    /// 64 KiB limit (REPLY_MORE on all but the last).
+    fn send_parts<T>(
+        &mut self,
+        xid: u32,
+        items: Vec<T>,
+        size: impl Fn(&T) -> usize,
+        wrap: impl Fn(Vec<T>) -> MpReply,
+    ) {
+        let room = MAX_LEN - 16;
+        let mut parts: Vec<Vec<T>> = vec![Vec::new()];
+        let mut used = 0;
+        for it in items {
+            let n = size(&it);
+            if used + n > room && !parts.last().is_some_and(Vec::is_empty) {
+                parts.push(Vec::new());
+                used = 0;
+            }
+            used += n;
+            if let Some(p) = parts.last_mut() {
+                p.push(it);
+            }
+        }
+        let last = parts.len() - 1;
+        for (i, p) in parts.into_iter().enumerate() {
+            let flags = if i < last { MORE } else { 0 };
+            self.send(
+                xid,
+                &Message::MultipartReply {
+                    flags,
+                    body: wrap(p),
+                },
+            );
+        }
     }
 
     fn send(&mut self, xid: u32, m: &Message) {
@@ -454,6 +619,124 @@ impl Connection {
             self.stats.tx_msgs += 1;
         }
     }
+}
+
+/// The rules a FLOW or AGGREGATE request selects, as FLOW stats
+/// entries.
+fn flow_stats<S: OfSwitch>(sw: &mut S, req: &FlowStatsRequest) -> Result<Vec<FlowStats>, OfpError> {
+    let matched = convert::match_from_wire(&req.matched)?;
+    let out_port = OfPort::from_number(req.out_port).ok_or(OfpError::BAD_PORT)?;
+    if req.table_id != TABLE_ALL && req.table_id > TableId::MAX.0 {
+        return Err(OfpError::BAD_TABLE_ID);
+    }
+    let now = sw.now();
+    let mut out = Vec::new();
+    if req.out_group != GROUP_ANY {
+        // No groups: no rule outputs to one.
+        return Ok(out);
+    }
+    for t in sw.bridge().tables.tables() {
+        if req.table_id != TABLE_ALL && t.id().0 != req.table_id {
+            continue;
+        }
+        for (_, r) in t.rules() {
+            if !match_covers(&matched, &r.spec.matched)
+                || (r.spec.cookie.0 ^ req.cookie) & req.cookie_mask != 0
+                || !r.outputs_to(out_port)
+            {
+                continue;
+            }
+            let age = now.since(r.created);
+            out.push(FlowStats {
+                table_id: t.id().0,
+                duration_sec: (age / 1_000_000_000) as u32,
+                duration_nsec: (age % 1_000_000_000) as u32,
+                priority: r.spec.priority.0,
+                idle_timeout: r.spec.idle_timeout,
+                hard_timeout: r.spec.hard_timeout,
+                flags: convert::flags_to_wire(&r.spec.flags),
+                cookie: r.spec.cookie.0,
+                packet_count: r.packets,
+                byte_count: r.bytes,
+                matched: convert::match_to_wire(&r.spec.matched),
+                instructions: convert::instructions_to_wire(&r.spec.instructions, &r.spec.matched),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// TABLE stats: every table with its rule count (lookups are counted per
+/// megaflow, not per table: zero).
+fn table_stats(br: &Bridge) -> Vec<TableStats> {
+    br.tables
+        .tables()
+        .map(|t| TableStats {
+            table_id: t.id().0,
+            active_count: t.len() as u32,
+            lookup_count: 0,
+            matched_count: 0,
+        })
+        .collect()
+}
+
+/// What every table can do (the eight properties OpenFlow 1.3 requires).
+pub fn table_features() -> Vec<TableFeatures> {
+    use openflow::action::{action_type as a, instruction_type as i};
+    let ids = |v: &[u16]| -> Vec<u8> {
+        v.iter()
+            .flat_map(|t| {
+                let mut b = t.to_be_bytes().to_vec();
+                b.extend_from_slice(&4u16.to_be_bytes());
+                b
+            })
+            .collect()
+    };
+    let instructions = ids(&[
+        i::GOTO_TABLE,
+        i::WRITE_METADATA,
+        i::WRITE_ACTIONS,
+        i::APPLY_ACTIONS,
+        i::CLEAR_ACTIONS,
+        i::METER,
+    ]);
+    let actions = ids(&[
+        a::OUTPUT,
+        a::PUSH_VLAN,
+        a::POP_VLAN,
+        a::DEC_NW_TTL,
+        a::SET_FIELD,
+    ]);
+    let headers = |list: convert::HeaderList| -> Vec<u8> {
+        convert::wire_headers(list)
+            .iter()
+            .flat_map(|h| h.to_be_bytes())
+            .collect()
+    };
+    let max = TableId::MAX.0;
+    (0..=max)
+        .map(|t| {
+            let next: Vec<u8> = ((t + 1)..=max).collect();
+            TableFeatures {
+                table_id: t,
+                name: format!("table{t}"),
+                metadata_match: u64::MAX,
+                metadata_write: u64::MAX,
+                config: 0,
+                max_entries: MAX_ENTRIES,
+                properties: vec![
+                    (prop::INSTRUCTIONS, instructions.clone()),
+                    (prop::NEXT_TABLES, next),
+                    (prop::WRITE_ACTIONS, actions.clone()),
+                    (prop::APPLY_ACTIONS, actions.clone()),
+                    (prop::MATCH, headers(convert::HeaderList::Match)),
+                    (prop::WILDCARDS, headers(convert::HeaderList::Wildcards)),
+                    (prop::WRITE_SETFIELD, headers(convert::HeaderList::SetField)),
+                    (prop::APPLY_SETFIELD, headers(convert::HeaderList::SetField)),
+                ],
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,6 +5,10 @@ use super::*;
 
 struct Sw {
     roles: Roles,
+    bridge: Bridge,
+    /// The generation a revalidator pass has synced (tests move it).
+    synced: u64,
+    sync_requests: u32,
 }
 
 impl OfSwitch for Sw {
@@ -33,11 +37,26 @@ impl OfSwitch for Sw {
     fn roles(&mut self) -> &mut Roles {
         &mut self.roles
     }
+    fn bridge(&mut self) -> &mut Bridge {
+        &mut self.bridge
+    }
+    fn now(&self) -> Timestamp {
+        Timestamp(5_000_000_000)
+    }
+    fn tables_synced(&self) -> u64 {
+        self.synced
+    }
+    fn request_sync(&mut self) {
+        self.sync_requests += 1;
+    }
 }
 
 fn sw() -> Sw {
     Sw {
         roles: Roles::default(),
+        bridge: Bridge::new(),
+        synced: u64::MAX,
+        sync_requests: 0,
     }
 }
 
@@ -276,8 +295,8 @@ fn roles_follow_generation_ids_and_a_new_master_demotes_the_old() {
     );
     // A slave may not modify the switch.
     let fm = Message::Other {
-        ty: MsgType::FlowMod,
-        body: vec![0; 48],
+        ty: MsgType::GroupMod,
+        body: vec![0; 8],
     };
     assert_eq!(
         error_of(&ask(&mut a, &mut s, &fm, 5)),

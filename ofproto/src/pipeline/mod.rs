@@ -354,6 +354,11 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     rng: SplitMix64,
     /// Rules removed by timeouts, for whoever reports them.
     expired: Vec<RemovedRule>,
+    /// The tables' generation the last completed pass brought every
+    /// megaflow up to (what an OpenFlow BARRIER waits for).
+    synced_tables: u64,
+    /// A pass was asked for before its time (a BARRIER is waiting).
+    pass_wanted: bool,
 }
 
 impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
@@ -433,6 +438,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             next_pass: Timestamp::NEVER,
             rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
             expired: Vec::new(),
+            synced_tables: 0,
+            pass_wanted: false,
         }
     }
 
@@ -447,6 +454,23 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     pub fn config(&self) -> &PipelineConfig {
         &self.cfg
+    }
+
+    /// The tables' generation every megaflow agrees with: a flow mod of a
+    /// later generation may still be shadowed by an older megaflow until
+    /// the next pass.
+    pub fn synced_tables(&self) -> u64 {
+        self.synced_tables
+    }
+
+    /// Asks the revalidator for a pass now ([`pass_wanted`](Self::pass_wanted)).
+    pub fn request_pass(&mut self) {
+        self.pass_wanted = true;
+    }
+
+    /// Whether a pass was asked for before its time.
+    pub fn pass_wanted(&self) -> bool {
+        self.pass_wanted
     }
 
     pub fn stats(&self) -> &PipelineStats {

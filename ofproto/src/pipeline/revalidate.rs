@@ -59,6 +59,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         report.counters = self.fold_hardware(now);
 
         let current = self.bridge.generations();
+        self.pass_wanted = false;
         let over_limit = self.live > self.flow_limit;
         let max_idle = if over_limit {
             100_000_000
@@ -108,6 +109,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         // thread has answered already; threads answer by the next tick).
         self.fold_datapaths(now);
         self.flush_offloads(now);
+        self.synced_tables = current.tables;
 
         let elapsed = started.elapsed();
         self.adjust_flow_limit(elapsed.as_millis() as u64);

@@ -510,6 +510,28 @@ impl MatchBuilder {
         Ok(())
     }
 
+    /// Adds one field given as key bits (a match read from the wire):
+    /// `name` is its `ovs-fields` name, which carries the prerequisite;
+    /// `value` and `mask` are in the key field's own layout.
+    pub(crate) fn apply_value(
+        &mut self,
+        name: &str,
+        value: u128,
+        mask: u128,
+    ) -> Result<(), ParseError> {
+        let def =
+            field_def(name).ok_or_else(|| ParseError::new(name, ParseErrorKind::UnknownField))?;
+        self.assign(
+            Group::Field(def.field, def.kind),
+            name,
+            def.field,
+            value,
+            mask,
+        )?;
+        self.checks.push((def.prereq, name.to_string()));
+        Ok(())
+    }
+
     fn assign(
         &mut self,
         group: Group,

@@ -36,6 +36,7 @@
 
 mod actions;
 mod fields;
+pub(crate) use fields::{field_def, MatchBuilder};
 mod print;
 mod value;
 
@@ -46,7 +47,6 @@ use megaflow::Match;
 use crate::rule::{FlowMod, FlowModCommand, Instructions, OfPort, RuleSpec};
 use crate::{Cookie, Priority, TableId};
 
-use fields::MatchBuilder;
 use value::ValueError;
 
 /// Why a flow text did not parse: the offending token and what is wrong

@@ -17,7 +17,7 @@ pub(super) struct MemFactory {
 
 pub(super) struct Handles {
     /// What the VM sends (inject) and what reaches it from the RX thread.
-    rx: MemoryHandle,
+    pub(super) rx: MemoryHandle,
     /// What reaches it from the handler thread.
     tx: MemoryHandle,
 }

@@ -10,7 +10,7 @@ use std::process::Command;
 use ::openflow::{parse, Framer, Message, OfpError};
 
 use super::openflow::OfServer;
-use super::tests::{config, flows, limits, rep, wait_for, MemFactory};
+use super::tests::{config, flows, frame, limits, rep, wait_for, MemFactory};
 use super::*;
 use crate::config::OpenflowConfig;
 use crate::control;
@@ -34,7 +34,19 @@ impl Drop for TempDir {
 }
 
 fn start(sock: &Path, probe_ms: u64) -> (Daemon, OfServer) {
-    let (factory, _h) = MemFactory::new(&["vm1", "vm2", "vm3"]);
+    let (d, of, _) = start_with_ports(sock, probe_ms);
+    (d, of)
+}
+
+fn start_with_ports(
+    sock: &Path,
+    probe_ms: u64,
+) -> (
+    Daemon,
+    OfServer,
+    std::collections::HashMap<String, super::tests::Handles>,
+) {
+    let (factory, h) = MemFactory::new(&["vm1", "vm2", "vm3"]);
     let mut d = Daemon::start(&config(), &flows(), factory, limits()).expect("start");
     for (i, n) in ["vm1", "vm2", "vm3"].iter().enumerate() {
         d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
@@ -46,8 +58,8 @@ fn start(sock: &Path, probe_ms: u64) -> (Daemon, OfServer) {
         datapath_id: "00000000000000ab".into(),
         inactivity_probe_ms: probe_ms,
     };
-    let of = OfServer::start(&d.core(), &cfg).expect("openflow");
-    (d, of)
+    let of = OfServer::start(&d.core(), d.clock(), &cfg).expect("openflow");
+    (d, of, h)
 }
 
 /// Runs `ovs-ofctl -O OpenFlow13 ARGS... unix:SOCK`; stdout, or the
@@ -225,6 +237,153 @@ fn an_unanswered_inactivity_probe_closes_the_connection() {
     a.read_to_end(&mut rest).expect("closed by the switch");
     let board = of.board();
     wait_for("the connection gone", || board.connections().is_empty());
+    of.stop();
+    d.stop().expect("stop");
+}
+
+/// The flow lines of `ovs-ofctl dump-flows` without the counters that
+/// change (duration, n_packets, n_bytes), sorted.
+fn flow_lines(dump: &str) -> Vec<String> {
+    let mut v: Vec<String> = dump
+        .lines()
+        .filter(|l| l.contains("actions="))
+        .map(|l| {
+            l.trim()
+                .split(", ")
+                .filter(|f| {
+                    !f.starts_with("duration=")
+                        && !f.starts_with("n_packets=")
+                        && !f.starts_with("n_bytes=")
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn ovs_ofctl_adds_dumps_modifies_and_deletes_flows_and_traffic_follows() {
+    const T: &str = "ovs_ofctl_adds_dumps_modifies_and_deletes_flows_and_traffic_follows";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("flows");
+    let sock = dir.0.join("br0.mgmt");
+    let (mut d, of, h) = start_with_ports(&sock, 5000);
+    d.apply(&PortEvent::Up { ifindex: 12 });
+    // The config's table: vm1 → vm2. A controller sends vm1's UDP to
+    // port 9 to vm3 instead, above it.
+    let run = |cmd: &str, extra: &[&str]| ofctl(&bin, &sock, cmd, extra);
+    run(
+        "add-flow",
+        &["priority=20,udp,in_port=1,tp_dst=9,actions=output:3"],
+    )
+    .expect("add-flow");
+    let file = dir.0.join("flows.txt");
+    std::fs::write(
+        &file,
+        "table=1,priority=5,ip,nw_src=198.18.0.0/15,actions=drop\n\
+         table=1,cookie=0x42,priority=6,arp,actions=normal\n",
+    )
+    .expect("write");
+    run("add-flows", &[file.to_str().expect("path")]).expect("add-flows");
+    let dump = run("dump-flows", &[]).expect("dump-flows");
+    let lines = flow_lines(&dump);
+    let want = [
+        "cookie=0x0, table=0, priority=0 actions=drop",
+        "cookie=0x0, table=0, priority=10,in_port=1 actions=output:2",
+        "cookie=0x0, table=0, priority=10,in_port=3 actions=output:1",
+        "cookie=0x0, table=0, priority=20,udp,in_port=1,tp_dst=9 actions=output:3",
+        "cookie=0x0, table=1, priority=5,ip,nw_src=198.18.0.0/15 actions=drop",
+        "cookie=0x42, table=1, priority=6,arp actions=NORMAL",
+    ];
+    assert_eq!(lines, want, "{dump}");
+    // Traffic follows the new flow (the BARRIER after the add waited for
+    // the revalidator, so no stale megaflow sends it to vm2).
+    assert!(h["vm1"].rx.inject(&frame(1000), Default::default()));
+    wait_for("vm1 → vm3", || !h["vm3"].received().is_empty());
+    assert!(h["vm2"].received().is_empty());
+    // mod-flows (not strict) rewrites every flow the match covers; the
+    // strict one only the exact one.
+    run("mod-flows", &["udp,in_port=1,actions=output:2"]).expect("mod-flows");
+    let lines = flow_lines(&run("dump-flows", &[]).expect("dump"));
+    assert!(
+        lines.contains(
+            &"cookie=0x0, table=0, priority=20,udp,in_port=1,tp_dst=9 actions=output:2".to_string()
+        ),
+        "{lines:?}"
+    );
+    assert!(h["vm1"].rx.inject(&frame(1001), Default::default()));
+    wait_for("vm1 → vm2 after mod-flows", || {
+        !h["vm2"].received().is_empty()
+    });
+    // del-flows by cookie, then strict.
+    run("del-flows", &["cookie=0x42/-1"]).expect("del by cookie");
+    let target = format!("unix:{}", sock.display());
+    let out = Command::new(&bin)
+        .args([
+            "-O",
+            "OpenFlow13",
+            "--strict",
+            "del-flows",
+            &target,
+            "priority=20,udp,in_port=1,tp_dst=9",
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = flow_lines(&run("dump-flows", &[]).expect("dump"));
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(!lines
+        .iter()
+        .any(|l| l.contains("cookie=0x42") || l.contains("priority=20")));
+    // Refusals: the error the spec names, and nothing changes.
+    let e = run("add-flow", &["table=3,actions=goto_table:1"]).expect_err("goto backwards");
+    assert!(e.contains("OFPBIC_BAD_TABLE_ID"), "{e}");
+    run("add-flow", &["check_overlap,priority=7,ip,actions=drop"]).expect("first");
+    let e = run(
+        "add-flow",
+        &["check_overlap,priority=7,ip,nw_dst=198.18.0.9,actions=drop"],
+    )
+    .expect_err("overlap");
+    assert!(e.contains("OFPFMFC_OVERLAP"), "{e}");
+    let lines = flow_lines(&run("dump-flows", &[]).expect("dump"));
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    // dump-tables and dump-aggregate.
+    let tables = run("dump-tables", &[]).expect("dump-tables");
+    assert!(tables.contains("OFPST_TABLE reply"), "{tables}");
+    let agg = run("dump-aggregate", &[]).expect("dump-aggregate");
+    assert!(agg.contains("flow_count=5"), "{agg}");
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
+fn ovs_ofctl_reads_every_tables_features_across_split_replies() {
+    const T: &str = "ovs_ofctl_reads_every_tables_features_across_split_replies";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("features");
+    let sock = dir.0.join("br0.mgmt");
+    let (d, of) = start(&sock, 5000);
+    // 254 tables do not fit one 64 KiB message: the reply comes in parts
+    // and ovs-ofctl decodes every one (it refuses the whole on any error).
+    let text = ofctl(&bin, &sock, "dump-table-features", &[]).expect("dump-table-features");
+    assert!(
+        text.contains("table 0 (\"table0\")"),
+        "{}",
+        &text[..text.len().min(2000)]
+    );
+    assert!(text.contains("table 253 (\"table253\")"), "last table");
+    assert!(text.contains("next tables: 1-253"), "table 0's next tables");
+    assert!(text.contains("max_entries=1000000"));
     of.stop();
     d.stop().expect("stop");
 }

@@ -1,0 +1,645 @@
+//! Between the wire (`openflow`) and the tables (`crate::rule`): OXM
+//! matches ↔ [`Match`], instructions and actions ↔ [`Instructions`], a
+//! FLOW_MOD → [`FlowMod`], rules → FLOW stats entries. Every refusal is the
+//! OpenFlow error the spec names for it.
+//!
+//! One table ([`WIRE`]) says where each wire field lands in the key and
+//! under which `ovs-fields` name (which carries the prerequisites, checked
+//! by the same builder the flow text uses). Encoding picks, per key field,
+//! the first entry whose prerequisite the match satisfies: OpenFlow basic
+//! fields first, then Nicira's where 1.3 has none (`reg0`, `ip_frag`...).
+
+use megaflow::{Field, Match, MeterId};
+use openflow::action::{Action, Instruction, NX_VENDOR};
+use openflow::flow::{command, flow_flags, NO_BUFFER, TABLE_ALL};
+use openflow::oxm::{field_spec, Oxm, OxmMatch, CLASS_BASIC, CLASS_NXM0, CLASS_NXM1};
+use openflow::{FlowMod as WireFlowMod, OfpError};
+
+use crate::rule::{
+    FieldRange, FlowFlags, FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec,
+};
+use crate::text::{field_def, MatchBuilder};
+use crate::{Cookie, Priority, TableId};
+
+/// How a wire value maps to key bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Conv {
+    /// The same number.
+    Plain,
+    /// OXM VLAN_VID (with OFPVID_PRESENT) → `vlan_tci` bits 0..12.
+    VlanVid,
+    /// VLAN_PCP → `vlan_tci` bits 13..15 (and the tag present).
+    VlanPcp,
+    /// NXM_OF_IP_TOS (the ToS byte) → DSCP.
+    Tos,
+}
+
+struct WireField {
+    class: u16,
+    field: u8,
+    /// The `ovs-fields` name (prerequisites and writability).
+    name: &'static str,
+    key: Field,
+    conv: Conv,
+}
+
+const fn w(class: u16, field: u8, name: &'static str, key: Field, conv: Conv) -> WireField {
+    WireField {
+        class,
+        field,
+        name,
+        key,
+        conv,
+    }
+}
+
+use Conv::{Plain, Tos, VlanPcp, VlanVid};
+use Field as F;
+const B: u16 = CLASS_BASIC;
+const N0: u16 = CLASS_NXM0;
+const N1: u16 = CLASS_NXM1;
+
+/// Wire fields in encoding preference order.
+const WIRE: &[WireField] = &[
+    w(B, 0, "in_port", F::InPort, Plain),
+    w(B, 2, "metadata", F::Metadata, Plain),
+    w(B, 3, "eth_dst", F::EthDst, Plain),
+    w(B, 4, "eth_src", F::EthSrc, Plain),
+    w(B, 5, "eth_type", F::EthType, Plain),
+    w(B, 6, "vlan_vid", F::VlanTci, VlanVid),
+    w(B, 7, "vlan_pcp", F::VlanTci, VlanPcp),
+    w(B, 8, "ip_dscp", F::IpDscp, Plain),
+    w(B, 9, "ip_ecn", F::IpEcn, Plain),
+    w(B, 10, "ip_proto", F::IpProto, Plain),
+    w(B, 11, "ipv4_src", F::Ipv4Src, Plain),
+    w(B, 12, "ipv4_dst", F::Ipv4Dst, Plain),
+    w(B, 13, "tcp_src", F::TpSrc, Plain),
+    w(B, 14, "tcp_dst", F::TpDst, Plain),
+    w(B, 15, "udp_src", F::TpSrc, Plain),
+    w(B, 16, "udp_dst", F::TpDst, Plain),
+    w(B, 17, "sctp_src", F::TpSrc, Plain),
+    w(B, 18, "sctp_dst", F::TpDst, Plain),
+    w(B, 19, "icmp_type", F::TpSrc, Plain),
+    w(B, 20, "icmp_code", F::TpDst, Plain),
+    w(B, 21, "arp_op", F::IpProto, Plain),
+    w(B, 22, "arp_spa", F::Ipv4Src, Plain),
+    w(B, 23, "arp_tpa", F::Ipv4Dst, Plain),
+    w(B, 24, "arp_sha", F::ArpSha, Plain),
+    w(B, 25, "arp_tha", F::ArpTha, Plain),
+    w(B, 26, "ipv6_src", F::Ipv6Src, Plain),
+    w(B, 27, "ipv6_dst", F::Ipv6Dst, Plain),
+    w(B, 28, "ipv6_label", F::Ipv6Label, Plain),
+    w(B, 29, "icmpv6_type", F::TpSrc, Plain),
+    w(B, 30, "icmpv6_code", F::TpDst, Plain),
+    w(B, 31, "nd_target", F::NdTarget, Plain),
+    w(B, 32, "nd_sll", F::ArpSha, Plain),
+    w(B, 33, "nd_tll", F::ArpTha, Plain),
+    w(B, 38, "tun_id", F::TunId, Plain),
+    w(N1, 0, "reg0", F::Reg0, Plain),
+    w(N1, 1, "reg1", F::Reg1, Plain),
+    w(N1, 2, "reg2", F::Reg2, Plain),
+    w(N1, 3, "reg3", F::Reg3, Plain),
+    w(N1, 4, "reg4", F::Reg4, Plain),
+    w(N1, 5, "reg5", F::Reg5, Plain),
+    w(N1, 6, "reg6", F::Reg6, Plain),
+    w(N1, 7, "reg7", F::Reg7, Plain),
+    w(N1, 26, "ip_frag", F::IpFrag, Plain),
+    w(N1, 29, "nw_ttl", F::IpTtl, Plain),
+    w(N1, 31, "tun_src", F::TunSrc, Plain),
+    w(N1, 32, "tun_dst", F::TunDst, Plain),
+    w(N1, 33, "pkt_mark", F::PktMark, Plain),
+    w(N1, 34, "tcp_flags", F::TcpFlags, Plain),
+    // Decoded, never chosen for encoding (basic fields come first).
+    w(N1, 16, "tun_id", F::TunId, Plain),
+    w(N1, 17, "arp_sha", F::ArpSha, Plain),
+    w(N1, 18, "arp_tha", F::ArpTha, Plain),
+    w(N1, 19, "ipv6_src", F::Ipv6Src, Plain),
+    w(N1, 20, "ipv6_dst", F::Ipv6Dst, Plain),
+    w(N1, 21, "icmpv6_type", F::TpSrc, Plain),
+    w(N1, 22, "icmpv6_code", F::TpDst, Plain),
+    w(N1, 23, "nd_target", F::NdTarget, Plain),
+    w(N1, 24, "nd_sll", F::ArpSha, Plain),
+    w(N1, 25, "nd_tll", F::ArpTha, Plain),
+    w(N1, 27, "ipv6_label", F::Ipv6Label, Plain),
+    w(N1, 28, "ip_ecn", F::IpEcn, Plain),
+    w(N0, 0, "in_port", F::InPort, Plain),
+    w(N0, 1, "eth_dst", F::EthDst, Plain),
+    w(N0, 2, "eth_src", F::EthSrc, Plain),
+    w(N0, 3, "eth_type", F::EthType, Plain),
+    w(N0, 4, "vlan_tci", F::VlanTci, Plain),
+    w(N0, 5, "nw_tos", F::IpDscp, Tos),
+    w(N0, 6, "ip_proto", F::IpProto, Plain),
+    w(N0, 7, "ipv4_src", F::Ipv4Src, Plain),
+    w(N0, 8, "ipv4_dst", F::Ipv4Dst, Plain),
+    w(N0, 9, "tcp_src", F::TpSrc, Plain),
+    w(N0, 10, "tcp_dst", F::TpDst, Plain),
+    w(N0, 11, "udp_src", F::TpSrc, Plain),
+    w(N0, 12, "udp_dst", F::TpDst, Plain),
+    w(N0, 13, "icmp_type", F::TpSrc, Plain),
+    w(N0, 14, "icmp_code", F::TpDst, Plain),
+    w(N0, 15, "arp_op", F::IpProto, Plain),
+    w(N0, 16, "arp_spa", F::Ipv4Src, Plain),
+    w(N0, 17, "arp_tpa", F::Ipv4Dst, Plain),
+];
+
+/// Indexes of [`WIRE`] usable for encoding (basic, and NXM_1 where 1.3
+/// has nothing).
+const ENCODABLE: usize = 48;
+
+const BAD_MATCH: u16 = 4;
+const BAD_ACTION: u16 = 2;
+const BAD_INSTRUCTION: u16 = 3;
+const FLOW_MOD_FAILED: u16 = 5;
+
+fn wire_field(class: u16, field: u8) -> Option<&'static WireField> {
+    WIRE.iter().find(|f| f.class == class && f.field == field)
+}
+
+fn be(bytes: &[u8]) -> u128 {
+    bytes.iter().fold(0u128, |a, b| (a << 8) | u128::from(*b))
+}
+
+fn to_be(v: u128, width: usize) -> Vec<u8> {
+    (0..width).rev().map(|i| (v >> (8 * i)) as u8).collect()
+}
+
+fn ones(bits: u8) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+/// An OXM as (field definition, key value, key mask).
+fn oxm_to_key(o: &Oxm) -> Result<(&'static WireField, u128, u128), OfpError> {
+    let wf = wire_field(o.class, o.field).ok_or(OfpError::new(BAD_MATCH, 6))?;
+    let v = be(&o.value);
+    let m = o.mask.as_deref().map(be);
+    let bits = wf.key.layout().bits;
+    let bad_value = OfpError::new(BAD_MATCH, 7);
+    let (v, m) = match wf.conv {
+        Plain => {
+            let full = ones(bits);
+            if v & !full != 0 || m.is_some_and(|m| m & !full != 0) {
+                return Err(bad_value);
+            }
+            (v, m.unwrap_or(full))
+        }
+        VlanVid => {
+            if v & !0x1fff != 0 {
+                return Err(bad_value);
+            }
+            (v, m.unwrap_or(0x1fff) & 0x1fff)
+        }
+        VlanPcp => {
+            if v > 7 {
+                return Err(bad_value);
+            }
+            ((v << 13) | 0x1000, 0xf000)
+        }
+        Tos => ((v >> 2) & 0x3f, 0x3f),
+    };
+    Ok((wf, v, m))
+}
+
+/// The match an `ofp_match` describes; its prerequisites checked.
+pub fn match_from_wire(m: &OxmMatch) -> Result<Match, OfpError> {
+    let mut b = MatchBuilder::default();
+    for o in &m.fields {
+        let (wf, v, mask) = oxm_to_key(o)?;
+        b.apply_value(wf.name, v, mask)
+            .map_err(|_| OfpError::new(BAD_MATCH, 10))?;
+    }
+    b.finish().map_err(|_| OfpError::new(BAD_MATCH, 9))
+}
+
+/// The fields of `m` as OXM, basic fields first.
+pub fn match_to_wire(m: &Match) -> OxmMatch {
+    let mask = m.mask();
+    let key = m.key();
+    let mut fields = Vec::new();
+    let mut done: Vec<Field> = Vec::new();
+    for wf in &WIRE[..ENCODABLE] {
+        let bits = mask.field(wf.key);
+        if bits == 0 || (done.contains(&wf.key) && wf.key != F::VlanTci) {
+            continue;
+        }
+        let Some(def) = field_def(wf.name) else {
+            continue;
+        };
+        if !def.prereq.holds(m) {
+            continue;
+        }
+        let Some((width, maskable)) = field_spec(wf.class, wf.field) else {
+            continue;
+        };
+        let val = key.field(wf.key);
+        let (v, mk) = match wf.conv {
+            Plain => (val, bits),
+            VlanVid => {
+                if bits & 0x1fff == 0 {
+                    continue;
+                }
+                (val & 0x1fff, bits & 0x1fff)
+            }
+            VlanPcp => {
+                if bits & 0xe000 != 0xe000 {
+                    continue;
+                }
+                ((val >> 13) & 7, 7)
+            }
+            Tos => continue,
+        };
+        let full = match wf.conv {
+            VlanVid => 0x1fff,
+            VlanPcp => 7,
+            _ => ones(wf.key.layout().bits),
+        };
+        fields.push(Oxm {
+            class: wf.class,
+            field: wf.field,
+            value: to_be(v, width),
+            mask: (mk != full && maskable).then(|| to_be(mk, width)),
+        });
+        done.push(wf.key);
+    }
+    OxmMatch { fields }
+}
+
+/// Which TABLE_FEATURES property a header list is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderList {
+    /// MATCH: every field, the maskable ones with the has-mask bit.
+    Match,
+    /// WILDCARDS: every field, no has-mask bit (Open vSwitch refuses one
+    /// there with BAD_MASK).
+    Wildcards,
+    /// WRITE/APPLY_SETFIELD: the fields actions may write.
+    SetField,
+}
+
+/// The OXM headers of the fields this switch matches, for
+/// TABLE_FEATURES.
+pub fn wire_headers(list: HeaderList) -> Vec<u32> {
+    let setfield = list == HeaderList::SetField;
+    WIRE[..ENCODABLE]
+        .iter()
+        .filter(|wf| !setfield || field_def(wf.name).is_some_and(|d| d.writable))
+        .filter_map(|wf| {
+            let (width, maskable) = field_spec(wf.class, wf.field)?;
+            let hm = maskable && list == HeaderList::Match;
+            let len = if hm { 2 * width } else { width };
+            Some(
+                (u32::from(wf.class) << 16)
+                    | (u32::from(wf.field) << 9)
+                    | (u32::from(hm) << 8)
+                    | len as u32,
+            )
+        })
+        .collect()
+}
+
+/// The key field an NXM/OXM header names (as `load`/`move` use them).
+fn header_field(h: u32) -> Result<Field, OfpError> {
+    let (class, field) = ((h >> 16) as u16, ((h >> 9) & 0x7f) as u8);
+    wire_field(class, field)
+        .filter(|wf| wf.conv == Plain || wf.key == F::VlanTci)
+        .map(|wf| wf.key)
+        .ok_or(OfpError::new(BAD_ACTION, 5))
+}
+
+/// The header `move`/`load` name a key field by.
+fn field_header(f: Field) -> Option<u32> {
+    // NXM_OF_VLAN_TCI carries the whole TCI.
+    let wf = WIRE
+        .iter()
+        .find(|wf| wf.key == f && (wf.conv == Plain) && !(f == F::VlanTci && wf.class == B))?;
+    let (width, _) = field_spec(wf.class, wf.field)?;
+    Some((u32::from(wf.class) << 16) | (u32::from(wf.field) << 9) | width as u32)
+}
+
+/// `NXAST_SAMPLE`.
+const NX_SAMPLE: u16 = 29;
+
+fn action_from_wire(a: &Action, table: TableId) -> Result<OfAction, OfpError> {
+    Ok(match a {
+        Action::Output { port, max_len } => OfAction::Output {
+            port: OfPort::from_number(*port).ok_or(OfpError::new(BAD_ACTION, 4))?,
+            max_len: *max_len,
+        },
+        Action::PushVlan(tpid) => {
+            if !matches!(*tpid, 0x8100 | 0x88a8) {
+                return Err(OfpError::new(BAD_ACTION, 5));
+            }
+            OfAction::PushVlan(*tpid)
+        }
+        Action::PopVlan => OfAction::PopVlan,
+        Action::DecNwTtl => OfAction::DecTtl,
+        Action::SetField(o) => {
+            let (wf, v, _) = oxm_to_key(o).map_err(|_| OfpError::new(BAD_ACTION, 13))?;
+            let writable = field_def(wf.name).is_some_and(|d| d.writable);
+            if !writable {
+                return Err(OfpError::new(BAD_ACTION, 13));
+            }
+            match wf.conv {
+                VlanVid => OfAction::SetField {
+                    field: F::VlanTci,
+                    value: (v & 0xfff) | 0x1000,
+                    mask: 0x1fff,
+                },
+                VlanPcp => OfAction::SetField {
+                    field: F::VlanTci,
+                    value: v & 0xe000,
+                    mask: 0xe000,
+                },
+                _ => OfAction::SetField {
+                    field: wf.key,
+                    value: v,
+                    mask: ones(wf.key.layout().bits),
+                },
+            }
+        }
+        Action::NxResubmit { in_port, table: t } => {
+            if *in_port != 0xfff8 {
+                // resubmit with another in_port is not supported.
+                return Err(OfpError::new(BAD_ACTION, 5));
+            }
+            let t = match t {
+                None | Some(255) => table,
+                Some(t) if *t <= TableId::MAX.0 => TableId(*t),
+                Some(_) => return Err(OfpError::new(BAD_ACTION, 5)),
+            };
+            OfAction::Resubmit(t)
+        }
+        Action::NxRegLoad {
+            ofs,
+            n_bits,
+            dst,
+            value,
+        } => {
+            let field = header_field(*dst)?;
+            let bits = field.layout().bits;
+            if u32::from(*ofs) + u32::from(*n_bits) > u32::from(bits) || *n_bits > 64 {
+                return Err(OfpError::new(BAD_ACTION, 5));
+            }
+            let n = ones(*n_bits as u8);
+            if u128::from(*value) & !n != 0 {
+                return Err(OfpError::new(BAD_ACTION, 5));
+            }
+            OfAction::SetField {
+                field,
+                value: u128::from(*value) << ofs,
+                mask: n << ofs,
+            }
+        }
+        Action::NxRegMove {
+            n_bits,
+            src_ofs,
+            dst_ofs,
+            src,
+            dst,
+        } => {
+            let (s, d) = (header_field(*src)?, header_field(*dst)?);
+            let fits = |f: Field, ofs: u16| {
+                u32::from(ofs) + u32::from(*n_bits) <= u32::from(f.layout().bits)
+            };
+            if *n_bits == 0 || !fits(s, *src_ofs) || !fits(d, *dst_ofs) {
+                return Err(OfpError::new(BAD_ACTION, 5));
+            }
+            OfAction::Move {
+                src: FieldRange {
+                    field: s,
+                    ofs: *src_ofs as u8,
+                    n_bits: *n_bits as u8,
+                },
+                dst: FieldRange {
+                    field: d,
+                    ofs: *dst_ofs as u8,
+                    n_bits: *n_bits as u8,
+                },
+            }
+        }
+        Action::Experimenter { experimenter, data } if *experimenter == NX_VENDOR => {
+            let sub = data.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+            match (sub, data.get(2..4)) {
+                (Some(NX_SAMPLE), Some(p)) => OfAction::Sample {
+                    probability: u16::from_be_bytes([p[0], p[1]]),
+                },
+                _ => return Err(OfpError::new(BAD_ACTION, 3)),
+            }
+        }
+        Action::Experimenter { .. } => return Err(OfpError::new(BAD_ACTION, 2)),
+        // MPLS, PBB, queues, groups, TTL copies: not in this switch.
+        _ => return Err(OfpError::new(BAD_ACTION, 0)),
+    })
+}
+
+fn actions_from_wire(v: &[Action], table: TableId) -> Result<Vec<OfAction>, OfpError> {
+    v.iter().map(|a| action_from_wire(a, table)).collect()
+}
+
+/// The instruction set of a flow mod for `table`.
+pub fn instructions_from_wire(v: &[Instruction], table: TableId) -> Result<Instructions, OfpError> {
+    let mut i = Instructions::default();
+    let mut seen = Vec::new();
+    for ins in v {
+        if seen.contains(&ins.ty()) {
+            return Err(OfpError::new(BAD_INSTRUCTION, 1));
+        }
+        seen.push(ins.ty());
+        match ins {
+            Instruction::GotoTable(t) => {
+                if *t > TableId::MAX.0 {
+                    return Err(OfpError::new(BAD_INSTRUCTION, 2));
+                }
+                i.goto_table = Some(TableId(*t));
+            }
+            Instruction::WriteMetadata { value, mask } => i.write_metadata = Some((*value, *mask)),
+            Instruction::WriteActions(a) => i.write = Some(actions_from_wire(a, table)?),
+            Instruction::ApplyActions(a) => i.apply = actions_from_wire(a, table)?,
+            Instruction::ClearActions => i.clear_actions = true,
+            Instruction::Meter(m) => i.meter = Some(MeterId(*m)),
+            Instruction::Experimenter { .. } => return Err(OfpError::new(BAD_INSTRUCTION, 5)),
+        }
+    }
+    Ok(i)
+}
+
+fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
+    let oxm = |class, field, v: u128| {
+        let (width, _) = field_spec(class, field)?;
+        Some(Action::SetField(Oxm {
+            class,
+            field,
+            value: to_be(v, width),
+            mask: None,
+        }))
+    };
+    Some(match a {
+        OfAction::Output { port, max_len } => Action::Output {
+            port: port.number(),
+            max_len: *max_len,
+        },
+        OfAction::PushVlan(t) => Action::PushVlan(*t),
+        OfAction::PopVlan => Action::PopVlan,
+        OfAction::SetVlanVid(v) => return oxm(B, 6, u128::from(*v) | 0x1000),
+        OfAction::SetVlanPcp(p) => return oxm(B, 7, u128::from(*p)),
+        OfAction::DecTtl => Action::DecNwTtl,
+        OfAction::Resubmit(t) => Action::NxResubmit {
+            in_port: 0xfff8,
+            table: Some(t.0),
+        },
+        OfAction::Sample { probability } => {
+            let mut data = NX_SAMPLE.to_be_bytes().to_vec();
+            data.extend_from_slice(&probability.to_be_bytes());
+            data.extend_from_slice(&[0; 12]);
+            Action::Experimenter {
+                experimenter: NX_VENDOR,
+                data,
+            }
+        }
+        OfAction::SetField { field, value, mask } => {
+            let full = ones(field.layout().bits);
+            if *field == F::VlanTci && *mask == 0x1fff {
+                return oxm(B, 6, value & 0x1fff);
+            }
+            if *field == F::VlanTci && *mask == 0xe000 {
+                return oxm(B, 7, (value >> 13) & 7);
+            }
+            if *mask == full {
+                // The field's encoding the match's prerequisites pick.
+                if let Some(wf) = WIRE[..ENCODABLE].iter().find(|wf| {
+                    wf.key == *field
+                        && wf.conv == Plain
+                        && field_def(wf.name).is_some_and(|d| d.prereq.holds(m))
+                }) {
+                    return oxm(wf.class, wf.field, *value);
+                }
+            }
+            // A contiguous part of a field: NXAST_REG_LOAD.
+            let ofs = mask.trailing_zeros();
+            let n = (mask >> ofs).trailing_ones();
+            if n == 0 || n > 64 || (mask >> ofs) >> n != 0 {
+                return None;
+            }
+            Action::NxRegLoad {
+                ofs: ofs as u16,
+                n_bits: n as u16,
+                dst: field_header(*field)?,
+                value: (value >> ofs) as u64,
+            }
+        }
+        OfAction::Move { src, dst } => Action::NxRegMove {
+            n_bits: u16::from(src.n_bits),
+            src_ofs: u16::from(src.ofs),
+            dst_ofs: u16::from(dst.ofs),
+            src: field_header(src.field)?,
+            dst: field_header(dst.field)?,
+        },
+    })
+}
+
+/// A rule's instructions on the wire (`m` picks field encodings). An
+/// action with no wire form is left out.
+pub fn instructions_to_wire(i: &Instructions, m: &Match) -> Vec<Instruction> {
+    let acts = |v: &[OfAction]| v.iter().filter_map(|a| action_to_wire(a, m)).collect();
+    let mut out = Vec::new();
+    if let Some(id) = i.meter {
+        out.push(Instruction::Meter(id.0));
+    }
+    if !i.apply.is_empty() {
+        out.push(Instruction::ApplyActions(acts(&i.apply)));
+    }
+    if i.clear_actions {
+        out.push(Instruction::ClearActions);
+    }
+    if let Some(w) = &i.write {
+        out.push(Instruction::WriteActions(acts(w)));
+    }
+    if let Some((value, mask)) = i.write_metadata {
+        out.push(Instruction::WriteMetadata { value, mask });
+    }
+    if let Some(t) = i.goto_table {
+        out.push(Instruction::GotoTable(t.0));
+    }
+    out
+}
+
+/// A FLOW_MOD as the tables take it.
+pub fn flow_mod_from_wire(fm: &WireFlowMod) -> Result<FlowMod, OfpError> {
+    let cmd = match fm.command {
+        command::ADD => FlowModCommand::Add,
+        command::MODIFY => FlowModCommand::Modify,
+        command::MODIFY_STRICT => FlowModCommand::ModifyStrict,
+        command::DELETE => FlowModCommand::Delete,
+        command::DELETE_STRICT => FlowModCommand::DeleteStrict,
+        _ => return Err(OfpError::new(FLOW_MOD_FAILED, 6)),
+    };
+    let known = flow_flags::SEND_FLOW_REM
+        | flow_flags::CHECK_OVERLAP
+        | flow_flags::RESET_COUNTS
+        | flow_flags::NO_PKT_COUNTS
+        | flow_flags::NO_BYT_COUNTS;
+    if fm.flags & !known != 0 {
+        return Err(OfpError::new(FLOW_MOD_FAILED, 7));
+    }
+    if fm.buffer_id != NO_BUFFER {
+        // No buffers (FEATURES says 0).
+        return Err(OfpError::BUFFER_UNKNOWN);
+    }
+    let table = match fm.table_id {
+        TABLE_ALL if cmd == FlowModCommand::Add => return Err(OfpError::new(FLOW_MOD_FAILED, 2)),
+        TABLE_ALL => None,
+        t if t > TableId::MAX.0 => return Err(OfpError::new(FLOW_MOD_FAILED, 2)),
+        t => Some(TableId(t)),
+    };
+    let matched = match_from_wire(&fm.matched)?;
+    let instructions = instructions_from_wire(&fm.instructions, table.unwrap_or(TableId(0)))?;
+    let out_port = OfPort::from_number(fm.out_port).ok_or(OfpError::new(FLOW_MOD_FAILED, 0))?;
+    let f = fm.flags;
+    Ok(FlowMod {
+        command: cmd,
+        table,
+        rule: RuleSpec {
+            table: table.unwrap_or(TableId(0)),
+            priority: Priority(fm.priority),
+            matched,
+            cookie: Cookie(fm.cookie),
+            idle_timeout: fm.idle_timeout,
+            hard_timeout: fm.hard_timeout,
+            importance: 0,
+            flags: FlowFlags {
+                send_flow_rem: f & flow_flags::SEND_FLOW_REM != 0,
+                check_overlap: f & flow_flags::CHECK_OVERLAP != 0,
+                reset_counts: f & flow_flags::RESET_COUNTS != 0,
+                no_packet_counts: f & flow_flags::NO_PKT_COUNTS != 0,
+                no_byte_counts: f & flow_flags::NO_BYT_COUNTS != 0,
+            },
+            instructions,
+        },
+        cookie_mask: fm.cookie_mask,
+        out_port,
+    })
+}
+
+/// A rule's flags on the wire.
+pub fn flags_to_wire(f: &FlowFlags) -> u16 {
+    let mut v = 0;
+    for (on, bit) in [
+        (f.send_flow_rem, flow_flags::SEND_FLOW_REM),
+        (f.check_overlap, flow_flags::CHECK_OVERLAP),
+        (f.reset_counts, flow_flags::RESET_COUNTS),
+        (f.no_packet_counts, flow_flags::NO_PKT_COUNTS),
+        (f.no_byte_counts, flow_flags::NO_BYT_COUNTS),
+    ] {
+        if on {
+            v |= bit;
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+#[path = "convert_tests.rs"]
+mod tests;
