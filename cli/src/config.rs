@@ -30,6 +30,8 @@
 //! listen = ["punix:/run/eswitch/br0.mgmt"]   # punix:PATH | ptcp:PORT[:IP] (IP default 127.0.0.1)
 //! datapath_id = "0000000000000001"           # 16 hex digits
 //! inactivity_probe_ms = 5000     # echo after this long quiet, close after twice (0: never)
+//! packet_in_rate = 1000          # packet-ins per second per connection (0: no limit)...
+//! packet_in_burst = 100          # ...and the burst above it; more are dropped and counted
 //!
 //! [[port]]
 //! name = "vm1"                   # netdev (live) or capture interface (replay)
@@ -143,6 +145,10 @@ pub struct OpenflowConfig {
     /// 16 hex digits (`ovs-ofctl show` prints it as `dpid:`).
     pub datapath_id: String,
     pub inactivity_probe_ms: u64,
+    /// Packet-ins per second to each connection (0: no limit), and the
+    /// burst above that rate; more are dropped and counted.
+    pub packet_in_rate: u64,
+    pub packet_in_burst: u64,
 }
 
 impl Default for OpenflowConfig {
@@ -151,6 +157,8 @@ impl Default for OpenflowConfig {
             listen: Vec::new(),
             datapath_id: "0000000000000001".to_string(),
             inactivity_probe_ms: 5000,
+            packet_in_rate: 1000,
+            packet_in_burst: 100,
         }
     }
 }

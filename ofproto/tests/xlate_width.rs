@@ -391,7 +391,7 @@ fn meter_controller_and_sample_become_datapath_actions() {
     ));
     assert_eq!(
         t.actions[2],
-        DpAction::Userspace(UserspaceReason::Controller { max_len: 128 })
+        DpAction::Userspace(UserspaceReason::controller(128))
     );
     assert_eq!(t.actions[3], DpAction::Output(PortNo(2)));
 }

@@ -211,12 +211,65 @@ impl RxPort {
     }
 }
 
+/// Packets for the controllers waiting for the OpenFlow channels.
+pub const PACKET_IN_QUEUE: usize = 4096;
+
+/// One packet for the controllers, as a thread that ran a controller
+/// action saw it.
+#[derive(Clone, Debug)]
+pub struct PacketInEvent {
+    pub in_port: PortNo,
+    /// A `UserspaceReason::Controller`.
+    pub reason: megaflow::actions::UserspaceReason,
+    /// The packet, cut to the action's `max_len`.
+    pub frame: Vec<u8>,
+    /// Its whole length.
+    pub total_len: usize,
+}
+
+/// The queue every thread puts packet-ins on: bounded, never waited on (a
+/// full queue drops and counts).
+pub struct PacketIns {
+    tx: mpsc::SyncSender<PacketInEvent>,
+    pub dropped: std::sync::atomic::AtomicU64,
+}
+
+impl PacketIns {
+    /// The queue and its receiving end.
+    pub fn new(capacity: usize) -> (Arc<PacketIns>, Receiver<PacketInEvent>) {
+        let (tx, rx) = mpsc::sync_channel(capacity);
+        (
+            Arc::new(PacketIns {
+                tx,
+                dropped: Default::default(),
+            }),
+            rx,
+        )
+    }
+
+    fn offer(&self, ev: PacketInEvent) {
+        if self.tx.try_send(ev).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Frames a batch produced, stored back to back, sent after the lock is
-/// released.
+/// released; packet-ins go to the OpenFlow channels' queue.
 #[derive(Default)]
 struct TxArena {
     data: Vec<u8>,
     frames: Vec<(PortNo, usize, usize)>,
+    packet_ins: Option<Arc<PacketIns>>,
+}
+
+impl TxArena {
+    fn with_packet_ins(q: &Arc<PacketIns>) -> TxArena {
+        TxArena {
+            packet_ins: Some(Arc::clone(q)),
+            ..TxArena::default()
+        }
+    }
 }
 
 impl Egressor for TxArena {
@@ -224,6 +277,27 @@ impl Egressor for TxArena {
         let off = self.data.len();
         self.data.extend_from_slice(frame);
         self.frames.push((port, off, frame.len()));
+    }
+
+    fn packet_in(
+        &mut self,
+        in_port: PortNo,
+        reason: &megaflow::actions::UserspaceReason,
+        frame: &[u8],
+    ) {
+        let Some(q) = &self.packet_ins else {
+            return;
+        };
+        let max = match reason {
+            megaflow::actions::UserspaceReason::Controller { max_len, .. } => usize::from(*max_len),
+            _ => frame.len(),
+        };
+        q.offer(PacketInEvent {
+            in_port,
+            reason: reason.clone(),
+            frame: frame[..frame.len().min(max)].to_vec(),
+            total_len: frame.len(),
+        });
     }
 }
 
@@ -282,6 +356,9 @@ pub struct Daemon<B: Device = SimBackend> {
     open: BTreeMap<PortNo, (u32, usize)>,
     rx_threads: Vec<JoinHandle<()>>,
     threads: Vec<JoinHandle<()>>,
+    /// Packet-ins for the OpenFlow channels (taken by them).
+    packet_ins: Arc<PacketIns>,
+    packet_in_rx: Option<Receiver<PacketInEvent>>,
 }
 
 /// What [`Daemon::stop`] found and did.
@@ -344,6 +421,7 @@ impl<B: Device> Daemon<B> {
         let (gate, upcalls) =
             upcall_channel(limits.upcall_queue, limits.upcall_rate, limits.upcall_burst);
         let handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>> = Arc::default();
+        let (packet_ins, packet_in_rx) = PacketIns::new(PACKET_IN_QUEUE);
         let mut rx_threads = Vec::new();
         let mut threads = Vec::new();
         let mut rx_cmds = Vec::with_capacity(n);
@@ -363,13 +441,15 @@ impl<B: Device> Daemon<B> {
                 gate: gate.fork(),
                 ports: Vec::new(),
                 events: Vec::new(),
+                packet_ins: Arc::clone(&packet_ins),
             };
             rx_threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
         }
         drop(gate);
         let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
+        let arena = TxArena::with_packet_ins(&packet_ins);
         threads.push(spawn("esw-handler", move || {
-            handler(&c, clock, &s, &upcalls, &t)
+            handler(&c, clock, &s, &upcalls, &t, arena)
         })?);
         let (c, s) = (core.clone(), stop.clone());
         let every = limits.revalidator_interval;
@@ -394,7 +474,15 @@ impl<B: Device> Daemon<B> {
             open: BTreeMap::new(),
             rx_threads,
             threads,
+            packet_ins,
+            packet_in_rx: Some(packet_in_rx),
         })
+    }
+
+    /// The packet-in queue's receiving end (once: for the OpenFlow
+    /// channels), and the queue (for its drop count).
+    pub fn take_packet_ins(&mut self) -> (Option<Receiver<PacketInEvent>>, Arc<PacketIns>) {
+        (self.packet_in_rx.take(), Arc::clone(&self.packet_ins))
     }
 
     /// The switch (for the control socket).
@@ -597,6 +685,7 @@ struct RxThread<F> {
     gate: UpcallGate,
     ports: Vec<RxPort>,
     events: Vec<DpEvent>,
+    packet_ins: Arc<PacketIns>,
 }
 
 /// Commands from the slow path applied between two rounds that carried
@@ -608,7 +697,7 @@ const COMMANDS_PER_ROUND: usize = 64;
 
 impl<F: Front> RxThread<F> {
     fn run(mut self) {
-        let mut arena = TxArena::default();
+        let mut arena = TxArena::with_packet_ins(&self.packet_ins);
         let mut idle = 0u32;
         let mut fds: Vec<i32> = Vec::new();
         let mut last_status = Instant::now();
@@ -742,9 +831,9 @@ fn handler<B: Device>(
     stop: &AtomicBool,
     upcalls: &Receiver<Upcall>,
     tx: &Mutex<BTreeMap<PortNo, Box<dyn Port>>>,
+    mut arena: TxArena,
 ) {
     let mut batch: Vec<Upcall> = Vec::with_capacity(HANDLER_BATCH);
-    let mut arena = TxArena::default();
     loop {
         match upcalls.recv_timeout(Duration::from_millis(50)) {
             Ok(u) => batch.push(u),

@@ -25,7 +25,7 @@ use openflow::{Desc, Features, Port};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
-use super::{lock, spawn, Core};
+use super::{lock, spawn, Core, PacketInEvent, TokenBucket};
 use crate::config::{Endpoint, OpenflowConfig};
 use crate::switch::Device;
 
@@ -47,6 +47,10 @@ pub struct ConnInfo {
     pub role: String,
     pub rx_msgs: u64,
     pub tx_msgs: u64,
+    /// Packet-ins queued for it, and dropped (over its rate or its queue
+    /// full).
+    pub packet_ins: u64,
+    pub packet_in_drops: u64,
     pub errors_sent: u64,
     pub last_error: Option<String>,
 }
@@ -55,6 +59,10 @@ pub struct ConnInfo {
 struct Shared {
     roles: Mutex<Roles>,
     conns: Mutex<BTreeMap<u64, ConnInfo>>,
+    /// What the packet-in distributor needs of each open connection.
+    handles: Mutex<BTreeMap<u64, Arc<ConnHandle>>>,
+    packet_in_rate: u64,
+    packet_in_burst: u64,
     next_id: AtomicU64,
     stop: AtomicBool,
     dpid: u64,
@@ -80,10 +88,14 @@ impl OfServer {
         core: &Core<B>,
         clock: super::Clock,
         cfg: &OpenflowConfig,
+        packet_ins: Option<std::sync::mpsc::Receiver<PacketInEvent>>,
     ) -> anyhow::Result<OfServer> {
         let shared = Arc::new(Shared {
             roles: Mutex::default(),
             conns: Mutex::default(),
+            handles: Mutex::default(),
+            packet_in_rate: cfg.packet_in_rate,
+            packet_in_burst: cfg.packet_in_burst.max(1),
             next_id: AtomicU64::new(1),
             stop: AtomicBool::new(false),
             dpid: cfg.dpid()?,
@@ -96,6 +108,11 @@ impl OfServer {
             threads: Arc::clone(&threads),
             sockets: Vec::new(),
         };
+        if let Some(rx) = packet_ins {
+            let sh = Arc::clone(&shared);
+            let t = spawn("esw-of-pktin", move || distribute(&rx, &sh))?;
+            guard(&threads).push(t);
+        }
         for ep in cfg.endpoints()? {
             let name = ep.to_string();
             let listener = match &ep {
@@ -195,6 +212,20 @@ enum Stream {
 }
 
 impl Stream {
+    fn shutdown(&self) {
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+
+    fn try_clone(&self) -> std::io::Result<Stream> {
+        match self {
+            Stream::Unix(s) => s.try_clone().map(Stream::Unix),
+            Stream::Tcp(s) => s.try_clone().map(Stream::Tcp),
+        }
+    }
+
     fn prepare(&self) -> std::io::Result<()> {
         match self {
             Stream::Unix(s) => {
@@ -349,15 +380,153 @@ impl<B: Device> OfSwitch for View<'_, B> {
     }
 }
 
+/// What another thread needs to send a connection packet-ins: where to
+/// write, and what the connection asked for.
+struct ConnHandle {
+    writer: Mutex<Stream>,
+    /// Its role, async configuration and miss_send_len, as of its last
+    /// message.
+    wants: Mutex<(u32, openflow::AsyncConfig, u16)>,
+    /// Packet-ins waiting for the connection's writer thread.
+    queue: std::sync::mpsc::SyncSender<Vec<u8>>,
+    bucket: Mutex<TokenBucket>,
+    sent: AtomicU64,
+    dropped: AtomicU64,
+    /// The connection ended: the writer thread stops.
+    closed: AtomicBool,
+}
+
+/// Packet-ins a connection may have waiting before more are dropped.
+const CONN_PACKET_INS: usize = 1024;
+
+/// Hands each packet-in to every connection that wants it (not a slave,
+/// its async mask allows the reason, its rate allows one more), never
+/// waiting on any: a slow or flooded controller only loses its own.
+fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
+    use megaflow::actions::UserspaceReason;
+    use openflow::flow::{packet_in_reason, PacketIn, NO_BUFFER};
+    while !sh.stop.load(Ordering::Relaxed) {
+        let ev = match rx.recv_timeout(READ_TICK) {
+            Ok(ev) => ev,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        let UserspaceReason::Controller {
+            table,
+            cookie,
+            miss,
+            metadata,
+            ..
+        } = ev.reason
+        else {
+            continue;
+        };
+        let reason = if miss {
+            packet_in_reason::NO_MATCH
+        } else {
+            packet_in_reason::ACTION
+        };
+        let mut fields = vec![openflow::Oxm::basic(
+            openflow::oxm::ofb::IN_PORT,
+            &ev.in_port.0.to_be_bytes(),
+        )];
+        if metadata != 0 {
+            fields.push(openflow::Oxm::basic(
+                openflow::oxm::ofb::METADATA,
+                &metadata.to_be_bytes(),
+            ));
+        }
+        let msg = openflow::Message::PacketIn(PacketIn {
+            buffer_id: NO_BUFFER,
+            total_len: ev.total_len.min(usize::from(u16::MAX)) as u16,
+            reason,
+            table_id: table,
+            cookie,
+            matched: openflow::OxmMatch { fields },
+            data: ev.frame,
+        });
+        let Ok(bytes) = msg.to_bytes(0) else {
+            continue;
+        };
+        let now = sh.clock.now();
+        let handles: Vec<Arc<ConnHandle>> = guard(&sh.handles).values().cloned().collect();
+        for h in handles {
+            let (role, asy, _) = *guard(&h.wants);
+            let slot = usize::from(role == openflow::message::role::SLAVE);
+            if asy.packet_in_mask[slot] & (1 << reason) == 0 {
+                continue;
+            }
+            if sh.packet_in_rate > 0 && !guard(&h.bucket).admit(now) {
+                h.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            match h.queue.try_send(bytes.clone()) {
+                Ok(()) => {
+                    h.sent.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    h.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// A connection's packet-in writer: what the distributor queued, written
+/// in order.
+fn write_packet_ins(h: &ConnHandle, rx: &std::sync::mpsc::Receiver<Vec<u8>>, sh: &Shared) {
+    while !sh.stop.load(Ordering::Relaxed) && !h.closed.load(Ordering::Relaxed) {
+        match rx.recv_timeout(READ_TICK) {
+            Ok(b) => {
+                if guard(&h.writer).write_all(&b).is_err() {
+                    return;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
 fn serve<B: Device>(
     mut stream: Stream,
     id: u64,
     listener: &str,
     peer: &str,
     core: &Core<B>,
-    sh: &Shared,
+    sh: &Arc<Shared>,
 ) {
     let mut conn = Connection::new(id, Instant::now(), sh.probe);
+    let writer = match stream.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            warn!(id, "cannot set up the connection's writer: {e}");
+            return;
+        }
+    };
+    let (qtx, qrx) = std::sync::mpsc::sync_channel(CONN_PACKET_INS);
+    let handle = Arc::new(ConnHandle {
+        writer: Mutex::new(writer),
+        wants: Mutex::new((
+            openflow::message::role::EQUAL,
+            conn.async_config(),
+            conn.switch_config().miss_send_len,
+        )),
+        queue: qtx,
+        bucket: Mutex::new(TokenBucket::new(
+            sh.packet_in_rate,
+            sh.packet_in_burst,
+            sh.clock.now(),
+        )),
+        sent: AtomicU64::new(0),
+        dropped: AtomicU64::new(0),
+        closed: AtomicBool::new(false),
+    });
+    let pin_writer = {
+        let (h, sh) = (Arc::clone(&handle), Arc::clone(sh));
+        spawn("esw-of-pktout", move || write_packet_ins(&h, &qrx, &sh))
+    };
+    guard(&sh.handles).insert(id, Arc::clone(&handle));
     let mut buf = vec![0u8; 64 * 1024];
     let publish = |c: &Connection, roles: &Roles| {
         let st = c.stats();
@@ -371,6 +540,8 @@ fn serve<B: Device>(
                 role: role_name(roles.of(id)).to_string(),
                 rx_msgs: st.rx_msgs,
                 tx_msgs: st.tx_msgs,
+                packet_ins: handle.sent.load(Ordering::Relaxed),
+                packet_in_drops: handle.dropped.load(Ordering::Relaxed),
                 errors_sent: st.errors_sent,
                 last_error: c.last_error().map(str::to_string),
             },
@@ -378,10 +549,18 @@ fn serve<B: Device>(
     };
     loop {
         let out = conn.take_output();
-        if !out.is_empty() && stream.write_all(&out).is_err() {
+        if !out.is_empty() && guard(&handle.writer).write_all(&out).is_err() {
             conn.peer_closed();
         }
-        publish(&conn, &guard(&sh.roles));
+        {
+            let roles = guard(&sh.roles);
+            *guard(&handle.wants) = (
+                roles.of(id),
+                conn.async_config(),
+                conn.switch_config().miss_send_len,
+            );
+            publish(&conn, &roles);
+        }
         if conn.is_closed() || sh.stop.load(Ordering::Relaxed) {
             break;
         }
@@ -423,6 +602,14 @@ fn serve<B: Device>(
         _ => "the daemon is stopping".to_string(),
     };
     info!(id, %peer, "OpenFlow connection closed: {why}");
+    guard(&sh.handles).remove(&id);
+    handle.closed.store(true, Ordering::Relaxed);
+    // The writer holds a clone of the socket: shut it so the peer sees the
+    // end now.
+    stream.shutdown();
+    if let Ok(t) = pin_writer {
+        let _ = t.join();
+    }
     guard(&sh.roles).forget(id);
     guard(&sh.conns).remove(&id);
 }

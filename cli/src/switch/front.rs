@@ -40,6 +40,9 @@ pub trait Egressor {
     fn tx(&mut self, port: PortNo, frame: &[u8], path: Path);
     /// A sampled copy (to the sampling collector).
     fn sample(&mut self, _frame: &[u8], _path: Path) {}
+    /// A packet for the controllers (received on `in_port`; `reason` is a
+    /// [`UserspaceReason::Controller`]). The default drops it (counted).
+    fn packet_in(&mut self, _in_port: PortNo, _reason: &UserspaceReason, _frame: &[u8]) {}
 }
 
 /// Counts only.
@@ -150,6 +153,7 @@ impl ToSoftware {
         let mut sink = SwSink {
             egress,
             counters: &mut self.counters,
+            in_port: port,
         };
         if let Some(r) = sw.run(now, port, &mut self.buf, &mut sink) {
             count_sw_drop(&mut self.counters, &r);
@@ -289,6 +293,8 @@ pub(crate) fn count_sw_drop(c: &mut SwitchCounters, r: &SwOutcome) {
 pub(crate) struct SwSink<'a, E> {
     pub(crate) egress: &'a mut E,
     pub(crate) counters: &'a mut SwitchCounters,
+    /// The port the packet came in on (what a packet-in says).
+    pub(crate) in_port: PortNo,
 }
 
 impl<E: Egressor> ActionSink for SwSink<'_, E> {
@@ -307,6 +313,10 @@ impl<E: Egressor> ActionSink for SwSink<'_, E> {
             UserspaceReason::Sample => {
                 self.counters.sw_samples += 1;
                 self.egress.sample(pkt, Path::Software);
+            }
+            UserspaceReason::Controller { .. } => {
+                self.counters.to_controller += 1;
+                self.egress.packet_in(self.in_port, reason, pkt);
             }
             _ => self.counters.to_controller += 1,
         }

@@ -274,7 +274,11 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         egress: &mut E,
     ) {
         let counters = self.front.counters_mut();
-        let mut sink = SwSink { egress, counters };
+        let mut sink = SwSink {
+            egress,
+            counters,
+            in_port: port,
+        };
         let r = self.pipeline.upcall(now, port, pkt, &mut sink);
         count_sw_drop(self.front.counters_mut(), &r);
     }

@@ -60,9 +60,18 @@ mod tests;
 /// Why a packet is sent to userspace.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum UserspaceReason {
-    /// A packet-in to the controller; the upcall handler sends at most
-    /// `max_len` bytes of it (execution always hands over the whole packet).
-    Controller { max_len: u16 },
+    /// A packet-in to the controller; at most `max_len` bytes of it go
+    /// (execution always hands over the whole packet). What the packet-in
+    /// says besides the packet: the table and cookie of the rule that sent
+    /// it, whether that rule was the table's miss entry (reason NO_MATCH
+    /// rather than ACTION), and the pipeline's metadata at that point.
+    Controller {
+        max_len: u16,
+        table: u8,
+        cookie: u64,
+        miss: bool,
+        metadata: u64,
+    },
     /// A sampled copy for flow monitoring (sFlow/IPFIX).
     Sample,
     /// An explicit `userspace` action of the pipeline.
@@ -71,10 +80,41 @@ pub enum UserspaceReason {
     SlowPath,
 }
 
+impl UserspaceReason {
+    /// A packet-in from an ACTION of table 0, cookie 0, no metadata.
+    pub const fn controller(max_len: u16) -> UserspaceReason {
+        UserspaceReason::Controller {
+            max_len,
+            table: 0,
+            cookie: 0,
+            miss: false,
+            metadata: 0,
+        }
+    }
+}
+
 impl fmt::Display for UserspaceReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UserspaceReason::Controller { max_len } => write!(f, "controller(max_len={max_len})"),
+            UserspaceReason::Controller {
+                max_len,
+                table,
+                cookie,
+                miss,
+                metadata,
+            } => {
+                write!(
+                    f,
+                    "controller(max_len={max_len},table={table},cookie={cookie:#x}"
+                )?;
+                if *miss {
+                    f.write_str(",miss")?;
+                }
+                if *metadata != 0 {
+                    write!(f, ",metadata={metadata:#x}")?;
+                }
+                f.write_str(")")
+            }
             UserspaceReason::Sample => f.write_str("sample"),
             UserspaceReason::Action => f.write_str("action"),
             UserspaceReason::SlowPath => f.write_str("slow_path"),

@@ -81,9 +81,7 @@ fn an_offloaded_flow_forwards_in_hardware_and_counts_exactly() {
 #[test]
 fn unsupported_flows_stay_in_software_with_their_reason() {
     let mut mgr = manager();
-    let ctl = Actions::new(vec![DpAction::Userspace(UserspaceReason::Controller {
-        max_len: 128,
-    })]);
+    let ctl = Actions::new(vec![DpAction::Userspace(UserspaceReason::controller(128))]);
     assert_eq!(
         mgr.install(&flow(1), &ctl),
         Err(NotOffloaded::Action("controller".into()))

@@ -163,6 +163,10 @@ pub(crate) struct Ctx<'a> {
     vlan: vlan::VlanStack,
     action_set: Vec<OfAction>,
     rules: Vec<RuleRef>,
+    /// The rule whose actions run now: its table, cookie, and whether it
+    /// is its table's miss entry (priority 0, matching everything), for
+    /// packet-ins.
+    current: (TableId, u64, bool),
     depth: u32,
     lookups: u32,
     uses_mac_table: bool,
@@ -197,6 +201,7 @@ fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Trans
         vlan: vlan::VlanStack::default(),
         action_set: Vec::new(),
         rules: Vec::new(),
+        current: (TableId(0), 0, false),
         depth: 0,
         lookups: 0,
         uses_mac_table: false,
@@ -305,6 +310,11 @@ impl<'a> Ctx<'a> {
             id,
             uid: rule.uid,
         });
+        self.current = (
+            table,
+            rule.spec.cookie.0,
+            rule.spec.priority.0 == 0 && rule.spec.matched == megaflow::Match::catch_all(),
+        );
         let ins = &rule.spec.instructions;
         if let Some(m) = ins.meter {
             self.out.push(DpAction::Meter(m));
@@ -512,8 +522,16 @@ impl<'a> Ctx<'a> {
             }
             OfPort::Controller => {
                 self.commit();
+                let (table, cookie, miss) = self.current;
+                let metadata = self.flow.metadata();
                 self.out
-                    .push(DpAction::Userspace(UserspaceReason::Controller { max_len }));
+                    .push(DpAction::Userspace(UserspaceReason::Controller {
+                        max_len,
+                        table: table.0,
+                        cookie,
+                        miss,
+                        metadata,
+                    }));
             }
             OfPort::Local => self.output_port(PortNo(OfPort::LOCAL_NUMBER)),
             OfPort::Normal => self.normal(),

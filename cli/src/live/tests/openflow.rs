@@ -57,8 +57,11 @@ fn start_with_ports(
         listen: vec![format!("punix:{}", sock.display())],
         datapath_id: "00000000000000ab".into(),
         inactivity_probe_ms: probe_ms,
+        packet_in_rate: 0,
+        packet_in_burst: 1,
     };
-    let of = OfServer::start(&d.core(), d.clock(), &cfg).expect("openflow");
+    let (pins, _) = d.take_packet_ins();
+    let of = OfServer::start(&d.core(), d.clock(), &cfg, pins).expect("openflow");
     (d, of, h)
 }
 
@@ -384,6 +387,108 @@ fn ovs_ofctl_reads_every_tables_features_across_split_replies() {
     assert!(text.contains("table 253 (\"table253\")"), "last table");
     assert!(text.contains("next tables: 1-253"), "table 0's next tables");
     assert!(text.contains("max_entries=1000000"));
+    of.stop();
+    d.stop().expect("stop");
+}
+
+/// A FLOW_MOD of flow text, on the wire.
+fn flow_mod(text: &str, cmd: ofproto::FlowModCommand) -> Message {
+    use ofproto::channel::convert::{instructions_to_wire, match_to_wire};
+    let fm = ofproto::text::parse_flow(text, cmd).expect("flow text");
+    let command = match cmd {
+        ofproto::FlowModCommand::Add => 0,
+        ofproto::FlowModCommand::Delete => 3,
+        _ => 1,
+    };
+    Message::FlowMod(::openflow::FlowMod {
+        cookie: fm.rule.cookie.0,
+        cookie_mask: 0,
+        table_id: fm.table.map_or(0xff, |t| t.0),
+        command,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: fm.rule.priority.0,
+        buffer_id: 0xffff_ffff,
+        out_port: 0xffff_ffff,
+        out_group: 0xffff_ffff,
+        flags: 0,
+        matched: match_to_wire(&fm.rule.matched),
+        instructions: instructions_to_wire(&fm.rule.instructions, &fm.rule.matched),
+    })
+}
+
+#[test]
+fn controller_actions_and_table_misses_reach_the_controllers_that_want_them() {
+    use ::openflow::flow::packet_in_reason;
+    let dir = TempDir::new("packet-in");
+    let sock = dir.0.join("br0.mgmt");
+    let (d, of, h) = start_with_ports(&sock, 5000);
+    let (mut a, mut fa) = raw_client(&sock);
+    let (mut b, mut fb) = raw_client(&sock);
+    // b is a slave: no packet-ins for it.
+    let slave = Message::RoleRequest(::openflow::Role {
+        role: ::openflow::message::role::SLAVE,
+        generation_id: 1,
+    });
+    b.write_all(&slave.to_bytes(2).expect("emit"))
+        .expect("role");
+    assert!(matches!(next(&mut b, &mut fb), (2, Message::RoleReply(_))));
+    let mods = [
+        flow_mod("", ofproto::FlowModCommand::Delete),
+        flow_mod(
+            "priority=0,actions=controller:200",
+            ofproto::FlowModCommand::Add,
+        ),
+        flow_mod(
+            "priority=5,cookie=0x77,udp,actions=controller:32",
+            ofproto::FlowModCommand::Add,
+        ),
+    ];
+    for (i, m) in mods.iter().enumerate() {
+        a.write_all(&m.to_bytes(10 + i as u32).expect("emit"))
+            .expect("flow mod");
+    }
+    a.write_all(&Message::BarrierRequest.to_bytes(20).expect("emit"))
+        .expect("barrier");
+    assert_eq!(next(&mut a, &mut fa), (20, Message::BarrierReply));
+    // A UDP packet: the controller action, cut to 32 bytes.
+    let udp = frame(1000);
+    assert!(h["vm1"].rx.inject(&udp, Default::default()));
+    let (_, m) = next(&mut a, &mut fa);
+    let Message::PacketIn(p) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(p.reason, packet_in_reason::ACTION);
+    assert_eq!((p.table_id, p.cookie), (0, 0x77));
+    assert_eq!(usize::from(p.total_len), udp.len());
+    assert_eq!(p.data, udp[..32]);
+    let in_port = p.matched.get(0x8000, 0).expect("in_port");
+    assert_eq!(in_port.value, 1u32.to_be_bytes());
+    // A TCP packet: the table-miss entry, reason NO_MATCH, whole (it is
+    // shorter than 200 bytes).
+    let tcp =
+        megaflow::frame::FrameSpec::ipv4(0xc612_0001, 0xc612_0002, megaflow::frame::L4::tcp(5, 80))
+            .build();
+    assert!(h["vm3"].rx.inject(&tcp, Default::default()));
+    let (_, m) = next(&mut a, &mut fa);
+    let Message::PacketIn(p) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(p.reason, packet_in_reason::NO_MATCH);
+    assert_eq!(p.data, tcp);
+    assert_eq!(
+        p.matched.get(0x8000, 0).expect("in_port").value,
+        3u32.to_be_bytes()
+    );
+    // The slave got none of them.
+    b.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut buf = [0u8; 64];
+    assert!(b.read(&mut buf).is_err(), "a slave gets no packet-ins");
+    let board = of.board();
+    let conns = board.connections();
+    let sent: u64 = conns.iter().map(|c| c.packet_ins).sum();
+    assert_eq!(sent, 2, "{conns:?}");
     of.stop();
     d.stop().expect("stop");
 }

@@ -47,7 +47,7 @@ fn drop_empty_and_userspace() {
     assert_eq!((o.outputs, o.dropped), (1, Some(DropReason::Explicit)));
 
     let mut sink = CollectSink::new();
-    let reason = UserspaceReason::Controller { max_len: 128 };
+    let reason = UserspaceReason::controller(128);
     let (_, _, o) = run_on(&[DpAction::Userspace(reason.clone())], P1_IN, &mut sink);
     assert_eq!(sink.userspace, vec![(reason, P1_IN.to_vec())]);
     assert_eq!((o.userspace, o.dropped), (1, None));
@@ -86,7 +86,7 @@ fn display() {
             probability: u32::MAX / 2,
             actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample)]),
         },
-        DpAction::Userspace(UserspaceReason::Controller { max_len: 65535 }),
+        DpAction::Userspace(UserspaceReason::controller(65535)),
     ]
     .into_iter()
     .collect();

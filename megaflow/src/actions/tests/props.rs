@@ -36,7 +36,7 @@ fn arb_leaf() -> impl Strategy<Value = DpAction> {
             15 => DpAction::SetTpDst(a as u16),
             16 => DpAction::DecTtl,
             17 => DpAction::Meter(MeterId(a as u32)),
-            18 => DpAction::Userspace(UserspaceReason::Controller { max_len: a as u16 }),
+            18 => DpAction::Userspace(UserspaceReason::controller(a as u16)),
             _ => DpAction::Userspace(UserspaceReason::Action),
         })
 }
