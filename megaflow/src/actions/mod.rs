@@ -103,10 +103,13 @@ impl fmt::Display for UserspaceReason {
                 miss,
                 metadata,
             } => {
-                write!(
-                    f,
-                    "controller(max_len={max_len},table={table},cookie={cookie:#x}"
-                )?;
+                write!(f, "controller(max_len={max_len}")?;
+                if *table != 0 {
+                    write!(f, ",table={table}")?;
+                }
+                if *cookie != 0 {
+                    write!(f, ",cookie={cookie:#x}")?;
+                }
                 if *miss {
                     f.write_str(",miss")?;
                 }
