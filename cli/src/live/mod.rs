@@ -339,6 +339,10 @@ fn send(port: &mut Box<dyn Port>, refs: &[&[u8]]) {
     }
 }
 
+/// The send side of every open port (what the handler and PACKET_OUT
+/// transmit through).
+pub type TxPorts = Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>>;
+
 /// A running daemon: its threads and the switch they share.
 pub struct Daemon<B: Device = SimBackend> {
     /// Taken by [`stop`](Daemon::stop) only.
@@ -351,7 +355,7 @@ pub struct Daemon<B: Device = SimBackend> {
     stop_rx: Arc<AtomicBool>,
     /// Per datapath thread, its command queue.
     rx_cmds: Vec<Sender<RxCmd>>,
-    handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>>,
+    handler_tx: TxPorts,
     /// Open ports: OpenFlow port → (ifindex, datapath thread).
     open: BTreeMap<PortNo, (u32, usize)>,
     rx_threads: Vec<JoinHandle<()>>,
@@ -477,6 +481,11 @@ impl<B: Device> Daemon<B> {
             packet_ins,
             packet_in_rx: Some(packet_in_rx),
         })
+    }
+
+    /// The send side of the open ports.
+    pub fn tx_ports(&self) -> TxPorts {
+        Arc::clone(&self.handler_tx)
     }
 
     /// The packet-in queue's receiving end (once: for the OpenFlow

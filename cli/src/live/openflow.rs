@@ -68,6 +68,7 @@ struct Shared {
     dpid: u64,
     probe: Duration,
     clock: super::Clock,
+    tx: super::TxPorts,
 }
 
 /// The running channels.
@@ -89,6 +90,7 @@ impl OfServer {
         clock: super::Clock,
         cfg: &OpenflowConfig,
         packet_ins: Option<std::sync::mpsc::Receiver<PacketInEvent>>,
+        tx: super::TxPorts,
     ) -> anyhow::Result<OfServer> {
         let shared = Arc::new(Shared {
             roles: Mutex::default(),
@@ -101,6 +103,7 @@ impl OfServer {
             dpid: cfg.dpid()?,
             probe: Duration::from_millis(cfg.inactivity_probe_ms),
             clock,
+            tx,
         });
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let mut server = OfServer {
@@ -304,6 +307,7 @@ struct View<'a, B: Device> {
     roles: MutexGuard<'a, Roles>,
     dpid: u64,
     clock: super::Clock,
+    tx: &'a super::TxPorts,
 }
 
 /// 10 Gb/s, as a VF representor reports it.
@@ -377,6 +381,25 @@ impl<B: Device> OfSwitch for View<'_, B> {
 
     fn request_sync(&mut self) {
         self.sw.pipeline_mut().request_pass();
+    }
+
+    fn packet_out(
+        &mut self,
+        in_port: u32,
+        actions: &[ofproto::OfAction],
+        frame: &[u8],
+    ) -> Result<(), openflow::OfpError> {
+        let mut arena = super::TxArena::default();
+        let now = self.clock.now();
+        self.sw
+            .packet_out(now, in_port, actions, frame, &mut arena)
+            .map_err(|e| {
+                debug!("packet-out refused: {e}");
+                openflow::OfpError::new(2, 5)
+            })?;
+        let mut ports = super::lock_tx(self.tx);
+        arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
+        Ok(())
     }
 }
 
@@ -572,6 +595,7 @@ fn serve<B: Device>(
                     roles: guard(&sh.roles),
                     dpid: sh.dpid,
                     clock: sh.clock,
+                    tx: &sh.tx,
                 };
                 conn.receive(&buf[..n], &mut view, Instant::now());
                 drop(view);
@@ -584,6 +608,7 @@ fn serve<B: Device>(
                         roles: guard(&sh.roles),
                         dpid: sh.dpid,
                         clock: sh.clock,
+                        tx: &sh.tx,
                     };
                     conn.resume(&mut view);
                 }

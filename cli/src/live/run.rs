@@ -53,7 +53,13 @@ pub fn run(
     let server = CtlServer::bind(&socket)?;
     let mut daemon = Daemon::start(cfg, &flows, factory, LiveLimits::from_config(cfg))?;
     let (packet_ins, _) = daemon.take_packet_ins();
-    let of = OfServer::start(&daemon.core(), daemon.clock(), &cfg.openflow, packet_ins)?;
+    let of = OfServer::start(
+        &daemon.core(),
+        daemon.clock(),
+        &cfg.openflow,
+        packet_ins,
+        daemon.tx_ports(),
+    )?;
     let (core, clock, conns) = (daemon.core(), daemon.clock(), of.board());
     let ctl = server.serve(move |req| {
         let mut r = control::handle(&mut lock(&core), &req, clock.now());

@@ -283,6 +283,29 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         count_sw_drop(self.front.counters_mut(), &r);
     }
 
+    /// A controller's PACKET_OUT: `actions` on `frame` as received on
+    /// `in_port` (an OpenFlow port number, CONTROLLER for none); the frames
+    /// it sends go to `egress`.
+    pub fn packet_out<E: Egressor>(
+        &mut self,
+        now: Timestamp,
+        in_port: u32,
+        actions: &[ofproto::OfAction],
+        frame: &[u8],
+        egress: &mut E,
+    ) -> Result<(), ofproto::XlateError> {
+        let mut pkt = frame.to_vec();
+        let counters = self.front.counters_mut();
+        let mut sink = SwSink {
+            egress,
+            counters,
+            in_port: PortNo(in_port),
+        };
+        self.pipeline
+            .packet_out(now, in_port, actions, &mut pkt, &mut sink)
+            .map(|_| ())
+    }
+
     /// The offload thread's frequent step: the datapaths' counts folded
     /// in, hot flows put into the device.
     pub fn offload_tick(&mut self, now: Timestamp) {

@@ -439,6 +439,22 @@ fn actions_from_wire(v: &[Action], table: TableId) -> Result<Vec<OfAction>, OfpE
     v.iter().map(|a| action_from_wire(a, table)).collect()
 }
 
+/// `OFPP_TABLE`: a PACKET_OUT's "through the tables".
+const PORT_TABLE: u32 = 0xffff_fff9;
+
+/// A PACKET_OUT's actions: as a rule's, plus `output:TABLE` (the packet
+/// goes through the tables from table 0).
+pub fn packet_out_actions(v: &[Action]) -> Result<Vec<OfAction>, OfpError> {
+    v.iter()
+        .map(|a| match a {
+            Action::Output {
+                port: PORT_TABLE, ..
+            } => Ok(OfAction::Resubmit(TableId(0))),
+            _ => action_from_wire(a, TableId(0)),
+        })
+        .collect()
+}
+
 /// The instruction set of a flow mod for `table`.
 pub fn instructions_from_wire(v: &[Instruction], table: TableId) -> Result<Instructions, OfpError> {
     let mut i = Instructions::default();

@@ -84,6 +84,14 @@ pub trait OfSwitch {
     fn tables_synced(&self) -> u64;
     /// Asks for a revalidator pass now (a BARRIER waits for it).
     fn request_sync(&mut self);
+    /// A PACKET_OUT: `actions` run on `frame` as received on `in_port`
+    /// (an OpenFlow port number, CONTROLLER for none).
+    fn packet_out(
+        &mut self,
+        in_port: u32,
+        actions: &[crate::rule::OfAction],
+        frame: &[u8],
+    ) -> Result<(), OfpError>;
 }
 
 /// The most rules a table holds, as TABLE_FEATURES reports it.
@@ -460,6 +468,22 @@ impl Connection {
                 return Ok(None);
             }
             Message::PacketOut(_) if slave => return Err(OfpError::IS_SLAVE),
+            Message::PacketOut(po) => {
+                if po.buffer_id != openflow::flow::NO_BUFFER {
+                    return Err(OfpError::BUFFER_UNKNOWN);
+                }
+                let in_port = match OfPort::from_number(po.in_port) {
+                    Some(OfPort::Port(p)) => p.0,
+                    Some(OfPort::Controller) | Some(OfPort::Any) => OfPort::Controller.number(),
+                    _ => return Err(OfpError::BAD_PORT),
+                };
+                if po.data.is_empty() {
+                    return Err(OfpError::BAD_PACKET);
+                }
+                let actions = convert::packet_out_actions(&po.actions)?;
+                sw.packet_out(in_port, &actions, &po.data)?;
+                return Ok(None);
+            }
             Message::RoleRequest(r) => Message::RoleReply(sw.roles().request(self.id, r)?),
             Message::GetAsyncRequest => Message::GetAsyncReply(self.async_cfg),
             Message::SetAsync(c) => {
@@ -536,8 +560,6 @@ impl Connection {
             | Message::GetAsyncReply(_)
             | Message::FlowRemoved(_)
             | Message::PacketIn(_) => return Err(OfpError::BAD_TYPE),
-            // Not yet: packets from the controller.
-            Message::PacketOut(_) => return Err(OfpError::BAD_TYPE),
             Message::Other { ty, .. } => {
                 let _ = raw;
                 return Err(match ty {

@@ -49,6 +49,14 @@ impl OfSwitch for Sw {
     fn request_sync(&mut self) {
         self.sync_requests += 1;
     }
+    fn packet_out(
+        &mut self,
+        _: u32,
+        _: &[crate::rule::OfAction],
+        _: &[u8],
+    ) -> Result<(), OfpError> {
+        Ok(())
+    }
 }
 
 fn sw() -> Sw {

@@ -713,6 +713,38 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// Translates a missed key, installs its megaflow (counting the packet
     /// in it) and returns the actions.
+    /// A PACKET_OUT: `actions` run on `pkt` as if received on `in_port`
+    /// (an OpenFlow port number; CONTROLLER when from no port). Nothing is
+    /// cached; what NORMAL learns is learned. The error says why the
+    /// actions could not be translated.
+    pub fn packet_out<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: u32,
+        actions: &[crate::rule::OfAction],
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Result<ExecOutcome, crate::xlate::XlateError> {
+        let mut key = FlowKey::ZERO;
+        let ex = extract_into(in_port, pkt, &mut key);
+        let t = self.bridge.translate_actions(&key, actions, now);
+        if let Some(e) = t.error.clone() {
+            return Err(e);
+        }
+        if !t.learned.is_empty() {
+            self.bridge.learn(&t.learned, now);
+        }
+        let actions = t.datapath_actions();
+        let mut layout = ex.layout;
+        let mut sink = MeteredSink {
+            inner: sink,
+            meters: &self.meters,
+            rng: &mut self.rng,
+            now,
+        };
+        Ok(execute(&actions, pkt, &mut layout, &mut sink))
+    }
+
     fn translate_and_install(&mut self, key: &FlowKey, len: usize, now: Timestamp) -> Actions {
         let t = self.bridge.translate(key, now);
         if !t.learned.is_empty() {

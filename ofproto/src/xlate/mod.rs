@@ -190,41 +190,71 @@ impl Bridge {
 }
 
 fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
-    let mut ctx = Ctx {
-        br,
-        now,
-        orig: *key,
-        flow: *key,
-        wc: Wildcards::new(),
-        out: Vec::new(),
-        dirty: 0,
-        vlan: vlan::VlanStack::default(),
-        action_set: Vec::new(),
-        rules: Vec::new(),
-        current: (TableId(0), 0, false),
-        depth: 0,
-        lookups: 0,
-        uses_mac_table: false,
-        learned: Vec::new(),
-        error: None,
-        tracing,
-        trace: Vec::new(),
-    };
+    let mut ctx = Ctx::new(br, key, now, tracing);
     ctx.run_chain(TableId(0), true);
-    if ctx.error.is_some() {
-        ctx.out.clear();
+    ctx.finish()
+}
+
+impl Bridge {
+    /// Translates `actions` run on a packet with `key` (a PACKET_OUT's
+    /// action list: no table lookup unless an action resubmits).
+    pub fn translate_actions(
+        &self,
+        key: &FlowKey,
+        actions: &[OfAction],
+        now: Timestamp,
+    ) -> Translation {
+        let mut ctx = Ctx::new(self, key, now, false);
+        for a in actions {
+            ctx.action(a);
+            if ctx.error.is_some() {
+                break;
+            }
+        }
+        ctx.finish()
     }
-    ctx.pin_tag_kinds();
-    Translation {
-        mask: ctx.wc.finish(),
-        actions: ctx.out,
-        rules: ctx.rules,
-        uses_mac_table: ctx.uses_mac_table,
-        generations: br.generations(),
-        learned: ctx.learned,
-        error: ctx.error,
-        trace: ctx.trace,
-        final_flow: ctx.flow,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(br: &'a Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Ctx<'a> {
+        Ctx {
+            br,
+            now,
+            orig: *key,
+            flow: *key,
+            wc: Wildcards::new(),
+            out: Vec::new(),
+            dirty: 0,
+            vlan: vlan::VlanStack::default(),
+            action_set: Vec::new(),
+            rules: Vec::new(),
+            current: (TableId(0), 0, false),
+            depth: 0,
+            lookups: 0,
+            uses_mac_table: false,
+            learned: Vec::new(),
+            error: None,
+            tracing,
+            trace: Vec::new(),
+        }
+    }
+
+    fn finish(mut self) -> Translation {
+        if self.error.is_some() {
+            self.out.clear();
+        }
+        self.pin_tag_kinds();
+        Translation {
+            mask: self.wc.finish(),
+            actions: self.out,
+            rules: self.rules,
+            uses_mac_table: self.uses_mac_table,
+            generations: self.br.generations(),
+            learned: self.learned,
+            error: self.error,
+            trace: self.trace,
+            final_flow: self.flow,
+        }
     }
 }
 

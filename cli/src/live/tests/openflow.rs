@@ -61,7 +61,7 @@ fn start_with_ports(
         packet_in_burst: 1,
     };
     let (pins, _) = d.take_packet_ins();
-    let of = OfServer::start(&d.core(), d.clock(), &cfg, pins).expect("openflow");
+    let of = OfServer::start(&d.core(), d.clock(), &cfg, pins, d.tx_ports()).expect("openflow");
     (d, of, h)
 }
 
@@ -489,6 +489,54 @@ fn controller_actions_and_table_misses_reach_the_controllers_that_want_them() {
     let conns = board.connections();
     let sent: u64 = conns.iter().map(|c| c.packet_ins).sum();
     assert_eq!(sent, 2, "{conns:?}");
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
+fn packet_out_sends_a_frame_to_a_port_or_through_the_tables() {
+    let dir = TempDir::new("packet-out");
+    let sock = dir.0.join("br0.mgmt");
+    let (mut d, of, h) = start_with_ports(&sock, 5000);
+    d.apply(&PortEvent::Up { ifindex: 12 });
+    let (mut a, mut fa) = raw_client(&sock);
+    let out = |in_port: u32, port: u32, data: Vec<u8>| {
+        Message::PacketOut(::openflow::PacketOut {
+            buffer_id: 0xffff_ffff,
+            in_port,
+            actions: vec![::openflow::Action::Output { port, max_len: 0 }],
+            data,
+        })
+    };
+    // Straight to vm3, from the controller.
+    let f = frame(4000);
+    a.write_all(&out(0xffff_fffd, 3, f.clone()).to_bytes(1).expect("emit"))
+        .expect("send");
+    wait_for("the frame on vm3", || {
+        h["vm3"].received() == vec![f.clone()]
+    });
+    // Through the tables as if received on vm1: the config's table sends
+    // in_port=1 to vm2.
+    let g = frame(4001);
+    a.write_all(&out(1, 0xffff_fff9, g.clone()).to_bytes(2).expect("emit"))
+        .expect("send");
+    wait_for("the frame on vm2", || {
+        h["vm2"].received() == vec![g.clone()]
+    });
+    // A buffer this switch never gave out; no data at all.
+    let mut bad = out(1, 2, f.clone());
+    if let Message::PacketOut(p) = &mut bad {
+        p.buffer_id = 7;
+    }
+    a.write_all(&bad.to_bytes(3).expect("emit")).expect("send");
+    assert!(
+        matches!(next(&mut a, &mut fa), (3, Message::Error { error, .. }) if error == OfpError::BUFFER_UNKNOWN)
+    );
+    a.write_all(&out(1, 2, vec![]).to_bytes(4).expect("emit"))
+        .expect("send");
+    assert!(
+        matches!(next(&mut a, &mut fa), (4, Message::Error { error, .. }) if error == OfpError::BAD_PACKET)
+    );
     of.stop();
     d.stop().expect("stop");
 }
