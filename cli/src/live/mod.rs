@@ -339,6 +339,10 @@ fn send(port: &mut Box<dyn Port>, refs: &[&[u8]]) {
     }
 }
 
+/// `OFPPR_MODIFY`: a configured port's netdev appeared, vanished, or its
+/// link changed (the OpenFlow port itself stays, as the config has it).
+const PORT_MODIFY: u8 = 2;
+
 /// The send side of every open port (what the handler and PACKET_OUT
 /// transmit through).
 pub type TxPorts = Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>>;
@@ -549,7 +553,9 @@ impl<B: Device> Daemon<B> {
             PortEvent::Up { ifindex } | PortEvent::Down { ifindex } => {
                 let up = matches!(ev, PortEvent::Up { .. });
                 if let Some(no) = self.spec_of_ifindex(*ifindex) {
-                    lock(self.shared()).set_link(no, up);
+                    let mut sw = lock(self.shared());
+                    sw.set_link(no, up);
+                    sw.port_changed(no, PORT_MODIFY);
                     info!(port = %no, "link {}", state_name(up));
                 }
             }
@@ -596,6 +602,7 @@ impl<B: Device> Daemon<B> {
                     kind: opened.kind.clone(),
                 }),
             );
+            sw.port_changed(spec.no, PORT_MODIFY);
         }
         lock_tx(&self.handler_tx).insert(spec.no, opened.tx);
         let port = RxPort::new(spec.no, opened.rx);
@@ -621,6 +628,7 @@ impl<B: Device> Daemon<B> {
             let n = sw.pipeline_mut().flush_port(no);
             sw.pipeline_mut().datapaths_mut().assign(no, None);
             sw.set_netdev(no, None);
+            sw.port_changed(no, PORT_MODIFY);
             n
         };
         info!(port = %rep.ifname, ofport = %no, flushed, "netdev removed; its megaflows and rules flushed");
@@ -895,7 +903,11 @@ fn revalidator<B: Device>(core: &Core<B>, clock: Clock, stop: &AtomicBool, every
             }
         }
         let now = clock.now();
-        let r = lock(core).pipeline_mut().revalidate(now);
+        let mut sw = lock(core);
+        let r = sw.pipeline_mut().revalidate(now);
+        // Rules the pass expired, to the controllers that asked.
+        sw.report_expired(now);
+        drop(sw);
         debug!(?r, "revalidator pass");
     }
 }

@@ -20,14 +20,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use ofproto::channel::{role_name, Connection, OfSwitch, Roles};
 use openflow::message::capabilities;
-use openflow::port::{features, state};
 use openflow::{Desc, Features, Port};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
 use super::{lock, spawn, Core, PacketInEvent, TokenBucket};
 use crate::config::{Endpoint, OpenflowConfig};
-use crate::switch::Device;
+use crate::switch::{Device, SwitchEvent};
 
 /// How long a connection thread blocks in read before it checks for stop
 /// and runs its keepalive.
@@ -111,6 +110,13 @@ impl OfServer {
             threads: Arc::clone(&threads),
             sockets: Vec::new(),
         };
+        {
+            let (etx, erx) = std::sync::mpsc::channel();
+            lock(core).set_events(etx);
+            let sh = Arc::clone(&shared);
+            let t = spawn("esw-of-events", move || announce(&erx, &sh))?;
+            guard(&threads).push(t);
+        }
         if let Some(rx) = packet_ins {
             let sh = Arc::clone(&shared);
             let t = spawn("esw-of-pktin", move || distribute(&rx, &sh))?;
@@ -310,9 +316,6 @@ struct View<'a, B: Device> {
     tx: &'a super::TxPorts,
 }
 
-/// 10 Gb/s, as a VF representor reports it.
-const SPEED_KBPS: u32 = 10_000_000;
-
 impl<B: Device> OfSwitch for View<'_, B> {
     fn features(&self) -> Features {
         Features {
@@ -341,26 +344,7 @@ impl<B: Device> OfSwitch for View<'_, B> {
     }
 
     fn ports(&self) -> Vec<Port> {
-        self.sw
-            .port_summaries()
-            .into_iter()
-            .map(|p| {
-                let up = p.status.as_ref().is_none_or(|s| s.state == "up");
-                Port {
-                    port_no: p.ofport,
-                    hw_addr: [0; 6],
-                    name: p.name,
-                    config: 0,
-                    state: if up { state::LIVE } else { state::LINK_DOWN },
-                    curr: features::F_10GB_FD | features::F_COPPER,
-                    advertised: 0,
-                    supported: 0,
-                    peer: 0,
-                    curr_speed: SPEED_KBPS,
-                    max_speed: SPEED_KBPS,
-                }
-            })
-            .collect()
+        self.sw.of_ports()
     }
 
     fn roles(&mut self) -> &mut Roles {
@@ -381,6 +365,11 @@ impl<B: Device> OfSwitch for View<'_, B> {
 
     fn request_sync(&mut self) {
         self.sw.pipeline_mut().request_pass();
+    }
+
+    fn rules_removed(&mut self, removed: &[ofproto::table::RemovedRule]) {
+        let now = self.clock.now();
+        self.sw.rules_removed(removed, now);
     }
 
     fn packet_out(
@@ -490,6 +479,46 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
                 Err(_) => {
                     h.dropped.fetch_add(1, Ordering::Relaxed);
                 }
+            }
+        }
+    }
+}
+
+/// Sends each switch event (FLOW_REMOVED, PORT_STATUS) to every
+/// connection whose async configuration wants its reason.
+fn announce(rx: &std::sync::mpsc::Receiver<SwitchEvent>, sh: &Shared) {
+    while !sh.stop.load(Ordering::Relaxed) {
+        let ev = match rx.recv_timeout(READ_TICK) {
+            Ok(ev) => ev,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        let (msg, reason, is_port) = match ev {
+            SwitchEvent::RuleRemoved { removed, at } => {
+                let m = ofproto::channel::flow_removed(&removed, at);
+                let reason = m.reason;
+                (openflow::Message::FlowRemoved(m), reason, false)
+            }
+            SwitchEvent::Port { reason, desc } => (
+                openflow::Message::PortStatus(openflow::PortStatus { reason, desc }),
+                reason,
+                true,
+            ),
+        };
+        let Ok(bytes) = msg.to_bytes(0) else {
+            continue;
+        };
+        let handles: Vec<Arc<ConnHandle>> = guard(&sh.handles).values().cloned().collect();
+        for h in handles {
+            let (role, asy, _) = *guard(&h.wants);
+            let slot = usize::from(role == openflow::message::role::SLAVE);
+            let mask = if is_port {
+                asy.port_status_mask[slot]
+            } else {
+                asy.flow_removed_mask[slot]
+            };
+            if mask & (1 << reason) != 0 && h.queue.try_send(bytes.clone()).is_err() {
+                h.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

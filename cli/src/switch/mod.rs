@@ -34,6 +34,22 @@ pub use ports::{Netdev, PortMap, PortStatus, PortSummary};
 
 use front::{count_sw_drop, SwSink};
 
+/// What the switch tells its OpenFlow channels without being asked.
+#[derive(Clone, Debug)]
+pub enum SwitchEvent {
+    /// A rule with `send_flow_rem` left its table (timeout or delete), at
+    /// `at`.
+    RuleRemoved {
+        removed: ofproto::table::RemovedRule,
+        at: Timestamp,
+    },
+    /// A port was added (`OFPPR_ADD` 0), deleted (1) or changed (2).
+    Port { reason: u8, desc: openflow::Port },
+}
+
+/// 10 Gb/s in kb/s, as a VF representor reports it.
+const SPEED_KBPS: u32 = 10_000_000;
+
 /// The switch as the slow path holds it.
 pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
     pipeline: Pipeline<OffloadManager<B>, D>,
@@ -46,6 +62,8 @@ pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
     /// Live: what the datapath threads published.
     board: Arc<CounterBoard>,
     netdevs: BTreeMap<PortNo, Netdev>,
+    /// Where events go (the OpenFlow channels), once something listens.
+    events: Option<std::sync::mpsc::Sender<SwitchEvent>>,
 }
 
 /// The switch on the `sim` eSwitch.
@@ -166,6 +184,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             ports: map,
             board: Arc::default(),
             netdevs: BTreeMap::new(),
+            events: None,
         })
     }
 
@@ -238,6 +257,72 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             rx_dropped,
             tx_dropped,
         })
+    }
+
+    /// Sends events (rules removed, port changes) to `tx` from now on.
+    pub fn set_events(&mut self, tx: std::sync::mpsc::Sender<SwitchEvent>) {
+        self.events = Some(tx);
+    }
+
+    fn emit(&self, ev: SwitchEvent) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(ev);
+        }
+    }
+
+    /// Rules that left their tables, for the controllers that asked
+    /// (`send_flow_rem`).
+    pub fn rules_removed(&self, removed: &[ofproto::table::RemovedRule], at: Timestamp) {
+        for r in removed.iter().filter(|r| r.rule.spec.flags.send_flow_rem) {
+            self.emit(SwitchEvent::RuleRemoved {
+                removed: r.clone(),
+                at,
+            });
+        }
+    }
+
+    /// The revalidator's expired rules, handed to the controllers (left
+    /// in the pipeline's bounded list while nobody listens).
+    pub fn report_expired(&mut self, at: Timestamp) {
+        if self.events.is_none() {
+            return;
+        }
+        let expired = self.pipeline.take_expired();
+        self.rules_removed(&expired, at);
+    }
+
+    /// A port was added (0), deleted (1) or changed (2): PORT_STATUS.
+    pub fn port_changed(&self, port: PortNo, reason: u8) {
+        if let Some(desc) = self.of_ports().into_iter().find(|p| p.port_no == port.0) {
+            self.emit(SwitchEvent::Port { reason, desc });
+        }
+    }
+
+    /// Every port as OpenFlow describes it (PORT_DESC, PORT_STATUS).
+    pub fn of_ports(&self) -> Vec<openflow::Port> {
+        use openflow::port::{config, features, state};
+        self.port_summaries()
+            .into_iter()
+            .map(|p| {
+                let (up, present) = match &p.status {
+                    None => (true, true),
+                    Some(s) => (s.state == "up", s.state != "absent"),
+                };
+                openflow::Port {
+                    port_no: p.ofport,
+                    hw_addr: [0; 6],
+                    name: p.name,
+                    config: if present { 0 } else { config::PORT_DOWN },
+                    state: if up { state::LIVE } else { state::LINK_DOWN },
+                    curr: features::F_10GB_FD | features::F_COPPER,
+                    advertised: 0,
+                    supported: 0,
+                    peer: 0,
+                    curr_speed: SPEED_KBPS,
+                    max_speed: SPEED_KBPS,
+                }
+            })
+            .collect()
     }
 
     /// Every port with its counters, in configuration order.

@@ -84,6 +84,8 @@ pub trait OfSwitch {
     fn tables_synced(&self) -> u64;
     /// Asks for a revalidator pass now (a BARRIER waits for it).
     fn request_sync(&mut self);
+    /// Rules a flow mod removed (FLOW_REMOVED for those that asked).
+    fn rules_removed(&mut self, _removed: &[crate::table::RemovedRule]) {}
     /// A PACKET_OUT: `actions` run on `frame` as received on `in_port`
     /// (an OpenFlow port number, CONTROLLER for none).
     fn packet_out(
@@ -460,11 +462,14 @@ impl Connection {
                 }
                 let fm = convert::flow_mod_from_wire(&fm)?;
                 let now = sw.now();
-                sw.bridge().tables.apply(&fm, now).map_err(|e| {
+                let outcome = sw.bridge().tables.apply(&fm, now).map_err(|e| {
                     let (t, c) = e.of_error();
                     self.last_error = Some(format!("flow mod refused: {e}"));
                     OfpError::new(t, c)
                 })?;
+                if !outcome.removed.is_empty() {
+                    sw.rules_removed(&outcome.removed);
+                }
                 return Ok(None);
             }
             Message::PacketOut(_) if slave => return Err(OfpError::IS_SLAVE),
@@ -700,6 +705,31 @@ fn table_stats(br: &Bridge) -> Vec<TableStats> {
             matched_count: 0,
         })
         .collect()
+}
+
+/// The FLOW_REMOVED of a rule that left its table at `at`.
+pub fn flow_removed(r: &crate::table::RemovedRule, at: Timestamp) -> openflow::FlowRemoved {
+    use crate::table::RemovedReason;
+    use openflow::flow::removed_reason;
+    let age = at.since(r.rule.created);
+    let spec = &r.rule.spec;
+    openflow::FlowRemoved {
+        cookie: spec.cookie.0,
+        priority: spec.priority.0,
+        reason: match r.reason {
+            RemovedReason::IdleTimeout => removed_reason::IDLE_TIMEOUT,
+            RemovedReason::HardTimeout => removed_reason::HARD_TIMEOUT,
+            RemovedReason::Delete => removed_reason::DELETE,
+        },
+        table_id: r.table.0,
+        duration_sec: (age / 1_000_000_000) as u32,
+        duration_nsec: (age % 1_000_000_000) as u32,
+        idle_timeout: spec.idle_timeout,
+        hard_timeout: spec.hard_timeout,
+        packet_count: r.rule.packets,
+        byte_count: r.rule.bytes,
+        matched: convert::match_to_wire(&spec.matched),
+    }
 }
 
 /// What every table can do (the eight properties OpenFlow 1.3 requires).

@@ -405,13 +405,13 @@ fn flow_mod(text: &str, cmd: ofproto::FlowModCommand) -> Message {
         cookie_mask: 0,
         table_id: fm.table.map_or(0xff, |t| t.0),
         command,
-        idle_timeout: 0,
-        hard_timeout: 0,
+        idle_timeout: fm.rule.idle_timeout,
+        hard_timeout: fm.rule.hard_timeout,
         priority: fm.rule.priority.0,
         buffer_id: 0xffff_ffff,
         out_port: 0xffff_ffff,
         out_group: 0xffff_ffff,
-        flags: 0,
+        flags: ofproto::channel::convert::flags_to_wire(&fm.rule.flags),
         matched: match_to_wire(&fm.rule.matched),
         instructions: instructions_to_wire(&fm.rule.instructions, &fm.rule.matched),
     })
@@ -537,6 +537,71 @@ fn packet_out_sends_a_frame_to_a_port_or_through_the_tables() {
     assert!(
         matches!(next(&mut a, &mut fa), (4, Message::Error { error, .. }) if error == OfpError::BAD_PACKET)
     );
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
+fn controllers_hear_of_removed_rules_and_port_changes() {
+    use ::openflow::flow::removed_reason;
+    let dir = TempDir::new("async");
+    let sock = dir.0.join("br0.mgmt");
+    let (mut d, of, _h) = start_with_ports(&sock, 5000);
+    let (mut a, mut fa) = raw_client(&sock);
+    let mods = [
+        flow_mod(
+            "priority=30,cookie=0x5,udp,hard_timeout=1,send_flow_rem,actions=output:2",
+            ofproto::FlowModCommand::Add,
+        ),
+        flow_mod(
+            "priority=31,cookie=0x6,tcp,send_flow_rem,actions=output:2",
+            ofproto::FlowModCommand::Add,
+        ),
+        // Without send_flow_rem: removed silently.
+        flow_mod(
+            "priority=32,arp,actions=output:2",
+            ofproto::FlowModCommand::Add,
+        ),
+    ];
+    for (i, m) in mods.iter().enumerate() {
+        a.write_all(&m.to_bytes(10 + i as u32).expect("emit"))
+            .expect("flow mod");
+    }
+    let del = flow_mod("priority=31,tcp", ofproto::FlowModCommand::Delete);
+    a.write_all(&del.to_bytes(13).expect("emit"))
+        .expect("delete");
+    let del = flow_mod("arp", ofproto::FlowModCommand::Delete);
+    a.write_all(&del.to_bytes(14).expect("emit"))
+        .expect("delete");
+    let (_, m) = next(&mut a, &mut fa);
+    let Message::FlowRemoved(r) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(
+        (r.reason, r.cookie, r.priority),
+        (removed_reason::DELETE, 0x6, 31)
+    );
+    // The hard timeout: the revalidator expires it within a pass of 1 s.
+    let (_, m) = next(&mut a, &mut fa);
+    let Message::FlowRemoved(r) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(
+        (r.reason, r.cookie, r.hard_timeout),
+        (removed_reason::HARD_TIMEOUT, 0x5, 1)
+    );
+    assert!(r.duration_sec >= 1, "{r:?}");
+    // vm2's link goes down: PORT_STATUS MODIFY with LINK_DOWN.
+    d.apply(&PortEvent::Down { ifindex: 11 });
+    let (_, m) = next(&mut a, &mut fa);
+    let Message::PortStatus(p) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(
+        (p.reason, p.desc.port_no, p.desc.name.as_str()),
+        (2, 2, "vm2")
+    );
+    assert_eq!(p.desc.state, ::openflow::port::state::LINK_DOWN);
     of.stop();
     d.stop().expect("stop");
 }
