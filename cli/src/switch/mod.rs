@@ -40,7 +40,7 @@ pub enum SwitchEvent {
     /// A rule with `send_flow_rem` left its table (timeout or delete), at
     /// `at`.
     RuleRemoved {
-        removed: ofproto::table::RemovedRule,
+        removed: Box<ofproto::table::RemovedRule>,
         at: Timestamp,
     },
     /// A port was added (`OFPPR_ADD` 0), deleted (1) or changed (2).
@@ -275,7 +275,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     pub fn rules_removed(&self, removed: &[ofproto::table::RemovedRule], at: Timestamp) {
         for r in removed.iter().filter(|r| r.rule.spec.flags.send_flow_rem) {
             self.emit(SwitchEvent::RuleRemoved {
-                removed: r.clone(),
+                removed: Box::new(r.clone()),
                 at,
             });
         }

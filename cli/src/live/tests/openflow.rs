@@ -142,6 +142,17 @@ fn raw_client(sock: &Path) -> (UnixStream, Framer) {
     (s, f)
 }
 
+/// The next reply, past any PORT_STATUS (the switch's own news can
+/// arrive between a request and its reply).
+fn next_reply(s: &mut UnixStream, f: &mut Framer) -> (u32, Message) {
+    loop {
+        let m = next(s, f);
+        if !matches!(m.1, Message::PortStatus(_)) {
+            return m;
+        }
+    }
+}
+
 fn next(s: &mut UnixStream, f: &mut Framer) -> (u32, Message) {
     let mut buf = [0u8; 4096];
     loop {
@@ -530,12 +541,12 @@ fn packet_out_sends_a_frame_to_a_port_or_through_the_tables() {
     }
     a.write_all(&bad.to_bytes(3).expect("emit")).expect("send");
     assert!(
-        matches!(next(&mut a, &mut fa), (3, Message::Error { error, .. }) if error == OfpError::BUFFER_UNKNOWN)
+        matches!(next_reply(&mut a, &mut fa), (3, Message::Error { error, .. }) if error == OfpError::BUFFER_UNKNOWN)
     );
     a.write_all(&out(1, 2, vec![]).to_bytes(4).expect("emit"))
         .expect("send");
     assert!(
-        matches!(next(&mut a, &mut fa), (4, Message::Error { error, .. }) if error == OfpError::BAD_PACKET)
+        matches!(next_reply(&mut a, &mut fa), (4, Message::Error { error, .. }) if error == OfpError::BAD_PACKET)
     );
     of.stop();
     d.stop().expect("stop");
