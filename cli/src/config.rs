@@ -28,6 +28,8 @@
 //!
 //! [openflow]                     # live mode: OpenFlow 1.3 channels
 //! listen = ["punix:/run/eswitch/br0.mgmt"]   # punix:PATH | ptcp:PORT[:IP] (IP default 127.0.0.1)
+//! controllers = ["tcp:127.0.0.1:6653"]      # the switch connects, with backoff
+//! fail_mode = "standalone"       # no controller: standalone (NORMAL) | secure (flows kept)
 //! datapath_id = "0000000000000001"           # 16 hex digits
 //! inactivity_probe_ms = 5000     # echo after this long quiet, close after twice (0: never)
 //! packet_in_rate = 1000          # packet-ins per second per connection (0: no limit)...
@@ -142,6 +144,13 @@ impl Default for LimitsConfig {
 pub struct OpenflowConfig {
     /// Passive listeners: `punix:PATH`, `ptcp:PORT[:IP]`.
     pub listen: Vec<String>,
+    /// Controllers the switch connects to: `tcp:IP:PORT`, reconnecting
+    /// with exponential backoff.
+    pub controllers: Vec<String>,
+    /// With controllers configured and none connected for an inactivity
+    /// probe interval: `standalone` (switch with NORMAL until one is back,
+    /// as Open vSwitch) or `secure` (keep the flows; misses go nowhere).
+    pub fail_mode: String,
     /// 16 hex digits (`ovs-ofctl show` prints it as `dpid:`).
     pub datapath_id: String,
     pub inactivity_probe_ms: u64,
@@ -155,6 +164,8 @@ impl Default for OpenflowConfig {
     fn default() -> Self {
         OpenflowConfig {
             listen: Vec::new(),
+            controllers: Vec::new(),
+            fail_mode: "standalone".to_string(),
             datapath_id: "0000000000000001".to_string(),
             inactivity_probe_ms: 5000,
             packet_in_rate: 1000,
@@ -215,6 +226,39 @@ impl OpenflowConfig {
             .iter()
             .map(|l| l.parse().context("openflow.listen"))
             .collect()
+    }
+
+    /// The controllers, checked (`tcp:IP:PORT`).
+    pub fn controller_addrs(&self) -> anyhow::Result<Vec<std::net::SocketAddr>> {
+        self.controllers
+            .iter()
+            .map(|c| {
+                let rest = c.strip_prefix("tcp:").ok_or_else(|| {
+                    anyhow::anyhow!("openflow.controllers: \"{c}\": expected tcp:IP:PORT")
+                })?;
+                let (ip, port) = rest.rsplit_once(':').ok_or_else(|| {
+                    anyhow::anyhow!("openflow.controllers: \"{c}\": expected tcp:IP:PORT")
+                })?;
+                let ip: std::net::IpAddr = ip
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse()
+                    .with_context(|| format!("openflow.controllers: \"{c}\": address \"{ip}\""))?;
+                let port: u16 = port
+                    .parse()
+                    .with_context(|| format!("openflow.controllers: \"{c}\": port \"{port}\""))?;
+                Ok(std::net::SocketAddr::new(ip, port))
+            })
+            .collect()
+    }
+
+    /// Whether fail mode is `standalone` (else `secure`).
+    pub fn standalone(&self) -> anyhow::Result<bool> {
+        match self.fail_mode.as_str() {
+            "standalone" => Ok(true),
+            "secure" => Ok(false),
+            m => bail!("openflow.fail_mode = \"{m}\": expected \"standalone\" or \"secure\""),
+        }
     }
 
     /// The datapath id.
@@ -316,6 +360,8 @@ impl Config {
             k => bail!("backend.kind = \"{k}\": expected \"sim\" or \"mlx5\""),
         }
         cfg.openflow.endpoints()?;
+        cfg.openflow.controller_addrs()?;
+        cfg.openflow.standalone()?;
         cfg.openflow.dpid()?;
         let t = cfg.datapath.threads;
         if !(1..=MAX_DATAPATH_THREADS).contains(&t) {

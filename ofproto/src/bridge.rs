@@ -131,6 +131,11 @@ pub struct Bridge {
     pub tables: FlowTables,
     pub ports: Ports,
     pub mac: MacTable,
+    /// Fail-open (OpenFlow fail mode `standalone` with no controller
+    /// reachable): every packet is switched by NORMAL, the tables aside.
+    fail_open: bool,
+    /// Counts changes of `fail_open` (part of the tables' generation).
+    fail_open_changes: u64,
 }
 
 impl Bridge {
@@ -148,10 +153,24 @@ impl Bridge {
         b
     }
 
+    /// Whether NORMAL switches every packet (fail-open).
+    pub fn fail_open(&self) -> bool {
+        self.fail_open
+    }
+
+    /// Enters or leaves fail-open; every megaflow is re-translated at the
+    /// next revalidator pass (the tables' generation moves).
+    pub fn set_fail_open(&mut self, on: bool) {
+        if self.fail_open != on {
+            self.fail_open = on;
+            self.fail_open_changes += 1;
+        }
+    }
+
     /// The generations translation depends on now.
     pub fn generations(&self) -> Generations {
         Generations {
-            tables: self.tables.generation(),
+            tables: self.tables.generation() + self.fail_open_changes,
             ports: self.ports.generation(),
             mac: self.mac.generation(),
         }

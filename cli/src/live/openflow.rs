@@ -56,6 +56,9 @@ pub struct ConnInfo {
 
 /// What the channels share: roles, the connection list, settings.
 struct Shared {
+    /// Controller connections (active, `tcp:`) that are open now, and
+    /// when the count last fell to zero (or the server started).
+    controllers_open: Mutex<(usize, Instant)>,
     roles: Mutex<Roles>,
     conns: Mutex<BTreeMap<u64, ConnInfo>>,
     /// What the packet-in distributor needs of each open connection.
@@ -92,6 +95,7 @@ impl OfServer {
         tx: super::TxPorts,
     ) -> anyhow::Result<OfServer> {
         let shared = Arc::new(Shared {
+            controllers_open: Mutex::new((0, Instant::now())),
             roles: Mutex::default(),
             conns: Mutex::default(),
             handles: Mutex::default(),
@@ -120,6 +124,18 @@ impl OfServer {
         if let Some(rx) = packet_ins {
             let sh = Arc::clone(&shared);
             let t = spawn("esw-of-pktin", move || distribute(&rx, &sh))?;
+            guard(&threads).push(t);
+        }
+        let controllers = cfg.controller_addrs()?;
+        for addr in &controllers {
+            let (core, sh, addr) = (Arc::clone(core), Arc::clone(&shared), *addr);
+            let t = spawn("esw-of-ctl", move || connect_loop(addr, &core, &sh))?;
+            guard(&threads).push(t);
+            info!(controller = %addr, "OpenFlow controller configured");
+        }
+        if !controllers.is_empty() && cfg.standalone()? {
+            let (core, sh) = (Arc::clone(core), Arc::clone(&shared));
+            let t = spawn("esw-of-failmode", move || fail_mode(&core, &sh))?;
             guard(&threads).push(t);
         }
         for ep in cfg.endpoints()? {
@@ -292,7 +308,7 @@ fn accept_loop<B: Device>(
                 let (core, sh, listener) = (Arc::clone(core), Arc::clone(shared), name.to_string());
                 info!(listener = name, %peer, id, "OpenFlow connection");
                 match spawn("esw-of-conn", move || {
-                    serve(stream, id, &listener, &peer, &core, &sh)
+                    serve(stream, id, &listener, &peer, &core, &sh, false)
                 }) {
                     Ok(t) => guard(threads).push(t),
                     Err(e) => warn!("{e:#}"),
@@ -540,6 +556,66 @@ fn write_packet_ins(h: &ConnHandle, rx: &std::sync::mpsc::Receiver<Vec<u8>>, sh:
     }
 }
 
+/// First and longest wait between two attempts to reach a controller
+/// (Open vSwitch's defaults).
+const MIN_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(8);
+
+/// Connects to a controller, serves the connection, and on failure or
+/// loss tries again after a backoff that doubles up to [`MAX_BACKOFF`].
+fn connect_loop<B: Device>(addr: std::net::SocketAddr, core: &Core<B>, sh: &Arc<Shared>) {
+    let name = format!("tcp:{addr}");
+    let mut backoff = MIN_BACKOFF;
+    while !sh.stop.load(Ordering::Relaxed) {
+        match TcpStream::connect_timeout(&addr, MIN_BACKOFF) {
+            Ok(s) => {
+                let stream = Stream::Tcp(s);
+                if let Err(e) = stream.prepare() {
+                    warn!(controller = %addr, "cannot set up the connection: {e}");
+                } else {
+                    let id = sh.next_id.fetch_add(1, Ordering::Relaxed);
+                    info!(controller = %addr, id, "connected to the controller");
+                    let started = Instant::now();
+                    serve(stream, id, &name, &addr.to_string(), core, sh, true);
+                    if started.elapsed() > MAX_BACKOFF {
+                        backoff = MIN_BACKOFF;
+                    }
+                }
+            }
+            Err(e) => debug!(controller = %addr, "cannot connect: {e}; again in {backoff:?}"),
+        }
+        let until = Instant::now() + backoff;
+        while Instant::now() < until && !sh.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(READ_TICK);
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Fail mode `standalone`: with no controller connection open for an
+/// inactivity probe interval, the bridge switches with NORMAL (fail-open);
+/// as soon as one is open, the tables again. Each change re-translates
+/// every megaflow at a pass asked for now.
+fn fail_mode<B: Device>(core: &Core<B>, sh: &Shared) {
+    let grace = sh.probe.max(READ_TICK);
+    while !sh.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(READ_TICK);
+        let (open, since) = *guard(&sh.controllers_open);
+        let want = open == 0 && since.elapsed() >= grace;
+        let mut sw = lock(core);
+        if sw.pipeline().bridge.fail_open() != want {
+            sw.pipeline_mut().bridge.set_fail_open(want);
+            sw.pipeline_mut().request_pass();
+            drop(sw);
+            if want {
+                warn!("no controller for {grace:?}: fail-open, switching with NORMAL");
+            } else {
+                info!("a controller is connected: the flow tables again");
+            }
+        }
+    }
+}
+
 fn serve<B: Device>(
     mut stream: Stream,
     id: u64,
@@ -547,7 +623,9 @@ fn serve<B: Device>(
     peer: &str,
     core: &Core<B>,
     sh: &Arc<Shared>,
+    controller: bool,
 ) {
+    let mut counted = false;
     let mut conn = Connection::new(id, Instant::now(), sh.probe);
     let writer = match stream.try_clone() {
         Ok(w) => w,
@@ -604,6 +682,10 @@ fn serve<B: Device>(
         if !out.is_empty() && guard(&handle.writer).write_all(&out).is_err() {
             conn.peer_closed();
         }
+        if controller && !counted && *conn.state() == ofproto::channel::State::Open {
+            counted = true;
+            guard(&sh.controllers_open).0 += 1;
+        }
         {
             let roles = guard(&sh.roles);
             *guard(&handle.wants) = (
@@ -656,6 +738,13 @@ fn serve<B: Device>(
         _ => "the daemon is stopping".to_string(),
     };
     info!(id, %peer, "OpenFlow connection closed: {why}");
+    if counted {
+        let mut c = guard(&sh.controllers_open);
+        c.0 -= 1;
+        if c.0 == 0 {
+            c.1 = Instant::now();
+        }
+    }
     guard(&sh.handles).remove(&id);
     handle.closed.store(true, Ordering::Relaxed);
     // The writer holds a clone of the socket: shut it so the peer sees the

@@ -446,7 +446,7 @@ impl Connection {
                 return Ok(None);
             }
             Message::BarrierRequest => {
-                let gen = sw.bridge().tables.generation();
+                let gen = sw.bridge().generations().tables;
                 if sw.tables_synced() >= gen {
                     Message::BarrierReply
                 } else {

@@ -191,7 +191,13 @@ impl Bridge {
 
 fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
     let mut ctx = Ctx::new(br, key, now, tracing);
-    ctx.run_chain(TableId(0), true);
+    if br.fail_open() {
+        // Fail-open: the switch is a learning switch until a controller
+        // is back.
+        ctx.normal();
+    } else {
+        ctx.run_chain(TableId(0), true);
+    }
     ctx.finish()
 }
 

@@ -38,14 +38,17 @@ fn start(sock: &Path, probe_ms: u64) -> (Daemon, OfServer) {
     (d, of)
 }
 
-fn start_with_ports(
+type Vms = std::collections::HashMap<String, super::tests::Handles>;
+
+fn start_with_ports(sock: &Path, probe_ms: u64) -> (Daemon, OfServer, Vms) {
+    start_cfg(sock, probe_ms, |_| {})
+}
+
+fn start_cfg(
     sock: &Path,
     probe_ms: u64,
-) -> (
-    Daemon,
-    OfServer,
-    std::collections::HashMap<String, super::tests::Handles>,
-) {
+    tune: impl FnOnce(&mut OpenflowConfig),
+) -> (Daemon, OfServer, Vms) {
     let (factory, h) = MemFactory::new(&["vm1", "vm2", "vm3"]);
     let mut d = Daemon::start(&config(), &flows(), factory, limits()).expect("start");
     for (i, n) in ["vm1", "vm2", "vm3"].iter().enumerate() {
@@ -59,7 +62,10 @@ fn start_with_ports(
         inactivity_probe_ms: probe_ms,
         packet_in_rate: 0,
         packet_in_burst: 1,
+        ..OpenflowConfig::default()
     };
+    let mut cfg = cfg;
+    tune(&mut cfg);
     let (pins, _) = d.take_packet_ins();
     let of = OfServer::start(&d.core(), d.clock(), &cfg, pins, d.tx_ports()).expect("openflow");
     (d, of, h)
@@ -613,6 +619,120 @@ fn controllers_hear_of_removed_rules_and_port_changes() {
         (2, 2, "vm2")
     );
     assert_eq!(p.desc.state, ::openflow::port::state::LINK_DOWN);
+    of.stop();
+    d.stop().expect("stop");
+}
+
+/// Accepts the switch's connection on `l` and completes the handshake as
+/// a controller would.
+fn accept_switch(l: &std::net::TcpListener) -> (std::net::TcpStream, Framer) {
+    let (mut s, _) = l.accept().expect("the switch connects");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut f = Framer::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(m) = f.next_message().expect("framing") {
+            let (_, m) = parse(&m).expect("parse");
+            assert!(matches!(m, Message::Hello { .. }), "{m:?}");
+            break;
+        }
+        let n = s.read(&mut buf).expect("read");
+        assert!(n > 0, "closed");
+        f.push(&buf[..n]);
+    }
+    let hello = Message::Hello {
+        bitmap: Some(::openflow::bitmap_of(4)),
+    };
+    s.write_all(&hello.to_bytes(1).expect("emit"))
+        .expect("hello");
+    (s, f)
+}
+
+/// Sends a frame from vm2 (the config's table has no rule for it: drop)
+/// and says whether vm1 got it within `wait`.
+fn vm2_reaches_vm1(h: &Vms, sport: u16, wait: Duration) -> bool {
+    let f = megaflow::frame::FrameSpec::ipv4(
+        0xc612_0002,
+        0xc612_0001,
+        megaflow::frame::L4::udp(sport, 7),
+    )
+    .build();
+    assert!(h["vm2"].rx.inject(&f, Default::default()));
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if h["vm1"].received().iter().any(|g| *g == f) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+#[test]
+fn standalone_falls_back_to_normal_without_a_controller_and_reconnects() {
+    let dir = TempDir::new("standalone");
+    let sock = dir.0.join("br0.mgmt");
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let (d, of, h) = start_cfg(&sock, 200, |c| {
+        c.controllers = vec![format!("tcp:{addr}")];
+        c.fail_mode = "standalone".into();
+    });
+    // The switch has connected (the kernel accepted) but no controller
+    // answered: after the probe interval it switches with NORMAL, so
+    // vm2's frame, which the table drops, floods to vm1.
+    let core = d.core();
+    wait_for("fail-open", || lock(&core).pipeline().bridge.fail_open());
+    assert!(
+        vm2_reaches_vm1(&h, 100, Duration::from_secs(5)),
+        "NORMAL floods"
+    );
+    // A controller answers: the tables again (the frame is dropped).
+    let (c, _f) = accept_switch(&l);
+    let board = of.board();
+    wait_for("the controller listed open", || {
+        board
+            .connections()
+            .iter()
+            .any(|x| x.listener.starts_with("tcp:") && x.state == "open")
+    });
+    wait_for("fail-open left", || {
+        !lock(&core).pipeline().bridge.fail_open()
+    });
+    // The pass the change asked for re-translates the cached megaflows.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !vm2_reaches_vm1(&h, 101, Duration::from_millis(300)),
+        "tables back"
+    );
+    // The controller goes away: the switch reconnects (backoff from 1 s).
+    drop(c);
+    let (_c, _f) = accept_switch(&l);
+    drop(core);
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
+fn secure_keeps_the_tables_without_a_controller() {
+    let dir = TempDir::new("secure");
+    let sock = dir.0.join("br0.mgmt");
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let (d, of, h) = start_cfg(&sock, 100, |c| {
+        c.controllers = vec![format!("tcp:{addr}")];
+        c.fail_mode = "secure".into();
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        !vm2_reaches_vm1(&h, 100, Duration::from_millis(300)),
+        "secure drops"
+    );
+    // The config's flows still forward.
+    assert!(h["vm1"].rx.inject(&frame(1000), Default::default()));
+    wait_for("vm1 → vm2 still", || !h["vm2"].received().is_empty());
+    drop(l);
     of.stop();
     d.stop().expect("stop");
 }
