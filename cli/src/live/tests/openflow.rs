@@ -661,7 +661,7 @@ fn vm2_reaches_vm1(h: &Vms, sport: u16, wait: Duration) -> bool {
     assert!(h["vm2"].rx.inject(&f, Default::default()));
     let deadline = Instant::now() + wait;
     while Instant::now() < deadline {
-        if h["vm1"].received().iter().any(|g| *g == f) {
+        if h["vm1"].received().contains(&f) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(5));
