@@ -425,7 +425,10 @@ struct ConnHandle {
 }
 
 /// Packet-ins a connection may have waiting before more are dropped.
-const CONN_PACKET_INS: usize = 1024;
+const CONN_PACKET_INS: usize = 4096;
+
+/// Most bytes of packet-ins gathered into one write.
+const WRITE_BATCH: usize = 64 * 1024;
 
 /// Hands each packet-in to every connection that wants it (not a slave,
 /// its async mask allows the reason, its rate allows one more), never
@@ -541,12 +544,21 @@ fn announce(rx: &std::sync::mpsc::Receiver<SwitchEvent>, sh: &Shared) {
 }
 
 /// A connection's packet-in writer: what the distributor queued, written
-/// in order.
+/// in order, as many as are waiting in one write.
 fn write_packet_ins(h: &ConnHandle, rx: &std::sync::mpsc::Receiver<Vec<u8>>, sh: &Shared) {
+    let mut batch = Vec::new();
     while !sh.stop.load(Ordering::Relaxed) && !h.closed.load(Ordering::Relaxed) {
         match rx.recv_timeout(READ_TICK) {
             Ok(b) => {
-                if guard(&h.writer).write_all(&b).is_err() {
+                batch.clear();
+                batch.extend_from_slice(&b);
+                while batch.len() < WRITE_BATCH {
+                    match rx.try_recv() {
+                        Ok(b) => batch.extend_from_slice(&b),
+                        Err(_) => break,
+                    }
+                }
+                if guard(&h.writer).write_all(&batch).is_err() {
                     return;
                 }
             }
