@@ -88,7 +88,9 @@ impl Client {
         let s = loop {
             match TcpStream::connect(("127.0.0.1", port)) {
                 Ok(s) => break s,
-                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
                 Err(e) => panic!("connect: {e}"),
             }
         };
@@ -101,7 +103,8 @@ impl Client {
         let hello = Message::Hello {
             bitmap: Some(openflow::bitmap_of(4)),
         };
-        c.s.write_all(&hello.to_bytes(0).expect("emit")).expect("hello");
+        c.s.write_all(&hello.to_bytes(0).expect("emit"))
+            .expect("hello");
         assert!(matches!(c.next(), Message::Hello { .. }));
         c
     }
@@ -139,10 +142,12 @@ fn flow_add(i: u32) -> Vec<u8> {
         out_group: 0xffff_ffff,
         flags: 0,
         matched: m,
-        instructions: vec![openflow::Instruction::ApplyActions(vec![openflow::Action::Output {
-            port: 2,
-            max_len: 0,
-        }])],
+        instructions: vec![openflow::Instruction::ApplyActions(vec![
+            openflow::Action::Output {
+                port: 2,
+                max_len: 0,
+            },
+        ])],
     })
     .to_bytes(i)
     .expect("emit")
@@ -207,7 +212,10 @@ fn main() {
     }
     let secs = started.elapsed().as_secs_f64();
     writer.join().expect("writer");
-    println!("bench: openflow.flow_mod_rate {:.0} flows/s", f64::from(flows) / secs);
+    println!(
+        "bench: openflow.flow_mod_rate {:.0} flows/s",
+        f64::from(flows) / secs
+    );
 
     // Dump them all.
     let req = Message::MultipartRequest {
@@ -222,7 +230,8 @@ fn main() {
         }),
     };
     let started = Instant::now();
-    c.s.write_all(&req.to_bytes(7).expect("emit")).expect("send");
+    c.s.write_all(&req.to_bytes(7).expect("emit"))
+        .expect("send");
     let mut got = 0usize;
     let mut parts = 0;
     loop {
@@ -249,7 +258,8 @@ fn main() {
         .map(|i| FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(i, 9)).build())
         .collect();
     let mut s2 = c.s.try_clone().expect("clone");
-    s2.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+    s2.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
     let counter = std::thread::spawn(move || {
         let mut f = Framer::new();
         let mut buf = vec![0u8; 1 << 16];
@@ -287,7 +297,10 @@ fn main() {
         "packet-ins: {n} of {total} delivered in {span:.3} s; queue drops {}",
         queue.dropped.load(std::sync::atomic::Ordering::Relaxed)
     );
-    println!("bench: openflow.packet_in_rate {:.0} packet_ins/s", n as f64 / span);
+    println!(
+        "bench: openflow.packet_in_rate {:.0} packet_ins/s",
+        n as f64 / span
+    );
     of.stop();
     d.stop().expect("stop");
 }

@@ -43,5 +43,5 @@ pub use message::{
 };
 pub use multipart::{Desc, MpReply, MpRequest};
 pub use oxm::{Oxm, OxmMatch};
-pub use port::Port;
+pub use port::{Port, PortStatsEntry};
 pub use table::{TableFeatures, TableStats};

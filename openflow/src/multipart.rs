@@ -4,7 +4,7 @@
 
 use crate::error::ParseError;
 use crate::flow::{AggregateReply, FlowStats, FlowStatsRequest};
-use crate::port::{Port, PORT_LEN};
+use crate::port::{Port, PortStatsEntry, PORT_LEN, PORT_STATS_LEN};
 use crate::table::{TableFeatures, TableStats};
 use crate::wire::{c_string, Put, Reader};
 
@@ -71,6 +71,8 @@ pub enum MpRequest {
     Flow(FlowStatsRequest),
     Aggregate(FlowStatsRequest),
     Table,
+    /// The port (`OFPP_ANY`: all).
+    PortStats(u32),
     /// Empty: a query; entries: a request to set (which a switch may
     /// refuse).
     TableFeatures(Vec<TableFeatures>),
@@ -89,6 +91,7 @@ impl MpRequest {
             MpRequest::Flow(_) => mp_type::FLOW,
             MpRequest::Aggregate(_) => mp_type::AGGREGATE,
             MpRequest::Table => mp_type::TABLE,
+            MpRequest::PortStats(_) => mp_type::PORT_STATS,
             MpRequest::TableFeatures(_) => mp_type::TABLE_FEATURES,
             MpRequest::PortDesc => mp_type::PORT_DESC,
             MpRequest::Other { ty, .. } => *ty,
@@ -108,6 +111,17 @@ impl MpRequest {
             mp_type::FLOW => Ok(MpRequest::Flow(FlowStatsRequest::parse(r)?)),
             mp_type::AGGREGATE => Ok(MpRequest::Aggregate(FlowStatsRequest::parse(r)?)),
             mp_type::TABLE => Ok(MpRequest::Table),
+            mp_type::PORT_STATS => {
+                if r.remaining() != 8 {
+                    return Err(ParseError::BadLength {
+                        what: "port stats request",
+                        length: r.remaining(),
+                    });
+                }
+                let p = r.u32("port_stats.port_no")?;
+                r.skip(4, "port_stats.pad")?;
+                Ok(MpRequest::PortStats(p))
+            }
             mp_type::TABLE_FEATURES => {
                 let mut v = Vec::new();
                 while !r.is_empty() {
@@ -128,6 +142,10 @@ impl MpRequest {
             MpRequest::Other { body, .. } => out.extend_from_slice(body),
             MpRequest::Flow(f) | MpRequest::Aggregate(f) => f.emit(out),
             MpRequest::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
+            MpRequest::PortStats(p) => {
+                out.put_u32(*p);
+                out.put_zeros(4);
+            }
             MpRequest::Desc | MpRequest::PortDesc | MpRequest::Table => {}
         }
     }
@@ -140,6 +158,7 @@ pub enum MpReply {
     Flow(Vec<FlowStats>),
     Aggregate(AggregateReply),
     Table(Vec<TableStats>),
+    PortStats(Vec<PortStatsEntry>),
     TableFeatures(Vec<TableFeatures>),
     PortDesc(Vec<Port>),
     Other { ty: u16, body: Vec<u8> },
@@ -152,6 +171,7 @@ impl MpReply {
             MpReply::Flow(_) => mp_type::FLOW,
             MpReply::Aggregate(_) => mp_type::AGGREGATE,
             MpReply::Table(_) => mp_type::TABLE,
+            MpReply::PortStats(_) => mp_type::PORT_STATS,
             MpReply::TableFeatures(_) => mp_type::TABLE_FEATURES,
             MpReply::PortDesc(_) => mp_type::PORT_DESC,
             MpReply::Other { ty, .. } => *ty,
@@ -198,6 +218,19 @@ impl MpReply {
                 }
                 Ok(MpReply::TableFeatures(v))
             }
+            mp_type::PORT_STATS => {
+                if r.remaining() % PORT_STATS_LEN != 0 {
+                    return Err(ParseError::BadLength {
+                        what: "port stats reply (a multiple of 112)",
+                        length: r.remaining(),
+                    });
+                }
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(PortStatsEntry::parse(r)?);
+                }
+                Ok(MpReply::PortStats(v))
+            }
             mp_type::PORT_DESC => {
                 if r.remaining() % PORT_LEN != 0 {
                     return Err(ParseError::BadLength {
@@ -225,6 +258,7 @@ impl MpReply {
             MpReply::Flow(v) => v.iter().for_each(|f| f.emit(out)),
             MpReply::Aggregate(a) => a.emit(out),
             MpReply::Table(v) => v.iter().for_each(|t| t.emit(out)),
+            MpReply::PortStats(v) => v.iter().for_each(|p| p.emit(out)),
             MpReply::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
             MpReply::PortDesc(ports) => ports.iter().for_each(|p| p.emit(out)),
             MpReply::Other { body, .. } => out.extend_from_slice(body),

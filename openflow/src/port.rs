@@ -104,3 +104,77 @@ impl Port {
         }
     }
 }
+
+/// One `ofp_port_stats` entry (112 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PortStatsEntry {
+    pub port_no: u32,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_frame_err: u64,
+    pub rx_over_err: u64,
+    pub rx_crc_err: u64,
+    pub collisions: u64,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+}
+
+impl PortStatsEntry {
+    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<PortStatsEntry, ParseError> {
+        let port_no = r.u32("port_stats.port_no")?;
+        r.skip(4, "port_stats.pad")?;
+        let mut c = [0u64; 12];
+        for v in &mut c {
+            *v = r.u64("port_stats.counter")?;
+        }
+        Ok(PortStatsEntry {
+            port_no,
+            rx_packets: c[0],
+            tx_packets: c[1],
+            rx_bytes: c[2],
+            tx_bytes: c[3],
+            rx_dropped: c[4],
+            tx_dropped: c[5],
+            rx_errors: c[6],
+            tx_errors: c[7],
+            rx_frame_err: c[8],
+            rx_over_err: c[9],
+            rx_crc_err: c[10],
+            collisions: c[11],
+            duration_sec: r.u32("port_stats.duration_sec")?,
+            duration_nsec: r.u32("port_stats.duration_nsec")?,
+        })
+    }
+
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+        out.put_u32(self.port_no);
+        out.put_zeros(4);
+        for v in [
+            self.rx_packets,
+            self.tx_packets,
+            self.rx_bytes,
+            self.tx_bytes,
+            self.rx_dropped,
+            self.tx_dropped,
+            self.rx_errors,
+            self.tx_errors,
+            self.rx_frame_err,
+            self.rx_over_err,
+            self.rx_crc_err,
+            self.collisions,
+        ] {
+            out.put_u64(v);
+        }
+        out.put_u32(self.duration_sec);
+        out.put_u32(self.duration_nsec);
+    }
+}
+
+/// Bytes in `ofp_port_stats`.
+pub const PORT_STATS_LEN: usize = 112;

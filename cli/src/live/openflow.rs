@@ -383,6 +383,36 @@ impl<B: Device> OfSwitch for View<'_, B> {
         self.sw.pipeline_mut().request_pass();
     }
 
+    fn port_stats(&self, port: u32) -> Vec<openflow::PortStatsEntry> {
+        let c = self.sw.counters();
+        self.sw
+            .port_summaries()
+            .into_iter()
+            .filter(|p| port == ofproto::OfPort::Any.number() || p.ofport == port)
+            .map(|p| {
+                let pc = c
+                    .ports
+                    .get(&megaflow::PortNo(p.ofport))
+                    .copied()
+                    .unwrap_or_default();
+                let (rx_dropped, tx_dropped) = p
+                    .status
+                    .as_ref()
+                    .map_or((0, 0), |s| (s.rx_dropped, s.tx_dropped));
+                openflow::PortStatsEntry {
+                    port_no: p.ofport,
+                    rx_packets: pc.rx.packets,
+                    tx_packets: pc.tx_hw.packets + pc.tx_sw.packets,
+                    rx_bytes: pc.rx.bytes,
+                    tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
+                    rx_dropped,
+                    tx_dropped,
+                    ..Default::default()
+                }
+            })
+            .collect()
+    }
+
     fn rules_removed(&mut self, removed: &[ofproto::table::RemovedRule]) {
         let now = self.clock.now();
         self.sw.rules_removed(removed, now);

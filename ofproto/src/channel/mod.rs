@@ -84,6 +84,10 @@ pub trait OfSwitch {
     fn tables_synced(&self) -> u64;
     /// Asks for a revalidator pass now (a BARRIER waits for it).
     fn request_sync(&mut self);
+    /// Counters of `port` (`OFPP_ANY`: every port).
+    fn port_stats(&self, _port: u32) -> Vec<openflow::PortStatsEntry> {
+        Vec::new()
+    }
     /// Rules a flow mod removed (FLOW_REMOVED for those that asked).
     fn rules_removed(&mut self, _removed: &[crate::table::RemovedRule]) {}
     /// A PACKET_OUT: `actions` run on `frame` as received on `in_port`
@@ -532,6 +536,19 @@ impl Connection {
                                 flow_count: entries.len() as u32,
                             }),
                         }
+                    }
+                    MpRequest::PortStats(p) => {
+                        if p != OfPort::Any.number() && OfPort::from_number(p).is_none() {
+                            return Err(OfpError::BAD_PORT);
+                        }
+                        let v = sw.port_stats(p);
+                        self.send_parts(
+                            xid,
+                            v,
+                            |_| openflow::port::PORT_STATS_LEN,
+                            MpReply::PortStats,
+                        );
+                        return Ok(None);
                     }
                     MpRequest::Table => Message::MultipartReply {
                         flags: 0,

@@ -380,6 +380,13 @@ fn ovs_ofctl_adds_dumps_modifies_and_deletes_flows_and_traffic_follows() {
     assert!(tables.contains("OFPST_TABLE reply"), "{tables}");
     let agg = run("dump-aggregate", &[]).expect("dump-aggregate");
     assert!(agg.contains("flow_count=5"), "{agg}");
+    // dump-ports: vm1 received the two frames sent above, vm2 and vm3
+    // sent one each (the counters are published every 50 ms).
+    wait_for("vm1's two frames in dump-ports", || {
+        run("dump-ports", &[]).is_ok_and(|p| p.contains("port  1: rx pkts=2,"))
+    });
+    let p1 = run("dump-ports", &["1"]).expect("dump-ports 1");
+    assert!(p1.contains("port  1: rx pkts=2,") && !p1.contains("port  2"), "{p1}");
     of.stop();
     d.stop().expect("stop");
 }
