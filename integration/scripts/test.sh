@@ -11,6 +11,7 @@
 #    system OVS). As another user nothing is installed, and the script says
 #    which tests will be skipped and why. ESWITCH_NO_INSTALL=1 installs
 #    nothing.
+#    os-ken (PyPI, pinned) goes into a virtualenv in target/osken-venv.
 # 2. `cargo test --workspace` runs with ESWITCH_SKIP_LOG naming a file where
 #    each skipped test is written (prereq::skip).
 # 3. The skipped tests are listed, and a closing line counts them:
@@ -97,6 +98,30 @@ if [ ${#missing_programs[@]} -gt 0 ]; then
   echo "test.sh: tests that run these programs will print SKIP: ${missing_programs[*]}" \
     "(Debian packages: ${missing_packages[*]})"
 fi
+
+# os-ken from PyPI, pinned, in a virtualenv under target/ (the OpenFlow
+# controller of the os-ken scenario). Python's venv module is Debian's
+# python3-venv, installed here as root when missing.
+osken_version=4.2.2
+osken_venv=${ESWITCH_OSKEN_VENV:-$PWD/target/osken-venv}
+osken_ok() {
+  [ -x "$osken_venv/bin/python" ] &&
+    "$osken_venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("os-ken") != sys.argv[1])' \
+      "$osken_version" 2>/dev/null
+}
+if ! osken_ok && [ "${ESWITCH_NO_INSTALL:-}" != 1 ]; then
+  if ! python3 -c 'import ensurepip, venv' 2>/dev/null && [ "$uid" = 0 ]; then
+    missing_packages=(python3-venv)
+    install_packages || echo "test.sh: installing python3-venv failed" >&2
+  fi
+  echo "test.sh: installing os-ken $osken_version into $osken_venv"
+  rm -rf "$osken_venv"
+  if ! { python3 -m venv "$osken_venv" &&
+    "$osken_venv/bin/pip" install -q --disable-pip-version-check "os-ken==$osken_version"; }; then
+    echo "test.sh: installing os-ken failed: the os-ken scenario will print SKIP" >&2
+  fi
+fi
+export ESWITCH_OSKEN_PYTHON=$osken_venv/bin/python
 
 skiplog=$(mktemp "${TMPDIR:-/tmp}/eswitch-skips.XXXXXX")
 output=$(mktemp "${TMPDIR:-/tmp}/eswitch-test.XXXXXX")

@@ -612,7 +612,14 @@ pub fn flow_mod_from_wire(fm: &WireFlowMod) -> Result<FlowMod, OfpError> {
     };
     let matched = match_from_wire(&fm.matched)?;
     let instructions = instructions_from_wire(&fm.instructions, table.unwrap_or(TableId(0)))?;
-    let out_port = OfPort::from_number(fm.out_port).ok_or(OfpError::new(FLOW_MOD_FAILED, 0))?;
+    // out_port filters deletes only; adds and modifies ignore it (os-ken
+    // sends 0 there).
+    let out_port = match cmd {
+        FlowModCommand::Delete | FlowModCommand::DeleteStrict => {
+            OfPort::from_number(fm.out_port).ok_or(OfpError::BAD_PORT)?
+        }
+        _ => OfPort::Any,
+    };
     let f = fm.flags;
     Ok(FlowMod {
         command: cmd,

@@ -474,6 +474,10 @@ impl Connection {
                 if !outcome.removed.is_empty() {
                     sw.rules_removed(&outcome.removed);
                 }
+                // Megaflows the change makes stale go at the next offload
+                // tick, not at the next interval (as Open vSwitch kicks its
+                // revalidators on a table change).
+                sw.request_sync();
                 return Ok(None);
             }
             Message::PacketOut(_) if slave => return Err(OfpError::IS_SLAVE),

@@ -49,8 +49,17 @@ fn start_cfg(
     probe_ms: u64,
     tune: impl FnOnce(&mut OpenflowConfig),
 ) -> (Daemon, OfServer, Vms) {
+    start_table(sock, probe_ms, &flows(), tune)
+}
+
+fn start_table(
+    sock: &Path,
+    probe_ms: u64,
+    table: &FlowFile,
+    tune: impl FnOnce(&mut OpenflowConfig),
+) -> (Daemon, OfServer, Vms) {
     let (factory, h) = MemFactory::new(&["vm1", "vm2", "vm3"]);
-    let mut d = Daemon::start(&config(), &flows(), factory, limits()).expect("start");
+    let mut d = Daemon::start(&config(), table, factory, limits()).expect("start");
     for (i, n) in ["vm1", "vm2", "vm3"].iter().enumerate() {
         d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
     }
@@ -386,7 +395,10 @@ fn ovs_ofctl_adds_dumps_modifies_and_deletes_flows_and_traffic_follows() {
         run("dump-ports", &[]).is_ok_and(|p| p.contains("port  1: rx pkts=2,"))
     });
     let p1 = run("dump-ports", &["1"]).expect("dump-ports 1");
-    assert!(p1.contains("port  1: rx pkts=2,") && !p1.contains("port  2"), "{p1}");
+    assert!(
+        p1.contains("port  1: rx pkts=2,") && !p1.contains("port  2"),
+        "{p1}"
+    );
     of.stop();
     d.stop().expect("stop");
 }
@@ -742,4 +754,156 @@ fn secure_keeps_the_tables_without_a_controller() {
     drop(l);
     of.stop();
     d.stop().expect("stop");
+}
+
+/// A child process killed (by PID) and reaped however the test ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The Python of the os-ken virtualenv the test command makes.
+fn osken_python() -> PathBuf {
+    std::env::var_os("ESWITCH_OSKEN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/osken-venv/bin/python")
+        })
+}
+
+/// A frame from VM `a` to VM `b` (MACs 02:00:00:00:00:0a / 0b).
+fn l2_frame(a: u64, b: u64, sport: u16) -> Vec<u8> {
+    let mut f = megaflow::frame::FrameSpec::ipv4(
+        0xc612_0000 | a as u32,
+        0xc612_0000 | b as u32,
+        megaflow::frame::L4::udp(sport, 9),
+    );
+    f.eth_src = 0x0200_0000_0000 | a;
+    f.eth_dst = 0x0200_0000_0000 | b;
+    f.build()
+}
+
+#[test]
+fn an_os_ken_learning_switch_programs_eswitchd() {
+    const T: &str = "an_os_ken_learning_switch_programs_eswitchd";
+    let python = osken_python();
+    if !python.exists() {
+        prereq::skip(
+            T,
+            format!(
+                "os-ken is not installed at {} (integration/scripts/test.sh makes that virtualenv; \
+                 or set ESWITCH_OSKEN_PYTHON)",
+                python.display()
+            ),
+        );
+        return;
+    }
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    drop(l);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/osken/run.py");
+    let mut child = Child(
+        Command::new(&python)
+            .arg(&script)
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start os-ken"),
+    );
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let out = child.0.stdout.take().expect("stdout");
+    {
+        let lines = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                lines.lock().expect("lines").push(l);
+            }
+        });
+    }
+    let seen = |what: &str| {
+        lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .filter(|l| l.contains(what))
+            .count()
+    };
+    wait_for_long("os-ken listening", || seen("listening") > 0);
+    let dir = TempDir::new("osken");
+    let sock = dir.0.join("br0.mgmt");
+    let empty = FlowFile::parse("").expect("empty table");
+    let (mut d, of, h) = start_table(&sock, 5000, &empty, |c| {
+        c.controllers = vec![format!("tcp:127.0.0.1:{port}")];
+        c.fail_mode = "secure".into();
+    });
+    d.apply(&PortEvent::Up { ifindex: 12 });
+    wait_for_long("os-ken sees the switch", || {
+        seen("connected dpid=00000000000000ab") > 0
+    });
+    // The table-miss entry is in before traffic (an echo round trip
+    // through the switch after the app's flow mod).
+    wait_for("the app's table-miss entry", || {
+        lock(&d.core()).pipeline().bridge.tables.len() == 1
+    });
+    // vm1 → vm2: unknown, flooded by the app to vm2 and vm3.
+    let a = l2_frame(1, 2, 1000);
+    assert!(h["vm1"].rx.inject(&a, Default::default()));
+    wait_for("the flood on vm2", || h["vm2"].received().contains(&a));
+    // vm2 → vm1: vm1's MAC is known: a flow, and the packet out to vm1.
+    let b = l2_frame(2, 1, 1000);
+    assert!(h["vm2"].rx.inject(&b, Default::default()));
+    wait_for("vm2 → vm1", || h["vm1"].received().contains(&b));
+    // vm1 → vm2 again: a flow for that direction too.
+    assert!(h["vm1"].rx.inject(&a, Default::default()));
+    wait_for("vm1 → vm2 by the app", || {
+        h["vm2"].received().contains(&a)
+    });
+    wait_for("both flows", || seen("flow in_port=") >= 2);
+    // In the tables, and every megaflow revalidated against them.
+    let core = d.core();
+    wait_for("the learned flows in force", || {
+        let sw = lock(&core);
+        sw.pipeline().bridge.tables.len() == 3
+            && sw.pipeline().synced_tables() >= sw.pipeline().bridge.generations().tables
+    });
+    let packet_ins = seen("packet_in");
+    // From now on the flows forward without the controller, and the hot
+    // one is offloaded to the sim FDB.
+    let mut got = 0;
+    for i in 0..20u16 {
+        let f = l2_frame(1, 2, 2000 + i);
+        assert!(h["vm1"].rx.inject(&f, Default::default()));
+        wait_for("vm1 → vm2 by the flow", || {
+            got += h["vm2"].received().len();
+            got > usize::from(i)
+        });
+    }
+    wait_for("the learned flow offloaded", || {
+        lock(&core).pipeline().offloaded_len() >= 1
+    });
+    assert_eq!(seen("packet_in"), packet_ins, "no packet-in once learned");
+    let rules = lock(&core).dump_rules().expect("dump").rules.len();
+    assert!(rules >= 2, "the root jump and the learned flow: {rules}");
+    drop(core);
+    of.stop();
+    d.stop().expect("stop");
+    drop(child);
+}
+
+/// Waits (at most 30 s: a Python start-up) until `cond` holds.
+fn wait_for_long(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
 }
