@@ -354,6 +354,10 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     rng: SplitMix64,
     /// Rules removed by timeouts, for whoever reports them.
     expired: Vec<RemovedRule>,
+    /// Meter changes the device has not been told of yet (the offload
+    /// thread applies them: whoever changes a meter never calls the
+    /// device).
+    meter_changes: Vec<(MeterId, Option<MeterSpec>)>,
     /// The tables' generation the last completed pass brought every
     /// megaflow up to (what an OpenFlow BARRIER waits for).
     synced_tables: u64,
@@ -440,6 +444,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             expired: Vec::new(),
             synced_tables: 0,
             pass_wanted: false,
+            meter_changes: Vec::new(),
         }
     }
 
@@ -529,31 +534,48 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         std::mem::take(&mut self.expired)
     }
 
-    /// Adds or changes a meter, in software and in hardware. Offloaded
-    /// flows that use it are moved to the new band (hitless replace).
+    /// Adds or changes a meter: in software at once, in hardware at the
+    /// offload thread's next step (offloaded flows that use it move to the
+    /// new band, hitless).
     pub fn set_meter(&mut self, spec: MeterSpec) {
         let shared = self.meters.set(spec);
         self.dps.send(None, &DpCommand::SetMeter(shared));
-        match self.offload.set_meter(spec.id, Some(spec.band())) {
-            Ok(()) => {
-                self.hw_meter_errors.remove(&spec.id);
-            }
-            Err(e) => {
-                self.hw_meter_errors.insert(spec.id, e);
-            }
-        }
-        self.refresh_meter_users(spec.id, Timestamp::NEVER);
+        self.meter_changes.push((spec.id, Some(spec)));
     }
 
     /// Deletes a meter; flows naming it drop from now on (in software at
-    /// once, in hardware after their rule is refreshed here).
+    /// once, in hardware once the offload thread has refreshed their
+    /// rules).
     pub fn remove_meter(&mut self, id: MeterId) -> Option<MeterSpec> {
         let spec = self.meters.remove(id)?;
         self.dps.send(None, &DpCommand::DeleteMeter(id));
-        self.refresh_meter_users(id, Timestamp::NEVER);
-        let _ = self.offload.set_meter(id, None);
-        self.hw_meter_errors.remove(&id);
+        self.meter_changes.push((id, None));
         Some(spec)
+    }
+
+    /// The offload thread's side of meter changes: the device's meters,
+    /// then the offloaded flows that use them.
+    fn apply_meter_changes(&mut self) {
+        for (id, spec) in std::mem::take(&mut self.meter_changes) {
+            match spec {
+                Some(spec) => {
+                    match self.offload.set_meter(id, Some(spec.band())) {
+                        Ok(()) => {
+                            self.hw_meter_errors.remove(&id);
+                        }
+                        Err(e) => {
+                            self.hw_meter_errors.insert(id, e);
+                        }
+                    }
+                    self.refresh_meter_users(id, Timestamp::NEVER);
+                }
+                None => {
+                    self.refresh_meter_users(id, Timestamp::NEVER);
+                    let _ = self.offload.set_meter(id, None);
+                    self.hw_meter_errors.remove(&id);
+                }
+            }
+        }
     }
 
     /// Re-installs the offloaded flows whose actions name meter `id`.
@@ -858,7 +880,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// that calls the device.
     pub fn offload_tick(&mut self, now: Timestamp) {
         self.fold_datapaths(now);
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() || !self.meter_changes.is_empty() {
             self.flush_offloads(now);
         }
     }
@@ -948,6 +970,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// Offloads the queued hot flows now.
     pub fn flush_offloads(&mut self, now: Timestamp) {
+        self.apply_meter_changes();
         let pending = std::mem::take(&mut self.pending);
         for idx in pending {
             self.offload_one(idx, now);
