@@ -25,6 +25,7 @@ pub mod error;
 pub mod flow;
 pub mod header;
 pub mod message;
+pub mod meter;
 pub mod multipart;
 pub mod oxm;
 pub mod port;
@@ -41,6 +42,7 @@ pub use message::{
     bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Features, Message, PortStatus, Role,
     SwitchConfig, TooLong,
 };
+pub use meter::{Band, MeterConfig, MeterFeatures, MeterMod, MeterStats};
 pub use multipart::{Desc, MpReply, MpRequest};
 pub use oxm::{Oxm, OxmMatch};
 pub use port::{Port, PortStatsEntry};

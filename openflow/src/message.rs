@@ -3,6 +3,7 @@
 use crate::error::{OfpError, ParseError};
 use crate::flow::{FlowMod, FlowRemoved, PacketIn, PacketOut};
 use crate::header::{Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
+use crate::meter::MeterMod;
 use crate::multipart::{MpReply, MpRequest};
 use crate::port::{Port, PORT_LEN};
 use crate::wire::{Put, Reader};
@@ -107,6 +108,7 @@ pub enum Message {
     FlowRemoved(FlowRemoved),
     PacketIn(PacketIn),
     PacketOut(PacketOut),
+    MeterMod(MeterMod),
     MultipartRequest {
         flags: u16,
         body: MpRequest,
@@ -266,6 +268,7 @@ fn parse_body(ty: MsgType, r: &mut Reader<'_>) -> Result<Message, ParseError> {
         T::FlowRemoved => Message::FlowRemoved(FlowRemoved::parse(r)?),
         T::PacketIn => Message::PacketIn(PacketIn::parse(r)?),
         T::PacketOut => Message::PacketOut(PacketOut::parse(r)?),
+        T::MeterMod => Message::MeterMod(MeterMod::parse(r)?),
         T::MultipartRequest | T::MultipartReply => {
             let mty = r.u16("multipart.type")?;
             let flags = r.u16("multipart.flags")?;
@@ -348,6 +351,7 @@ impl Message {
             Message::FlowRemoved(_) => T::FlowRemoved,
             Message::PacketIn(_) => T::PacketIn,
             Message::PacketOut(_) => T::PacketOut,
+            Message::MeterMod(_) => T::MeterMod,
             Message::MultipartRequest { .. } => T::MultipartRequest,
             Message::MultipartReply { .. } => T::MultipartReply,
             Message::BarrierRequest => T::BarrierRequest,
@@ -441,6 +445,7 @@ impl Message {
             Message::FlowRemoved(f) => f.emit(out),
             Message::PacketIn(p) => p.emit(out),
             Message::PacketOut(p) => p.emit(out),
+            Message::MeterMod(m) => m.emit(out),
             Message::MultipartRequest { flags, body } => {
                 out.put_u16(body.ty());
                 out.put_u16(*flags);

@@ -4,6 +4,7 @@
 
 use crate::error::ParseError;
 use crate::flow::{AggregateReply, FlowStats, FlowStatsRequest};
+use crate::meter::{MeterConfig, MeterFeatures, MeterStats};
 use crate::port::{Port, PortStatsEntry, PORT_LEN, PORT_STATS_LEN};
 use crate::table::{TableFeatures, TableStats};
 use crate::wire::{c_string, Put, Reader};
@@ -73,6 +74,10 @@ pub enum MpRequest {
     Table,
     /// The port (`OFPP_ANY`: all).
     PortStats(u32),
+    /// The meter (`OFPM_ALL`: all).
+    Meter(u32),
+    MeterConfig(u32),
+    MeterFeatures,
     /// Empty: a query; entries: a request to set (which a switch may
     /// refuse).
     TableFeatures(Vec<TableFeatures>),
@@ -92,6 +97,9 @@ impl MpRequest {
             MpRequest::Aggregate(_) => mp_type::AGGREGATE,
             MpRequest::Table => mp_type::TABLE,
             MpRequest::PortStats(_) => mp_type::PORT_STATS,
+            MpRequest::Meter(_) => mp_type::METER,
+            MpRequest::MeterConfig(_) => mp_type::METER_CONFIG,
+            MpRequest::MeterFeatures => mp_type::METER_FEATURES,
             MpRequest::TableFeatures(_) => mp_type::TABLE_FEATURES,
             MpRequest::PortDesc => mp_type::PORT_DESC,
             MpRequest::Other { ty, .. } => *ty,
@@ -111,6 +119,22 @@ impl MpRequest {
             mp_type::FLOW => Ok(MpRequest::Flow(FlowStatsRequest::parse(r)?)),
             mp_type::AGGREGATE => Ok(MpRequest::Aggregate(FlowStatsRequest::parse(r)?)),
             mp_type::TABLE => Ok(MpRequest::Table),
+            mp_type::METER_FEATURES => Ok(MpRequest::MeterFeatures),
+            mp_type::METER | mp_type::METER_CONFIG => {
+                if r.remaining() != 8 {
+                    return Err(ParseError::BadLength {
+                        what: "meter request",
+                        length: r.remaining(),
+                    });
+                }
+                let id = r.u32("meter request.meter_id")?;
+                r.skip(4, "meter request.pad")?;
+                Ok(if ty == mp_type::METER {
+                    MpRequest::Meter(id)
+                } else {
+                    MpRequest::MeterConfig(id)
+                })
+            }
             mp_type::PORT_STATS => {
                 if r.remaining() != 8 {
                     return Err(ParseError::BadLength {
@@ -142,10 +166,11 @@ impl MpRequest {
             MpRequest::Other { body, .. } => out.extend_from_slice(body),
             MpRequest::Flow(f) | MpRequest::Aggregate(f) => f.emit(out),
             MpRequest::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
-            MpRequest::PortStats(p) => {
+            MpRequest::PortStats(p) | MpRequest::Meter(p) | MpRequest::MeterConfig(p) => {
                 out.put_u32(*p);
                 out.put_zeros(4);
             }
+            MpRequest::MeterFeatures => {}
             MpRequest::Desc | MpRequest::PortDesc | MpRequest::Table => {}
         }
     }
@@ -159,6 +184,9 @@ pub enum MpReply {
     Aggregate(AggregateReply),
     Table(Vec<TableStats>),
     PortStats(Vec<PortStatsEntry>),
+    Meter(Vec<MeterStats>),
+    MeterConfig(Vec<MeterConfig>),
+    MeterFeatures(MeterFeatures),
     TableFeatures(Vec<TableFeatures>),
     PortDesc(Vec<Port>),
     Other { ty: u16, body: Vec<u8> },
@@ -172,6 +200,9 @@ impl MpReply {
             MpReply::Aggregate(_) => mp_type::AGGREGATE,
             MpReply::Table(_) => mp_type::TABLE,
             MpReply::PortStats(_) => mp_type::PORT_STATS,
+            MpReply::Meter(_) => mp_type::METER,
+            MpReply::MeterConfig(_) => mp_type::METER_CONFIG,
+            MpReply::MeterFeatures(_) => mp_type::METER_FEATURES,
             MpReply::TableFeatures(_) => mp_type::TABLE_FEATURES,
             MpReply::PortDesc(_) => mp_type::PORT_DESC,
             MpReply::Other { ty, .. } => *ty,
@@ -218,6 +249,30 @@ impl MpReply {
                 }
                 Ok(MpReply::TableFeatures(v))
             }
+            mp_type::METER => {
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(MeterStats::parse(r)?);
+                }
+                Ok(MpReply::Meter(v))
+            }
+            mp_type::METER_CONFIG => {
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(MeterConfig::parse(r)?);
+                }
+                Ok(MpReply::MeterConfig(v))
+            }
+            mp_type::METER_FEATURES => {
+                let f = MeterFeatures::parse(r)?;
+                if !r.is_empty() {
+                    return Err(ParseError::BadLength {
+                        what: "meter features reply",
+                        length: r.remaining() + 16,
+                    });
+                }
+                Ok(MpReply::MeterFeatures(f))
+            }
             mp_type::PORT_STATS => {
                 if r.remaining() % PORT_STATS_LEN != 0 {
                     return Err(ParseError::BadLength {
@@ -259,6 +314,9 @@ impl MpReply {
             MpReply::Aggregate(a) => a.emit(out),
             MpReply::Table(v) => v.iter().for_each(|t| t.emit(out)),
             MpReply::PortStats(v) => v.iter().for_each(|p| p.emit(out)),
+            MpReply::Meter(v) => v.iter().for_each(|m| m.emit(out)),
+            MpReply::MeterConfig(v) => v.iter().for_each(|m| m.emit(out)),
+            MpReply::MeterFeatures(f) => f.emit(out),
             MpReply::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
             MpReply::PortDesc(ports) => ports.iter().for_each(|p| p.emit(out)),
             MpReply::Other { body, .. } => out.extend_from_slice(body),

@@ -383,6 +383,10 @@ impl<B: Device> OfSwitch for View<'_, B> {
         self.sw.pipeline_mut().request_pass();
     }
 
+    fn meters(&mut self) -> Option<&mut dyn ofproto::channel::Meters> {
+        Some(self.sw.pipeline_mut())
+    }
+
     fn port_stats(&self, port: u32) -> Vec<openflow::PortStatsEntry> {
         let c = self.sw.counters();
         self.sw

@@ -35,9 +35,11 @@ use openflow::{
 };
 
 use crate::bridge::Bridge;
+use crate::meter::MeterSpec;
 use crate::rule::OfPort;
 use crate::table::match_covers;
 use crate::TableId;
+use megaflow::MeterId;
 
 /// Where a connection is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,6 +86,10 @@ pub trait OfSwitch {
     fn tables_synced(&self) -> u64;
     /// Asks for a revalidator pass now (a BARRIER waits for it).
     fn request_sync(&mut self);
+    /// The switch's meters (`None`: METER_MOD is refused as BAD_TYPE).
+    fn meters(&mut self) -> Option<&mut dyn Meters> {
+        None
+    }
     /// Counters of `port` (`OFPP_ANY`: every port).
     fn port_stats(&self, _port: u32) -> Vec<openflow::PortStatsEntry> {
         Vec::new()
@@ -99,6 +105,37 @@ pub trait OfSwitch {
         frame: &[u8],
     ) -> Result<(), OfpError>;
 }
+
+/// The meters a channel changes and reads (METER_MOD, the meter
+/// multiparts).
+pub trait Meters {
+    fn get(&self, id: MeterId) -> Option<MeterSpec>;
+    fn all(&self) -> Vec<MeterSpec>;
+    fn set(&mut self, spec: MeterSpec);
+    fn remove(&mut self, id: MeterId) -> bool;
+    fn stats(&self, id: MeterId) -> Option<megaflow::meter::MeterStats>;
+}
+
+impl<O: megaflow::offload::FlowOffload, D: crate::Datapaths> Meters for crate::Pipeline<O, D> {
+    fn get(&self, id: MeterId) -> Option<MeterSpec> {
+        self.meters().get(id).copied()
+    }
+    fn all(&self) -> Vec<MeterSpec> {
+        self.meters().iter().copied().collect()
+    }
+    fn set(&mut self, spec: MeterSpec) {
+        self.set_meter(spec);
+    }
+    fn remove(&mut self, id: MeterId) -> bool {
+        self.remove_meter(id).is_some()
+    }
+    fn stats(&self, id: MeterId) -> Option<megaflow::meter::MeterStats> {
+        self.meters().stats(id)
+    }
+}
+
+/// The largest meter id a controller may use (`OFPM_MAX`).
+pub const METER_MAX: u32 = 0xffff_0000;
 
 /// The most rules a table holds, as TABLE_FEATURES reports it.
 pub const MAX_ENTRIES: u32 = 1_000_000;
@@ -480,6 +517,13 @@ impl Connection {
                 sw.request_sync();
                 return Ok(None);
             }
+            Message::MeterMod(_) if slave => return Err(OfpError::IS_SLAVE),
+            Message::MeterMod(mm) => {
+                let meters = sw.meters().ok_or(OfpError::BAD_TYPE)?;
+                meter_mod(meters, &mm)?;
+                sw.request_sync();
+                return Ok(None);
+            }
             Message::PacketOut(_) if slave => return Err(OfpError::IS_SLAVE),
             Message::PacketOut(po) => {
                 if po.buffer_id != openflow::flow::NO_BUFFER {
@@ -553,6 +597,67 @@ impl Connection {
                             MpReply::PortStats,
                         );
                         return Ok(None);
+                    }
+                    MpRequest::Meter(id) | MpRequest::MeterConfig(id) => {
+                        let config = matches!(body, MpRequest::MeterConfig(_));
+                        let meters = sw.meters().ok_or(OfpError::BAD_MULTIPART)?;
+                        let specs: Vec<MeterSpec> = meters
+                            .all()
+                            .into_iter()
+                            .filter(|m| id == openflow::meter::METER_ALL || m.id.0 == id)
+                            .collect();
+                        if config {
+                            let v = specs.iter().map(meter_config).collect();
+                            self.send_parts(
+                                xid,
+                                v,
+                                |c: &openflow::MeterConfig| 8 + 16 * c.bands.len(),
+                                MpReply::MeterConfig,
+                            );
+                        } else {
+                            let v = specs
+                                .iter()
+                                .map(|m| {
+                                    let st = meters.stats(m.id).unwrap_or_default();
+                                    openflow::MeterStats {
+                                        meter_id: m.id.0,
+                                        flow_count: 0,
+                                        // Passed and dropped: every packet
+                                        // the meter saw.
+                                        packet_in_count: st.packets + st.dropped_packets,
+                                        byte_in_count: st.bytes + st.dropped_bytes,
+                                        duration_sec: 0,
+                                        duration_nsec: 0,
+                                        bands: vec![(st.dropped_packets, st.dropped_bytes)],
+                                    }
+                                })
+                                .collect();
+                            self.send_parts(
+                                xid,
+                                v,
+                                |m: &openflow::MeterStats| 40 + 16 * m.bands.len(),
+                                MpReply::Meter,
+                            );
+                        }
+                        return Ok(None);
+                    }
+                    MpRequest::MeterFeatures => {
+                        use openflow::meter::{band_type, meter_flags};
+                        Message::MultipartReply {
+                            flags: 0,
+                            body: MpReply::MeterFeatures(openflow::MeterFeatures {
+                                max_meter: METER_MAX,
+                                band_types: 1 << band_type::DROP,
+                                capabilities: u32::from(
+                                    meter_flags::KBPS
+                                        | meter_flags::PKTPS
+                                        | meter_flags::BURST
+                                        | meter_flags::STATS,
+                                ),
+                                max_bands: 1,
+                                max_color: 0,
+                            }),
+                        }
                     }
                     MpRequest::Table => Message::MultipartReply {
                         flags: 0,
@@ -726,6 +831,85 @@ fn table_stats(br: &Bridge) -> Vec<TableStats> {
             matched_count: 0,
         })
         .collect()
+}
+
+/// A METER_MOD on `meters`: one DROP band, in kb/s or packets/s; the
+/// spec's METER_MOD_FAILED code for what is not that.
+fn meter_mod(meters: &mut dyn Meters, mm: &openflow::MeterMod) -> Result<(), OfpError> {
+    use openflow::meter::{band_type, meter_command, meter_flags, METER_ALL};
+    let failed = |code| OfpError::new(12, code);
+    let id = MeterId(mm.meter_id);
+    if mm.command == meter_command::DELETE {
+        if mm.meter_id == METER_ALL {
+            for m in meters.all() {
+                meters.remove(m.id);
+            }
+            return Ok(());
+        }
+        // Deleting a meter that does not exist is no error (as in OVS).
+        meters.remove(id);
+        return Ok(());
+    }
+    if !matches!(mm.command, meter_command::ADD | meter_command::MODIFY) {
+        return Err(failed(4));
+    }
+    if mm.meter_id == 0 || mm.meter_id > METER_MAX {
+        return Err(failed(2));
+    }
+    let known = meter_flags::KBPS | meter_flags::PKTPS | meter_flags::BURST | meter_flags::STATS;
+    let unit = mm.flags & (meter_flags::KBPS | meter_flags::PKTPS);
+    if mm.flags & !known != 0 || unit == (meter_flags::KBPS | meter_flags::PKTPS) {
+        return Err(failed(5));
+    }
+    let [band] = mm.bands.as_slice() else {
+        return Err(failed(if mm.bands.is_empty() { 8 } else { 11 }));
+    };
+    if band.ty != band_type::DROP {
+        return Err(failed(8));
+    }
+    if band.rate == 0 {
+        return Err(failed(6));
+    }
+    let exists = meters.get(id).is_some();
+    match mm.command {
+        meter_command::ADD if exists => return Err(failed(1)),
+        meter_command::MODIFY if !exists => return Err(failed(3)),
+        _ => {}
+    }
+    meters.set(MeterSpec {
+        id,
+        packets: unit == meter_flags::PKTPS,
+        rate: u64::from(band.rate),
+        burst_size: if mm.flags & meter_flags::BURST != 0 {
+            u64::from(band.burst_size)
+        } else {
+            0
+        },
+    });
+    Ok(())
+}
+
+/// A meter as METER_CONFIG describes it.
+fn meter_config(m: &MeterSpec) -> openflow::MeterConfig {
+    use openflow::meter::{band_type, meter_flags};
+    let mut flags = if m.packets {
+        meter_flags::PKTPS
+    } else {
+        meter_flags::KBPS
+    };
+    if m.burst_size > 0 {
+        flags |= meter_flags::BURST;
+    }
+    openflow::MeterConfig {
+        flags: flags | meter_flags::STATS,
+        meter_id: m.id.0,
+        bands: vec![openflow::Band {
+            ty: band_type::DROP,
+            rate: m.rate.min(u64::from(u32::MAX)) as u32,
+            burst_size: m.burst_size.min(u64::from(u32::MAX)) as u32,
+            arg: 0,
+        }],
+    }
 }
 
 /// The FLOW_REMOVED of a rule that left its table at `at`.

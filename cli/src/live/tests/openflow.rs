@@ -907,3 +907,69 @@ fn wait_for_long(what: &str, mut cond: impl FnMut() -> bool) {
     }
     panic!("timed out waiting for {what}");
 }
+
+#[test]
+fn ovs_ofctl_adds_dumps_and_deletes_meters_that_police_traffic() {
+    const T: &str = "ovs_ofctl_adds_dumps_and_deletes_meters_that_police_traffic";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("meters");
+    let sock = dir.0.join("br0.mgmt");
+    let (d, of, h) = start_with_ports(&sock, 5000);
+    let run = |cmd: &str, extra: &[&str]| ofctl(&bin, &sock, cmd, extra);
+    // 1 packet per second, burst 1: of a quick burst, about one passes.
+    run(
+        "add-meter",
+        &["meter=1,pktps,burst,band=type=drop,rate=1,burst_size=1"],
+    )
+    .expect("add-meter");
+    let e = run("add-meter", &["meter=1,kbps,band=type=drop,rate=5"]).expect_err("exists");
+    assert!(e.contains("OFPMMFC_METER_EXISTS"), "{e}");
+    let e = run(
+        "add-meter",
+        &["meter=2,kbps,band=type=dscp_remark,rate=5,prec_level=1"],
+    )
+    .expect_err("dscp remark");
+    assert!(e.contains("OFPMMFC_BAD_BAND"), "{e}");
+    let dump = run("dump-meters", &[]).expect("dump-meters");
+    assert!(
+        dump.contains("meter=1 pktps burst stats bands=")
+            && dump.contains("type=drop rate=1 burst_size=1"),
+        "{dump}"
+    );
+    run(
+        "add-flow",
+        &["priority=40,udp,in_port=1,actions=meter:1,output:2"],
+    )
+    .expect("metered flow");
+    for i in 0..20 {
+        assert!(h["vm1"].rx.inject(&frame(3000 + i), Default::default()));
+    }
+    // Once the meter has seen all 20 (its counts come from every thread
+    // at once), count what passed.
+    wait_for("the meter saw all 20", || {
+        run("meter-stats", &[]).is_ok_and(|s| s.contains("packet_in_count:20 "))
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let passed = h["vm2"].received().len();
+    assert!(
+        (1..=3).contains(&passed),
+        "{passed} of 20 passed a 1 pkt/s meter"
+    );
+    // Every packet the meter saw, and the drop band's share.
+    let st = run("meter-stats", &[]).expect("meter-stats");
+    assert!(
+        st.contains("meter:1 flow_count:0 packet_in_count:20 byte_in_count:1200"),
+        "{st}"
+    );
+    assert!(
+        st.contains(&format!("0: packet_count:{} ", 20 - passed)),
+        "{st}"
+    );
+    run("del-meter", &["meter=1"]).expect("del-meter");
+    let dump = run("dump-meters", &[]).expect("dump-meters");
+    assert!(!dump.contains("meter=1"), "{dump}");
+    of.stop();
+    d.stop().expect("stop");
+}
