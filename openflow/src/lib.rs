@@ -17,10 +17,14 @@
 //! PACKET_OUT, BARRIER, ROLE, GET/SET_ASYNC and MULTIPART DESC, FLOW,
 //! AGGREGATE and PORT_DESC; OXM matches (every basic field, Nicira
 //! registers), every instruction and action of 1.3 and the Nicira
-//! `resubmit`, `reg_load` and `reg_move` actions. Every other 1.3 message
-//! parses as [`Message::Other`] with its type, so a switch can answer it.
+//! `resubmit`, `reg_load` and `reg_move` actions, METER_MOD and the meter
+//! multiparts, TABLE_MOD, PORT_MOD, GROUP_MOD (buckets as bytes),
+//! QUEUE_GET_CONFIG, PORT_STATS, TABLE and TABLE_FEATURES: every message
+//! type of 1.3. The multipart bodies not listed (QUEUE, GROUP, GROUP_DESC,
+//! GROUP_FEATURES, EXPERIMENTER) are carried as bytes with their type.
 
 pub mod action;
+pub mod config_msgs;
 pub mod error;
 pub mod flow;
 pub mod header;
@@ -33,6 +37,7 @@ pub mod table;
 pub mod wire;
 
 pub use action::{Action, Instruction};
+pub use config_msgs::{GroupMod, PortMod, QueueConfig, TableMod};
 pub use error::{OfpError, ParseError, ERROR_TYPES};
 pub use flow::{
     AggregateReply, FlowMod, FlowRemoved, FlowStats, FlowStatsRequest, PacketIn, PacketOut,

@@ -1,5 +1,6 @@
 //! Typed messages: [`parse`] one whole message, [`Message::emit`] one.
 
+use crate::config_msgs::{GroupMod, PortMod, QueueConfig, TableMod};
 use crate::error::{OfpError, ParseError};
 use crate::flow::{FlowMod, FlowRemoved, PacketIn, PacketOut};
 use crate::header::{Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
@@ -109,6 +110,12 @@ pub enum Message {
     PacketIn(PacketIn),
     PacketOut(PacketOut),
     MeterMod(MeterMod),
+    GroupMod(GroupMod),
+    PortMod(PortMod),
+    TableMod(TableMod),
+    /// A request has no queues (`queues` empty).
+    QueueGetConfigRequest(QueueConfig),
+    QueueGetConfigReply(QueueConfig),
     MultipartRequest {
         flags: u16,
         body: MpRequest,
@@ -124,12 +131,6 @@ pub enum Message {
     GetAsyncRequest,
     GetAsyncReply(AsyncConfig),
     SetAsync(AsyncConfig),
-    /// A valid OpenFlow 1.3 message whose body this codec does not decode
-    /// (yet): its type and bytes after the header.
-    Other {
-        ty: MsgType,
-        body: Vec<u8>,
-    },
 }
 
 /// Whether a HELLO's bitmap has `version`.
@@ -269,6 +270,20 @@ fn parse_body(ty: MsgType, r: &mut Reader<'_>) -> Result<Message, ParseError> {
         T::PacketIn => Message::PacketIn(PacketIn::parse(r)?),
         T::PacketOut => Message::PacketOut(PacketOut::parse(r)?),
         T::MeterMod => Message::MeterMod(MeterMod::parse(r)?),
+        T::GroupMod => Message::GroupMod(GroupMod::parse(r)?),
+        T::PortMod => {
+            exact(r, "port mod", 32)?;
+            Message::PortMod(PortMod::parse(r)?)
+        }
+        T::TableMod => {
+            exact(r, "table mod", 8)?;
+            Message::TableMod(TableMod::parse(r)?)
+        }
+        T::QueueGetConfigRequest => {
+            exact(r, "queue get config request", 8)?;
+            Message::QueueGetConfigRequest(QueueConfig::parse(r)?)
+        }
+        T::QueueGetConfigReply => Message::QueueGetConfigReply(QueueConfig::parse(r)?),
         T::MultipartRequest | T::MultipartReply => {
             let mty = r.u16("multipart.type")?;
             let flags = r.u16("multipart.flags")?;
@@ -319,10 +334,6 @@ fn parse_body(ty: MsgType, r: &mut Reader<'_>) -> Result<Message, ParseError> {
                 Message::GetAsyncReply(c)
             }
         }
-        _ => Message::Other {
-            ty,
-            body: r.rest().to_vec(),
-        },
     })
 }
 
@@ -352,6 +363,11 @@ impl Message {
             Message::PacketIn(_) => T::PacketIn,
             Message::PacketOut(_) => T::PacketOut,
             Message::MeterMod(_) => T::MeterMod,
+            Message::GroupMod(_) => T::GroupMod,
+            Message::PortMod(_) => T::PortMod,
+            Message::TableMod(_) => T::TableMod,
+            Message::QueueGetConfigRequest(_) => T::QueueGetConfigRequest,
+            Message::QueueGetConfigReply(_) => T::QueueGetConfigReply,
             Message::MultipartRequest { .. } => T::MultipartRequest,
             Message::MultipartReply { .. } => T::MultipartReply,
             Message::BarrierRequest => T::BarrierRequest,
@@ -361,7 +377,6 @@ impl Message {
             Message::GetAsyncRequest => T::GetAsyncRequest,
             Message::GetAsyncReply(_) => T::GetAsyncReply,
             Message::SetAsync(_) => T::SetAsync,
-            Message::Other { ty, .. } => *ty,
         }
     }
 
@@ -446,6 +461,10 @@ impl Message {
             Message::PacketIn(p) => p.emit(out),
             Message::PacketOut(p) => p.emit(out),
             Message::MeterMod(m) => m.emit(out),
+            Message::GroupMod(g) => g.emit(out),
+            Message::PortMod(p) => p.emit(out),
+            Message::TableMod(t) => t.emit(out),
+            Message::QueueGetConfigRequest(q) | Message::QueueGetConfigReply(q) => q.emit(out),
             Message::MultipartRequest { flags, body } => {
                 out.put_u16(body.ty());
                 out.put_u16(*flags);
@@ -473,7 +492,6 @@ impl Message {
                     out.put_u32(*w);
                 }
             }
-            Message::Other { body, .. } => out.extend_from_slice(body),
         }
     }
 }

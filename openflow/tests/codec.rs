@@ -485,13 +485,6 @@ fn message() -> impl Strategy<Value = Message> {
 
 fn base_message() -> impl Strategy<Value = Message> {
     let bytes = || vec(any::<u8>(), 0..200);
-    let other_types = prop::sample::select(vec![
-        MsgType::GroupMod,
-        MsgType::PortMod,
-        MsgType::TableMod,
-        MsgType::QueueGetConfigRequest,
-        MsgType::QueueGetConfigReply,
-    ]);
     let other_mp = prop::sample::select(vec![5u16, 6, 7, 8, 0xffff]);
     prop_oneof![
         prop::option::of(vec(any::<u32>(), 1..4)).prop_map(|bitmap| Message::Hello { bitmap }),
@@ -566,7 +559,35 @@ fn base_message() -> impl Strategy<Value = Message> {
             port_status_mask: [w[2], w[3]],
             flow_removed_mask: [w[4], w[5]],
         })),
-        (other_types, bytes()).prop_map(|(ty, body)| Message::Other { ty, body }),
+        (any::<u8>(), any::<u32>()).prop_map(|(table_id, config)| {
+            Message::TableMod(openflow::TableMod { table_id, config })
+        }),
+        (any::<u32>(), any::<[u8; 6]>(), any::<u32>(), any::<u32>()).prop_map(|(p, hw, c, m)| {
+            Message::PortMod(openflow::PortMod {
+                port_no: p,
+                hw_addr: hw,
+                config: c,
+                mask: m,
+                advertise: c ^ m,
+            })
+        }),
+        (any::<u16>(), any::<u8>(), any::<u32>(), bytes()).prop_map(|(c, t, g, buckets)| {
+            Message::GroupMod(openflow::GroupMod {
+                command: c,
+                group_type: t,
+                group_id: g,
+                buckets,
+            })
+        }),
+        any::<u32>().prop_map(
+            |port| Message::QueueGetConfigRequest(openflow::QueueConfig {
+                port,
+                queues: vec![]
+            })
+        ),
+        (any::<u32>(), bytes()).prop_map(|(port, queues)| Message::QueueGetConfigReply(
+            openflow::QueueConfig { port, queues }
+        )),
     ]
 }
 

@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 use megaflow::Timestamp;
 use openflow::flow::{AggregateReply, FlowStats, FlowStatsRequest, GROUP_ANY, TABLE_ALL};
 use openflow::message::role;
-use openflow::multipart::MORE;
+use openflow::multipart::{mp_type, MORE};
 use openflow::table::{prop, TableFeatures, TableStats};
 use openflow::{
     bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message,
-    MpReply, MpRequest, MsgType, OfpError, Port, Role, SwitchConfig, MAX_LEN, VERSION,
+    MpReply, MpRequest, OfpError, Port, Role, SwitchConfig, MAX_LEN, VERSION,
 };
 
 use crate::bridge::Bridge;
@@ -677,6 +677,29 @@ impl Connection {
                         self.send_parts(xid, all, size, MpReply::TableFeatures);
                         return Ok(None);
                     }
+                    // No groups and no queues: empty answers (and group
+                    // features that name no group type).
+                    MpRequest::Other { ty, .. }
+                        if matches!(ty, mp_type::GROUP | mp_type::GROUP_DESC | mp_type::QUEUE) =>
+                    {
+                        Message::MultipartReply {
+                            flags: 0,
+                            body: MpReply::Other {
+                                ty,
+                                body: Vec::new(),
+                            },
+                        }
+                    }
+                    MpRequest::Other {
+                        ty: mp_type::GROUP_FEATURES,
+                        ..
+                    } => Message::MultipartReply {
+                        flags: 0,
+                        body: MpReply::Other {
+                            ty: mp_type::GROUP_FEATURES,
+                            body: vec![0; 40],
+                        },
+                    },
                     MpRequest::Other { .. } => return Err(OfpError::BAD_MULTIPART),
                 }
             }
@@ -691,21 +714,45 @@ impl Connection {
             | Message::GetAsyncReply(_)
             | Message::FlowRemoved(_)
             | Message::PacketIn(_) => return Err(OfpError::BAD_TYPE),
-            Message::Other { ty, .. } => {
-                let _ = raw;
-                return Err(match ty {
-                    MsgType::FlowMod
-                    | MsgType::PacketOut
-                    | MsgType::GroupMod
-                    | MsgType::PortMod
-                    | MsgType::TableMod
-                    | MsgType::MeterMod
-                        if slave =>
-                    {
-                        OfpError::IS_SLAVE
-                    }
-                    _ => OfpError::BAD_TYPE,
-                });
+            Message::QueueGetConfigReply(_) => return Err(OfpError::BAD_TYPE),
+            Message::GroupMod(_) | Message::PortMod(_) | Message::TableMod(_) if slave => {
+                return Err(OfpError::IS_SLAVE)
+            }
+            // No group types: GROUP_MOD_FAILED/BAD_TYPE (what the spec
+            // answers a type the switch does not support).
+            Message::GroupMod(_) => return Err(OfpError::new(6, 10)),
+            Message::TableMod(t) => {
+                if t.table_id != TABLE_ALL && t.table_id > TableId::MAX.0 {
+                    return Err(OfpError::new(8, 0));
+                }
+                // 1.3 defines no table config but the deprecated bits.
+                if t.config & !3 != 0 {
+                    return Err(OfpError::new(8, 1));
+                }
+                return Ok(None);
+            }
+            Message::PortMod(p) => {
+                if !sw.ports().iter().any(|q| q.port_no == p.port_no) {
+                    return Err(OfpError::new(7, 0));
+                }
+                // Port configuration is the netdev's (rtnetlink), not the
+                // controller's.
+                if p.mask != 0 {
+                    return Err(OfpError::new(7, 4));
+                }
+                return Ok(None);
+            }
+            Message::QueueGetConfigRequest(q) => {
+                let known = q.port == OfPort::Any.number()
+                    || sw.ports().iter().any(|p| p.port_no == q.port);
+                if !known {
+                    return Err(OfpError::new(9, 0));
+                }
+                // No queues on any port.
+                Message::QueueGetConfigReply(openflow::QueueConfig {
+                    port: q.port,
+                    queues: Vec::new(),
+                })
             }
         }))
     }

@@ -302,10 +302,12 @@ fn roles_follow_generation_ids_and_a_new_master_demotes_the_old() {
         Some(OfpError::ROLE_BAD_ROLE)
     );
     // A slave may not modify the switch.
-    let fm = Message::Other {
-        ty: MsgType::GroupMod,
-        body: vec![0; 8],
-    };
+    let fm = Message::GroupMod(openflow::GroupMod {
+        command: 0,
+        group_type: 0,
+        group_id: 1,
+        buckets: vec![],
+    });
     assert_eq!(
         error_of(&ask(&mut a, &mut s, &fm, 5)),
         Some(OfpError::IS_SLAVE)
