@@ -11,8 +11,8 @@ use openflow::oxm::{
 use openflow::{
     bitmap_has, bitmap_of, error_reply, parse, Action, AggregateReply, AsyncConfig, Desc, Features,
     FlowMod, FlowRemoved, FlowStats, FlowStatsRequest, Framer, Instruction, Message, MpReply,
-    MpRequest, MsgType, OfpError, Oxm, OxmMatch, PacketIn, PacketOut, ParseError, Port, PortStatus,
-    Role, SwitchConfig, TableFeatures, TableStats, ERROR_TYPES,
+    MpRequest, OfpError, Oxm, OxmMatch, PacketIn, PacketOut, ParseError, Port, PortStatus, Role,
+    SwitchConfig, TableFeatures, TableStats, ERROR_TYPES,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
