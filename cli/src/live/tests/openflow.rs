@@ -991,3 +991,67 @@ fn ovs_ofctl_adds_dumps_and_deletes_meters_that_police_traffic() {
     of.stop();
     d.stop().expect("stop");
 }
+
+#[test]
+fn a_packet_in_flood_is_held_to_the_connections_rate_and_forwarding_goes_on() {
+    let dir = TempDir::new("pin-flood");
+    let sock = dir.0.join("br0.mgmt");
+    // vm2 → controller (the miss entry); vm1 → vm2 by the config's flow.
+    let table =
+        FlowFile::parse("priority=10,in_port=1,actions=output:2\npriority=0,actions=controller")
+            .expect("table");
+    let (d, of, h) = start_table(&sock, 5000, &table, |c| {
+        c.packet_in_rate = 100;
+        c.packet_in_burst = 20;
+    });
+    let (mut a, mut fa) = raw_client(&sock);
+    // 2,000 distinct misses from vm2 as fast as the port takes them.
+    let started = Instant::now();
+    for i in 0..2000u16 {
+        let f = l2_frame(2, 9, i);
+        while !h["vm2"].rx.inject(&f, Default::default()) {
+            std::thread::yield_now();
+        }
+    }
+    // Meanwhile vm1's traffic to vm2 is forwarded.
+    for i in 0..50u16 {
+        assert!(h["vm1"].rx.inject(&frame(6000 + i), Default::default()));
+    }
+    let mut got = 0;
+    wait_for("vm1's 50 frames on vm2", || {
+        got += h["vm2"].received().len();
+        got == 50
+    });
+    let board = of.board();
+    wait_for("the flood counted", || {
+        board
+            .connections()
+            .iter()
+            .any(|c| c.packet_ins + c.packet_in_drops >= 1000)
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let c = board.connections().remove(0);
+    // At most the burst plus the rate over the time it took.
+    let allowed = 20.0 + 100.0 * (elapsed + 0.1);
+    assert!(
+        (c.packet_ins as f64) <= allowed && c.packet_ins >= 20,
+        "{} packet-ins in {elapsed:.2} s (allowed {allowed:.0})",
+        c.packet_ins
+    );
+    assert!(c.packet_in_drops > 0, "{c:?}");
+    // The connection itself is fine: it answers.
+    a.write_all(&Message::EchoRequest(vec![1]).to_bytes(77).expect("emit"))
+        .expect("echo");
+    loop {
+        match next(&mut a, &mut fa) {
+            (77, Message::EchoReply(d)) => {
+                assert_eq!(d, vec![1]);
+                break;
+            }
+            (_, Message::PacketIn(_)) => continue,
+            other => panic!("{other:?}"),
+        }
+    }
+    of.stop();
+    d.stop().expect("stop");
+}
