@@ -58,27 +58,21 @@ fn ovs_ofctl_add_flow_decodes_to_what_it_was_given_and_emits_back_exactly() {
         (fm.buffer_id, fm.out_port, fm.out_group),
         (u32::MAX, u32::MAX, u32::MAX)
     );
-    let fields: Vec<(u16, u8, Vec<u8>, Option<Vec<u8>>)> = fm
-        .matched
-        .fields
-        .iter()
-        .map(|o| (o.class, o.field, o.value.clone(), o.mask.clone()))
-        .collect();
+    let masked = Oxm {
+        mask: Some(vec![255, 254, 0, 0]),
+        ..Oxm::basic(12, &[198, 18, 0, 0])
+    };
     assert_eq!(
-        fields,
+        fm.matched.fields,
         vec![
-            (CLASS_BASIC, 0, vec![0, 0, 0, 1], None),
-            (CLASS_BASIC, 5, vec![0x08, 0x00], None),
-            (
-                CLASS_BASIC,
-                12,
-                vec![198, 18, 0, 0],
-                Some(vec![255, 254, 0, 0])
-            ),
-            (CLASS_BASIC, 10, vec![17], None),
-            (CLASS_BASIC, 16, vec![0, 53], None),
+            Oxm::basic(0, &[0, 0, 0, 1]),
+            Oxm::basic(5, &[0x08, 0x00]),
+            masked,
+            Oxm::basic(10, &[17]),
+            Oxm::basic(16, &[0, 53]),
         ]
     );
+    assert!(fm.matched.fields.iter().all(|o| o.class == CLASS_BASIC));
     let [Instruction::ApplyActions(a)] = &fm.instructions[..] else {
         panic!("{:?}", fm.instructions)
     };
