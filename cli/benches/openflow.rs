@@ -154,18 +154,7 @@ fn flow_add(i: u32) -> Vec<u8> {
 }
 
 fn rep(ifindex: u32, name: &str, vf: u16) -> Representor {
-    Representor {
-        ifindex,
-        ifname: name.to_string(),
-        switch_id: Vec::new(),
-        port_name: None,
-        parsed_name: None,
-        vport: Vport::vf(vf),
-        oper_up: true,
-        admin_up: true,
-        mtu: 1500,
-        mac: None,
-    }
+    Representor::emulated(ifindex, name, Vport::vf(vf))
 }
 
 fn main() {

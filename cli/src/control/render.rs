@@ -123,6 +123,8 @@ pub fn show(v: &Value) -> String {
                     text(field(c, "rx_msgs")),
                     text(field(c, "tx_msgs")),
                     text(field(c, "errors_sent")),
+                    text(field(c, "packet_ins")),
+                    text(field(c, "packet_in_drops")),
                     last,
                 ]
             })

@@ -50,6 +50,10 @@ pub struct ConnInfo {
     /// full).
     pub packet_ins: u64,
     pub packet_in_drops: u64,
+    /// FLOW_REMOVED and PORT_STATUS queued for it, and dropped (its queue
+    /// full).
+    pub async_sent: u64,
+    pub async_drops: u64,
     pub errors_sent: u64,
     pub last_error: Option<String>,
 }
@@ -452,8 +456,12 @@ struct ConnHandle {
     /// Packet-ins waiting for the connection's writer thread.
     queue: std::sync::mpsc::SyncSender<Vec<u8>>,
     bucket: Mutex<TokenBucket>,
+    /// Packet-ins queued and dropped; other async messages (FLOW_REMOVED,
+    /// PORT_STATUS) queued and dropped.
     sent: AtomicU64,
     dropped: AtomicU64,
+    events_sent: AtomicU64,
+    events_dropped: AtomicU64,
     /// The connection ended: the writer thread stops.
     closed: AtomicBool,
 }
@@ -514,26 +522,44 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
             continue;
         };
         let now = sh.clock.now();
-        let handles: Vec<Arc<ConnHandle>> = guard(&sh.handles).values().cloned().collect();
-        for h in handles {
-            let (role, asy, _) = *guard(&h.wants);
-            let slot = usize::from(role == openflow::message::role::SLAVE);
-            if asy.packet_in_mask[slot] & (1 << reason) == 0 {
-                continue;
-            }
-            if sh.packet_in_rate > 0 && !guard(&h.bucket).admit(now) {
-                h.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            match h.queue.try_send(bytes.clone()) {
-                Ok(()) => {
-                    h.sent.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => {
-                    h.dropped.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+        let limit = (sh.packet_in_rate > 0).then_some(now);
+        deliver(sh, &bytes, true, limit, |asy, slot| {
+            asy.packet_in_mask[slot] & (1 << reason) != 0
+        });
+    }
+}
+
+/// Queues `bytes` for every connection whose async configuration (and
+/// role: slot 1 for a slave) `wants` it, through its rate limit when
+/// `limit` says now; a full queue or an exhausted rate drops (counted),
+/// never waits.
+fn deliver(
+    sh: &Shared,
+    bytes: &[u8],
+    packet_in: bool,
+    limit: Option<megaflow::Timestamp>,
+    wants: impl Fn(&openflow::AsyncConfig, usize) -> bool,
+) {
+    let handles: Vec<Arc<ConnHandle>> = guard(&sh.handles).values().cloned().collect();
+    for h in handles {
+        let (role, asy, _) = *guard(&h.wants);
+        let slot = usize::from(role == openflow::message::role::SLAVE);
+        if !wants(&asy, slot) {
+            continue;
         }
+        if limit.is_some_and(|now| !guard(&h.bucket).admit(now)) {
+            h.dropped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let (sent, dropped) = if limit.is_some() || packet_in {
+            (&h.sent, &h.dropped)
+        } else {
+            (&h.events_sent, &h.events_dropped)
+        };
+        match h.queue.try_send(bytes.to_vec()) {
+            Ok(()) => sent.fetch_add(1, Ordering::Relaxed),
+            Err(_) => dropped.fetch_add(1, Ordering::Relaxed),
+        };
     }
 }
 
@@ -561,19 +587,14 @@ fn announce(rx: &std::sync::mpsc::Receiver<SwitchEvent>, sh: &Shared) {
         let Ok(bytes) = msg.to_bytes(0) else {
             continue;
         };
-        let handles: Vec<Arc<ConnHandle>> = guard(&sh.handles).values().cloned().collect();
-        for h in handles {
-            let (role, asy, _) = *guard(&h.wants);
-            let slot = usize::from(role == openflow::message::role::SLAVE);
+        deliver(sh, &bytes, false, None, |asy, slot| {
             let mask = if is_port {
                 asy.port_status_mask[slot]
             } else {
                 asy.flow_removed_mask[slot]
             };
-            if mask & (1 << reason) != 0 && h.queue.try_send(bytes.clone()).is_err() {
-                h.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+            mask & (1 << reason) != 0
+        });
     }
 }
 
@@ -696,6 +717,8 @@ fn serve<B: Device>(
         )),
         sent: AtomicU64::new(0),
         dropped: AtomicU64::new(0),
+        events_sent: AtomicU64::new(0),
+        events_dropped: AtomicU64::new(0),
         closed: AtomicBool::new(false),
     });
     let pin_writer = {
@@ -718,6 +741,8 @@ fn serve<B: Device>(
                 tx_msgs: st.tx_msgs,
                 packet_ins: handle.sent.load(Ordering::Relaxed),
                 packet_in_drops: handle.dropped.load(Ordering::Relaxed),
+                async_sent: handle.events_sent.load(Ordering::Relaxed),
+                async_drops: handle.events_dropped.load(Ordering::Relaxed),
                 errors_sent: st.errors_sent,
                 last_error: c.last_error().map(str::to_string),
             },

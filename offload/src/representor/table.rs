@@ -79,6 +79,24 @@ pub struct Representor {
 }
 
 impl Representor {
+    /// An emulated (config-named) representor that is up: no switch id,
+    /// no phys_port_name, MTU 1500 (veth and memory ports in the lab and
+    /// the tests).
+    pub fn emulated(ifindex: u32, ifname: &str, vport: Option<Vport>) -> Representor {
+        Representor {
+            ifindex,
+            ifname: ifname.to_string(),
+            switch_id: Vec::new(),
+            port_name: None,
+            parsed_name: None,
+            vport,
+            oper_up: true,
+            admin_up: true,
+            mtu: 1500,
+            mac: None,
+        }
+    }
+
     fn same_identity(&self, other: &Representor) -> bool {
         self.ifindex == other.ifindex
             && self.switch_id == other.switch_id

@@ -723,18 +723,29 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.stats.upcalls += 1;
         let actions = self.translate_and_install(&key, pkt.len(), now);
         let mut layout = ex.layout;
+        let exec = self.run_actions(now, &actions, pkt, &mut layout, sink);
+        SwOutcome { upcall: true, exec }
+    }
+
+    /// Executes `actions` on `pkt` here, the slow path's meters and sampler
+    /// in front of `sink`.
+    fn run_actions<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        actions: &Actions,
+        pkt: &mut Vec<u8>,
+        layout: &mut megaflow::Layout,
+        sink: &mut S,
+    ) -> ExecOutcome {
         let mut sink = MeteredSink {
             inner: sink,
             meters: &self.meters,
             rng: &mut self.rng,
             now,
         };
-        let exec = execute(&actions, pkt, &mut layout, &mut sink);
-        SwOutcome { upcall: true, exec }
+        execute(actions, pkt, layout, &mut sink)
     }
 
-    /// Translates a missed key, installs its megaflow (counting the packet
-    /// in it) and returns the actions.
     /// A PACKET_OUT: `actions` run on `pkt` as if received on `in_port`
     /// (an OpenFlow port number; CONTROLLER when from no port). Nothing is
     /// cached; what NORMAL learns is learned. The error says why the
@@ -758,15 +769,11 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         }
         let actions = t.datapath_actions();
         let mut layout = ex.layout;
-        let mut sink = MeteredSink {
-            inner: sink,
-            meters: &self.meters,
-            rng: &mut self.rng,
-            now,
-        };
-        Ok(execute(&actions, pkt, &mut layout, &mut sink))
+        Ok(self.run_actions(now, &actions, pkt, &mut layout, sink))
     }
 
+    /// Translates a missed key, installs its megaflow (counting the packet
+    /// in it) and returns the actions.
     fn translate_and_install(&mut self, key: &FlowKey, len: usize, now: Timestamp) -> Actions {
         let t = self.bridge.translate(key, now);
         if !t.learned.is_empty() {

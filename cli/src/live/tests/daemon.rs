@@ -108,18 +108,7 @@ pub(super) fn flows() -> FlowFile {
 }
 
 pub(super) fn rep(ifindex: u32, name: &str, vf: u16) -> Representor {
-    Representor {
-        ifindex,
-        ifname: name.to_string(),
-        switch_id: Vec::new(),
-        port_name: None,
-        parsed_name: None,
-        vport: Vport::vf(vf),
-        oper_up: true,
-        admin_up: true,
-        mtu: 1500,
-        mac: None,
-    }
+    Representor::emulated(ifindex, name, Vport::vf(vf))
 }
 
 pub(super) fn frame(sport: u16) -> Vec<u8> {
