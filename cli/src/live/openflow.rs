@@ -478,12 +478,7 @@ const WRITE_BATCH: usize = 64 * 1024;
 fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
     use megaflow::actions::UserspaceReason;
     use openflow::flow::{packet_in_reason, PacketIn, NO_BUFFER};
-    while !sh.stop.load(Ordering::Relaxed) {
-        let ev = match rx.recv_timeout(READ_TICK) {
-            Ok(ev) => ev,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
-        };
+    while let Some(ev) = next_or_stop(rx, sh) {
         let UserspaceReason::Controller {
             table,
             cookie,
@@ -529,6 +524,20 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
     }
 }
 
+/// The next item of `rx`, or `None` once the server stops or the senders
+/// are gone.
+fn next_or_stop<T>(rx: &std::sync::mpsc::Receiver<T>, sh: &Shared) -> Option<T> {
+    use std::sync::mpsc::RecvTimeoutError;
+    while !sh.stop.load(Ordering::Relaxed) {
+        match rx.recv_timeout(READ_TICK) {
+            Ok(v) => return Some(v),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return None,
+        }
+    }
+    None
+}
+
 /// Queues `bytes` for every connection whose async configuration (and
 /// role: slot 1 for a slave) `wants` it, through its rate limit when
 /// `limit` says now; a full queue or an exhausted rate drops (counted),
@@ -566,12 +575,7 @@ fn deliver(
 /// Sends each switch event (FLOW_REMOVED, PORT_STATUS) to every
 /// connection whose async configuration wants its reason.
 fn announce(rx: &std::sync::mpsc::Receiver<SwitchEvent>, sh: &Shared) {
-    while !sh.stop.load(Ordering::Relaxed) {
-        let ev = match rx.recv_timeout(READ_TICK) {
-            Ok(ev) => ev,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
-        };
+    while let Some(ev) = next_or_stop(rx, sh) {
         let (msg, reason, is_port) = match ev {
             SwitchEvent::RuleRemoved { removed, at } => {
                 let m = ofproto::channel::flow_removed(&removed, at);
