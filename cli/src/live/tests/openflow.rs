@@ -366,9 +366,47 @@ fn ovs_ofctl_adds_dumps_modifies_and_deletes_flows_and_traffic_follows() {
     wait_for("vm1 → vm2 after mod-flows", || {
         !h["vm2"].received().is_empty()
     });
+    let target = format!("unix:{}", sock.display());
+    // mod-flows --strict: only the flow with exactly that match and
+    // priority (the looser one at priority 10 keeps output:2).
+    let out = Command::new(&bin)
+        .args(["-O", "OpenFlow13", "--strict", "mod-flows", &target])
+        .arg("priority=10,in_port=1,actions=output:3")
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = flow_lines(&run("dump-flows", &[]).expect("dump"));
+    assert!(
+        lines.contains(&"cookie=0x0, table=0, priority=10,in_port=1 actions=output:3".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(
+            &"cookie=0x0, table=0, priority=20,udp,in_port=1,tp_dst=9 actions=output:2".to_string()
+        ),
+        "{lines:?}"
+    );
+    // packet-out from the controller to vm3, as ovs-ofctl writes it.
+    let pkt: String = frame(7000).iter().map(|b| format!("{b:02x}")).collect();
+    run(
+        "packet-out",
+        &[&format!("in_port=controller packet={pkt} actions=output:3")],
+    )
+    .expect("packet-out");
+    wait_for("the packet-out on vm3", || {
+        h["vm3"].received().contains(&frame(7000))
+    });
+    let desc = run("dump-ports-desc", &[]).expect("dump-ports-desc");
+    assert!(
+        desc.contains(" 1(vm1): addr:") && desc.contains(" 3(vm3): addr:"),
+        "{desc}"
+    );
     // del-flows by cookie, then strict.
     run("del-flows", &["cookie=0x42/-1"]).expect("del by cookie");
-    let target = format!("unix:{}", sock.display());
     let out = Command::new(&bin)
         .args([
             "-O",
