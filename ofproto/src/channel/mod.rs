@@ -472,7 +472,16 @@ impl Connection {
                 self.last_error = Some(format!("the peer sent {error}"));
                 return Ok(None);
             }
-            Message::Experimenter { .. } => return Err(OfpError::BAD_EXPERIMENTER),
+            Message::Experimenter {
+                experimenter,
+                exp_type,
+                ..
+            } => {
+                self.last_error = Some(format!(
+                    "experimenter message {experimenter:#010x} type {exp_type} not supported"
+                ));
+                return Err(OfpError::BAD_EXPERIMENTER);
+            }
             Message::FeaturesRequest => Message::FeaturesReply(sw.features()),
             Message::GetConfigRequest => Message::GetConfigReply(self.config),
             Message::SetConfig(c) => {

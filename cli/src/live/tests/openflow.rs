@@ -1093,3 +1093,58 @@ fn a_packet_in_flood_is_held_to_the_connections_rate_and_forwarding_goes_on() {
     of.stop();
     d.stop().expect("stop");
 }
+
+#[test]
+fn ovs_ofctl_monitor_sees_packet_ins() {
+    const T: &str = "ovs_ofctl_monitor_sees_packet_ins";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("monitor");
+    let sock = dir.0.join("br0.mgmt");
+    let table = FlowFile::parse("priority=0,actions=controller").expect("table");
+    let (d, of, h) = start_table(&sock, 5000, &table, |_| {});
+    let target = format!("unix:{}", sock.display());
+    let mut mon = Child(
+        Command::new(&bin)
+            .arg(format!("--unixctl={}", dir.0.join("monitor.ctl").display()))
+            .args(["-O", "OpenFlow13", "monitor", &target, "65534"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("monitor"),
+    );
+    // monitor prints what it receives on stderr.
+    let out = mon.0.stderr.take().expect("stderr");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    {
+        let lines = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                lines.lock().expect("lines").push(l);
+            }
+        });
+    }
+    let board = of.board();
+    wait_for("the monitor connected", || {
+        board.connections().iter().any(|c| c.state == "open")
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(h["vm1"].rx.inject(&frame(8000), Default::default()));
+    wait_for("the packet-in in the monitor", || {
+        lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .any(|l| l.contains("OFPT_PACKET_IN (OF1.3)"))
+    });
+    let all = lines.lock().expect("lines").join("\n");
+    assert!(
+        all.contains("in_port=1 (via no_match) data_len=60"),
+        "{all}"
+    );
+    drop(mon);
+    of.stop();
+    d.stop().expect("stop");
+}
