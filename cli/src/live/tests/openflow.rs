@@ -1109,7 +1109,7 @@ fn ovs_ofctl_monitor_sees_packet_ins() {
         Command::new(&bin)
             .arg(format!("--unixctl={}", dir.0.join("monitor.ctl").display()))
             .args(["-O", "OpenFlow13", "monitor", &target, "65534"])
-            .stdout(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("monitor"),
