@@ -786,7 +786,11 @@ fn standalone_falls_back_to_normal_without_a_controller_and_reconnects() {
         !lock(&core).pipeline().bridge.fail_open()
     });
     // The pass the change asked for re-translates the cached megaflows.
-    std::thread::sleep(Duration::from_millis(100));
+    wait_for("the megaflows revalidated", || {
+        let sw = lock(&core);
+        sw.pipeline().synced_tables() >= sw.pipeline().bridge.generations().tables
+    });
+    std::thread::sleep(Duration::from_millis(20));
     assert!(
         !vm2_reaches_vm1(&h, 101, Duration::from_millis(300)),
         "tables back"
