@@ -493,3 +493,94 @@ fn idle_flows_age_out_and_stop_leaves_no_rules() {
     assert!(lab.log().contains("the device is empty"), "{}", lab.log());
     assert!(!lab.socket().exists(), "the control socket is removed");
 }
+
+/// The Python of the os-ken virtualenv the test command makes.
+fn osken_python() -> PathBuf {
+    std::env::var_os("ESWITCH_OSKEN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/osken-venv/bin/python")
+        })
+}
+
+/// A process stopped (by PID) and reaped however the test ends.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn an_os_ken_learning_switch_carries_pings_between_lab_vms() {
+    const T: &str = "an_os_ken_learning_switch_carries_pings_between_lab_vms";
+    if !can_run(T, "auto") {
+        return;
+    }
+    let python = osken_python();
+    if !python.exists() {
+        prereq::skip(
+            T,
+            format!(
+                "os-ken is not installed at {} (integration/scripts/test.sh makes that virtualenv)",
+                python.display()
+            ),
+        );
+        return;
+    }
+    // The controller listens inside the switch namespace, where eswitchd
+    // runs; eswitchd connects (with backoff) once it is there.
+    let port = 16653 + (std::process::id() % 1000) as u16;
+    let extra = format!(
+        "[openflow]\ncontrollers = [\"tcp:127.0.0.1:{port}\"]\nfail_mode = \"secure\"\n\
+         datapath_id = \"00000000000000ee\"\n"
+    );
+    let lab = LiveLab::start(2, "auto", Some("# programmed by the controller\n"), &extra);
+    let log_path = lab.dir().join("osken.log");
+    let log = std::fs::File::create(&log_path).expect("os-ken log");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/osken/run.py");
+    let _osken = Reaped(
+        Command::new("ip")
+            .args(["netns", "exec", &lab.ns("sw")])
+            .arg(&python)
+            .arg(&script)
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start os-ken"),
+    );
+    let seen = |what: &str| {
+        std::fs::read_to_string(&log_path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(what))
+            .count()
+    };
+    lab.wait_for("os-ken sees the switch", || {
+        seen("connected dpid=00000000000000ee") > 0
+    });
+    // The app's table-miss entry, then pings: flooded and learned by the
+    // controller, then forwarded by the flows it installs.
+    lab.wait_for("the table-miss entry", || {
+        lab.ctl(&["dump-of"])
+            .is_ok_and(|v| v.to_string().contains("CONTROLLER"))
+    });
+    lab.wait_for("ping vm1 → vm2 through the controller", || {
+        lab.ping(1, 2, 1)
+    });
+    lab.wait_for("the learned flows", || seen("flow in_port=") >= 2);
+    assert!(lab.ping(1, 2, 3), "ping on the learned flows");
+    let packet_ins = seen("packet_in");
+    assert!(lab.ping(1, 2, 5), "more pings");
+    assert_eq!(seen("packet_in"), packet_ins, "no packet-in once learned");
+    // The learned flows' megaflows are offloaded to the sim FDB.
+    lab.wait_for("a learned flow offloaded", || {
+        lab.flows().iter().any(|f| {
+            f["offloaded"] == "yes" && f["actions"].as_str().is_some_and(|a| a.contains("output"))
+        })
+    });
+}
