@@ -826,6 +826,19 @@ fn secure_keeps_the_tables_without_a_controller() {
     d.stop().expect("stop");
 }
 
+/// The lines `r` gives, gathered by a thread as they come.
+fn collect_lines(r: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+            sink.lock().expect("lines").push(l);
+        }
+    });
+    lines
+}
+
 /// A child process killed (by PID) and reaped however the test ends.
 struct Child(std::process::Child);
 
@@ -885,17 +898,7 @@ fn an_os_ken_learning_switch_programs_eswitchd() {
             .spawn()
             .expect("start os-ken"),
     );
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let out = child.0.stdout.take().expect("stdout");
-    {
-        let lines = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                lines.lock().expect("lines").push(l);
-            }
-        });
-    }
+    let lines = collect_lines(child.0.stdout.take().expect("stdout"));
     let seen = |what: &str| {
         lines
             .lock()
@@ -1144,16 +1147,7 @@ fn ovs_ofctl_monitor_sees_packet_ins() {
     );
     // monitor prints what it receives on stderr.
     let out = mon.0.stderr.take().expect("stderr");
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    {
-        let lines = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                lines.lock().expect("lines").push(l);
-            }
-        });
-    }
+    let lines = collect_lines(out);
     let board = of.board();
     wait_for("the monitor connected", || {
         board.connections().iter().any(|c| c.state == "open")
