@@ -138,7 +138,7 @@ impl MeterConfig {
         })
     }
 
-    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+    pub fn emit(&self, out: &mut Vec<u8>) {
         out.put_u16((8 + 16 * self.bands.len()) as u16);
         out.put_u16(self.flags);
         out.put_u32(self.meter_id);
@@ -185,7 +185,7 @@ impl MeterStats {
         Ok(m)
     }
 
-    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+    pub fn emit(&self, out: &mut Vec<u8>) {
         out.put_u32(self.meter_id);
         out.put_u16((40 + 16 * self.bands.len()) as u16);
         out.put_zeros(6);

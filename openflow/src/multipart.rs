@@ -4,6 +4,8 @@
 
 use crate::error::ParseError;
 use crate::flow::{AggregateReply, FlowStats, FlowStatsRequest};
+use crate::header::{Header, MsgType, MAX_LEN, VERSION};
+use crate::message::TooLong;
 use crate::meter::{MeterConfig, MeterFeatures, MeterStats};
 use crate::port::{Port, PortStatsEntry, PORT_LEN, PORT_STATS_LEN};
 use crate::table::{TableFeatures, TableStats};
@@ -322,4 +324,64 @@ impl MpReply {
             MpReply::Other { body, .. } => out.extend_from_slice(body),
         }
     }
+}
+
+/// Bytes of a multipart message before its body.
+const MP_HEADER: usize = 16;
+
+fn begin_reply(out: &mut Vec<u8>, xid: u32, ty: u16) -> usize {
+    let start = out.len();
+    Header {
+        version: VERSION,
+        ty: MsgType::MultipartReply as u8,
+        length: 0,
+        xid,
+    }
+    .emit(out);
+    out.put_u16(ty);
+    out.put_u16(0);
+    out.put_zeros(4);
+    start
+}
+
+fn finish_reply(out: &mut [u8], start: usize, flags: u16) {
+    let len = (out.len() - start) as u16;
+    out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    out[start + 10..start + 12].copy_from_slice(&flags.to_be_bytes());
+}
+
+/// Appends a multipart reply of type `ty` carrying `items` to `out`, in
+/// as many messages as the 64 KiB limit needs (REPLY_MORE on all but the
+/// last). Each item is encoded once; one that does not fit moves whole to
+/// the next message. Returns how many messages; an item too large for a
+/// message on its own is `TooLong` (and nothing is appended).
+pub fn emit_reply_parts<T>(
+    out: &mut Vec<u8>,
+    xid: u32,
+    ty: u16,
+    items: &[T],
+    emit: impl Fn(&T, &mut Vec<u8>),
+) -> Result<usize, TooLong> {
+    let first = out.len();
+    let mut start = begin_reply(out, xid, ty);
+    let mut messages = 1;
+    for it in items {
+        let before = out.len();
+        emit(it, out);
+        if out.len() - start <= MAX_LEN {
+            continue;
+        }
+        let len = out.len() - before;
+        if before - start == MP_HEADER || MP_HEADER + len > MAX_LEN {
+            out.truncate(first);
+            return Err(TooLong(MP_HEADER + len));
+        }
+        let item = out.split_off(before);
+        finish_reply(out, start, MORE);
+        start = begin_reply(out, xid, ty);
+        out.extend_from_slice(&item);
+        messages += 1;
+    }
+    finish_reply(out, start, 0);
+    Ok(messages)
 }

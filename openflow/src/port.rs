@@ -152,7 +152,7 @@ impl PortStatsEntry {
         })
     }
 
-    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+    pub fn emit(&self, out: &mut Vec<u8>) {
         out.put_u32(self.port_no);
         out.put_zeros(4);
         for v in [

@@ -763,3 +763,45 @@ fn every_error_type_and_code_of_the_spec_has_a_name() {
     };
     assert_eq!(data.len(), 64);
 }
+
+#[test]
+fn a_long_multipart_reply_splits_at_the_64_kib_limit_and_reads_back_whole() {
+    use openflow::multipart::{emit_reply_parts, MORE};
+    let entries: Vec<Port> = (0..3000u32)
+        .map(|i| Port {
+            port_no: i,
+            name: format!("p{i}"),
+            ..Port::default()
+        })
+        .collect();
+    let mut out = Vec::new();
+    let n = emit_reply_parts(&mut out, 9, mp_type::PORT_DESC, &entries, Port::emit).expect("fits");
+    let mut f = Framer::new();
+    f.push(&out);
+    let mut got = Vec::new();
+    let mut flags = Vec::new();
+    while let Some(m) = f.next_message().expect("frames") {
+        assert!(m.len() <= openflow::MAX_LEN);
+        let (h, m) = parse(&m).expect("parses");
+        assert_eq!(h.xid, 9);
+        let Message::MultipartReply {
+            flags: fl,
+            body: MpReply::PortDesc(p),
+        } = m
+        else {
+            panic!("{m:?}")
+        };
+        flags.push(fl);
+        got.extend(p);
+    }
+    assert_eq!(flags.len(), n);
+    assert!(n >= 3, "3,000 ports of 64 bytes take {n} messages");
+    assert!(flags[..n - 1].iter().all(|f| f & MORE != 0) && flags[n - 1] & MORE == 0);
+    assert_eq!(got, entries);
+    // One item larger than a message can carry is refused, nothing added.
+    let mut out = vec![1, 2, 3];
+    let big = [vec![0u8; 70_000]];
+    let e = emit_reply_parts(&mut out, 1, 0xffff, &big, |b, o| o.extend_from_slice(b));
+    assert!(e.is_err());
+    assert_eq!(out, vec![1, 2, 3]);
+}

@@ -394,21 +394,17 @@ impl<B: Device> OfSwitch for View<'_, B> {
     fn port_stats(&self, port: u32) -> Vec<openflow::PortStatsEntry> {
         let c = self.sw.counters();
         self.sw
-            .port_summaries()
-            .into_iter()
-            .filter(|p| port == ofproto::OfPort::Any.number() || p.ofport == port)
+            .ports()
+            .iter()
+            .filter(|p| port == ofproto::OfPort::Any.number() || p.no.0 == port)
             .map(|p| {
-                let pc = c
-                    .ports
-                    .get(&megaflow::PortNo(p.ofport))
-                    .copied()
-                    .unwrap_or_default();
-                let (rx_dropped, tx_dropped) = p
-                    .status
-                    .as_ref()
+                let pc = c.ports.get(&p.no).copied().unwrap_or_default();
+                let (rx_dropped, tx_dropped) = self
+                    .sw
+                    .port_status(p.no)
                     .map_or((0, 0), |s| (s.rx_dropped, s.tx_dropped));
                 openflow::PortStatsEntry {
-                    port_no: p.ofport,
+                    port_no: p.no.0,
                     rx_packets: pc.rx.packets,
                     tx_packets: pc.tx_hw.packets + pc.tx_sw.packets,
                     rx_bytes: pc.rx.bytes,
@@ -549,8 +545,9 @@ fn deliver(
     limit: Option<megaflow::Timestamp>,
     wants: impl Fn(&openflow::AsyncConfig, usize) -> bool,
 ) {
-    let handles: Vec<Arc<ConnHandle>> = guard(&sh.handles).values().cloned().collect();
-    for h in handles {
+    // Nothing here waits (try_send), so the map's lock is held throughout:
+    // no list copied per packet-in.
+    for h in guard(&sh.handles).values() {
         let (role, asy, _) = *guard(&h.wants);
         let slot = usize::from(role == openflow::message::role::SLAVE);
         if !wants(&asy, slot) {

@@ -47,6 +47,25 @@ pub enum SwitchEvent {
     Port { reason: u8, desc: openflow::Port },
 }
 
+/// A port's link as `show` and OpenFlow report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// No such netdev now.
+    Absent,
+    Down,
+    Up,
+}
+
+impl Link {
+    fn name(self) -> &'static str {
+        match self {
+            Link::Absent => "absent",
+            Link::Down => "down",
+            Link::Up => "up",
+        }
+    }
+}
+
 /// 10 Gb/s in kb/s, as a VF representor reports it.
 const SPEED_KBPS: u32 = 10_000_000;
 
@@ -243,20 +262,25 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// A live port as `show` prints it (`None` in replay).
     pub fn port_status(&self, port: PortNo) -> Option<PortStatus> {
         let nd = self.netdevs.get(&port)?;
-        let up = self.pipeline.bridge.ports.get(port).is_some_and(|p| p.up);
-        let state = match (nd.ifindex, up) {
-            (None, _) => "absent",
-            (Some(_), true) => "up",
-            (Some(_), false) => "down",
-        };
         let (rx_dropped, tx_dropped) = self.board.drops(port).unwrap_or_default();
         Some(PortStatus {
             ifindex: nd.ifindex,
-            state: state.to_string(),
+            state: self.link(port).name().to_string(),
             kind: nd.kind.clone(),
             rx_dropped,
             tx_dropped,
         })
+    }
+
+    /// A port's link, from the bridge and what is known of its netdev (a
+    /// port with no netdev record, in replay, is up).
+    fn link(&self, port: PortNo) -> Link {
+        let up = self.pipeline.bridge.ports.get(port).is_some_and(|p| p.up);
+        match self.netdevs.get(&port).map(|nd| nd.ifindex) {
+            Some(None) => Link::Absent,
+            Some(Some(_)) if !up => Link::Down,
+            _ => Link::Up,
+        }
     }
 
     /// Sends events (rules removed, port changes) to `tx` from now on.
@@ -293,36 +317,41 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
 
     /// A port was added (0), deleted (1) or changed (2): PORT_STATUS.
     pub fn port_changed(&self, port: PortNo, reason: u8) {
-        if let Some(desc) = self.of_ports().into_iter().find(|p| p.port_no == port.0) {
+        if let Some(spec) = self.ports().iter().find(|p| p.no == port) {
+            let desc = self.of_port(spec);
             self.emit(SwitchEvent::Port { reason, desc });
         }
     }
 
     /// Every port as OpenFlow describes it (PORT_DESC, PORT_STATUS).
     pub fn of_ports(&self) -> Vec<openflow::Port> {
+        self.ports().iter().map(|p| self.of_port(p)).collect()
+    }
+
+    fn of_port(&self, p: &PortSpec) -> openflow::Port {
         use openflow::port::{config, features, state};
-        self.port_summaries()
-            .into_iter()
-            .map(|p| {
-                let (up, present) = match &p.status {
-                    None => (true, true),
-                    Some(s) => (s.state == "up", s.state != "absent"),
-                };
-                openflow::Port {
-                    port_no: p.ofport,
-                    hw_addr: [0; 6],
-                    name: p.name,
-                    config: if present { 0 } else { config::PORT_DOWN },
-                    state: if up { state::LIVE } else { state::LINK_DOWN },
-                    curr: features::F_10GB_FD | features::F_COPPER,
-                    advertised: 0,
-                    supported: 0,
-                    peer: 0,
-                    curr_speed: SPEED_KBPS,
-                    max_speed: SPEED_KBPS,
-                }
-            })
-            .collect()
+        let link = self.link(p.no);
+        openflow::Port {
+            port_no: p.no.0,
+            hw_addr: [0; 6],
+            name: p.name.clone(),
+            config: if link == Link::Absent {
+                config::PORT_DOWN
+            } else {
+                0
+            },
+            state: if link == Link::Up {
+                state::LIVE
+            } else {
+                state::LINK_DOWN
+            },
+            curr: features::F_10GB_FD | features::F_COPPER,
+            advertised: 0,
+            supported: 0,
+            peer: 0,
+            curr_speed: SPEED_KBPS,
+            max_speed: SPEED_KBPS,
+        }
     }
 
     /// Every port with its counters, in configuration order.

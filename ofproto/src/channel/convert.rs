@@ -59,7 +59,8 @@ const B: u16 = CLASS_BASIC;
 const N0: u16 = CLASS_NXM0;
 const N1: u16 = CLASS_NXM1;
 
-/// Wire fields in encoding preference order.
+/// Wire fields in encoding preference order (basic, then NXM_1 where 1.3
+/// has nothing).
 const WIRE: &[WireField] = &[
     w(B, 0, "in_port", F::InPort, Plain),
     w(B, 2, "metadata", F::Metadata, Plain),
@@ -109,7 +110,11 @@ const WIRE: &[WireField] = &[
     w(N1, 32, "tun_dst", F::TunDst, Plain),
     w(N1, 33, "pkt_mark", F::PktMark, Plain),
     w(N1, 34, "tcp_flags", F::TcpFlags, Plain),
-    // Decoded, never chosen for encoding (basic fields come first).
+];
+
+/// Wire fields decoded but never chosen for encoding: the Nicira
+/// spellings of fields [`WIRE`] encodes another way.
+const DECODE_ONLY: &[WireField] = &[
     w(N1, 16, "tun_id", F::TunId, Plain),
     w(N1, 17, "arp_sha", F::ArpSha, Plain),
     w(N1, 18, "arp_tha", F::ArpTha, Plain),
@@ -142,17 +147,15 @@ const WIRE: &[WireField] = &[
     w(N0, 17, "arp_tpa", F::Ipv4Dst, Plain),
 ];
 
-/// Indexes of [`WIRE`] usable for encoding (basic, and NXM_1 where 1.3
-/// has nothing).
-const ENCODABLE: usize = 48;
-
 const BAD_MATCH: u16 = 4;
 const BAD_ACTION: u16 = 2;
 const BAD_INSTRUCTION: u16 = 3;
 const FLOW_MOD_FAILED: u16 = 5;
 
 fn wire_field(class: u16, field: u8) -> Option<&'static WireField> {
-    WIRE.iter().find(|f| f.class == class && f.field == field)
+    WIRE.iter()
+        .chain(DECODE_ONLY)
+        .find(|f| f.class == class && f.field == field)
 }
 
 fn be(bytes: &[u8]) -> u128 {
@@ -220,7 +223,7 @@ pub fn match_to_wire(m: &Match) -> OxmMatch {
     let key = m.key();
     let mut fields = Vec::new();
     let mut done: Vec<Field> = Vec::new();
-    for wf in &WIRE[..ENCODABLE] {
+    for wf in WIRE {
         let bits = mask.field(wf.key);
         if bits == 0 || (done.contains(&wf.key) && wf.key != F::VlanTci) {
             continue;
@@ -283,8 +286,7 @@ pub enum HeaderList {
 /// TABLE_FEATURES.
 pub fn wire_headers(list: HeaderList) -> Vec<u32> {
     let setfield = list == HeaderList::SetField;
-    WIRE[..ENCODABLE]
-        .iter()
+    WIRE.iter()
         .filter(|wf| !setfield || field_def(wf.name).is_some_and(|d| d.writable))
         .filter_map(|wf| {
             let (width, maskable) = field_spec(wf.class, wf.field)?;
@@ -312,9 +314,12 @@ fn header_field(h: u32) -> Result<Field, OfpError> {
 /// The header `move`/`load` name a key field by.
 fn field_header(f: Field) -> Option<u32> {
     // NXM_OF_VLAN_TCI carries the whole TCI.
+    // The first plain spelling: the basic field, else Nicira's (the whole
+    // TCI is NXM_OF_VLAN_TCI).
     let wf = WIRE
         .iter()
-        .find(|wf| wf.key == f && (wf.conv == Plain) && !(f == F::VlanTci && wf.class == B))?;
+        .chain(DECODE_ONLY)
+        .find(|wf| wf.key == f && wf.conv == Plain)?;
     let (width, _) = field_spec(wf.class, wf.field)?;
     Some((u32::from(wf.class) << 16) | (u32::from(wf.field) << 9) | width as u32)
 }
@@ -525,7 +530,7 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             }
             if *mask == full {
                 // The field's encoding the match's prerequisites pick.
-                if let Some(wf) = WIRE[..ENCODABLE].iter().find(|wf| {
+                if let Some(wf) = WIRE.iter().find(|wf| {
                     wf.key == *field
                         && wf.conv == Plain
                         && field_def(wf.name).is_some_and(|d| d.prereq.holds(m))

@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 use megaflow::Timestamp;
 use openflow::flow::{AggregateReply, FlowStats, FlowStatsRequest, GROUP_ANY, TABLE_ALL};
 use openflow::message::role;
-use openflow::multipart::{mp_type, MORE};
+use openflow::multipart::mp_type;
 use openflow::table::{prop, TableFeatures, TableStats};
 use openflow::{
     bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message,
-    MpReply, MpRequest, OfpError, Port, Role, SwitchConfig, MAX_LEN, VERSION,
+    MpReply, MpRequest, OfpError, Port, Role, SwitchConfig, VERSION,
 };
 
 use crate::bridge::Bridge;
@@ -446,7 +446,7 @@ impl Connection {
             self.advance(Event::Broken(format!("{:?} before HELLO", m.ty())));
             return;
         }
-        let reply = match self.answer(m, raw, sw) {
+        let reply = match self.answer(m, xid, sw) {
             Ok(Some(r)) => r,
             Ok(None) => return,
             Err(e) => {
@@ -461,7 +461,7 @@ impl Connection {
     fn answer<S: OfSwitch>(
         &mut self,
         m: Message,
-        raw: &[u8],
+        xid: u32,
         sw: &mut S,
     ) -> Result<Option<Message>, OfpError> {
         let slave = sw.roles().of(self.id) == role::SLAVE;
@@ -500,7 +500,6 @@ impl Connection {
                 if sw.tables_synced() >= gen {
                     Message::BarrierReply
                 } else {
-                    let xid = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
                     sw.request_sync();
                     self.barrier = Some((xid, gen));
                     return Ok(None);
@@ -557,7 +556,6 @@ impl Connection {
                 return Ok(None);
             }
             Message::MultipartRequest { body, .. } => {
-                let xid = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
                 match body {
                     MpRequest::Desc => Message::MultipartReply {
                         flags: 0,
@@ -565,32 +563,26 @@ impl Connection {
                     },
                     MpRequest::PortDesc => {
                         let ports = sw.ports();
-                        self.send_parts(
-                            xid,
-                            ports,
-                            |_| openflow::port::PORT_LEN,
-                            MpReply::PortDesc,
-                        );
+                        self.send_parts(xid, mp_type::PORT_DESC, &ports, Port::emit);
                         return Ok(None);
                     }
                     MpRequest::Flow(req) => {
-                        let entries = flow_stats(sw, &req)?;
-                        let size = |f: &FlowStats| {
-                            let mut b = Vec::new();
-                            f.emit(&mut b);
-                            b.len()
-                        };
-                        self.send_parts(xid, entries, size, MpReply::Flow);
+                        let now = sw.now();
+                        let entries: Vec<FlowStats> = selected_rules(sw.bridge(), &req)?
+                            .into_iter()
+                            .map(|(t, r)| flow_stats_entry(t, r, now))
+                            .collect();
+                        self.send_parts(xid, mp_type::FLOW, &entries, FlowStats::emit);
                         return Ok(None);
                     }
                     MpRequest::Aggregate(req) => {
-                        let entries = flow_stats(sw, &req)?;
+                        let rules = selected_rules(sw.bridge(), &req)?;
                         Message::MultipartReply {
                             flags: 0,
                             body: MpReply::Aggregate(AggregateReply {
-                                packet_count: entries.iter().map(|f| f.packet_count).sum(),
-                                byte_count: entries.iter().map(|f| f.byte_count).sum(),
-                                flow_count: entries.len() as u32,
+                                packet_count: rules.iter().map(|(_, r)| r.packets).sum(),
+                                byte_count: rules.iter().map(|(_, r)| r.bytes).sum(),
+                                flow_count: rules.len() as u32,
                             }),
                         }
                     }
@@ -601,9 +593,9 @@ impl Connection {
                         let v = sw.port_stats(p);
                         self.send_parts(
                             xid,
-                            v,
-                            |_| openflow::port::PORT_STATS_LEN,
-                            MpReply::PortStats,
+                            mp_type::PORT_STATS,
+                            &v,
+                            openflow::PortStatsEntry::emit,
                         );
                         return Ok(None);
                     }
@@ -616,15 +608,15 @@ impl Connection {
                             .filter(|m| id == openflow::meter::METER_ALL || m.id.0 == id)
                             .collect();
                         if config {
-                            let v = specs.iter().map(meter_config).collect();
+                            let v: Vec<_> = specs.iter().map(meter_config).collect();
                             self.send_parts(
                                 xid,
-                                v,
-                                |c: &openflow::MeterConfig| 8 + 16 * c.bands.len(),
-                                MpReply::MeterConfig,
+                                mp_type::METER_CONFIG,
+                                &v,
+                                openflow::MeterConfig::emit,
                             );
                         } else {
-                            let v = specs
+                            let v: Vec<_> = specs
                                 .iter()
                                 .map(|m| {
                                     let st = meters.stats(m.id).unwrap_or_default();
@@ -641,12 +633,7 @@ impl Connection {
                                     }
                                 })
                                 .collect();
-                            self.send_parts(
-                                xid,
-                                v,
-                                |m: &openflow::MeterStats| 40 + 16 * m.bands.len(),
-                                MpReply::Meter,
-                            );
+                            self.send_parts(xid, mp_type::METER, &v, openflow::MeterStats::emit);
                         }
                         return Ok(None);
                     }
@@ -678,12 +665,7 @@ impl Connection {
                             return Err(OfpError::new(13, 5));
                         }
                         let all = table_features();
-                        let size = |t: &TableFeatures| {
-                            let mut b = Vec::new();
-                            t.emit(&mut b);
-                            b.len()
-                        };
-                        self.send_parts(xid, all, size, MpReply::TableFeatures);
+                        self.send_parts(xid, mp_type::TABLE_FEATURES, &all, TableFeatures::emit);
                         return Ok(None);
                     }
                     // No groups and no queues: empty answers (and group
@@ -768,37 +750,13 @@ impl Connection {
 
     /// A multipart reply of `items`, split so that no message passes the
     /// 64 KiB limit (REPLY_MORE on all but the last).
-    fn send_parts<T>(
-        &mut self,
-        xid: u32,
-        items: Vec<T>,
-        size: impl Fn(&T) -> usize,
-        wrap: impl Fn(Vec<T>) -> MpReply,
-    ) {
-        let room = MAX_LEN - 16;
-        let mut parts: Vec<Vec<T>> = vec![Vec::new()];
-        let mut used = 0;
-        for it in items {
-            let n = size(&it);
-            if used + n > room && !parts.last().is_some_and(Vec::is_empty) {
-                parts.push(Vec::new());
-                used = 0;
+    fn send_parts<T>(&mut self, xid: u32, ty: u16, items: &[T], emit: impl Fn(&T, &mut Vec<u8>)) {
+        match openflow::multipart::emit_reply_parts(&mut self.out, xid, ty, items, emit) {
+            Ok(n) => self.stats.tx_msgs += n as u64,
+            Err(e) => {
+                self.last_error = Some(format!("reply not sent: {e}"));
+                self.send_error(OfpError::MULTIPART_BUFFER_OVERFLOW, &[], xid);
             }
-            used += n;
-            if let Some(p) = parts.last_mut() {
-                p.push(it);
-            }
-        }
-        let last = parts.len() - 1;
-        for (i, p) in parts.into_iter().enumerate() {
-            let flags = if i < last { MORE } else { 0 };
-            self.send(
-                xid,
-                &Message::MultipartReply {
-                    flags,
-                    body: wrap(p),
-                },
-            );
         }
     }
 
@@ -830,49 +788,50 @@ impl Connection {
     }
 }
 
-/// The rules a FLOW or AGGREGATE request selects, as FLOW stats
-/// entries.
-fn flow_stats<S: OfSwitch>(sw: &mut S, req: &FlowStatsRequest) -> Result<Vec<FlowStats>, OfpError> {
+/// The rules a FLOW or AGGREGATE request selects (the request checked).
+fn selected_rules<'a>(
+    br: &'a Bridge,
+    req: &FlowStatsRequest,
+) -> Result<Vec<(TableId, &'a crate::table::Rule)>, OfpError> {
     let matched = convert::match_from_wire(&req.matched)?;
     let out_port = OfPort::from_number(req.out_port).ok_or(OfpError::BAD_PORT)?;
     if req.table_id != TABLE_ALL && req.table_id > TableId::MAX.0 {
         return Err(OfpError::BAD_TABLE_ID);
     }
-    let now = sw.now();
-    let mut out = Vec::new();
     if req.out_group != GROUP_ANY {
         // No groups: no rule outputs to one.
-        return Ok(out);
+        return Ok(Vec::new());
     }
-    for t in sw.bridge().tables.tables() {
-        if req.table_id != TABLE_ALL && t.id().0 != req.table_id {
-            continue;
-        }
-        for (_, r) in t.rules() {
-            if !match_covers(&matched, &r.spec.matched)
-                || (r.spec.cookie.0 ^ req.cookie) & req.cookie_mask != 0
-                || !r.outputs_to(out_port)
-            {
-                continue;
-            }
-            let age = now.since(r.created);
-            out.push(FlowStats {
-                table_id: t.id().0,
-                duration_sec: (age / 1_000_000_000) as u32,
-                duration_nsec: (age % 1_000_000_000) as u32,
-                priority: r.spec.priority.0,
-                idle_timeout: r.spec.idle_timeout,
-                hard_timeout: r.spec.hard_timeout,
-                flags: convert::flags_to_wire(&r.spec.flags),
-                cookie: r.spec.cookie.0,
-                packet_count: r.packets,
-                byte_count: r.bytes,
-                matched: convert::match_to_wire(&r.spec.matched),
-                instructions: convert::instructions_to_wire(&r.spec.instructions, &r.spec.matched),
-            });
-        }
+    Ok(br
+        .tables
+        .tables()
+        .filter(|t| req.table_id == TABLE_ALL || t.id().0 == req.table_id)
+        .flat_map(|t| t.rules().map(move |(_, r)| (t.id(), r)))
+        .filter(|(_, r)| {
+            match_covers(&matched, &r.spec.matched)
+                && (r.spec.cookie.0 ^ req.cookie) & req.cookie_mask == 0
+                && r.outputs_to(out_port)
+        })
+        .collect())
+}
+
+/// A rule as a FLOW stats entry at `now`.
+fn flow_stats_entry(table: TableId, r: &crate::table::Rule, now: Timestamp) -> FlowStats {
+    let age = now.since(r.created);
+    FlowStats {
+        table_id: table.0,
+        duration_sec: (age / 1_000_000_000) as u32,
+        duration_nsec: (age % 1_000_000_000) as u32,
+        priority: r.spec.priority.0,
+        idle_timeout: r.spec.idle_timeout,
+        hard_timeout: r.spec.hard_timeout,
+        flags: convert::flags_to_wire(&r.spec.flags),
+        cookie: r.spec.cookie.0,
+        packet_count: r.packets,
+        byte_count: r.bytes,
+        matched: convert::match_to_wire(&r.spec.matched),
+        instructions: convert::instructions_to_wire(&r.spec.instructions, &r.spec.matched),
     }
-    Ok(out)
 }
 
 /// TABLE stats: every table with its rule count (lookups are counted per
