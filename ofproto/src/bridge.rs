@@ -19,8 +19,9 @@ use std::collections::BTreeMap;
 
 use megaflow::{PortNo, Timestamp};
 
+use crate::group::{GroupTable, GROUP_TABLE};
 use crate::mac::{MacLearn, MacTable};
-use crate::table::FlowTables;
+use crate::table::{FlowTables, RuleRef};
 
 /// How a port carries VLANs for NORMAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -129,6 +130,8 @@ pub struct Generations {
 #[derive(Debug, Default)]
 pub struct Bridge {
     pub tables: FlowTables,
+    /// The groups `group:N` actions run.
+    pub groups: GroupTable,
     pub ports: Ports,
     pub mac: MacTable,
     /// Fail-open (OpenFlow fail mode `standalone` with no controller
@@ -170,9 +173,19 @@ impl Bridge {
     /// The generations translation depends on now.
     pub fn generations(&self) -> Generations {
         Generations {
-            tables: self.tables.generation() + self.fail_open_changes,
+            tables: self.tables.generation() + self.groups.generation() + self.fail_open_changes,
             ports: self.ports.generation(),
             mac: self.mac.generation(),
+        }
+    }
+
+    /// Adds a megaflow's counts to a rule, or to a group or bucket it went
+    /// through.
+    pub fn credit(&mut self, r: RuleRef, packets: u64, bytes: u64, used: Timestamp) {
+        if r.table == GROUP_TABLE {
+            self.groups.credit(r, packets, bytes);
+        } else {
+            self.tables.credit(r, packets, bytes, used);
         }
     }
 

@@ -157,6 +157,8 @@ pub enum OfAction {
     /// `sample(probability=P)`: a copy of 1 in `65535 / P` packets to
     /// userspace for flow monitoring.
     Sample { probability: u16 },
+    /// `group:N`: run group N's buckets (see [`crate::group`]).
+    Group(u32),
 }
 
 /// The instruction set of a rule (OpenFlow 1.3, section 5.9), in execution
@@ -261,4 +263,6 @@ pub struct FlowMod {
     pub rule: RuleSpec,
     pub cookie_mask: u64,
     pub out_port: OfPort,
+    /// Modify and delete: only rules that run this group (`None`: any).
+    pub out_group: Option<u32>,
 }

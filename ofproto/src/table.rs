@@ -76,6 +76,17 @@ impl Rule {
         };
         hits(&i.apply) || i.write.as_deref().is_some_and(hits)
     }
+
+    /// True when the rule's instructions run `group` (`None`: any rule;
+    /// the `out_group` filter).
+    pub fn outputs_to_group(&self, group: Option<u32>) -> bool {
+        let Some(g) = group else {
+            return true;
+        };
+        let i = &self.spec.instructions;
+        let hits = |acts: &[OfAction]| acts.iter().any(|a| *a == OfAction::Group(g));
+        hits(&i.apply) || i.write.as_deref().is_some_and(hits)
+    }
 }
 
 /// Why a rule left its table.
@@ -84,6 +95,8 @@ pub enum RemovedReason {
     IdleTimeout,
     HardTimeout,
     Delete,
+    /// The group the rule ran was deleted.
+    GroupDelete,
 }
 
 /// A rule that left its table, with its final counters (for a FLOW_REMOVED
@@ -230,7 +243,7 @@ impl FlowTable {
         let m = &fm.rule.matched;
         self.rules()
             .filter(|(_, r)| match_covers(m, &r.spec.matched) && cookie_ok(fm, r))
-            .filter(|(_, r)| r.outputs_to(fm.out_port))
+            .filter(|(_, r)| r.outputs_to(fm.out_port) && r.outputs_to_group(fm.out_group))
             .map(|(id, _)| id)
             .collect()
     }
@@ -239,8 +252,11 @@ impl FlowTable {
     fn select_strict(&self, fm: &FlowMod) -> Vec<RuleId> {
         self.find_exact(&fm.rule.matched, fm.rule.priority)
             .filter(|&id| {
-                self.rule(id)
-                    .is_some_and(|r| cookie_ok(fm, r) && r.outputs_to(fm.out_port))
+                self.rule(id).is_some_and(|r| {
+                    cookie_ok(fm, r)
+                        && r.outputs_to(fm.out_port)
+                        && r.outputs_to_group(fm.out_group)
+                })
             })
             .into_iter()
             .collect()
@@ -334,6 +350,7 @@ impl FlowTables {
             rule: spec,
             cookie_mask: 0,
             out_port: OfPort::Any,
+            out_group: None,
         };
         self.apply(&fm, now)
     }

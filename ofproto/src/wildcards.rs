@@ -141,6 +141,17 @@ impl Wildcards {
         }
     }
 
+    /// The bits written so far (see [`Wildcards::restore_written`]).
+    pub fn written(&self) -> Mask {
+        self.written
+    }
+
+    /// Puts back what was written at `written` (the fields of a packet
+    /// copy that a group bucket changed hold the packet's values again).
+    pub fn restore_written(&mut self, written: Mask) {
+        self.written = written;
+    }
+
     /// True when all of `bits` of `field` hold pipeline constants.
     #[inline]
     pub fn is_written(&self, field: Field, bits: u128) -> bool {

@@ -40,6 +40,7 @@ fn fm(command: FlowModCommand, table: Option<u8>, rule: RuleSpec) -> FlowMod {
         rule,
         cookie_mask: 0,
         out_port: OfPort::Any,
+        out_group: None,
     }
 }
 

@@ -14,6 +14,7 @@
 
 use megaflow::key::{FRAG_ANY, VLAN_PRESENT};
 use megaflow::{Field, FlowKey, Mask, Match, PortNo, Timestamp};
+use ofproto::group::{Bucket, GroupSpec, GroupType};
 use ofproto::mac::MacLearn;
 use ofproto::rule::{FieldRange, Instructions, OfAction, OfPort, RuleSpec};
 use ofproto::wildcards::PIPELINE_FIELDS;
@@ -178,8 +179,48 @@ fn random_action(r: &mut Rng, table: u8, n_tables: u8) -> OfAction {
             port: OfPort::Controller,
             max_len: 128,
         },
+        15 if r.chance(60) => OfAction::Group(1 + r.below(N_GROUPS) as u32),
         _ => OfAction::SetVlanPcp(r.below(8) as u8),
     }
+}
+
+/// Groups 1..=N_GROUPS exist in every random bridge.
+const N_GROUPS: u64 = 3;
+
+/// A group of a random type whose buckets run random actions (no group
+/// actions: chaining is refused).
+fn random_group(r: &mut Rng, id: u32, n_tables: u8) -> GroupSpec {
+    let ty = r.pick(&[
+        GroupType::All,
+        GroupType::Select,
+        GroupType::Indirect,
+        GroupType::FastFailover,
+    ]);
+    let n = if ty == GroupType::Indirect {
+        1
+    } else {
+        r.below(4) as usize
+    };
+    let buckets = (0..n)
+        .map(|_| Bucket {
+            weight: if ty == GroupType::Select {
+                r.below(3) as u16
+            } else {
+                0
+            },
+            watch_port: (ty == GroupType::FastFailover || r.chance(30))
+                .then(|| PortNo(1 + r.below(4) as u32)),
+            actions: (0..1 + r.below(3))
+                .map(|_| loop {
+                    let a = random_action(r, 0, n_tables);
+                    if !matches!(a, OfAction::Group(_)) {
+                        break a;
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    GroupSpec { id, ty, buckets }
 }
 
 fn random_bridge(r: &mut Rng) -> Bridge {
@@ -196,6 +237,15 @@ fn random_bridge(r: &mut Rng) -> Bridge {
         );
     }
     let n_tables = 1 + r.below(4) as u8;
+    for id in 1..=N_GROUPS as u32 {
+        let g = random_group(r, id, n_tables);
+        br.groups.add(g, now).expect("valid random group");
+    }
+    for p in 1..=4 {
+        if r.chance(20) {
+            br.ports.set_up(PortNo(p), false);
+        }
+    }
     for t in 0..n_tables {
         let n_rules = 1 + r.below(12);
         for _ in 0..n_rules {
@@ -296,6 +346,9 @@ fn dump(br: &Bridge) -> String {
                 rule.spec.instructions
             );
         }
+    }
+    for g in br.groups.iter() {
+        s += &format!("{}\n", g.spec);
     }
     s
 }
@@ -400,6 +453,23 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
             mask.set_exact(Field::IpTtl);
             prereqs(mask);
         }
+        OfAction::Group(_) => {
+            // The SELECT hash.
+            for f in [
+                Field::EthSrc,
+                Field::EthDst,
+                Field::EthType,
+                Field::Ipv4Src,
+                Field::Ipv4Dst,
+                Field::Ipv6Src,
+                Field::Ipv6Dst,
+                Field::IpProto,
+                Field::TpSrc,
+                Field::TpDst,
+            ] {
+                mask.set_exact(f);
+            }
+        }
         OfAction::Resubmit(_) | OfAction::Sample { .. } => {}
     }
 }
@@ -413,6 +483,11 @@ fn actions_read(br: &Bridge) -> Mask {
             for a in ins.apply.iter().chain(ins.write.iter().flatten()) {
                 action_reads(a, &mut mask);
             }
+        }
+    }
+    for g in br.groups.iter() {
+        for a in g.spec.buckets.iter().flat_map(|b| &b.actions) {
+            action_reads(a, &mut mask);
         }
     }
     mask

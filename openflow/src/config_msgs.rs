@@ -1,5 +1,4 @@
-//! TABLE_MOD, PORT_MOD, GROUP_MOD (its fixed part; buckets as bytes) and
-//! QUEUE_GET_CONFIG.
+//! TABLE_MOD, PORT_MOD and QUEUE_GET_CONFIG.
 
 use crate::error::ParseError;
 use crate::wire::{Put, Reader};
@@ -64,38 +63,6 @@ impl PortMod {
         out.put_u32(self.mask);
         out.put_u32(self.advertise);
         out.put_zeros(4);
-    }
-}
-
-/// `ofp_group_mod` after the header: the command, type and id decoded,
-/// the buckets as bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupMod {
-    pub command: u16,
-    pub group_type: u8,
-    pub group_id: u32,
-    pub buckets: Vec<u8>,
-}
-
-impl GroupMod {
-    pub(crate) fn parse(r: &mut Reader<'_>) -> Result<GroupMod, ParseError> {
-        let command = r.u16("group_mod.command")?;
-        let group_type = r.u8("group_mod.type")?;
-        r.skip(1, "group_mod.pad")?;
-        Ok(GroupMod {
-            command,
-            group_type,
-            group_id: r.u32("group_mod.group_id")?,
-            buckets: r.rest().to_vec(),
-        })
-    }
-
-    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
-        out.put_u16(self.command);
-        out.put_u8(self.group_type);
-        out.put_zeros(1);
-        out.put_u32(self.group_id);
-        out.extend_from_slice(&self.buckets);
     }
 }
 

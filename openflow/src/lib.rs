@@ -18,15 +18,17 @@
 //! AGGREGATE and PORT_DESC; OXM matches (every basic field, Nicira
 //! registers), every instruction and action of 1.3 and the Nicira
 //! `resubmit`, `reg_load` and `reg_move` actions, METER_MOD and the meter
-//! multiparts, TABLE_MOD, PORT_MOD, GROUP_MOD (buckets as bytes),
-//! QUEUE_GET_CONFIG, PORT_STATS, TABLE and TABLE_FEATURES: every message
-//! type of 1.3. The multipart bodies not listed (QUEUE, GROUP, GROUP_DESC,
-//! GROUP_FEATURES, EXPERIMENTER) are carried as bytes with their type.
+//! multiparts, TABLE_MOD, PORT_MOD, GROUP_MOD with its buckets and the
+//! GROUP, GROUP_DESC and GROUP_FEATURES multiparts, QUEUE_GET_CONFIG,
+//! PORT_STATS, TABLE and TABLE_FEATURES: every message type of 1.3. The
+//! multipart bodies not listed (QUEUE, EXPERIMENTER) are carried as bytes
+//! with their type.
 
 pub mod action;
 pub mod config_msgs;
 pub mod error;
 pub mod flow;
+pub mod group;
 pub mod header;
 pub mod message;
 pub mod meter;
@@ -37,11 +39,12 @@ pub mod table;
 pub mod wire;
 
 pub use action::{Action, Instruction};
-pub use config_msgs::{GroupMod, PortMod, QueueConfig, TableMod};
+pub use config_msgs::{PortMod, QueueConfig, TableMod};
 pub use error::{OfpError, ParseError, ERROR_TYPES};
 pub use flow::{
     AggregateReply, FlowMod, FlowRemoved, FlowStats, FlowStatsRequest, PacketIn, PacketOut,
 };
+pub use group::{Bucket, GroupDesc, GroupFeatures, GroupMod, GroupStats};
 pub use header::{Framer, Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
 pub use message::{
     bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Features, Message, PortStatus, Role,

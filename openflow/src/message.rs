@@ -1,8 +1,9 @@
 //! Typed messages: [`parse`] one whole message, [`Message::emit`] one.
 
-use crate::config_msgs::{GroupMod, PortMod, QueueConfig, TableMod};
+use crate::config_msgs::{PortMod, QueueConfig, TableMod};
 use crate::error::{OfpError, ParseError};
 use crate::flow::{FlowMod, FlowRemoved, PacketIn, PacketOut};
+use crate::group::GroupMod;
 use crate::header::{Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
 use crate::meter::MeterMod;
 use crate::multipart::{MpReply, MpRequest};

@@ -4,6 +4,7 @@
 
 use crate::error::ParseError;
 use crate::flow::{AggregateReply, FlowStats, FlowStatsRequest};
+use crate::group::{GroupDesc, GroupFeatures, GroupStats};
 use crate::header::{Header, MsgType, MAX_LEN, VERSION};
 use crate::message::TooLong;
 use crate::meter::{MeterConfig, MeterFeatures, MeterStats};
@@ -84,6 +85,10 @@ pub enum MpRequest {
     /// refuse).
     TableFeatures(Vec<TableFeatures>),
     PortDesc,
+    /// The group (`OFPG_ALL`: all).
+    Group(u32),
+    GroupDesc,
+    GroupFeatures,
     /// A type whose body is not decoded here (yet): its bytes.
     Other {
         ty: u16,
@@ -104,15 +109,24 @@ impl MpRequest {
             MpRequest::MeterFeatures => mp_type::METER_FEATURES,
             MpRequest::TableFeatures(_) => mp_type::TABLE_FEATURES,
             MpRequest::PortDesc => mp_type::PORT_DESC,
+            MpRequest::Group(_) => mp_type::GROUP,
+            MpRequest::GroupDesc => mp_type::GROUP_DESC,
+            MpRequest::GroupFeatures => mp_type::GROUP_FEATURES,
             MpRequest::Other { ty, .. } => *ty,
         }
     }
 
     pub(crate) fn parse(ty: u16, r: &mut Reader<'_>) -> Result<MpRequest, ParseError> {
         match ty {
-            mp_type::DESC | mp_type::PORT_DESC | mp_type::TABLE if !r.is_empty() => {
+            mp_type::DESC
+            | mp_type::PORT_DESC
+            | mp_type::TABLE
+            | mp_type::GROUP_DESC
+            | mp_type::GROUP_FEATURES
+                if !r.is_empty() =>
+            {
                 Err(ParseError::BadLength {
-                    what: "multipart request body (DESC, TABLE and PORT_DESC have none)",
+                    what: "multipart request body (DESC, TABLE, PORT_DESC, GROUP_DESC and GROUP_FEATURES have none)",
                     length: r.remaining(),
                 })
             }
@@ -121,20 +135,22 @@ impl MpRequest {
             mp_type::FLOW => Ok(MpRequest::Flow(FlowStatsRequest::parse(r)?)),
             mp_type::AGGREGATE => Ok(MpRequest::Aggregate(FlowStatsRequest::parse(r)?)),
             mp_type::TABLE => Ok(MpRequest::Table),
+            mp_type::GROUP_DESC => Ok(MpRequest::GroupDesc),
+            mp_type::GROUP_FEATURES => Ok(MpRequest::GroupFeatures),
             mp_type::METER_FEATURES => Ok(MpRequest::MeterFeatures),
-            mp_type::METER | mp_type::METER_CONFIG => {
+            mp_type::METER | mp_type::METER_CONFIG | mp_type::GROUP => {
                 if r.remaining() != 8 {
                     return Err(ParseError::BadLength {
-                        what: "meter request",
+                        what: "meter or group request",
                         length: r.remaining(),
                     });
                 }
-                let id = r.u32("meter request.meter_id")?;
-                r.skip(4, "meter request.pad")?;
-                Ok(if ty == mp_type::METER {
-                    MpRequest::Meter(id)
-                } else {
-                    MpRequest::MeterConfig(id)
+                let id = r.u32("request.id")?;
+                r.skip(4, "request.pad")?;
+                Ok(match ty {
+                    mp_type::METER => MpRequest::Meter(id),
+                    mp_type::METER_CONFIG => MpRequest::MeterConfig(id),
+                    _ => MpRequest::Group(id),
                 })
             }
             mp_type::PORT_STATS => {
@@ -168,12 +184,19 @@ impl MpRequest {
             MpRequest::Other { body, .. } => out.extend_from_slice(body),
             MpRequest::Flow(f) | MpRequest::Aggregate(f) => f.emit(out),
             MpRequest::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
-            MpRequest::PortStats(p) | MpRequest::Meter(p) | MpRequest::MeterConfig(p) => {
+            MpRequest::PortStats(p)
+            | MpRequest::Meter(p)
+            | MpRequest::MeterConfig(p)
+            | MpRequest::Group(p) => {
                 out.put_u32(*p);
                 out.put_zeros(4);
             }
             MpRequest::MeterFeatures => {}
-            MpRequest::Desc | MpRequest::PortDesc | MpRequest::Table => {}
+            MpRequest::Desc
+            | MpRequest::PortDesc
+            | MpRequest::Table
+            | MpRequest::GroupDesc
+            | MpRequest::GroupFeatures => {}
         }
     }
 }
@@ -191,6 +214,9 @@ pub enum MpReply {
     MeterFeatures(MeterFeatures),
     TableFeatures(Vec<TableFeatures>),
     PortDesc(Vec<Port>),
+    Group(Vec<GroupStats>),
+    GroupDesc(Vec<GroupDesc>),
+    GroupFeatures(GroupFeatures),
     Other { ty: u16, body: Vec<u8> },
 }
 
@@ -207,6 +233,9 @@ impl MpReply {
             MpReply::MeterFeatures(_) => mp_type::METER_FEATURES,
             MpReply::TableFeatures(_) => mp_type::TABLE_FEATURES,
             MpReply::PortDesc(_) => mp_type::PORT_DESC,
+            MpReply::Group(_) => mp_type::GROUP,
+            MpReply::GroupDesc(_) => mp_type::GROUP_DESC,
+            MpReply::GroupFeatures(_) => mp_type::GROUP_FEATURES,
             MpReply::Other { ty, .. } => *ty,
         }
     }
@@ -231,6 +260,29 @@ impl MpReply {
                 Ok(MpReply::Flow(v))
             }
             mp_type::AGGREGATE => Ok(MpReply::Aggregate(AggregateReply::parse(r)?)),
+            mp_type::GROUP => {
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(GroupStats::parse(r)?);
+                }
+                Ok(MpReply::Group(v))
+            }
+            mp_type::GROUP_DESC => {
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    v.push(GroupDesc::parse(r)?);
+                }
+                Ok(MpReply::GroupDesc(v))
+            }
+            mp_type::GROUP_FEATURES => {
+                if r.remaining() != GroupFeatures::LEN {
+                    return Err(ParseError::BadLength {
+                        what: "group features reply",
+                        length: r.remaining(),
+                    });
+                }
+                Ok(MpReply::GroupFeatures(GroupFeatures::parse(r)?))
+            }
             mp_type::TABLE => {
                 if r.remaining() % 24 != 0 {
                     return Err(ParseError::BadLength {
@@ -321,6 +373,9 @@ impl MpReply {
             MpReply::MeterFeatures(f) => f.emit(out),
             MpReply::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
             MpReply::PortDesc(ports) => ports.iter().for_each(|p| p.emit(out)),
+            MpReply::Group(v) => v.iter().for_each(|g| g.emit(out)),
+            MpReply::GroupDesc(v) => v.iter().for_each(|g| g.emit(out)),
+            MpReply::GroupFeatures(f) => f.emit(out),
             MpReply::Other { body, .. } => out.extend_from_slice(body),
         }
     }

@@ -106,3 +106,52 @@ fn ovs_ofctl_add_flow_decodes_to_what_it_was_given_and_emits_back_exactly() {
     let back = msgs[1].1.to_bytes(2).expect("emit");
     assert_eq!(&back, raw);
 }
+
+/// ovs-ofctl's HELLO, GROUP_MOD and BARRIER_REQUEST for
+///
+/// ```text
+/// ovs-ofctl -O OpenFlow13 --no-names add-group unix:/tmp/cap/s.sock \
+///   "group_id=7,type=select,bucket=weight:3,watch_port:2,\
+///    actions=set_field:198.18.0.9->ip_dst,output:2,bucket=weight:1,actions=output:3"
+/// ```
+///
+/// (captured the same way).
+const GROUP_SESSION: &str = "04000010000000010001000800000010\
+040f00600000000200000100000000070030000300000002ffffffff000000000019001080001804c6120009000000000000001000000002000000000000000000200001ffffffffffffffff00000000000000100000000300000000000000000414000800000003";
+
+#[test]
+fn ovs_ofctl_add_group_decodes_to_what_it_was_given_and_emits_back_exactly() {
+    let mut f = Framer::new();
+    f.push(&hex(GROUP_SESSION));
+    let mut msgs = Vec::new();
+    while let Some(m) = f.next_message().expect("frames") {
+        let (_, parsed) = parse(&m).expect("parses");
+        msgs.push((m, parsed));
+    }
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[2].1, Message::BarrierRequest);
+    let (raw, Message::GroupMod(gm)) = &msgs[1] else {
+        panic!("{:?}", msgs[1].1)
+    };
+    assert_eq!((gm.command, gm.group_type, gm.group_id), (0, 1, 7));
+    let out = |port| Action::Output { port, max_len: 0 };
+    assert_eq!(
+        gm.buckets,
+        vec![
+            openflow::Bucket {
+                weight: 3,
+                watch_port: 2,
+                watch_group: u32::MAX,
+                actions: vec![Action::SetField(Oxm::basic(12, &[198, 18, 0, 9])), out(2)],
+            },
+            openflow::Bucket {
+                weight: 1,
+                watch_port: u32::MAX,
+                watch_group: u32::MAX,
+                actions: vec![out(3)],
+            },
+        ]
+    );
+    let back = msgs[1].1.to_bytes(2).expect("emit");
+    assert_eq!(&back, raw);
+}

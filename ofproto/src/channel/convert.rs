@@ -435,7 +435,8 @@ fn action_from_wire(a: &Action, table: TableId) -> Result<OfAction, OfpError> {
             }
         }
         Action::Experimenter { .. } => return Err(OfpError::new(BAD_ACTION, 2)),
-        // MPLS, PBB, queues, groups, TTL copies: not in this switch.
+        Action::Group(g) => OfAction::Group(*g),
+        // MPLS, PBB, queues, TTL copies: not in this switch.
         _ => return Err(OfpError::new(BAD_ACTION, 0)),
     })
 }
@@ -507,6 +508,7 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
         OfAction::SetVlanVid(v) => return oxm(B, 6, u128::from(*v) | 0x1000),
         OfAction::SetVlanPcp(p) => return oxm(B, 7, u128::from(*p)),
         OfAction::DecTtl => Action::DecNwTtl,
+        OfAction::Group(g) => Action::Group(*g),
         OfAction::Resubmit(t) => Action::NxResubmit {
             in_port: 0xfff8,
             table: Some(t.0),
@@ -648,6 +650,7 @@ pub fn flow_mod_from_wire(fm: &WireFlowMod) -> Result<FlowMod, OfpError> {
         },
         cookie_mask: fm.cookie_mask,
         out_port,
+        out_group: (fm.out_group != openflow::group::GROUP_ANY).then_some(fm.out_group),
     })
 }
 
@@ -671,3 +674,15 @@ pub fn flags_to_wire(f: &FlowFlags) -> u16 {
 #[cfg(test)]
 #[path = "convert_tests.rs"]
 mod tests;
+
+/// A group bucket's actions as the switch runs them.
+pub fn bucket_actions_from_wire(v: &[Action]) -> Result<Vec<OfAction>, OfpError> {
+    actions_from_wire(v, TableId(0))
+}
+
+/// A group bucket's actions on the wire (an action with no wire form is
+/// left out).
+pub fn bucket_actions_to_wire(v: &[OfAction]) -> Vec<Action> {
+    let any = Match::catch_all();
+    v.iter().filter_map(|a| action_to_wire(a, &any)).collect()
+}

@@ -147,14 +147,14 @@ fn flow_mods_the_spec_refuses_get_their_errors() {
     })
     .expect("delete everywhere");
     assert_eq!(d.table, None);
-    // Actions: a group, an output to port 0, a foreign experimenter.
+    // Actions: a queue, an output to port 0, a foreign experimenter.
     let with = |a: Action| {
         wire(&move |w: &mut WireFlowMod| {
             w.instructions = vec![Instruction::ApplyActions(vec![a.clone()])]
         })
     };
     assert_eq!(
-        with(Action::Group(1)).expect_err("group"),
+        with(Action::SetQueue(1)).expect_err("queue"),
         OfpError::new(2, 0)
     );
     assert_eq!(

@@ -20,6 +20,7 @@
 //! master demotes the old one.
 
 pub mod convert;
+pub mod groups;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ use openflow::{
 
 use crate::bridge::Bridge;
 use crate::meter::MeterSpec;
-use crate::rule::OfPort;
+use crate::rule::{FlowModCommand, OfPort};
 use crate::table::match_covers;
 use crate::TableId;
 use megaflow::MeterId;
@@ -510,6 +511,16 @@ impl Connection {
                     return Err(OfpError::IS_SLAVE);
                 }
                 let fm = convert::flow_mod_from_wire(&fm)?;
+                if !matches!(
+                    fm.command,
+                    FlowModCommand::Delete | FlowModCommand::DeleteStrict
+                ) {
+                    let ins = &fm.rule.instructions;
+                    groups::check_groups(
+                        &sw.bridge().groups,
+                        ins.apply.iter().chain(ins.write.iter().flatten()),
+                    )?;
+                }
                 let now = sw.now();
                 let outcome = sw.bridge().tables.apply(&fm, now).map_err(|e| {
                     let (t, c) = e.of_error();
@@ -546,6 +557,7 @@ impl Connection {
                     return Err(OfpError::BAD_PACKET);
                 }
                 let actions = convert::packet_out_actions(&po.actions)?;
+                groups::check_groups(&sw.bridge().groups, &actions)?;
                 sw.packet_out(in_port, &actions, &po.data)?;
                 return Ok(None);
             }
@@ -668,27 +680,29 @@ impl Connection {
                         self.send_parts(xid, mp_type::TABLE_FEATURES, &all, TableFeatures::emit);
                         return Ok(None);
                     }
-                    // No groups and no queues: empty answers (and group
-                    // features that name no group type).
-                    MpRequest::Other { ty, .. }
-                        if matches!(ty, mp_type::GROUP | mp_type::GROUP_DESC | mp_type::QUEUE) =>
-                    {
-                        Message::MultipartReply {
-                            flags: 0,
-                            body: MpReply::Other {
-                                ty,
-                                body: Vec::new(),
-                            },
-                        }
+                    MpRequest::Group(id) => {
+                        let now = sw.now();
+                        let v = groups::group_stats(sw.bridge(), id, now);
+                        self.send_parts(xid, mp_type::GROUP, &v, openflow::GroupStats::emit);
+                        return Ok(None);
                     }
+                    MpRequest::GroupDesc => {
+                        let v = groups::group_desc(&sw.bridge().groups);
+                        self.send_parts(xid, mp_type::GROUP_DESC, &v, openflow::GroupDesc::emit);
+                        return Ok(None);
+                    }
+                    MpRequest::GroupFeatures => Message::MultipartReply {
+                        flags: 0,
+                        body: MpReply::GroupFeatures(groups::group_features()),
+                    },
+                    // No queues: an empty answer.
                     MpRequest::Other {
-                        ty: mp_type::GROUP_FEATURES,
-                        ..
+                        ty: mp_type::QUEUE, ..
                     } => Message::MultipartReply {
                         flags: 0,
                         body: MpReply::Other {
-                            ty: mp_type::GROUP_FEATURES,
-                            body: vec![0; 40],
+                            ty: mp_type::QUEUE,
+                            body: Vec::new(),
                         },
                     },
                     MpRequest::Other { .. } => return Err(OfpError::BAD_MULTIPART),
@@ -709,9 +723,18 @@ impl Connection {
             Message::GroupMod(_) | Message::PortMod(_) | Message::TableMod(_) if slave => {
                 return Err(OfpError::IS_SLAVE)
             }
-            // No group types: GROUP_MOD_FAILED/BAD_TYPE (what the spec
-            // answers a type the switch does not support).
-            Message::GroupMod(_) => return Err(OfpError::new(6, 10)),
+            Message::GroupMod(gm) => {
+                let now = sw.now();
+                let removed = groups::group_mod(sw.bridge(), &gm, now).map_err(|(e, why)| {
+                    self.last_error = Some(why);
+                    e
+                })?;
+                if !removed.is_empty() {
+                    sw.rules_removed(&removed);
+                }
+                sw.request_sync();
+                return Ok(None);
+            }
             Message::TableMod(t) => {
                 if t.table_id != TABLE_ALL && t.table_id > TableId::MAX.0 {
                     return Err(OfpError::new(8, 0));
@@ -798,10 +821,7 @@ fn selected_rules<'a>(
     if req.table_id != TABLE_ALL && req.table_id > TableId::MAX.0 {
         return Err(OfpError::BAD_TABLE_ID);
     }
-    if req.out_group != GROUP_ANY {
-        // No groups: no rule outputs to one.
-        return Ok(Vec::new());
-    }
+    let out_group = (req.out_group != GROUP_ANY).then_some(req.out_group);
     Ok(br
         .tables
         .tables()
@@ -811,6 +831,7 @@ fn selected_rules<'a>(
             match_covers(&matched, &r.spec.matched)
                 && (r.spec.cookie.0 ^ req.cookie) & req.cookie_mask == 0
                 && r.outputs_to(out_port)
+                && r.outputs_to_group(out_group)
         })
         .collect())
 }
@@ -940,6 +961,7 @@ pub fn flow_removed(r: &crate::table::RemovedRule, at: Timestamp) -> openflow::F
             RemovedReason::IdleTimeout => removed_reason::IDLE_TIMEOUT,
             RemovedReason::HardTimeout => removed_reason::HARD_TIMEOUT,
             RemovedReason::Delete => removed_reason::DELETE,
+            RemovedReason::GroupDelete => removed_reason::GROUP_DELETE,
         },
         table_id: r.table.0,
         duration_sec: (age / 1_000_000_000) as u32,

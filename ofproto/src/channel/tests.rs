@@ -370,3 +370,153 @@ fn bytes_arriving_in_any_cuts_give_the_same_replies() {
         assert_eq!(msgs(&c.take_output()), want, "cut {cut}");
     }
 }
+
+#[test]
+fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
+    use openflow::group::{group_command, group_type};
+    use openflow::{Action, Bucket, GroupMod, Instruction};
+    let mut s = sw();
+    s.bridge = Bridge::with_ports([1, 2, 3]);
+    let t = Instant::now();
+    let mut c = open(&mut s, 1, t);
+    let out = |p: u32| Action::Output {
+        port: p,
+        max_len: 0,
+    };
+    let bucket = |p: u32| Bucket {
+        weight: 0,
+        watch_port: openflow::group::GROUP_ANY,
+        watch_group: openflow::group::GROUP_ANY,
+        actions: vec![out(p)],
+    };
+    let gm = |command, group_type, buckets| {
+        Message::GroupMod(GroupMod {
+            command,
+            group_type,
+            group_id: 10,
+            buckets,
+        })
+    };
+    let add = gm(
+        group_command::ADD,
+        group_type::ALL,
+        vec![bucket(2), bucket(3)],
+    );
+    assert!(ask(&mut c, &mut s, &add, 2).is_empty(), "added silently");
+    let gen = s.bridge.generations();
+    // Errors: exists, unknown type, modify of an unknown group, an
+    // indirect group of two buckets.
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &add, 3)),
+        Some(OfpError::new(6, 0))
+    );
+    let bad_type = gm(group_command::ADD, 9, vec![]);
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &bad_type, 4)),
+        Some(OfpError::new(6, 10))
+    );
+    let mut unknown = gm(group_command::MODIFY, group_type::ALL, vec![]);
+    if let Message::GroupMod(g) = &mut unknown {
+        g.group_id = 11;
+    }
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &unknown, 5)),
+        Some(OfpError::new(6, 8))
+    );
+    let two = gm(
+        group_command::MODIFY,
+        group_type::INDIRECT,
+        vec![bucket(2), bucket(3)],
+    );
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &two, 6)),
+        Some(OfpError::new(6, 1))
+    );
+    assert_eq!(
+        s.bridge.generations(),
+        gen,
+        "a refused group mod changes nothing"
+    );
+    assert!(c
+        .last_error()
+        .is_some_and(|e| e.contains("exactly one bucket")));
+
+    // A flow may run group 10 but not group 11.
+    let flow = |g: u32| {
+        Message::FlowMod(openflow::FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 0,
+            command: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority: 1,
+            buffer_id: openflow::flow::NO_BUFFER,
+            out_port: OfPort::Any.number(),
+            out_group: openflow::group::GROUP_ANY,
+            flags: 0,
+            matched: openflow::OxmMatch::default(),
+            instructions: vec![Instruction::ApplyActions(vec![Action::Group(g)])],
+        })
+    };
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &flow(11), 7)),
+        Some(OfpError::new(2, 9))
+    );
+    assert!(ask(&mut c, &mut s, &flow(10), 8).is_empty());
+    assert_eq!(s.bridge.tables.len(), 1);
+
+    // GROUP_DESC gives the group back; GROUP its reference count.
+    let mp = |body| Message::MultipartRequest { flags: 0, body };
+    let r = ask(&mut c, &mut s, &mp(MpRequest::GroupDesc), 9);
+    let [(
+        9,
+        Message::MultipartReply {
+            body: MpReply::GroupDesc(d),
+            ..
+        },
+    )] = &r[..]
+    else {
+        panic!("{r:?}");
+    };
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].buckets, vec![bucket(2), bucket(3)]);
+    let r = ask(
+        &mut c,
+        &mut s,
+        &mp(MpRequest::Group(openflow::group::GROUP_ALL)),
+        10,
+    );
+    let [(
+        10,
+        Message::MultipartReply {
+            body: MpReply::Group(st),
+            ..
+        },
+    )] = &r[..]
+    else {
+        panic!("{r:?}");
+    };
+    assert_eq!(
+        (st[0].group_id, st[0].ref_count, st[0].buckets.len()),
+        (10, 1, 2)
+    );
+    let r = ask(&mut c, &mut s, &mp(MpRequest::GroupFeatures), 11);
+    let [(
+        11,
+        Message::MultipartReply {
+            body: MpReply::GroupFeatures(f),
+            ..
+        },
+    )] = &r[..]
+    else {
+        panic!("{r:?}");
+    };
+    assert_eq!(f.types, 0b1111, "all four group types");
+
+    // Deleting the group deletes the flow that ran it.
+    let del = gm(group_command::DELETE, 0, vec![]);
+    assert!(ask(&mut c, &mut s, &del, 12).is_empty());
+    assert!(s.bridge.groups.is_empty());
+    assert_eq!(s.bridge.tables.len(), 0);
+}

@@ -809,7 +809,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         if self.live >= self.flow_limit {
             self.stats.flow_limit_hits += 1;
             for r in t.rules.iter() {
-                self.bridge.tables.credit(*r, 1, len as u64, now);
+                self.bridge.credit(*r, 1, len as u64, now);
             }
             return actions;
         }
@@ -928,7 +928,6 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         if delta.packets > 0 || delta.bytes > 0 {
             for rule in r.rules.iter() {
                 self.bridge
-                    .tables
                     .credit(*rule, delta.packets, delta.bytes, delta.used);
             }
         }
@@ -1121,7 +1120,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         );
         if dp > 0 || db > 0 {
             for r in m.rules.iter() {
-                self.bridge.tables.credit(*r, dp, db, m.stats.used);
+                self.bridge.credit(*r, dp, db, m.stats.used);
             }
         }
         self.ids.remove(&m.id);

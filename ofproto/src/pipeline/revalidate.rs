@@ -86,7 +86,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             if dp > 0 || db > 0 {
                 let rules = std::sync::Arc::clone(&m.rules);
                 for r in rules.iter() {
-                    self.bridge.tables.credit(*r, dp, db, st.used);
+                    self.bridge.credit(*r, dp, db, st.used);
                 }
                 if let Some(m) = self.meta_mut(idx) {
                     m.credited = (st.packets, st.bytes);
@@ -167,9 +167,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 }
             } else if let Some(rules) = rules {
                 for r in rules.iter() {
-                    self.bridge
-                        .tables
-                        .credit(*r, delta.packets, delta.bytes, now);
+                    self.bridge.credit(*r, delta.packets, delta.bytes, now);
                 }
             }
         }

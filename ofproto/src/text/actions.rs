@@ -345,6 +345,9 @@ fn parse_action(name: &str, arg: Arg<'_>, item: &str) -> Result<Option<OfAction>
             }
         },
         "resubmit" => resubmit(name, arg, item)?,
+        "group" => {
+            OfAction::Group(num(colon(name, arg)?, u128::from(crate::group::GROUP_MAX))? as u32)
+        }
         "sample" => match arg {
             Arg::Paren(args) => sample(name, args)?,
             _ => return Err(ValueError::bad("expected sample(probability=N,...)").at(item, name)),

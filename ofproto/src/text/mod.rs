@@ -40,7 +40,7 @@ pub(crate) use fields::{field_def, MatchBuilder};
 mod print;
 mod value;
 
-pub use print::{format_instructions, format_match, format_rule};
+pub use print::{format_action_list, format_instructions, format_match, format_rule};
 
 use megaflow::Match;
 
@@ -154,7 +154,7 @@ pub struct FileError {
 }
 
 /// Flow-level keywords (everything that is not a match field or `actions`).
-const FLOW_KEYWORDS: [&str; 12] = [
+const FLOW_KEYWORDS: [&str; 13] = [
     "table",
     "priority",
     "cookie",
@@ -167,6 +167,7 @@ const FLOW_KEYWORDS: [&str; 12] = [
     "no_packet_counts",
     "no_byte_counts",
     "out_port",
+    "out_group",
 ];
 
 /// `dump-flows` statistics, accepted and ignored by `parse_flow`.
@@ -239,6 +240,7 @@ pub fn parse_flow(s: &str, command: FlowModCommand) -> Result<FlowMod, ParseErro
         rule: RuleSpec::new(TableId(0), RuleSpec::DEFAULT_PRIORITY, Match::catch_all()),
         cookie_mask: 0,
         out_port: OfPort::Any,
+        out_group: None,
     };
     let mut table: Option<Option<TableId>> = None;
     let mut seen: Vec<Token<'_>> = Vec::new();
@@ -370,6 +372,8 @@ fn flow_keyword(
             let v = required(&tok)?;
             fm.out_port = value::port(v).map_err(|e| e.at(v, tok.key))?;
         }
+        "out_group" if add => return not_allowed(),
+        "out_group" => fm.out_group = Some(num(&tok, u128::from(u32::MAX))? as u32),
         _ if is_delete(command) => return not_allowed(),
         flag => {
             if tok.value.is_some() {

@@ -321,6 +321,7 @@ fn format_action(out: &mut String, a: &OfAction) {
         ),
         OfAction::DecTtl => write!(out, "dec_ttl"),
         OfAction::Resubmit(t) => write!(out, "resubmit(,{t})"),
+        OfAction::Group(g) => write!(out, "group:{g}"),
         OfAction::Sample { probability } => write!(out, "sample(probability={probability})"),
     };
 }
@@ -341,6 +342,16 @@ fn set_field_arg(field: Field, v: u128, mask: u128) -> String {
         value(field, v, mask)
     };
     format!("{shown}->{}", write_name(field))
+}
+
+/// Prints an action list (`drop` when empty): `output:1,group:2`.
+pub fn format_action_list(actions: &[OfAction]) -> String {
+    if actions.is_empty() {
+        return "drop".to_string();
+    }
+    let mut s = String::new();
+    format_actions(&mut s, actions);
+    s
 }
 
 fn format_actions(out: &mut String, actions: &[OfAction]) {

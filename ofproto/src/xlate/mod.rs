@@ -27,6 +27,7 @@
 //! `dec_ttl` is left to the datapath, which drops a packet whose TTL would
 //! expire (so the TTL is not un-wildcarded).
 
+mod group;
 mod normal;
 mod trace;
 mod vlan;
@@ -121,6 +122,10 @@ const DP_FIELDS: [Field; 11] = [
     Field::TpDst,
 ];
 
+/// `Field::IpTtl`'s index in [`DP_FIELDS`].
+const TTL_SLOT: usize = 8;
+const _: () = assert!(matches!(DP_FIELDS[TTL_SLOT], Field::IpTtl));
+
 fn dp_set(field: Field, v: u128) -> DpAction {
     match field {
         Field::EthSrc => DpAction::SetEthSrc(v as u64),
@@ -160,6 +165,11 @@ pub(crate) struct Ctx<'a> {
     out: Vec<DpAction>,
     /// Bit i: `DP_FIELDS[i]` was written since the last commit.
     dirty: u16,
+    /// Bit i: the datapath packet's `DP_FIELDS[i]` was changed by an
+    /// emitted action (a group bucket's copy puts these back).
+    committed: u16,
+    /// Bit i: an action changed `DP_FIELDS[i]` (set or `dec_ttl`).
+    touched: u16,
     vlan: vlan::VlanStack,
     action_set: Vec<OfAction>,
     rules: Vec<RuleRef>,
@@ -231,6 +241,8 @@ impl<'a> Ctx<'a> {
             wc: Wildcards::new(),
             out: Vec::new(),
             dirty: 0,
+            committed: 0,
+            touched: 0,
             vlan: vlan::VlanStack::default(),
             action_set: Vec::new(),
             rules: Vec::new(),
@@ -385,6 +397,10 @@ impl<'a> Ctx<'a> {
         }
         let mut set = std::mem::take(&mut self.action_set);
         set.sort_by_key(action_set_rank);
+        // A group in the set takes precedence over an output (5.10).
+        if set.iter().any(|a| matches!(a, OfAction::Group(_))) {
+            set.retain(|a| !matches!(a, OfAction::Output { .. }));
+        }
         if self.tracing {
             self.note(|| format!("executing action set ({} actions)", set.len()));
         }
@@ -424,6 +440,7 @@ impl<'a> Ctx<'a> {
                 self.run_chain(*t, false);
                 self.depth -= 1;
             }
+            OfAction::Group(g) => self.group(*g),
             OfAction::Sample { probability } => {
                 self.commit();
                 self.out.push(DpAction::Sample {
@@ -482,6 +499,7 @@ impl<'a> Ctx<'a> {
         self.wc.write(field, mask);
         if let Some(i) = slot {
             self.dirty |= 1 << i;
+            self.touched |= 1 << i;
         }
     }
 
@@ -492,6 +510,8 @@ impl<'a> Ctx<'a> {
         }
         self.commit();
         self.out.push(DpAction::DecTtl);
+        self.committed |= 1 << TTL_SLOT;
+        self.touched |= 1 << TTL_SLOT;
         let ttl = self.flow.ip_ttl();
         self.flow.set_ip_ttl(ttl.wrapping_sub(1) & 0xff);
         // A constant TTL stays constant; one from the packet is now
@@ -530,6 +550,7 @@ impl<'a> Ctx<'a> {
             let v = self.read(f);
             self.out.push(dp_set(f, v));
         }
+        self.committed |= self.dirty;
         self.dirty = 0;
     }
 
@@ -611,6 +632,6 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::SetField { .. }
         | OfAction::Move { .. } => 3,
         OfAction::Sample { .. } | OfAction::Resubmit(_) => 4,
-        OfAction::Output { .. } => 5,
+        OfAction::Output { .. } | OfAction::Group(_) => 5,
     }
 }

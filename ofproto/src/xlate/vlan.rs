@@ -62,6 +62,34 @@ impl Ctx<'_> {
         self.vlan.dp = stack;
     }
 
+    /// The pipeline's tags, for [`Ctx::vlan_restore`] (`None`: not read
+    /// yet).
+    pub(super) fn vlan_snapshot(&self) -> Option<Vec<Tag>> {
+        self.vlan.init.then(|| self.vlan.cur.clone())
+    }
+
+    /// Puts the pipeline's tags back as they were at `snap` (a group
+    /// bucket's copy of the packet is done); the datapath's stay, so the
+    /// next commit turns them back.
+    pub(super) fn vlan_restore(&mut self, snap: Option<Vec<Tag>>) {
+        match snap {
+            Some(cur) => self.vlan.cur = cur,
+            // First read inside the bucket: the packet's own tags (whose
+            // presence that read already recorded).
+            None if self.vlan.init => {
+                let present = u128::from(VLAN_PRESENT);
+                self.vlan.cur.clear();
+                if self.orig.field(Field::VlanTci) & present != 0 {
+                    self.vlan.cur.push(Tag::Orig(0));
+                    if self.orig.field(Field::Vlan2Tci) & present != 0 {
+                        self.vlan.cur.push(Tag::Orig(1));
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
     /// The value of a tag, reading the original's `tci_bits` if needed.
     fn tag_value(&mut self, tag: Tag, tci_bits: u16) -> (u16, u16) {
         match tag {

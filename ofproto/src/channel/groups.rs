@@ -1,0 +1,219 @@
+//! GROUP_MOD and the group multiparts over a bridge's [`GroupTable`].
+
+use std::collections::HashMap;
+
+use megaflow::{PortNo, Timestamp};
+use openflow::action::action_type;
+use openflow::group::{group_capabilities, group_command, GROUP_ALL, GROUP_ANY};
+use openflow::{GroupDesc, GroupFeatures, GroupMod, GroupStats, OfpError};
+
+use super::convert;
+use crate::bridge::Bridge;
+use crate::group::{Bucket, GroupError, GroupSpec, GroupTable, GroupType, MAX_GROUPS};
+use crate::rule::{FlowMod, FlowModCommand, OfAction, OfPort, RuleSpec};
+use crate::table::{RemovedReason, RemovedRule};
+use crate::{Priority, TableId};
+
+/// `OFPET_GROUP_MOD_FAILED`.
+const GROUP_MOD_FAILED: u16 = 6;
+
+impl GroupError {
+    /// The OpenFlow error that answers it.
+    pub fn of_error(&self) -> OfpError {
+        let code = match self {
+            GroupError::Exists(_) => 0,
+            GroupError::Invalid(_) | GroupError::IndirectBuckets(_) => 1,
+            GroupError::Weight(_) => 2,
+            GroupError::OutOfGroups => 3,
+            GroupError::OutOfBuckets => 4,
+            GroupError::Chaining(_) => 5,
+            GroupError::Unknown(_) => 8,
+            GroupError::Watch(_) => 13,
+        };
+        OfpError::new(GROUP_MOD_FAILED, code)
+    }
+}
+
+/// A GROUP_MOD on `br` at `now`. Deleting a group deletes the rules that
+/// run it (5.6); those come back for FLOW_REMOVED.
+pub fn group_mod(
+    br: &mut Bridge,
+    gm: &GroupMod,
+    now: Timestamp,
+) -> Result<Vec<RemovedRule>, (OfpError, String)> {
+    let refuse = |e: GroupError| (e.of_error(), format!("group mod refused: {e}"));
+    match gm.command {
+        group_command::DELETE => {
+            let which = (gm.group_id != GROUP_ALL).then_some(gm.group_id);
+            let mut removed = Vec::new();
+            for g in br.groups.delete(which) {
+                removed.extend(remove_rules_of(br, g, now));
+            }
+            Ok(removed)
+        }
+        group_command::ADD | group_command::MODIFY => {
+            let ty = GroupType::from_number(gm.group_type).ok_or((
+                OfpError::new(GROUP_MOD_FAILED, 10),
+                format!("group mod refused: unknown group type {}", gm.group_type),
+            ))?;
+            let mut buckets = Vec::with_capacity(gm.buckets.len());
+            for (i, b) in gm.buckets.iter().enumerate() {
+                if b.watch_group != GROUP_ANY {
+                    return Err(refuse(GroupError::Chaining(i)));
+                }
+                let watch_port = match b.watch_port {
+                    GROUP_ANY => None,
+                    p => match OfPort::from_number(p) {
+                        Some(OfPort::Port(p)) => Some(p),
+                        _ => {
+                            return Err((
+                                OfpError::new(GROUP_MOD_FAILED, 13),
+                                format!("group mod refused: bucket {i} watches port {p:#x}"),
+                            ))
+                        }
+                    },
+                };
+                let actions = convert::bucket_actions_from_wire(&b.actions)
+                    .map_err(|e| (e, format!("group mod refused: bucket {i}: {}", e.name())))?;
+                buckets.push(Bucket {
+                    weight: b.weight,
+                    watch_port,
+                    actions,
+                });
+            }
+            let spec = GroupSpec {
+                id: gm.group_id,
+                ty,
+                buckets,
+            };
+            if gm.command == group_command::ADD {
+                br.groups.add(spec, now).map_err(refuse)?;
+            } else {
+                br.groups.modify(spec).map_err(refuse)?;
+            }
+            Ok(Vec::new())
+        }
+        c => Err((
+            OfpError::new(GROUP_MOD_FAILED, 11),
+            format!("group mod refused: unknown command {c}"),
+        )),
+    }
+}
+
+/// Removes every rule that runs group `g`.
+fn remove_rules_of(br: &mut Bridge, g: u32, now: Timestamp) -> Vec<RemovedRule> {
+    let fm = FlowMod {
+        command: FlowModCommand::Delete,
+        table: None,
+        rule: RuleSpec::new(TableId(0), Priority(0), megaflow::Match::catch_all()),
+        cookie_mask: 0,
+        out_port: OfPort::Any,
+        out_group: Some(g),
+    };
+    match br.tables.apply(&fm, now) {
+        Ok(o) => o
+            .removed
+            .into_iter()
+            .map(|mut r| {
+                r.reason = RemovedReason::GroupDelete;
+                r
+            })
+            .collect(),
+        // A delete of every table with no filter but the group cannot be
+        // refused.
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The groups a FLOW_MOD or PACKET_OUT names must exist
+/// (`OFPBAC_BAD_OUT_GROUP`).
+pub fn check_groups<'a>(
+    groups: &GroupTable,
+    actions: impl IntoIterator<Item = &'a OfAction>,
+) -> Result<(), OfpError> {
+    for a in actions {
+        if let OfAction::Group(g) = a {
+            if groups.get(*g).is_none() {
+                return Err(OfpError::new(2, 9));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// GROUP_DESC entries.
+pub fn group_desc(groups: &GroupTable) -> Vec<GroupDesc> {
+    groups
+        .iter()
+        .map(|g| GroupDesc {
+            group_type: g.spec.ty.number(),
+            group_id: g.spec.id,
+            buckets: g
+                .spec
+                .buckets
+                .iter()
+                .map(|b| openflow::Bucket {
+                    weight: b.weight,
+                    watch_port: b.watch_port.map_or(GROUP_ANY, |p: PortNo| p.0),
+                    watch_group: GROUP_ANY,
+                    actions: convert::bucket_actions_to_wire(&b.actions),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// GROUP stats of `id` (`OFPG_ALL`: every group) at `now` (an unknown
+/// group: no entry). `ref_count` counts the rules that run the group.
+pub fn group_stats(br: &Bridge, id: u32, now: Timestamp) -> Vec<GroupStats> {
+    let mut refs: HashMap<u32, u32> = HashMap::new();
+    for t in br.tables.tables() {
+        for (_, r) in t.rules() {
+            let i = &r.spec.instructions;
+            let mut seen: Vec<u32> = Vec::new();
+            for a in i.apply.iter().chain(i.write.iter().flatten()) {
+                if let OfAction::Group(g) = a {
+                    if !seen.contains(g) {
+                        seen.push(*g);
+                        *refs.entry(*g).or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+    br.groups
+        .iter()
+        .filter(|g| id == GROUP_ALL || g.spec.id == id)
+        .map(|g| {
+            let age = now.since(g.created);
+            GroupStats {
+                group_id: g.spec.id,
+                ref_count: refs.get(&g.spec.id).copied().unwrap_or(0),
+                packet_count: g.packets,
+                byte_count: g.bytes,
+                duration_sec: (age / 1_000_000_000) as u32,
+                duration_nsec: (age % 1_000_000_000) as u32,
+                buckets: g.bucket_stats.clone(),
+            }
+        })
+        .collect()
+}
+
+/// What the group table supports.
+pub fn group_features() -> GroupFeatures {
+    let actions = [
+        action_type::OUTPUT,
+        action_type::PUSH_VLAN,
+        action_type::POP_VLAN,
+        action_type::DEC_NW_TTL,
+        action_type::SET_FIELD,
+    ]
+    .iter()
+    .fold(0u32, |m, &t| m | 1 << t);
+    GroupFeatures {
+        types: 0b1111,
+        capabilities: group_capabilities::SELECT_WEIGHT | group_capabilities::SELECT_LIVENESS,
+        max_groups: [MAX_GROUPS as u32; 4],
+        actions: [actions; 4],
+    }
+}

@@ -1,0 +1,321 @@
+//! OpenFlow groups (OpenFlow 1.3, 5.6): ALL, SELECT, INDIRECT and
+//! FAST_FAILOVER, their buckets, and their counters.
+//!
+//! Translation runs a group in place of the `group:N` action: every bucket
+//! of an ALL group on its own copy of the packet, the one bucket of an
+//! INDIRECT group, the first live bucket of a FAST_FAILOVER group, and for
+//! SELECT the bucket a hash of the flow's addresses and ports picks among
+//! the live buckets by weight (highest random weight, so adding or removing
+//! a bucket moves only the flows of that bucket). The hash fields are
+//! un-wildcarded, as Open vSwitch's default selection method does: each
+//! connection gets its own megaflow, carrying its bucket's actions, which
+//! the device can hold like any other (a device has no per-packet hash
+//! selection, so the alternative — one wide megaflow that picks a bucket
+//! per packet — would keep all of a SELECT group's traffic in software).
+//!
+//! An ALL group whose buckets only output becomes, after translation, a
+//! megaflow with several outputs: the offload manager turns that into one
+//! `dest_array`.
+//!
+//! Chained groups (a bucket with a `group` action) are refused.
+//!
+//! Counters: a megaflow remembers the group and the buckets its packets
+//! went through (as [`RuleRef`]s in [`GROUP_TABLE`]) and credits them with
+//! the rules' counters, so group and bucket counters are as fresh as the
+//! rules' (software at once, hardware at each counter poll).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use megaflow::{PortNo, Timestamp};
+use thiserror::Error;
+
+use crate::classifier::RuleId;
+use crate::rule::OfAction;
+use crate::table::{RuleRef, RuleUid};
+use crate::text::format_action_list;
+use crate::TableId;
+
+/// The pseudo-table a [`RuleRef`] names to credit a group: `id` is the
+/// group's number, `uid` the group's incarnation times 2^16 plus 1 + the
+/// bucket's index (0: the group itself).
+pub const GROUP_TABLE: TableId = TableId(0xfe);
+
+/// The highest group number (`OFPG_MAX`).
+pub const GROUP_MAX: u32 = 0xffff_ff00;
+
+/// The most groups a switch holds.
+pub const MAX_GROUPS: usize = 65_536;
+
+/// The most buckets in one group.
+pub const MAX_BUCKETS: usize = 1024;
+
+/// `ofp_group_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupType {
+    All,
+    Select,
+    Indirect,
+    FastFailover,
+}
+
+impl GroupType {
+    /// From the wire number.
+    pub fn from_number(n: u8) -> Option<GroupType> {
+        Some(match n {
+            0 => GroupType::All,
+            1 => GroupType::Select,
+            2 => GroupType::Indirect,
+            3 => GroupType::FastFailover,
+            _ => return None,
+        })
+    }
+
+    pub fn number(self) -> u8 {
+        match self {
+            GroupType::All => 0,
+            GroupType::Select => 1,
+            GroupType::Indirect => 2,
+            GroupType::FastFailover => 3,
+        }
+    }
+
+    /// The name `ovs-ofctl` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupType::All => "all",
+            GroupType::Select => "select",
+            GroupType::Indirect => "indirect",
+            GroupType::FastFailover => "ff",
+        }
+    }
+}
+
+/// One bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// SELECT: relative share (0: never chosen).
+    pub weight: u16,
+    /// The port whose state decides whether the bucket is live.
+    pub watch_port: Option<PortNo>,
+    /// The actions run on the packet (in order, on the group's copy).
+    pub actions: Vec<OfAction>,
+}
+
+/// A group as GROUP_MOD defines it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSpec {
+    pub id: u32,
+    pub ty: GroupType,
+    pub buckets: Vec<Bucket>,
+}
+
+impl fmt::Display for GroupSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "group_id={},type={}", self.id, self.ty.name())?;
+        for b in &self.buckets {
+            f.write_str(",bucket=")?;
+            if self.ty == GroupType::Select {
+                write!(f, "weight:{},", b.weight)?;
+            }
+            if let Some(p) = b.watch_port {
+                write!(f, "watch_port:{p},")?;
+            }
+            write!(f, "actions={}", format_action_list(&b.actions))?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a GROUP_MOD was refused; each maps to its OpenFlow error.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum GroupError {
+    #[error("group {0} already exists")]
+    Exists(u32),
+    #[error("group {0} does not exist")]
+    Unknown(u32),
+    #[error("group number {0} is above OFPG_MAX")]
+    Invalid(u32),
+    #[error("an indirect group has exactly one bucket, not {0}")]
+    IndirectBuckets(usize),
+    #[error("bucket {0}: a weight other than 0 is for select groups")]
+    Weight(usize),
+    #[error("bucket {0}: a fast-failover bucket needs a watch_port")]
+    Watch(usize),
+    #[error("bucket {0}: chained groups are not supported")]
+    Chaining(usize),
+    #[error("no room for another group ({MAX_GROUPS} in use)")]
+    OutOfGroups,
+    #[error("more than {MAX_BUCKETS} buckets")]
+    OutOfBuckets,
+}
+
+/// A group with its life and counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub spec: GroupSpec,
+    /// Incarnation: a modify makes a new one (bucket counters restart).
+    pub uid: u64,
+    pub created: Timestamp,
+    pub packets: u64,
+    pub bytes: u64,
+    /// (packets, bytes) per bucket.
+    pub bucket_stats: Vec<(u64, u64)>,
+}
+
+impl Group {
+    /// The [`RuleRef`] that credits the group (`bucket` `None`) or one of
+    /// its buckets.
+    pub fn credit_ref(&self, bucket: Option<usize>) -> RuleRef {
+        let b = bucket.map_or(0, |i| i as u64 + 1);
+        RuleRef {
+            table: GROUP_TABLE,
+            id: RuleId(self.spec.id),
+            uid: RuleUid(self.uid << 16 | b),
+        }
+    }
+}
+
+/// The groups of one switch.
+#[derive(Clone, Debug, Default)]
+pub struct GroupTable {
+    groups: BTreeMap<u32, Group>,
+    next_uid: u64,
+    generation: u64,
+}
+
+impl GroupTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts every change (part of the tables' generation).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn get(&self, id: u32) -> Option<&Group> {
+        self.groups.get(&id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Group> + '_ {
+        self.groups.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    fn check(spec: &GroupSpec) -> Result<(), GroupError> {
+        if spec.id > GROUP_MAX {
+            return Err(GroupError::Invalid(spec.id));
+        }
+        if spec.buckets.len() > MAX_BUCKETS {
+            return Err(GroupError::OutOfBuckets);
+        }
+        if spec.ty == GroupType::Indirect && spec.buckets.len() != 1 {
+            return Err(GroupError::IndirectBuckets(spec.buckets.len()));
+        }
+        for (i, b) in spec.buckets.iter().enumerate() {
+            if spec.ty != GroupType::Select && b.weight != 0 {
+                return Err(GroupError::Weight(i));
+            }
+            if spec.ty == GroupType::FastFailover && b.watch_port.is_none() {
+                return Err(GroupError::Watch(i));
+            }
+            if b.actions.iter().any(|a| matches!(a, OfAction::Group(_))) {
+                return Err(GroupError::Chaining(i));
+            }
+        }
+        Ok(())
+    }
+
+    fn make(&mut self, spec: GroupSpec, created: Timestamp, counts: (u64, u64)) -> Group {
+        self.next_uid += 1;
+        self.generation += 1;
+        Group {
+            bucket_stats: vec![(0, 0); spec.buckets.len()],
+            spec,
+            uid: self.next_uid,
+            created,
+            packets: counts.0,
+            bytes: counts.1,
+        }
+    }
+
+    /// OFPGC_ADD.
+    pub fn add(&mut self, spec: GroupSpec, now: Timestamp) -> Result<(), GroupError> {
+        Self::check(&spec)?;
+        if self.groups.contains_key(&spec.id) {
+            return Err(GroupError::Exists(spec.id));
+        }
+        if self.groups.len() >= MAX_GROUPS {
+            return Err(GroupError::OutOfGroups);
+        }
+        let g = self.make(spec, now, (0, 0));
+        self.groups.insert(g.spec.id, g);
+        Ok(())
+    }
+
+    /// OFPGC_MODIFY: new type and buckets; the group's counters and age
+    /// stay, the buckets' restart.
+    pub fn modify(&mut self, spec: GroupSpec) -> Result<(), GroupError> {
+        Self::check(&spec)?;
+        let old = self
+            .groups
+            .get(&spec.id)
+            .ok_or(GroupError::Unknown(spec.id))?;
+        let (created, counts) = (old.created, (old.packets, old.bytes));
+        let g = self.make(spec, created, counts);
+        self.groups.insert(g.spec.id, g);
+        Ok(())
+    }
+
+    /// OFPGC_DELETE of one group (`None`: all); returns the numbers
+    /// removed. Deleting a group that does not exist is no error.
+    pub fn delete(&mut self, id: Option<u32>) -> Vec<u32> {
+        let gone: Vec<u32> = match id {
+            None => self.groups.keys().copied().collect(),
+            Some(g) => self
+                .groups
+                .contains_key(&g)
+                .then_some(g)
+                .into_iter()
+                .collect(),
+        };
+        for g in &gone {
+            self.groups.remove(g);
+        }
+        if !gone.is_empty() {
+            self.generation += 1;
+        }
+        gone
+    }
+
+    /// Adds counts to a group or bucket named by [`Group::credit_ref`]
+    /// (nothing when that incarnation is gone).
+    pub fn credit(&mut self, r: RuleRef, packets: u64, bytes: u64) {
+        let Some(g) = self.groups.get_mut(&r.id.0) else {
+            return;
+        };
+        if g.uid != r.uid.0 >> 16 {
+            return;
+        }
+        match (r.uid.0 & 0xffff) as usize {
+            0 => {
+                g.packets += packets;
+                g.bytes += bytes;
+            }
+            b => {
+                if let Some(s) = g.bucket_stats.get_mut(b - 1) {
+                    s.0 += packets;
+                    s.1 += bytes;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! Groups: what each type does to a packet during translation, the
+//! megaflow that comes out, and the GROUP_MOD rules.
+
+use megaflow::{DpAction, Field, FlowKey, Match, PortNo, Timestamp};
+use ofproto::group::{Bucket, GroupError, GroupSpec, GroupType, GROUP_TABLE};
+use ofproto::rule::{Instructions, OfAction, OfPort, RuleSpec};
+use ofproto::{Bridge, Priority, TableId};
+
+const NOW: Timestamp = Timestamp(1_000_000);
+
+fn out(p: u32) -> OfAction {
+    OfAction::Output {
+        port: OfPort::Port(PortNo(p)),
+        max_len: 0,
+    }
+}
+
+fn bucket(actions: Vec<OfAction>) -> Bucket {
+    Bucket {
+        weight: 0,
+        watch_port: None,
+        actions,
+    }
+}
+
+fn group(br: &mut Bridge, id: u32, ty: GroupType, buckets: Vec<Bucket>) {
+    br.groups
+        .add(GroupSpec { id, ty, buckets }, NOW)
+        .expect("valid group");
+}
+
+/// Table 0: everything runs `actions`.
+fn run_all(br: &mut Bridge, actions: Vec<OfAction>) {
+    let mut s = RuleSpec::new(TableId(0), Priority(1), Match::catch_all());
+    s.instructions = Instructions {
+        apply: actions,
+        ..Default::default()
+    };
+    br.tables.add(s, NOW).expect("rule");
+}
+
+fn tcp(src: u32, dst: u32, sport: u16, dport: u16) -> FlowKey {
+    let mut k = FlowKey::ZERO;
+    k.set_in_port(1);
+    k.set_eth_src(0x0200_0000_0001);
+    k.set_eth_dst(0x0200_0000_0002);
+    k.set_eth_type(0x0800);
+    k.set_ip_proto(6);
+    k.set_ip_ttl(64);
+    k.set_ipv4_src(src.into());
+    k.set_ipv4_dst(dst.into());
+    k.set_tp_src(sport.into());
+    k.set_tp_dst(dport.into());
+    k
+}
+
+#[test]
+fn an_all_group_of_outputs_is_a_megaflow_with_one_output_per_bucket() {
+    let mut br = Bridge::with_ports(1..=4);
+    group(
+        &mut br,
+        1,
+        GroupType::All,
+        vec![
+            bucket(vec![out(2)]),
+            bucket(vec![out(3)]),
+            bucket(vec![out(1)]),
+        ],
+    );
+    run_all(&mut br, vec![OfAction::Group(1)]);
+    let t = br.translate(&tcp(1, 2, 3, 4), NOW);
+    // output:1 is the input port: skipped, as outside a group.
+    assert_eq!(
+        t.actions,
+        vec![DpAction::Output(PortNo(2)), DpAction::Output(PortNo(3))]
+    );
+    let fields: Vec<Field> = t.mask.fields().collect();
+    assert_eq!(fields, vec![Field::InPort], "only the input port is read");
+}
+
+#[test]
+fn each_bucket_of_an_all_group_gets_its_own_copy_of_the_packet() {
+    let mut br = Bridge::with_ports(1..=4);
+    let new_dst = 0x0200_0000_00aa_u128;
+    group(
+        &mut br,
+        7,
+        GroupType::All,
+        vec![
+            bucket(vec![
+                OfAction::SetField {
+                    field: Field::EthDst,
+                    value: new_dst,
+                    mask: (1 << 48) - 1,
+                },
+                OfAction::DecTtl,
+                out(2),
+            ]),
+            bucket(vec![out(3)]),
+        ],
+    );
+    run_all(&mut br, vec![OfAction::Group(7), out(4)]);
+    let k = tcp(1, 2, 3, 4);
+    let t = br.translate(&k, NOW);
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::SetEthDst(new_dst as u64),
+            DpAction::DecTtl,
+            DpAction::Output(PortNo(2)),
+            // Back to the packet's own destination and TTL for bucket 1 and
+            // for what follows the group.
+            DpAction::SetEthDst(k.eth_dst() as u64),
+            DpAction::SetTtl(64),
+            DpAction::Output(PortNo(3)),
+            DpAction::Output(PortNo(4)),
+        ]
+    );
+    // Putting the packet back read its destination and TTL.
+    assert!(!t.mask.is_wildcard(Field::EthDst));
+    assert!(!t.mask.is_wildcard(Field::IpTtl));
+}
+
+#[test]
+fn an_indirect_group_runs_its_bucket_and_a_missing_group_drops() {
+    let mut br = Bridge::with_ports(1..=4);
+    group(&mut br, 2, GroupType::Indirect, vec![bucket(vec![out(4)])]);
+    run_all(&mut br, vec![OfAction::Group(2), OfAction::Group(99)]);
+    let t = br.translate(&tcp(1, 2, 3, 4), NOW);
+    assert_eq!(t.actions, vec![DpAction::Output(PortNo(4))]);
+    let trace = br.trace(&tcp(1, 2, 3, 4), NOW).explain(&tcp(1, 2, 3, 4));
+    assert!(trace.contains("group:99 skipped: no such group"), "{trace}");
+}
+
+#[test]
+fn a_fast_failover_group_takes_the_first_bucket_whose_port_is_up() {
+    let mut br = Bridge::with_ports(1..=4);
+    let watched = |p: u32| Bucket {
+        weight: 0,
+        watch_port: Some(PortNo(p)),
+        actions: vec![out(p)],
+    };
+    group(
+        &mut br,
+        3,
+        GroupType::FastFailover,
+        vec![watched(2), watched(3)],
+    );
+    run_all(&mut br, vec![OfAction::Group(3)]);
+    let k = tcp(1, 2, 3, 4);
+    assert_eq!(
+        br.translate(&k, NOW).actions,
+        vec![DpAction::Output(PortNo(2))]
+    );
+    let before = br.generations();
+    br.ports.set_up(PortNo(2), false);
+    assert_ne!(br.generations(), before, "megaflows through it go stale");
+    assert_eq!(
+        br.translate(&k, NOW).actions,
+        vec![DpAction::Output(PortNo(3))]
+    );
+    br.ports.set_up(PortNo(3), false);
+    assert!(
+        br.translate(&k, NOW).actions.is_empty(),
+        "no live bucket drops"
+    );
+}
+
+#[test]
+fn a_select_group_spreads_connections_by_weight_and_keeps_each_on_one_bucket() {
+    let mut br = Bridge::with_ports(1..=4);
+    let weighted = |w: u16, p: u32| Bucket {
+        weight: w,
+        watch_port: None,
+        actions: vec![out(p)],
+    };
+    group(
+        &mut br,
+        4,
+        GroupType::Select,
+        vec![weighted(1, 2), weighted(3, 3), weighted(0, 4)],
+    );
+    run_all(&mut br, vec![OfAction::Group(4)]);
+    let mut counts = [0u32; 5];
+    let n = 4000u32;
+    for i in 0..n {
+        let k = tcp(0x0a00_0000 + i, 0x0a01_0000, 10_000 + (i % 5000) as u16, 80);
+        let t = br.translate(&k, NOW);
+        let [DpAction::Output(p)] = t.actions[..] else {
+            panic!("one output, got {:?}", t.actions);
+        };
+        counts[p.0 as usize] += 1;
+        // The bucket depends on addresses and ports: the megaflow is the
+        // connection's.
+        for f in [Field::Ipv4Src, Field::Ipv4Dst, Field::TpSrc, Field::TpDst] {
+            assert!(!t.mask.is_wildcard(f), "{f} must be in the megaflow");
+        }
+        // The same connection, either direction, takes the same bucket.
+        let mut back = tcp(0x0a01_0000, 0x0a00_0000 + i, 80, 10_000 + (i % 5000) as u16);
+        back.set_eth_src(k.eth_dst());
+        back.set_eth_dst(k.eth_src());
+        back.set_in_port(2);
+        assert_eq!(br.translate(&k, NOW).actions, t.actions);
+        let tb = br.translate(&back, NOW);
+        if p.0 != 2 {
+            assert_eq!(tb.actions, t.actions, "reverse direction of connection {i}");
+        }
+    }
+    assert_eq!(counts[4], 0, "weight 0 is never chosen");
+    // 1:3 by weight; 4,000 draws put each share within a few percent.
+    let share = f64::from(counts[3]) / f64::from(n);
+    assert!((0.70..0.80).contains(&share), "bucket shares {counts:?}");
+}
+
+#[test]
+fn removing_a_select_bucket_moves_only_its_connections() {
+    let weighted = |p: u32| Bucket {
+        weight: 1,
+        watch_port: None,
+        actions: vec![out(p)],
+    };
+    let mut br = Bridge::with_ports(1..=5);
+    group(
+        &mut br,
+        5,
+        GroupType::Select,
+        vec![weighted(2), weighted(3), weighted(4)],
+    );
+    run_all(&mut br, vec![OfAction::Group(5)]);
+    let keys: Vec<FlowKey> = (0..600).map(|i| tcp(i, 0x0a01_0000, 4000, 80)).collect();
+    let before: Vec<_> = keys.iter().map(|k| br.translate(k, NOW).actions).collect();
+    br.groups
+        .modify(GroupSpec {
+            id: 5,
+            ty: GroupType::Select,
+            buckets: vec![weighted(2), weighted(3)],
+        })
+        .expect("modify");
+    for (k, b) in keys.iter().zip(&before) {
+        let a = br.translate(k, NOW).actions;
+        if *b != vec![DpAction::Output(PortNo(4))] {
+            assert_eq!(&a, b, "a connection of a remaining bucket moved");
+        }
+    }
+}
+
+#[test]
+fn a_group_in_the_action_set_wins_over_an_output() {
+    let mut br = Bridge::with_ports(1..=4);
+    group(&mut br, 1, GroupType::Indirect, vec![bucket(vec![out(3)])]);
+    let mut s = RuleSpec::new(TableId(0), Priority(1), Match::catch_all());
+    s.instructions.write = Some(vec![out(2), OfAction::Group(1)]);
+    br.tables.add(s, NOW).expect("rule");
+    let t = br.translate(&tcp(1, 2, 3, 4), NOW);
+    assert_eq!(t.actions, vec![DpAction::Output(PortNo(3))]);
+}
+
+#[test]
+fn translation_credits_the_group_and_the_buckets_it_ran() {
+    let mut br = Bridge::with_ports(1..=4);
+    group(
+        &mut br,
+        1,
+        GroupType::All,
+        vec![bucket(vec![out(2)]), bucket(vec![out(3)])],
+    );
+    run_all(&mut br, vec![OfAction::Group(1)]);
+    let t = br.translate(&tcp(1, 2, 3, 4), NOW);
+    let groups: Vec<_> = t.rules.iter().filter(|r| r.table == GROUP_TABLE).collect();
+    assert_eq!(groups.len(), 3, "the group and its two buckets");
+    for r in &t.rules {
+        br.credit(*r, 10, 1000, NOW);
+    }
+    let g = br.groups.get(1).expect("group");
+    assert_eq!((g.packets, g.bytes), (10, 1000));
+    assert_eq!(g.bucket_stats, vec![(10, 1000), (10, 1000)]);
+    // A modify is a new incarnation: old megaflows no longer credit the
+    // buckets, the group keeps its total.
+    br.groups
+        .modify(GroupSpec {
+            id: 1,
+            ty: GroupType::All,
+            buckets: vec![bucket(vec![out(4)])],
+        })
+        .expect("modify");
+    for r in &t.rules {
+        br.credit(*r, 1, 1, NOW);
+    }
+    let g = br.groups.get(1).expect("group");
+    assert_eq!((g.packets, g.bucket_stats.clone()), (10, vec![(0, 0)]));
+}
+
+#[test]
+fn group_mods_are_checked() {
+    let mut br = Bridge::new();
+    let spec = |id, ty, buckets| GroupSpec { id, ty, buckets };
+    let g = &mut br.groups;
+    assert_eq!(
+        g.add(spec(1, GroupType::Indirect, vec![]), NOW),
+        Err(GroupError::IndirectBuckets(0))
+    );
+    let weighted = Bucket {
+        weight: 2,
+        ..bucket(vec![])
+    };
+    assert_eq!(
+        g.add(spec(1, GroupType::All, vec![weighted]), NOW),
+        Err(GroupError::Weight(0))
+    );
+    assert_eq!(
+        g.add(spec(1, GroupType::FastFailover, vec![bucket(vec![])]), NOW),
+        Err(GroupError::Watch(0))
+    );
+    assert_eq!(
+        g.add(
+            spec(1, GroupType::All, vec![bucket(vec![OfAction::Group(2)])]),
+            NOW
+        ),
+        Err(GroupError::Chaining(0))
+    );
+    assert_eq!(
+        g.add(spec(0xffff_ff01, GroupType::All, vec![]), NOW),
+        Err(GroupError::Invalid(0xffff_ff01))
+    );
+    g.add(spec(1, GroupType::All, vec![]), NOW).expect("add");
+    assert_eq!(
+        g.add(spec(1, GroupType::All, vec![]), NOW),
+        Err(GroupError::Exists(1))
+    );
+    assert_eq!(
+        g.modify(spec(2, GroupType::All, vec![])),
+        Err(GroupError::Unknown(2))
+    );
+    assert!(g.is_empty() == false && g.len() == 1);
+    assert_eq!(g.delete(Some(5)), Vec::<u32>::new());
+    assert_eq!(g.delete(None), vec![1]);
+}
+
+#[test]
+fn group_actions_parse_and_print_as_ovs_ofctl_writes_them() {
+    let i = ofproto::text::parse_instructions("group:5,output:2").expect("parses");
+    assert_eq!(i.apply, vec![OfAction::Group(5), out(2)]);
+    assert_eq!(ofproto::text::format_instructions(&i), "group:5,output:2");
+    assert!(ofproto::text::parse_instructions("group:4294967295").is_err());
+    let fm = ofproto::text::parse_flow("out_group=5", ofproto::rule::FlowModCommand::Delete)
+        .expect("delete filter");
+    assert_eq!(fm.out_group, Some(5));
+}
