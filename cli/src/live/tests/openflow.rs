@@ -187,7 +187,7 @@ fn raw_client(sock: &Path) -> (UnixStream, Framer) {
 
 /// The next reply, past any PORT_STATUS (the switch's own news can
 /// arrive between a request and its reply).
-fn next_reply(s: &mut UnixStream, f: &mut Framer) -> (u32, Message) {
+fn next_reply(s: &mut impl Read, f: &mut Framer) -> (u32, Message) {
     loop {
         let m = next(s, f);
         if !matches!(m.1, Message::PortStatus(_)) {
@@ -196,7 +196,7 @@ fn next_reply(s: &mut UnixStream, f: &mut Framer) -> (u32, Message) {
     }
 }
 
-fn next(s: &mut UnixStream, f: &mut Framer) -> (u32, Message) {
+fn next(s: &mut impl Read, f: &mut Framer) -> (u32, Message) {
     let mut buf = [0u8; 4096];
     loop {
         if let Some(m) = f.next_message().expect("framing") {
@@ -500,6 +500,7 @@ fn flow_mod(text: &str, cmd: ofproto::FlowModCommand) -> Message {
     let command = match cmd {
         ofproto::FlowModCommand::Add => 0,
         ofproto::FlowModCommand::Delete => 3,
+        ofproto::FlowModCommand::DeleteStrict => 4,
         _ => 1,
     };
     Message::FlowMod(::openflow::FlowMod {
@@ -1167,6 +1168,201 @@ fn ovs_ofctl_monitor_sees_packet_ins() {
         "{all}"
     );
     drop(mon);
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
+fn ovs_ofctl_groups_fan_out_and_select_and_an_all_group_is_offloaded_as_a_dest_array() {
+    const T: &str =
+        "ovs_ofctl_groups_fan_out_and_select_and_an_all_group_is_offloaded_as_a_dest_array";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("groups");
+    let sock = dir.0.join("br0.mgmt");
+    let (mut d, of, h) = start_with_ports(&sock, 5000);
+    d.apply(&PortEvent::Up { ifindex: 12 });
+    let run = |cmd: &str, extra: &[&str]| ofctl(&bin, &sock, cmd, extra);
+    run(
+        "add-group",
+        &["group_id=1,type=all,bucket=output:2,bucket=output:3"],
+    )
+    .expect("add-group");
+    run("add-flow", &["priority=30,in_port=1,actions=group:1"]).expect("add-flow");
+    // Refusals, each with the error the spec names.
+    // (ovs-ofctl itself refuses an indirect group of two buckets.)
+    let e = run("add-group", &["group_id=2,type=indirect"]).expect_err("indirect of none");
+    assert!(e.contains("OFPGMFC_INVALID_GROUP"), "{e}");
+    let e = run("add-group", &["group_id=1,type=all,bucket=output:2"]).expect_err("exists");
+    assert!(e.contains("OFPGMFC_GROUP_EXISTS"), "{e}");
+    let e = run("add-flow", &["priority=31,in_port=2,actions=group:99"]).expect_err("no group");
+    assert!(e.contains("OFPBAC_BAD_OUT_GROUP"), "{e}");
+    let groups = run("dump-groups", &[]).expect("dump-groups");
+    assert!(
+        groups.contains("group_id=1,type=all")
+            && groups.contains("actions=output:2")
+            && groups.contains("actions=output:3")
+            && !groups.contains("group_id=2"),
+        "{groups}"
+    );
+
+    // Every frame from vm1 reaches vm2 and vm3; the hot megaflow goes to
+    // the sim FDB as one rule with a dest_array of both vports.
+    let (mut to2, mut to3) = (0usize, 0usize);
+    let sent = 8usize;
+    for i in 0..sent {
+        assert!(h["vm1"].rx.inject(&frame(3000), Default::default()));
+        wait_for("a copy on vm2 and on vm3", || {
+            to2 += h["vm2"].received().len();
+            to3 += h["vm3"].received().len();
+            to2 > i && to3 > i
+        });
+    }
+    assert_eq!((to2, to3), (sent, sent));
+    let core = d.core();
+    wait_for("the group's megaflow offloaded", || {
+        lock(&core).pipeline().offloaded_len() >= 1
+    });
+    let dump = lock(&core).dump_rules().expect("dump");
+    assert!(
+        dump.rules
+            .iter()
+            .any(|r| r.actions.iter().any(|a| a.starts_with("dest_array("))),
+        "{:#?}",
+        dump.rules
+    );
+    drop(core);
+    // Group and bucket counters count every frame, hardware's included.
+    wait_for("the group's counters", || {
+        run("dump-group-stats", &[]).is_ok_and(|s| {
+            s.contains(&format!("packet_count={sent}"))
+                && s.contains(&format!("bucket0:packet_count={sent}"))
+                && s.contains(&format!("bucket1:packet_count={sent}"))
+        })
+    });
+    let stats = run("dump-group-stats", &[]).expect("dump-group-stats");
+    assert!(stats.contains("ref_count=1"), "{stats}");
+
+    // A SELECT group spreads connections over its buckets, each
+    // connection to exactly one.
+    run(
+        "mod-group",
+        &["group_id=1,type=select,bucket=weight:1,actions=output:2,bucket=weight:1,actions=output:3"],
+    )
+    .expect("mod-group");
+    let _ = (h["vm2"].received(), h["vm3"].received());
+    let conns = 40u16;
+    let (mut to2, mut to3) = (0usize, 0usize);
+    for i in 0..conns {
+        assert!(h["vm1"].rx.inject(&frame(4000 + i), Default::default()));
+        wait_for("the connection's frame delivered", || {
+            to2 += h["vm2"].received().len();
+            to3 += h["vm3"].received().len();
+            to2 + to3 > usize::from(i)
+        });
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    to2 += h["vm2"].received().len();
+    to3 += h["vm3"].received().len();
+    assert_eq!(to2 + to3, usize::from(conns), "one copy per connection");
+    assert!(to2 > 0 && to3 > 0, "both buckets used: {to2} / {to3}");
+
+    // Deleting the group deletes the flow that ran it.
+    run("del-groups", &[]).expect("del-groups");
+    let lines = flow_lines(&run("dump-flows", &[]).expect("dump-flows"));
+    assert!(!lines.iter().any(|l| l.contains("group:1")), "{lines:?}");
+    assert!(run("dump-groups", &[])
+        .expect("dump-groups")
+        .lines()
+        .all(|l| !l.contains("group_id")));
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
+fn a_second_controller_in_slave_role_cannot_modify_flows_until_it_becomes_master() {
+    use ::openflow::message::role;
+    let dir = TempDir::new("slave");
+    let sock = dir.0.join("br0.mgmt");
+    let la = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let lb = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let (aa, ab) = (la.local_addr().expect("a"), lb.local_addr().expect("b"));
+    let (d, of, _h) = start_cfg(&sock, 5000, |c| {
+        c.controllers = vec![format!("tcp:{aa}"), format!("tcp:{ab}")];
+        c.fail_mode = "secure".into();
+    });
+    let (mut a, mut fa) = accept_switch(&la);
+    let (mut b, mut fb) = accept_switch(&lb);
+    let ask = |s: &mut std::net::TcpStream, f: &mut Framer, m: &Message, xid: u32| {
+        s.write_all(&m.to_bytes(xid).expect("emit")).expect("send");
+        s.write_all(&Message::BarrierRequest.to_bytes(xid + 1).expect("emit"))
+            .expect("barrier");
+        let mut got = Vec::new();
+        loop {
+            let (x, m) = next_reply(s, f);
+            if x == xid + 1 && m == Message::BarrierReply {
+                return got;
+            }
+            got.push(m);
+        }
+    };
+    let role_req = |r, g| {
+        Message::RoleRequest(::openflow::Role {
+            role: r,
+            generation_id: g,
+        })
+    };
+    let r = ask(&mut a, &mut fa, &role_req(role::MASTER, 1), 10);
+    assert!(
+        matches!(&r[..], [Message::RoleReply(x)] if x.role == role::MASTER),
+        "{r:?}"
+    );
+    let r = ask(&mut b, &mut fb, &role_req(role::SLAVE, 1), 10);
+    assert!(
+        matches!(&r[..], [Message::RoleReply(x)] if x.role == role::SLAVE),
+        "{r:?}"
+    );
+    let core = d.core();
+    let rules = || lock(&core).pipeline().bridge.tables.len();
+    let before = rules();
+    // The slave's flow mod is refused with IS_SLAVE and changes nothing.
+    let add = flow_mod("priority=50,udp,actions=drop", ofproto::FlowModCommand::Add);
+    let r = ask(&mut b, &mut fb, &add, 20);
+    assert!(
+        matches!(&r[..], [Message::Error { error, .. }] if *error == OfpError::IS_SLAVE),
+        "{r:?}"
+    );
+    assert_eq!(rules(), before);
+    // The master's goes in.
+    assert!(ask(&mut a, &mut fa, &add, 20).is_empty());
+    assert_eq!(rules(), before + 1);
+    let board = of.board();
+    let listed = board.connections();
+    assert!(
+        listed.iter().any(|c| c.role == "master") && listed.iter().any(|c| c.role == "slave"),
+        "{listed:?}"
+    );
+    // The master goes away; the slave takes over with a newer generation
+    // and may now change the tables.
+    drop(a);
+    let r = ask(&mut b, &mut fb, &role_req(role::MASTER, 2), 30);
+    assert!(
+        matches!(&r[..], [Message::RoleReply(x)] if x.role == role::MASTER),
+        "{r:?}"
+    );
+    let del = flow_mod("priority=50,udp", ofproto::FlowModCommand::DeleteStrict);
+    assert!(ask(&mut b, &mut fb, &del, 40).is_empty());
+    assert_eq!(rules(), before);
+    // The old master reconnects (backoff from 1 s) and claims mastership
+    // with its stale generation: refused.
+    let (mut a, mut fa) = accept_switch(&la);
+    let r = ask(&mut a, &mut fa, &role_req(role::MASTER, 1), 50);
+    assert!(
+        matches!(&r[..], [Message::Error { error, .. }] if *error == OfpError::ROLE_STALE),
+        "{r:?}"
+    );
+    drop(core);
     of.stop();
     d.stop().expect("stop");
 }
