@@ -3,6 +3,13 @@
 use crate::error::ParseError;
 use crate::wire::{c_string, Put, Reader};
 
+/// `ofp_port_reason`: why a PORT_STATUS was sent.
+pub mod reason {
+    pub const ADD: u8 = 0;
+    pub const DELETE: u8 = 1;
+    pub const MODIFY: u8 = 2;
+}
+
 /// Bytes in `ofp_port`.
 pub const PORT_LEN: usize = 64;
 

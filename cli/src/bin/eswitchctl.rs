@@ -53,6 +53,21 @@ enum Cmd {
     Trace { packet: String },
     /// Pipeline and switch counters.
     Stats,
+    /// Adds a port to the running daemon (as `ovs-vsctl add-port`; not
+    /// written to the config): NAME is its netdev.
+    AddPort {
+        name: String,
+        /// OpenFlow port number [default: the lowest free one].
+        #[arg(long)]
+        ofport: Option<u32>,
+        /// eSwitch vport (`vf3`, `pf`, `uplink`, a number) [default: the
+        /// representor's own, from its phys_port_name].
+        #[arg(long)]
+        vport: Option<String>,
+    },
+    /// Removes a port from the running daemon: its megaflows and hardware
+    /// rules go with it.
+    DelPort { name: String },
 }
 
 impl Cmd {
@@ -67,6 +82,19 @@ impl Cmd {
             Cmd::DelFlows { flow } => ("del-flows", Request::DelFlows { flow }),
             Cmd::Trace { packet } => ("trace", Request::Trace { packet }),
             Cmd::Stats => ("stats", Request::Stats),
+            Cmd::AddPort {
+                name,
+                ofport,
+                vport,
+            } => (
+                "add-port",
+                Request::AddPort {
+                    name,
+                    ofport,
+                    vport,
+                },
+            ),
+            Cmd::DelPort { name } => ("del-port", Request::DelPort { name }),
         }
     }
 }

@@ -57,6 +57,16 @@ pub enum Request {
     Trace { packet: String },
     /// Pipeline and switch counters.
     Stats,
+    /// Adds a port while the daemon runs (not written to the config).
+    AddPort {
+        name: String,
+        #[serde(default)]
+        ofport: Option<u32>,
+        #[serde(default)]
+        vport: Option<String>,
+    },
+    /// Removes a port while the daemon runs.
+    DelPort { name: String },
 }
 
 /// One response: `{"ok": ...}` or `{"error": "..."}`.
@@ -167,6 +177,9 @@ fn run<B: Device, D: Datapaths>(
                 "megaflow": ofproto::text::format_match(&t.megaflow(&key)),
                 "actions": if actions.is_empty() { "drop".to_string() } else { actions.to_string() },
             }))
+        }
+        Request::AddPort { .. } | Request::DelPort { .. } => {
+            Err("ports are added and removed by the daemon's main thread (eswitchd run)".into())
         }
         Request::Stats => {
             let st = sw.pipeline().stats().clone();

@@ -365,6 +365,24 @@ pub fn del_flows(v: &Value) -> String {
     format!("removed {}\n", text(field(v, "removed")))
 }
 
+fn add_port(v: &Value) -> String {
+    format!(
+        "added port {} (ofport {}, vport {})\n",
+        text(field(v, "added")),
+        text(field(v, "ofport")),
+        text(field(v, "vport"))
+    )
+}
+
+fn del_port(v: &Value) -> String {
+    format!(
+        "removed port {} (ofport {}); {} megaflows flushed\n",
+        text(field(v, "removed")),
+        text(field(v, "ofport")),
+        text(field(v, "flushed"))
+    )
+}
+
 /// The human output of command `cmd` (`show`, `dump-flows`, ...); an
 /// unknown command's value is printed as pretty JSON.
 pub fn render(cmd: &str, v: &Value) -> String {
@@ -377,6 +395,8 @@ pub fn render(cmd: &str, v: &Value) -> String {
         "del-flows" => del_flows(v),
         "trace" => trace(v),
         "stats" => stats(v),
+        "add-port" => add_port(v),
+        "del-port" => del_port(v),
         _ => pretty(v),
     }
 }

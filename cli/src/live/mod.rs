@@ -52,6 +52,7 @@ use megaflow::port::{PacketBatch, Port, BATCH_SIZE};
 use megaflow::{Datapath, DpEvent, Lookup, PortNo, Timestamp};
 use offload::representor::{PortEvent, Representor};
 use offload::sim::{SimBackend, SimConfig};
+use offload::Vport;
 use tracing::{debug, info, warn};
 
 use ofproto::pipeline::SwOutcome;
@@ -341,7 +342,7 @@ fn send(port: &mut Box<dyn Port>, refs: &[&[u8]]) {
 
 /// `OFPPR_MODIFY`: a configured port's netdev appeared, vanished, or its
 /// link changed (the OpenFlow port itself stays, as the config has it).
-const PORT_MODIFY: u8 = 2;
+const PORT_MODIFY: u8 = ::openflow::port::reason::MODIFY;
 
 /// The send side of every open port (what the handler and PACKET_OUT
 /// transmit through).
@@ -354,6 +355,11 @@ pub struct Daemon<B: Device = SimBackend> {
     clock: Clock,
     factory: Arc<dyn PortFactory>,
     ports: Vec<PortSpec>,
+    /// Every representor reported and not removed since, by name (a port
+    /// added later opens at once when its netdev is here).
+    known: BTreeMap<String, Representor>,
+    /// Where ports added while running are tracked (`eswitchd run`).
+    tracker: Option<offload::representor::TrackerHandle>,
     /// Stops the handler and the revalidator; `stop_rx` the datapath threads.
     stop: Arc<AtomicBool>,
     stop_rx: Arc<AtomicBool>,
@@ -475,6 +481,8 @@ impl<B: Device> Daemon<B> {
             clock,
             factory,
             ports,
+            known: BTreeMap::new(),
+            tracker: None,
             stop,
             stop_rx,
             rx_cmds,
@@ -548,8 +556,14 @@ impl<B: Device> Daemon<B> {
     /// appeared, closes and flushes one that vanished, follows up/down.
     pub fn apply(&mut self, ev: &PortEvent) {
         match ev {
-            PortEvent::Added(rep) => self.added(rep),
-            PortEvent::Removed(rep) => self.removed(rep),
+            PortEvent::Added(rep) => {
+                self.known.insert(rep.ifname.clone(), rep.clone());
+                self.added(rep);
+            }
+            PortEvent::Removed(rep) => {
+                self.known.remove(&rep.ifname);
+                self.removed(rep);
+            }
             PortEvent::Up { ifindex } | PortEvent::Down { ifindex } => {
                 let up = matches!(ev, PortEvent::Up { .. });
                 if let Some(no) = self.spec_of_ifindex(*ifindex) {
@@ -560,6 +574,10 @@ impl<B: Device> Daemon<B> {
                 }
             }
             PortEvent::Renamed { ifindex, old, new } => {
+                if let Some(mut rep) = self.known.remove(old) {
+                    rep.ifname.clone_from(new);
+                    self.known.insert(new.clone(), rep);
+                }
                 info!(
                     ifindex,
                     "netdev {old} renamed {new}; the port keeps its identity"
@@ -632,6 +650,82 @@ impl<B: Device> Daemon<B> {
             n
         };
         info!(port = %rep.ifname, ofport = %no, flushed, "netdev removed; its megaflows and rules flushed");
+    }
+
+    /// Tracks the netdevs of ports added from now on through `t`.
+    pub fn set_tracker(&mut self, t: offload::representor::TrackerHandle) {
+        self.tracker = Some(t);
+    }
+
+    /// Adds a port while running (`eswitchctl add-port`; not written to
+    /// the config). Without `ofport`, the lowest free number; without
+    /// `vport`, the one its representor reports. The port opens as soon
+    /// as its netdev is here (now, if it already is).
+    pub fn add_port(
+        &mut self,
+        name: &str,
+        ofport: Option<u32>,
+        vport: Option<Vport>,
+    ) -> anyhow::Result<PortSpec> {
+        let known = self.known.get(name).cloned();
+        let vport = vport
+            .or_else(|| known.as_ref().and_then(|r| r.vport))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "port \"{name}\": no representor of that name with a vport is known; give --vport"
+                )
+            })?;
+        let spec = {
+            let mut sw = lock(self.shared());
+            let no = match ofport {
+                Some(n) if n == 0 || n >= 0xffff_ff00 => {
+                    anyhow::bail!("port \"{name}\": ofport {n} out of range 1..0xffffff00")
+                }
+                Some(n) => PortNo(n),
+                None => sw.free_port_number(),
+            };
+            let spec = PortSpec {
+                name: name.to_string(),
+                no,
+                vport,
+            };
+            sw.add_port(spec.clone())?;
+            spec
+        };
+        info!(port = %spec.name, ofport = %spec.no, vport = %spec.vport, "port added");
+        self.ports.push(spec.clone());
+        if let Some(t) = &self.tracker {
+            t.track(name, vport);
+        }
+        if let Some(rep) = known {
+            self.added(&rep);
+        }
+        Ok(spec)
+    }
+
+    /// Removes a port while running (`eswitchctl del-port`): closed, its
+    /// megaflows and hardware rules flushed; returns it and how many
+    /// megaflows went.
+    pub fn del_port(&mut self, name: &str) -> anyhow::Result<(PortSpec, usize)> {
+        let spec = self
+            .spec_named(name)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no port named \"{name}\""))?;
+        if let Some((_, thread)) = self.open.remove(&spec.no) {
+            let _ = self.rx_cmds[thread].send(RxCmd::Remove(spec.no));
+        }
+        lock_tx(&self.handler_tx).remove(&spec.no);
+        let flushed = {
+            let mut sw = lock(self.shared());
+            sw.pipeline_mut().datapaths_mut().assign(spec.no, None);
+            sw.del_port(spec.no)?
+        };
+        self.ports.retain(|p| p.no != spec.no);
+        if let Some(t) = &self.tracker {
+            t.untrack(name);
+        }
+        info!(port = %spec.name, ofport = %spec.no, flushed, "port deleted");
+        Ok((spec, flushed))
     }
 
     /// Stops the threads, then removes every rule and object from the

@@ -26,9 +26,18 @@ pub const DEFAULT_FLOWS: &str = "priority=0,actions=normal";
 /// What the main thread waits for.
 enum Event {
     Port(PortEvent),
+    /// The tracker is up: ports added later are tracked through it.
+    Tracker(offload::representor::TrackerHandle),
+    /// `eswitchctl add-port`/`del-port`: the daemon's ports change on
+    /// this thread; the answer goes back to the control socket.
+    PortCmd(control::Request, mpsc::Sender<control::Response>),
     Stop(&'static str),
     Failed(String),
 }
+
+/// How long the control socket waits for the main thread to add or
+/// remove a port.
+const PORT_CMD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs until SIGINT/SIGTERM (or until the tracker fails); returns what
 /// the shutdown removed.
@@ -61,7 +70,21 @@ pub fn run(
         daemon.tx_ports(),
     )?;
     let (core, clock, conns) = (daemon.core(), daemon.clock(), of.board());
+    let (tx, events) = mpsc::channel();
+    let main = tx.clone();
     let ctl = server.serve(move |req| {
+        if matches!(
+            req,
+            control::Request::AddPort { .. } | control::Request::DelPort { .. }
+        ) {
+            let (rtx, rrx) = mpsc::channel();
+            if main.send(Event::PortCmd(req, rtx)).is_err() {
+                return control::Response::Error("the daemon is stopping".into());
+            }
+            return rrx.recv_timeout(PORT_CMD_TIMEOUT).unwrap_or_else(|_| {
+                control::Response::Error("the daemon did not answer in time".into())
+            });
+        }
         let mut r = control::handle(&mut lock(&core), &req, clock.now());
         if let (control::Request::Show, control::Response::Ok(v)) = (&req, &mut r) {
             if let Ok(c) = serde_json::to_value(conns.connections()) {
@@ -72,7 +95,6 @@ pub fn run(
     });
     info!(socket = %socket.display(), "control socket ready");
 
-    let (tx, events) = mpsc::channel();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -92,6 +114,10 @@ pub fn run(
     for ev in events.iter() {
         match ev {
             Event::Port(p) => daemon.apply(&p),
+            Event::Tracker(t) => daemon.set_tracker(t),
+            Event::PortCmd(req, reply) => {
+                let _ = reply.send(port_cmd(&mut daemon, &req));
+            }
             Event::Stop(sig) => {
                 info!("{sig}: stopping");
                 break;
@@ -132,7 +158,10 @@ async fn watch(
 ) -> anyhow::Result<()> {
     let mut int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
     let mut term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
-    let (_tracker, mut ports) = Tracker::start(representors, 1024);
+    let (tracker, mut ports) = Tracker::start(representors, 1024);
+    if tx.send(Event::Tracker(tracker.handle())).is_err() {
+        return Ok(());
+    }
     loop {
         let ev = tokio::select! {
             p = ports.recv() => match p {
@@ -146,5 +175,36 @@ async fn watch(
         if tx.send(ev).is_err() || last {
             return Ok(());
         }
+    }
+}
+
+/// Carries out `eswitchctl add-port`/`del-port` on the daemon.
+fn port_cmd<B: crate::switch::Device>(
+    daemon: &mut Daemon<B>,
+    req: &control::Request,
+) -> control::Response {
+    use control::{Request, Response};
+    let r = match req {
+        Request::AddPort {
+            name,
+            ofport,
+            vport,
+        } => vport
+            .as_deref()
+            .map(|v| {
+                v.parse::<offload::Vport>()
+                    .map_err(|e| anyhow::anyhow!("port \"{name}\": {e}"))
+            })
+            .transpose()
+            .and_then(|v| daemon.add_port(name, *ofport, v))
+            .map(|p| serde_json::json!({"added": p.name, "ofport": p.no.0, "vport": p.vport.to_string()})),
+        Request::DelPort { name } => daemon
+            .del_port(name)
+            .map(|(p, flushed)| serde_json::json!({"removed": p.name, "ofport": p.no.0, "flushed": flushed})),
+        _ => Err(anyhow::anyhow!("not a port command")),
+    };
+    match r {
+        Ok(v) => Response::Ok(v),
+        Err(e) => Response::Error(format!("{e:#}")),
     }
 }

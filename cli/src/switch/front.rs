@@ -23,7 +23,7 @@ use ofproto::pipeline::SwOutcome;
 use ofproto::{LocalDatapath, Pipeline};
 
 use super::counters::SwitchCounters;
-use super::ports::PortMap;
+use super::ports::{PortsView, SharedPorts};
 
 /// Where a packet went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -105,7 +105,7 @@ pub trait Device: DrBackend + Sized + 'static {
     type Front: Front;
 
     /// The front of one more thread.
-    fn front(dev: &Arc<Self>, domain: DomainId, ports: &Arc<PortMap>) -> Self::Front;
+    fn front(dev: &Arc<Self>, domain: DomainId, ports: &Arc<SharedPorts>) -> Self::Front;
 
     /// How the firmware marks a packet's source vport.
     fn source_port(&self) -> SourcePortMode;
@@ -114,11 +114,11 @@ pub trait Device: DrBackend + Sized + 'static {
 impl Device for SimBackend {
     type Front = SimFront;
 
-    fn front(dev: &Arc<Self>, domain: DomainId, ports: &Arc<PortMap>) -> SimFront {
+    fn front(dev: &Arc<Self>, domain: DomainId, ports: &Arc<SharedPorts>) -> SimFront {
         SimFront {
             sim: Arc::clone(dev),
             domain,
-            ports: Arc::clone(ports),
+            ports: ports.view(),
             out: Output::new(),
             handled: Vec::new(),
             sw: ToSoftware::default(),
@@ -164,14 +164,14 @@ impl ToSoftware {
 /// Nothing in front: every received frame is a miss the device handed to
 /// the eSwitch manager (a real NIC's representors).
 pub struct Direct {
-    ports: Arc<PortMap>,
+    ports: PortsView,
     sw: ToSoftware,
 }
 
 impl Direct {
-    pub fn new(ports: &Arc<PortMap>) -> Direct {
+    pub fn new(ports: &Arc<SharedPorts>) -> Direct {
         Direct {
-            ports: Arc::clone(ports),
+            ports: ports.view(),
             sw: ToSoftware::default(),
         }
     }
@@ -185,9 +185,10 @@ impl Front for Direct {
         egress: &mut E,
         sw: &mut P,
     ) {
+        let ports = self.ports.get();
         for &(port, frame) in pkts {
             self.sw.counters.received(port, frame.len());
-            if self.ports.vport(port).is_some() {
+            if ports.vport(port).is_some() {
                 self.sw.run(now, port, frame, egress, sw);
             }
         }
@@ -207,7 +208,7 @@ impl Front for Direct {
 pub struct SimFront {
     sim: Arc<SimBackend>,
     domain: DomainId,
-    ports: Arc<PortMap>,
+    ports: PortsView,
     out: Output,
     /// Per packet of the batch: whether the eSwitch forwarded or dropped it.
     handled: Vec<bool>,
@@ -223,10 +224,11 @@ impl Front for SimFront {
         sw: &mut P,
     ) {
         self.out.clear();
+        let ports = self.ports.get();
         let mut known = Vec::with_capacity(pkts.len());
         for &(port, frame) in pkts {
             self.sw.counters.received(port, frame.len());
-            if let Some(v) = self.ports.vport(port) {
+            if let Some(v) = ports.vport(port) {
                 known.push((v, frame));
             }
         }
@@ -246,7 +248,7 @@ impl Front for SimFront {
                 }
                 Egress::Vport(v) => {
                     *seen = true;
-                    if let Some(port) = self.ports.port(v) {
+                    if let Some(port) = ports.port(v) {
                         self.sw
                             .counters
                             .ports
@@ -262,7 +264,7 @@ impl Front for SimFront {
                     self.sw.counters.hw_drops += 1;
                 }
                 Egress::Manager { ingress } => {
-                    if let Some(port) = self.ports.port(ingress) {
+                    if let Some(port) = ports.port(ingress) {
                         self.sw.run(now, port, &f.bytes, egress, sw);
                     }
                 }

@@ -30,7 +30,7 @@ use crate::config::PortSpec;
 pub use counters::{Count, CounterBoard, PortCounters, SwitchCounters};
 pub use front::{Device, Direct, Discard, Egressor, Front, Path, SimFront, SoftwarePath};
 pub use ofproto::text::FlowFile;
-pub use ports::{Netdev, PortMap, PortStatus, PortSummary};
+pub use ports::{Netdev, PortMap, PortStatus, PortSummary, PortsView, SharedPorts};
 
 use front::{count_sw_drop, SwSink};
 
@@ -74,7 +74,10 @@ pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
     pipeline: Pipeline<OffloadManager<B>, D>,
     dev: Arc<B>,
     domain: DomainId,
-    ports: Arc<PortMap>,
+    /// The port map (the slow path's copy), and as the datapath threads
+    /// see it.
+    ports: PortMap,
+    shared_ports: Arc<SharedPorts>,
     /// Replay: the front the packets go through. Live: the handler's
     /// counters (the datapath threads have fronts of their own).
     front: B::Front,
@@ -145,7 +148,7 @@ impl<B: Device> Switch<B, ThreadedDatapaths> {
     /// publishes its counters to.
     pub fn front_for_thread(&self) -> (B::Front, Arc<CounterBoard>) {
         (
-            B::front(&self.dev, self.domain, &self.ports),
+            B::front(&self.dev, self.domain, &self.shared_ports),
             Arc::clone(&self.board),
         )
     }
@@ -170,7 +173,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         now: Timestamp,
         dps: D,
     ) -> anyhow::Result<Switch<B, D>> {
-        let map = Arc::new(PortMap::new(ports)?);
+        let map = PortMap::new(ports)?;
+        let shared_ports = SharedPorts::new(map.clone());
         let mgr = OffloadManager::new(
             Arc::clone(&dev),
             map.table(),
@@ -197,10 +201,11 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         }
         Ok(Switch {
             pipeline,
-            front: B::front(&dev, domain, &map),
+            front: B::front(&dev, domain, &shared_ports),
             dev,
             domain,
             ports: map,
+            shared_ports,
             board: Arc::default(),
             netdevs: BTreeMap::new(),
             events: None,
@@ -313,6 +318,53 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         }
         let expired = self.pipeline.take_expired();
         self.rules_removed(&expired, at);
+    }
+
+    /// Adds a port while the switch runs (`eswitchctl add-port`): in the
+    /// port map (every thread's, at its next batch), the bridge (link
+    /// down until its netdev is up) and the offload manager; PORT_STATUS
+    /// ADD to the controllers.
+    pub fn add_port(&mut self, spec: PortSpec) -> anyhow::Result<()> {
+        let map = self.ports.with(spec.clone())?;
+        self.pipeline
+            .offloader_mut()
+            .set_port(spec.no, Some(spec.vport));
+        let mut info = PortInfo::new(spec.no, spec.name.clone());
+        info.up = false;
+        self.pipeline.bridge.ports.insert(info);
+        self.netdevs.insert(spec.no, Netdev::default());
+        self.ports = map.clone();
+        self.shared_ports.replace(map);
+        self.port_changed(spec.no, openflow::port::reason::ADD);
+        Ok(())
+    }
+
+    /// Removes a port (`eswitchctl del-port`): its megaflows and hardware
+    /// rules flushed first, then gone from the bridge, the offload manager
+    /// and the port map; PORT_STATUS DELETE to the controllers. The
+    /// OpenFlow rules that name it stay (as in Open vSwitch).
+    pub fn del_port(&mut self, no: PortNo) -> anyhow::Result<usize> {
+        let Some(spec) = self.ports.specs().iter().find(|p| p.no == no).cloned() else {
+            bail!("no port {no}");
+        };
+        let desc = self.of_port(&spec);
+        self.pipeline.bridge.ports.set_up(no, false);
+        let flushed = self.pipeline.flush_port(no);
+        self.pipeline.bridge.ports.remove(no);
+        self.pipeline.offloader_mut().set_port(no, None);
+        self.netdevs.remove(&no);
+        self.ports = self.ports.without(no);
+        self.shared_ports.replace(self.ports.clone());
+        self.emit(SwitchEvent::Port {
+            reason: openflow::port::reason::DELETE,
+            desc,
+        });
+        Ok(flushed)
+    }
+
+    /// The lowest free OpenFlow port number.
+    pub fn free_port_number(&self) -> PortNo {
+        self.ports.free_number()
     }
 
     /// A port was added (0), deleted (1) or changed (2): PORT_STATUS.

@@ -6,6 +6,8 @@
 //! from whether the netdev exists.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::bail;
 use megaflow::PortNo;
@@ -38,6 +40,45 @@ impl PortMap {
             by_port: by_vport.iter().map(|(v, p)| (*p, *v)).collect(),
             by_vport,
         })
+    }
+
+    /// The map with one more port; its name, number and vport must be
+    /// new.
+    pub fn with(&self, spec: PortSpec) -> anyhow::Result<PortMap> {
+        if let Some(q) = self
+            .specs
+            .iter()
+            .find(|q| q.name == spec.name || q.no == spec.no || q.vport == spec.vport)
+        {
+            bail!(
+                "port \"{}\" (ofport {}, vport {}) clashes with port \"{}\" (ofport {}, vport {})",
+                spec.name,
+                spec.no,
+                spec.vport,
+                q.name,
+                q.no,
+                q.vport
+            );
+        }
+        let mut specs = self.specs.clone();
+        specs.push(spec);
+        PortMap::new(&specs)
+    }
+
+    /// The map without port `no`.
+    pub fn without(&self, no: PortNo) -> PortMap {
+        let specs: Vec<PortSpec> = self.specs.iter().filter(|p| p.no != no).cloned().collect();
+        // Removing a port cannot make two share a vport.
+        PortMap::new(&specs).unwrap_or_default()
+    }
+
+    /// The lowest OpenFlow port number no port has.
+    pub fn free_number(&self) -> PortNo {
+        let mut n = 1;
+        while self.by_port.contains_key(&PortNo(n)) {
+            n += 1;
+        }
+        PortNo(n)
     }
 
     pub fn specs(&self) -> &[PortSpec] {
@@ -97,4 +138,65 @@ pub struct PortSummary {
     /// Live mode only: ifindex, state, port type, drops.
     #[serde(skip_serializing_if = "Option::is_none", flatten)]
     pub status: Option<PortStatus>,
+}
+
+/// The port map as the datapath threads read it. A port added or removed
+/// while the switch runs replaces the map whole; a reader
+/// ([`PortsView`]) checks one atomic per batch and takes the lock only
+/// after a change.
+#[derive(Debug)]
+pub struct SharedPorts {
+    version: AtomicU64,
+    map: Mutex<Arc<PortMap>>,
+}
+
+impl SharedPorts {
+    pub fn new(map: PortMap) -> Arc<SharedPorts> {
+        Arc::new(SharedPorts {
+            version: AtomicU64::new(0),
+            map: Mutex::new(Arc::new(map)),
+        })
+    }
+
+    fn current(&self) -> Arc<PortMap> {
+        Arc::clone(&self.map.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Publishes a new map to every view.
+    pub fn replace(&self, map: PortMap) {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        *m = Arc::new(map);
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// A reader's view.
+    pub fn view(self: &Arc<Self>) -> PortsView {
+        let version = self.version.load(Ordering::Acquire);
+        PortsView {
+            map: self.current(),
+            shared: Arc::clone(self),
+            version,
+        }
+    }
+}
+
+/// One thread's copy of the [`SharedPorts`], refreshed when it changed.
+#[derive(Debug)]
+pub struct PortsView {
+    shared: Arc<SharedPorts>,
+    version: u64,
+    map: Arc<PortMap>,
+}
+
+impl PortsView {
+    /// The map as of now.
+    #[inline]
+    pub fn get(&mut self) -> &PortMap {
+        let v = self.shared.version.load(Ordering::Acquire);
+        if v != self.version {
+            self.map = self.shared.current();
+            self.version = v;
+        }
+        &self.map
+    }
 }

@@ -92,7 +92,7 @@ impl DrBackend for Behind {
 impl Device for Behind {
     type Front = Direct;
 
-    fn front(_: &Arc<Self>, _: DomainId, ports: &Arc<PortMap>) -> Direct {
+    fn front(_: &Arc<Self>, _: DomainId, ports: &Arc<SharedPorts>) -> Direct {
         Direct::new(ports)
     }
 

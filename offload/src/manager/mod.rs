@@ -303,6 +303,16 @@ impl<B: DrBackend> OffloadManager<B> {
         self.tags.get(&tag).copied()
     }
 
+    /// A port added (`Some` vport) or removed (`None`) while the switch
+    /// runs. Flows that output to or match a removed port must have been
+    /// removed first; its dest_vport action stays shared until stop.
+    pub fn set_port(&mut self, port: PortNo, vport: Option<Vport>) {
+        match vport {
+            Some(v) => self.ports.insert(port, v),
+            None => self.ports.remove(port),
+        }
+    }
+
     fn vport_of(&self, port: PortNo) -> Result<Vport, NotOffloaded> {
         self.ports
             .vport(port)

@@ -170,6 +170,13 @@ impl PortTable {
         }
     }
 
+    /// Forgets `port` and its vport.
+    pub fn remove(&mut self, port: PortNo) {
+        if let Some(v) = self.to_vport.remove(&port) {
+            self.to_port.remove(&v);
+        }
+    }
+
     /// Builder form of [`PortTable::insert`].
     pub fn with(mut self, port: PortNo, vport: Vport) -> Self {
         self.insert(port, vport);

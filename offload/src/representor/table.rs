@@ -53,6 +53,12 @@ impl RepresentorConfig {
         Ok(RepresentorConfig { by_name })
     }
 
+    /// Removes the mapping of `name`.
+    pub fn without(mut self, name: &str) -> RepresentorConfig {
+        self.by_name.remove(name);
+        self
+    }
+
     /// Adds one mapping.
     pub fn with(mut self, name: &str, vport: Vport) -> RepresentorConfig {
         self.by_name.insert(name.to_string(), vport);
@@ -266,6 +272,17 @@ impl Representors {
 
     /// Replaces the table by a full dump (after an overrun or at start):
     /// links gone are removed, the others applied as `RTM_NEWLINK`.
+    /// Changes which names are representors (a port added or removed
+    /// while running); a resync applies it to the links present.
+    pub fn set_config(&mut self, config: RepresentorConfig) {
+        self.config = config;
+    }
+
+    /// The names the table takes as representors.
+    pub fn config(&self) -> &RepresentorConfig {
+        &self.config
+    }
+
     pub fn resync(&mut self, dump: Vec<LinkInfo>) -> Vec<PortEvent> {
         let present: std::collections::HashSet<u32> = dump.iter().map(|l| l.ifindex).collect();
         let gone: Vec<u32> = self

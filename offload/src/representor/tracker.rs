@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::netlink::{link_info, link_msg};
 use super::table::{LinkInfo, PortEvent, RepresentorConfig, Representors};
+use crate::Vport;
 
 /// How long to wait before reopening a failed netlink connection.
 const RETRY: Duration = Duration::from_millis(500);
@@ -68,8 +69,47 @@ impl Tracker {
         self.shared.resyncs.load(Ordering::Relaxed)
     }
 
+    /// A handle that changes what is tracked, from any thread.
+    pub fn handle(&self) -> TrackerHandle {
+        TrackerHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// Stops the task.
     pub fn stop(self) {}
+}
+
+/// Changes a running [`Tracker`]'s names (ports added and removed while
+/// the daemon runs).
+#[derive(Clone)]
+pub struct TrackerHandle {
+    shared: Arc<Shared>,
+}
+
+impl TrackerHandle {
+    /// Tracks the netdev `name` as the representor of `vport` (a veth or
+    /// other non-switchdev netdev is a representor only by name); a
+    /// resync reports it if it exists.
+    pub fn track(&self, name: &str, vport: Vport) {
+        let mut t = self.shared.table();
+        let cfg = t.config().clone().with(name, vport);
+        t.set_config(cfg);
+        drop(t);
+        self.shared.resync_request.notify_one();
+    }
+
+    /// Stops taking `name` as a representor by name.
+    pub fn untrack(&self, name: &str) {
+        let mut t = self.shared.table();
+        let cfg = t.config().clone().without(name);
+        t.set_config(cfg);
+    }
+
+    /// The representor named `name`, if present now.
+    pub fn find(&self, name: &str) -> Option<super::table::Representor> {
+        self.shared.table().by_name(name).cloned()
+    }
 }
 
 impl Drop for Tracker {

@@ -1366,3 +1366,115 @@ fn a_second_controller_in_slave_role_cannot_modify_flows_until_it_becomes_master
     of.stop();
     d.stop().expect("stop");
 }
+
+#[test]
+fn ports_added_and_removed_while_running_reach_the_controllers_and_carry_traffic() {
+    use ::openflow::port::reason;
+    let dir = TempDir::new("add-port");
+    let sock = dir.0.join("br0.mgmt");
+    let (factory, h) = MemFactory::new(&["vm1", "vm2", "vm3", "vm4"]);
+    let mut d = Daemon::start(&config(), &flows(), factory, limits()).expect("start");
+    for (i, n) in ["vm1", "vm2", "vm3", "vm4"].iter().enumerate() {
+        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
+    }
+    let cfg = OpenflowConfig {
+        listen: vec![format!("punix:{}", sock.display())],
+        ..OpenflowConfig::default()
+    };
+    let (pins, _) = d.take_packet_ins();
+    let of = OfServer::start(&d.core(), d.clock(), &cfg, pins, d.tx_ports()).expect("openflow");
+    let (mut c, mut f) = raw_client(&sock);
+    let core = d.core();
+    // vm4's netdev is here but not in the config: not a port.
+    assert!(!lock(&core).ports().iter().any(|p| p.name == "vm4"));
+    // Refusals name what is wrong and change nothing.
+    let e = d.add_port("vm9", None, None).expect_err("unknown netdev");
+    assert!(e.to_string().contains("give --vport"), "{e}");
+    let e = d
+        .add_port("vm5", Some(1), Vport::vf(9))
+        .expect_err("ofport taken");
+    assert!(e.to_string().contains("clashes with port \"vm1\""), "{e}");
+    let e = d
+        .add_port("vm4", None, Vport::vf(0))
+        .expect_err("vport taken");
+    assert!(e.to_string().contains("clashes"), "{e}");
+    // Added: the lowest free number, the representor's vport; the
+    // controller hears ADD, then the link coming up as the port opens.
+    let spec = d.add_port("vm4", None, None).expect("add-port");
+    assert_eq!(
+        (spec.no, spec.vport),
+        (PortNo(4), Vport::vf(3).expect("vf"))
+    );
+    let (_, m) = next(&mut c, &mut f);
+    let Message::PortStatus(ps) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(
+        (ps.reason, ps.desc.port_no, ps.desc.name.as_str()),
+        (reason::ADD, 4, "vm4")
+    );
+    let (_, m) = next(&mut c, &mut f);
+    assert!(
+        matches!(&m, Message::PortStatus(p) if p.reason == reason::MODIFY && p.desc.state & 4 != 0),
+        "{m:?}"
+    );
+    let e = d.add_port("vm4", None, None).expect_err("twice");
+    assert!(e.to_string().contains("clashes"), "{e}");
+    // It carries traffic: a controller's flow to it, offloaded when hot.
+    let add = flow_mod(
+        "priority=40,udp,in_port=1,tp_dst=9,actions=output:4",
+        ofproto::FlowModCommand::Add,
+    );
+    c.write_all(&add.to_bytes(5).expect("emit")).expect("send");
+    c.write_all(&Message::BarrierRequest.to_bytes(6).expect("emit"))
+        .expect("barrier");
+    assert_eq!(next_reply(&mut c, &mut f), (6, Message::BarrierReply));
+    let mut got = 0;
+    for i in 0..5 {
+        assert!(h["vm1"].rx.inject(&frame(1000), Default::default()));
+        wait_for("vm1 → vm4", || {
+            got += h["vm4"].received().len();
+            got > i
+        });
+    }
+    wait_for("the flow to vm4 offloaded", || {
+        lock(&core).pipeline().offloaded_len() >= 1
+    });
+    // Removed: DELETE to the controller, its megaflows and rules gone,
+    // nothing more reaches it; the rest of the switch goes on.
+    let (gone, _flushed) = d.del_port("vm4").expect("del-port");
+    assert_eq!(gone.no, PortNo(4));
+    let (_, m) = next(&mut c, &mut f);
+    assert!(
+        matches!(&m, Message::PortStatus(p) if p.reason == reason::DELETE && p.desc.port_no == 4),
+        "{m:?}"
+    );
+    assert!(!lock(&core).ports().iter().any(|p| p.no == PortNo(4)));
+    assert!(d.del_port("vm4").is_err(), "no such port any more");
+    let _ = h["vm4"].received();
+    assert!(h["vm1"].rx.inject(&frame(1000), Default::default()));
+    // Not UDP to port 9: the config's vm1 → vm2 flow.
+    let tcp =
+        megaflow::frame::FrameSpec::ipv4(0xc612_0001, 0xc612_0002, megaflow::frame::L4::tcp(5, 80))
+            .build();
+    assert!(h["vm1"].rx.inject(&tcp, Default::default()));
+    wait_for("vm1 → vm2 still", || !h["vm2"].received().is_empty());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        h["vm4"].received().is_empty(),
+        "a deleted port gets nothing"
+    );
+    // The device holds no rule that outputs to vf3.
+    let dump = lock(&core).dump_rules().expect("dump");
+    assert!(
+        !dump.rules.iter().any(|r| r
+            .actions
+            .iter()
+            .any(|a| a.contains("dest_vport(vf3)") || a.contains("vf3"))),
+        "{:#?}",
+        dump.rules
+    );
+    drop(core);
+    of.stop();
+    d.stop().expect("stop");
+}
