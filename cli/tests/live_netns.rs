@@ -584,3 +584,55 @@ fn an_os_ken_learning_switch_carries_pings_between_lab_vms() {
         })
     });
 }
+
+#[test]
+fn eswitchctl_del_port_and_add_port_change_the_running_switch() {
+    const T: &str = "eswitchctl_del_port_and_add_port_change_the_running_switch";
+    if !can_run(T, "auto") {
+        return;
+    }
+    let lab = LiveLab::start(3, "auto", None, "");
+    assert!(lab.ping(1, 3, 3));
+    // del-port: the port, its megaflows and rules go; vm3 is cut off;
+    // vm1 ↔ vm2 go on.
+    let v = lab.ctl(&["del-port", "vm3"]).expect("del-port");
+    assert_eq!(
+        (v["removed"].as_str(), v["ofport"].as_u64()),
+        (Some("vm3"), Some(3))
+    );
+    assert!(lab.port("vm3").is_null(), "vm3 is no longer a port");
+    let flows = lab.flows();
+    assert!(
+        !flows.iter().any(|f| {
+            f["match"].as_str().unwrap_or("").contains("in_port=3,")
+                || f["actions"].as_str().unwrap_or("").contains("output:3")
+        }),
+        "{flows:?}"
+    );
+    assert!(!lab.ping(1, 3, 1), "vm3 cut off");
+    assert!(lab.ping(1, 2, 3), "vm1 ↔ vm2 unaffected");
+    let e = lab.ctl(&["del-port", "vm3"]).expect_err("twice");
+    assert!(e.contains("no port named \"vm3\""), "{e}");
+    // add-port back under another number; its vport from the representor
+    // the tracker knows. It opens (its netdev is here) and forwards.
+    let e = lab
+        .ctl(&["add-port", "vm3", "--ofport", "1"])
+        .expect_err("ofport taken");
+    assert!(e.contains("clashes"), "{e}");
+    let v = lab
+        .ctl(&["add-port", "vm3", "--ofport", "7"])
+        .expect("add-port");
+    assert_eq!(
+        (v["ofport"].as_u64(), v["vport"].as_str()),
+        (Some(7), Some("vf2"))
+    );
+    lab.wait_for("vm3 open and up", || lab.port("vm3")["state"] == "up");
+    lab.wait_for("vm1 → vm3 again", || lab.ping(1, 3, 1));
+    assert!(lab.ping(1, 3, 3));
+    assert!(
+        lab.flows()
+            .iter()
+            .any(|f| f["actions"].as_str().unwrap_or("").contains("output:7")),
+        "NORMAL now outputs to port 7"
+    );
+}
