@@ -84,7 +84,7 @@ impl Rule {
             return true;
         };
         let i = &self.spec.instructions;
-        let hits = |acts: &[OfAction]| acts.iter().any(|a| *a == OfAction::Group(g));
+        let hits = |acts: &[OfAction]| acts.contains(&OfAction::Group(g));
         hits(&i.apply) || i.write.as_deref().is_some_and(hits)
     }
 }

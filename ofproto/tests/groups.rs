@@ -110,7 +110,7 @@ fn each_bucket_of_an_all_group_gets_its_own_copy_of_the_packet() {
             DpAction::Output(PortNo(2)),
             // Back to the packet's own destination and TTL for bucket 1 and
             // for what follows the group.
-            DpAction::SetEthDst(k.eth_dst() as u64),
+            DpAction::SetEthDst(k.eth_dst()),
             DpAction::SetTtl(64),
             DpAction::Output(PortNo(3)),
             DpAction::Output(PortNo(4)),
@@ -331,7 +331,7 @@ fn group_mods_are_checked() {
         g.modify(spec(2, GroupType::All, vec![])),
         Err(GroupError::Unknown(2))
     );
-    assert!(g.is_empty() == false && g.len() == 1);
+    assert!(!g.is_empty() && g.len() == 1);
     assert_eq!(g.delete(Some(5)), Vec::<u32>::new());
     assert_eq!(g.delete(None), vec![1]);
 }
