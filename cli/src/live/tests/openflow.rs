@@ -136,20 +136,25 @@ fn ovs_ofctl_show_and_dump_desc_read_the_switch() {
         desc.contains("DP Description: dpid 00000000000000ab"),
         "{desc}"
     );
-    // No groups and no queues: empty answers, and a refusal for a group.
+    // No groups yet and no queues: empty answers; the group features.
     let groups = ofctl(&bin, &sock, "dump-groups", &[]).expect("dump-groups");
     assert!(
         groups.contains("OFPST_GROUP_DESC reply (OF1.3)") && !groups.contains("group_id="),
         "{groups}"
     );
-    let e = ofctl(
-        &bin,
-        &sock,
-        "add-group",
-        &["group_id=1,type=all,bucket=output:1"],
-    )
-    .expect_err("group");
-    assert!(e.contains("OFPGMFC_BAD_TYPE"), "{e}");
+    let f = ofctl(&bin, &sock, "dump-group-features", &[]).expect("dump-group-features");
+    assert!(
+        [
+            "all group:",
+            "select group:",
+            "indirect group:",
+            "fast failover group:"
+        ]
+        .iter()
+        .all(|t| f.contains(t))
+            && f.contains("max_groups=0x10000"),
+        "{f}"
+    );
     let q = ofctl(&bin, &sock, "queue-get-config", &["1"]).expect("queue-get-config");
     assert!(q.contains("OFPT_QUEUE_GET_CONFIG_REPLY (OF1.3)"), "{q}");
     let e = ofctl(&bin, &sock, "mod-port", &["vm1", "down"]).expect_err("mod-port");
