@@ -70,8 +70,26 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
-scan
 uid=$(id -u)
+# Build dependencies: rdma-core-sys compiles against Debian's rdma-core
+# headers and links libmlx5/libibverbs, found by pkg-config. Without them
+# nothing builds, so they are installed (as root) or the run stops here.
+if ! pkg-config --exists 'libmlx5 >= 1.20' 2>/dev/null; then
+  missing_packages=(libibverbs-dev pkg-config)
+  if [ "$uid" = 0 ] && [ "${ESWITCH_NO_INSTALL:-}" != 1 ]; then
+    install_packages || {
+      echo "test.sh: installing libibverbs-dev failed" >&2
+      exit 1
+    }
+  else
+    echo "test.sh: the build needs Debian's rdma-core headers: apt-get install libibverbs-dev pkg-config" >&2
+    exit 1
+  fi
+fi
+# The tests build the mlx5 backend for real: a missing rdma-core is an error
+# here, not the empty fallback a plain `cargo build` accepts.
+export ESWITCH_REQUIRE_RDMA_CORE=1
+scan
 if [ ${#missing_packages[@]} -gt 0 ]; then
   if [ "${ESWITCH_NO_INSTALL:-}" = 1 ]; then
     echo "test.sh: ESWITCH_NO_INSTALL=1: not installing ${missing_packages[*]}"
