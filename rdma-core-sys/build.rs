@@ -20,7 +20,11 @@ fn main() {
     let found = pkg_config::Config::new()
         .atleast_version("1.20")
         .probe("libmlx5")
-        .and_then(|m| pkg_config::Config::new().probe("libibverbs").map(|v| (m, v)));
+        .and_then(|m| {
+            pkg_config::Config::new()
+                .probe("libibverbs")
+                .map(|v| (m, v))
+        });
     let (mlx5, verbs) = match found {
         Ok(libs) => libs,
         Err(e) => {

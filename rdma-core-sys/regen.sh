@@ -21,7 +21,7 @@ bindgen csrc/wrap.h \
   --allowlist-function 'mlx5dv_(is_supported|open_device|query_device|devx_.*|dr_.*|dump_dr_.*|create_flow.*|destroy_flow.*)' \
   --allowlist-function 'eswitch_.*' \
   --allowlist-type 'mlx5dv_(dr_.*|flow_.*|context_attr|context_attr_flags|port|query_port_flags)' \
-  --allowlist-type 'mlx5_ib_uapi_query_port' \
+  --allowlist-type 'mlx5_ib_uapi_.*' \
   --allowlist-type 'ibv_flow_(attr|spec.*|flags|attr_type)' \
   --allowlist-var 'MLX5DV_.*' \
   -- $cflags

@@ -5,6 +5,8 @@
 //!
 //! [backend]
 //! kind = "sim"                   # sim | mlx5
+//! # device = "mlx5_0"            # mlx5: the RDMA device (default: the one
+//!                                # the ports' representors belong to)
 //!
 //! [offload]
 //! mode = "hot"                   # hot | all | off
@@ -81,12 +83,15 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
     pub kind: String,
+    /// mlx5: the RDMA device; absent: found from the representors.
+    pub device: Option<String>,
 }
 
 impl Default for BackendConfig {
     fn default() -> Self {
         BackendConfig {
             kind: "sim".to_string(),
+            device: None,
         }
     }
 }

@@ -2,13 +2,14 @@
 //! [`config`] (eswitch.toml), [`switch`] (the sim eSwitch in front of the
 //! datapath, the slow path's switch), [`live`] (`eswitchd run`),
 //! [`control`] (the control protocol, its socket and how `eswitchctl`
-//! prints answers), [`replay`] (`eswitchd replay`) and [`demo`] (the
-//! generated workload).
+//! prints answers), [`replay`] (`eswitchd replay`), [`demo`] (the
+//! generated workload) and [`hw`] (finding and opening a real ConnectX).
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod control;
 pub mod demo;
+pub mod hw;
 pub mod live;
 pub mod replay;
 pub mod switch;

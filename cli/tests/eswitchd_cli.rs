@@ -345,3 +345,40 @@ fn a_capture_with_records_it_cannot_take_replays_the_rest() {
     assert!(stderr.contains("a packet of 80116 bytes"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `backend = "mlx5"` on a machine with no ConnectX (no RDMA device at
+/// all): one clear error, exit status non-zero, no panic, nothing left
+/// behind (the control socket is never made).
+#[test]
+fn run_with_the_mlx5_backend_and_no_rdma_device_says_so_and_leaves_nothing() {
+    const T: &str = "run_with_the_mlx5_backend_and_no_rdma_device_says_so_and_leaves_nothing";
+    if std::path::Path::new("/sys/class/infiniband").exists() {
+        prereq::skip(T, "this machine has RDMA devices");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("esw-mlx5-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let sock = dir.join("eswitchd.sock");
+    let cfg = dir.join("eswitch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[backend]\nkind = \"mlx5\"\n[datapath]\ncontrol_socket = \"{}\"\n\
+             [[port]]\nname = \"pf0vf0\"\nofport = 1\nvport = \"vf0\"\n",
+            sock.display()
+        ),
+    )
+    .expect("config");
+    let out = eswitchd(&["run", "--config", cfg.to_str().expect("path")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert_ne!(out.status.code(), Some(101), "a panic: {err}");
+    assert!(
+        err.contains("backend = \"mlx5\"") && err.contains("no RDMA device on this machine"),
+        "{err}"
+    );
+    assert!(err.contains("ENOSYS"), "the library's reason: {err}");
+    assert!(!sock.exists(), "nothing left behind");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,1 +1,25 @@
-//! placeholder
+//! # mlx5: the Direct Rule backend on a real ConnectX
+//!
+//! The same `DrBackend` the `sim` implements, on a ConnectX-5/6 Dx/7 whose
+//! eSwitch is in switchdev mode, through `rdma-core-sys`:
+//!
+//! - [`discover`]: representor netdevs → the RDMA device and ports
+//!   (sysfs, `SYSFS_PATH`);
+//! - [`cmd`]: the PRM commands sent through DEVX (flow counter bulks,
+//!   capabilities), byte-exact;
+//! - [`marshal`]: the memory below each FFI call (match parameters, action
+//!   arrays, meter and sampler attributes, dest_array entries);
+//! - [`device`]: the device list and an opened device (DEVX), with the
+//!   errors a user can act on.
+//!
+//! Built without rdma-core (no `libibverbs-dev`), only the pure parts
+//! exist and [`device::open`] says why it cannot open anything.
+
+pub mod cmd;
+pub mod device;
+pub mod discover;
+#[cfg(not(rdma_core_missing))]
+pub mod marshal;
+
+pub use device::{open, DeviceError, OpenDevice};
+pub use discover::{discover, DiscoverError, Discovered};

@@ -2955,6 +2955,8 @@ impl Default for _IO_FILE {
         }
     }
 }
+pub const MLX5_IB_UAPI_FLOW_ACTION_FLAGS_REQUIRE_METADATA: mlx5_ib_uapi_flow_action_flags = 1;
+pub type mlx5_ib_uapi_flow_action_flags = ::std::os::raw::c_uint;
 pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_NIC_RX: mlx5_ib_uapi_flow_table_type = 0;
 pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_NIC_TX: mlx5_ib_uapi_flow_table_type = 1;
 pub const MLX5_IB_UAPI_FLOW_TABLE_TYPE_FDB: mlx5_ib_uapi_flow_table_type = 2;
@@ -2987,6 +2989,11 @@ const _: () = {
     ["Offset of field: mlx5_ib_uapi_devx_async_cmd_hdr::out_data"]
         [::std::mem::offset_of!(mlx5_ib_uapi_devx_async_cmd_hdr, out_data) - 8usize];
 };
+pub const MLX5_IB_UAPI_DM_TYPE_MEMIC: mlx5_ib_uapi_dm_type = 0;
+pub const MLX5_IB_UAPI_DM_TYPE_STEERING_SW_ICM: mlx5_ib_uapi_dm_type = 1;
+pub const MLX5_IB_UAPI_DM_TYPE_HEADER_MODIFY_SW_ICM: mlx5_ib_uapi_dm_type = 2;
+pub const MLX5_IB_UAPI_DM_TYPE_HEADER_MODIFY_PATTERN_SW_ICM: mlx5_ib_uapi_dm_type = 3;
+pub type mlx5_ib_uapi_dm_type = ::std::os::raw::c_uint;
 pub const MLX5_IB_UAPI_DEVX_CR_EV_CH_FLAGS_OMIT_DATA: mlx5_ib_uapi_devx_create_event_channel_flags =
     1;
 pub type mlx5_ib_uapi_devx_create_event_channel_flags = ::std::os::raw::c_uint;
@@ -3007,6 +3014,18 @@ const _: () = {
     ["Offset of field: mlx5_ib_uapi_devx_async_event_hdr::out_data"]
         [::std::mem::offset_of!(mlx5_ib_uapi_devx_async_event_hdr, out_data) - 8usize];
 };
+pub const MLX5_IB_UAPI_PP_ALLOC_FLAGS_DEDICATED_INDEX: mlx5_ib_uapi_pp_alloc_flags = 1;
+pub type mlx5_ib_uapi_pp_alloc_flags = ::std::os::raw::c_uint;
+pub const MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF: mlx5_ib_uapi_uar_alloc_type = 0;
+pub const MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC: mlx5_ib_uapi_uar_alloc_type = 1;
+pub type mlx5_ib_uapi_uar_alloc_type = ::std::os::raw::c_uint;
+pub const MLX5_IB_UAPI_QUERY_PORT_VPORT: mlx5_ib_uapi_query_port_flags = 1;
+pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_VHCA_ID: mlx5_ib_uapi_query_port_flags = 2;
+pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_STEERING_ICM_RX: mlx5_ib_uapi_query_port_flags = 4;
+pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_STEERING_ICM_TX: mlx5_ib_uapi_query_port_flags = 8;
+pub const MLX5_IB_UAPI_QUERY_PORT_VPORT_REG_C0: mlx5_ib_uapi_query_port_flags = 16;
+pub const MLX5_IB_UAPI_QUERY_PORT_ESW_OWNER_VHCA_ID: mlx5_ib_uapi_query_port_flags = 32;
+pub type mlx5_ib_uapi_query_port_flags = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
 pub struct mlx5_ib_uapi_reg {

@@ -199,10 +199,13 @@ fn init_logging(default: &str) {
 fn run(a: RunArgs) -> anyhow::Result<()> {
     init_logging("info");
     let config = Config::load(&a.config)?;
-    if config.backend.kind != "sim" {
+    if config.backend.kind == "mlx5" {
+        // Found and opened first, so every "cannot" is said before
+        // anything is bound or created.
+        let dev = cli::hw::open_mlx5(&config)?;
         bail!(
-            "backend.kind = \"{}\": this build runs the sim eSwitch only (the mlx5 backend needs a ConnectX in switchdev mode)",
-            config.backend.kind
+            "backend = \"mlx5\": opened {}, but the Direct Rule backend that programs it is not              finished in this build; nothing was programmed (run with backend = \"sim\")",
+            dev.name()
         );
     }
     let port_type = a.port_type.unwrap_or(config.datapath.port_type);

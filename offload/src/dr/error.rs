@@ -219,6 +219,15 @@ pub enum DrError {
     /// A failure the fault injector was told to produce.
     #[error("{errno}: injected fault on {op}")]
     Injected { errno: Errno, op: &'static str },
+    /// A real device refused a call for a reason the checks made before
+    /// calling it did not see: the errno the library set (`code`, the raw
+    /// number; `errno`, the nearest Direct Rule value, EIO for others).
+    #[error("{errno}: the device refused {op} (errno {code})")]
+    Device {
+        op: &'static str,
+        errno: Errno,
+        code: i32,
+    },
 }
 
 fn match_errno(e: &DecodeError) -> Errno {
@@ -243,7 +252,7 @@ impl DrError {
             DrError::Modify(e) if e.errno_is_eopnotsupp() => Errno::EOPNOTSUPP,
             DrError::InUse { .. } => Errno::EBUSY,
             DrError::NoSpace(_) => Errno::ENOSPC,
-            DrError::Injected { errno, .. } => *errno,
+            DrError::Injected { errno, .. } | DrError::Device { errno, .. } => *errno,
             DrError::IpVersion { .. }
             | DrError::RepeatedAction(_)
             | DrError::OtherDomain(_)

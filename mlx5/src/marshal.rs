@@ -1,0 +1,156 @@
+//! What is laid out in memory just below each FFI call: the match
+//! parameter buffer, action pointer arrays, the meter and sampler
+//! attributes, dest_array entries, the push_vlan header and the
+//! modify-header words. Built from Rust values, owned here, handed to the
+//! library as pointers; unit-tested without calling the library.
+
+use std::ptr;
+
+use rdma_core_sys as sys;
+
+/// `struct mlx5dv_flow_match_parameters` with its flexible array: the
+/// `match_sz` word, then the bytes, in 8-byte words (the library reads
+/// `match_buf` as `uint64_t[]`).
+pub struct MatchParams {
+    words: Vec<u64>,
+}
+
+impl MatchParams {
+    /// The buffer for `bytes` (`match_sz` = `bytes.len()`).
+    pub fn new(bytes: &[u8]) -> MatchParams {
+        let n = bytes.len().div_ceil(8);
+        let mut words = vec![0u64; 1 + n];
+        words[0] = bytes.len() as u64;
+        // Copy the bytes in memory order: word i holds bytes 8i..8i+8 as
+        // they lie in memory, whatever the host's endianness.
+        for (i, chunk) in bytes.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            words[1 + i] = u64::from_ne_bytes(w);
+        }
+        MatchParams { words }
+    }
+
+    /// `match_sz`.
+    pub fn match_sz(&self) -> usize {
+        self.words[0] as usize
+    }
+
+    /// The bytes as the library will read them.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut v: Vec<u8> = self.words[1..]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        v.truncate(self.match_sz());
+        v
+    }
+
+    /// The pointer the library takes (valid while `self` lives).
+    pub fn as_ptr(&mut self) -> *mut sys::mlx5dv_flow_match_parameters {
+        self.words.as_mut_ptr().cast()
+    }
+}
+
+/// A push_vlan header as `mlx5dv_dr_action_create_push_vlan` takes it: a
+/// `__be32` of `TPID << 16 | TCI`.
+pub fn vlan_header(header: u32) -> u32 {
+    header.to_be()
+}
+
+/// Modify-header PRM words (8 bytes each, as `offload::dr::modify`
+/// encodes them) as the `__be64` array the library takes: the bytes in
+/// memory order.
+pub fn modify_words(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_ne_bytes(w)
+        })
+        .collect()
+}
+
+/// `struct mlx5dv_dr_flow_meter_attr` over the parameter bytes it points
+/// to (both must outlive the call).
+pub fn meter_attr(
+    next_table: *mut sys::mlx5dv_dr_table,
+    active: bool,
+    reg_c_index: u8,
+    params: &mut [u8],
+) -> sys::mlx5dv_dr_flow_meter_attr {
+    sys::mlx5dv_dr_flow_meter_attr {
+        next_table,
+        active: u8::from(active),
+        reg_c_index,
+        flow_meter_parameter_sz: params.len(),
+        flow_meter_parameter: params.as_mut_ptr().cast(),
+    }
+}
+
+/// `struct mlx5dv_dr_flow_sampler_attr`: the sampled copy's actions (the
+/// array must outlive the call) and the optional SET applied to the
+/// original before its default table (`action`, a `__be64`: the PRM
+/// bytes in memory order; 0 for none).
+pub fn sampler_attr(
+    sample_ratio: u32,
+    default_next_table: *mut sys::mlx5dv_dr_table,
+    sample_actions: &mut [*mut sys::mlx5dv_dr_action],
+    set: Option<[u8; 8]>,
+) -> sys::mlx5dv_dr_flow_sampler_attr {
+    sys::mlx5dv_dr_flow_sampler_attr {
+        sample_ratio,
+        default_next_table,
+        num_sample_actions: sample_actions.len() as u32,
+        sample_actions: sample_actions.as_mut_ptr(),
+        action: set.map_or(0, u64::from_ne_bytes),
+    }
+}
+
+/// The entries of a dest_array: one `mlx5dv_dr_action_dest_attr` per
+/// destination (plain `MLX5DV_DR_ACTION_DEST`), and the array of pointers
+/// to them the library takes. Both live here until the call returns.
+pub struct DestArray {
+    attrs: Vec<sys::mlx5dv_dr_action_dest_attr>,
+    ptrs: Vec<*mut sys::mlx5dv_dr_action_dest_attr>,
+}
+
+impl DestArray {
+    pub fn new(dests: &[*mut sys::mlx5dv_dr_action]) -> DestArray {
+        let mut attrs: Vec<sys::mlx5dv_dr_action_dest_attr> = dests
+            .iter()
+            .map(|&d| sys::mlx5dv_dr_action_dest_attr {
+                type_: sys::MLX5DV_DR_ACTION_DEST,
+                __bindgen_anon_1: sys::mlx5dv_dr_action_dest_attr__bindgen_ty_1 { dest: d },
+            })
+            .collect();
+        let ptrs = attrs.iter_mut().map(ptr::from_mut).collect();
+        DestArray { attrs, ptrs }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ptrs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ptrs.is_empty()
+    }
+
+    /// The destination of entry `i` and its type.
+    pub fn entry(&self, i: usize) -> (u32, *mut sys::mlx5dv_dr_action) {
+        let a = &self.attrs[i];
+        // SAFETY: every entry was written with the `dest` member, which is
+        // the one read here.
+        (a.type_, unsafe { a.__bindgen_anon_1.dest })
+    }
+
+    /// The array the library takes (valid while `self` lives).
+    pub fn as_mut_ptr(&mut self) -> *mut *mut sys::mlx5dv_dr_action_dest_attr {
+        self.ptrs.as_mut_ptr()
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/marshal.rs"]
+mod tests;
