@@ -2,6 +2,8 @@
 //! megaflow is known. The OVS 3.1 figures quoted were produced by
 //! `ovs-appctl ofproto/trace` on a netdev bridge (integration/tests/ovs_trace.rs).
 
+mod common;
+
 use megaflow::actions::UserspaceReason;
 use megaflow::key::VLAN_PRESENT;
 use megaflow::{DpAction, Field, FlowKey, Match, MeterId, PortNo, Timestamp};
@@ -43,18 +45,7 @@ const IP: (Field, u128, u128) = (Field::EthType, 0x0800, 0xffff);
 const TCP: (Field, u128, u128) = (Field::IpProto, 6, 0xff);
 
 fn tcp_packet(src: u32, dst: u32, dport: u16) -> FlowKey {
-    let mut k = FlowKey::ZERO;
-    k.set_in_port(1);
-    k.set_eth_src(0x0200_0000_0001);
-    k.set_eth_dst(0x0200_0000_0002);
-    k.set_eth_type(0x0800);
-    k.set_ip_proto(6);
-    k.set_ip_ttl(64);
-    k.set_ipv4_src(src.into());
-    k.set_ipv4_dst(dst.into());
-    k.set_tp_src(40000);
-    k.set_tp_dst(dport.into());
-    k
+    common::tcp(src, dst, 40000, dport)
 }
 
 fn fields(t: &ofproto::Translation) -> Vec<Field> {
