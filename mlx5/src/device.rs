@@ -40,6 +40,45 @@ pub enum DeviceError {
     Discover(#[from] DiscoverError),
 }
 
+/// A representor the backend is told of at start: its netdev, the vport
+/// the config gives it, and its RDMA port when discovery found one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepPort {
+    pub netdev: String,
+    pub vport: offload::Vport,
+    pub ib_port: Option<u32>,
+}
+
+/// Why the backend did not start on an opened device.
+#[derive(Debug, Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error("{netdev}: mlx5dv_query_port on port {port} of {device}: {err}")]
+    QueryPort {
+        netdev: String,
+        device: String,
+        port: u32,
+        err: std::io::Error,
+    },
+    #[error("{netdev}: the config says vport {config}, the device says vport {device_vport}")]
+    VportMismatch {
+        netdev: String,
+        config: offload::Vport,
+        device_vport: offload::Vport,
+    },
+    #[error(
+        "FDB software steering unavailable on {device} ({err}): check that the eSwitch is in \
+         switchdev mode (devlink dev eswitch show), that this is the eSwitch manager (the PF, \
+         not a VF), and the firmware steering mode (devlink dev param show ... name \
+         flow_steering_mode: smfs)"
+    )]
+    Fdb {
+        device: String,
+        err: offload::dr::DrError,
+    },
+}
+
 /// A hint for an open that failed with `errno`.
 pub fn open_hint(errno: i32) -> &'static str {
     match errno {

@@ -10,16 +10,25 @@
 //! - [`marshal`]: the memory below each FFI call (match parameters, action
 //!   arrays, meter and sampler attributes, dest_array entries);
 //! - [`device`]: the device list and an opened device (DEVX), with the
-//!   errors a user can act on.
+//!   errors a user can act on;
+//! - [`backend`]: `Mlx5Backend`, the `DrBackend` on the device, every
+//!   call checked first on a `sim` model in the same state (so both
+//!   backends answer with the same errors).
 //!
 //! Built without rdma-core (no `libibverbs-dev`), only the pure parts
 //! exist and [`device::open`] says why it cannot open anything.
 
+#[cfg(not(rdma_core_missing))]
+pub mod backend;
+#[cfg(rdma_core_missing)]
+#[path = "backend_missing.rs"]
+pub mod backend;
 pub mod cmd;
 pub mod device;
 pub mod discover;
 #[cfg(not(rdma_core_missing))]
 pub mod marshal;
 
-pub use device::{open, DeviceError, OpenDevice};
+pub use backend::{start, Mlx5Backend};
+pub use device::{open, DeviceError, OpenDevice, RepPort, StartError};
 pub use discover::{discover, DiscoverError, Discovered};

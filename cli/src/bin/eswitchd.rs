@@ -199,18 +199,18 @@ fn init_logging(default: &str) {
 fn run(a: RunArgs) -> anyhow::Result<()> {
     init_logging("info");
     let config = Config::load(&a.config)?;
-    if config.backend.kind == "mlx5" {
-        // Found and opened first, so every "cannot" is said before
-        // anything is bound or created.
-        let dev = cli::hw::open_mlx5(&config)?;
-        bail!(
-            "backend = \"mlx5\": opened {}, but the Direct Rule backend that programs it is not              finished in this build; nothing was programmed (run with backend = \"sim\")",
-            dev.name()
-        );
-    }
     let port_type = a.port_type.unwrap_or(config.datapath.port_type);
     let factory = std::sync::Arc::new(cli::live::NetdevFactory { port_type });
-    let report = cli::live::run(&config, a.socket, factory)?;
+    let report = if config.backend.kind == "mlx5" {
+        // Found, opened and proven (FDB steering) first, so every "cannot"
+        // is said before anything is bound or created.
+        let dev = cli::hw::mlx5_backend(&config)?;
+        cli::live::run_on(&config, a.socket, factory, move |cfg, flows, f, l| {
+            cli::live::Daemon::start_on(dev, cfg, flows, f, l)
+        })?
+    } else {
+        cli::live::run(&config, a.socket, factory)?
+    };
     println!(
         "eswitchd: stopped; {} rules removed from the device, {} megaflows dropped, {} packets received",
         report.rules_removed, report.megaflows, report.packets

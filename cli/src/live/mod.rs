@@ -64,7 +64,7 @@ use crate::switch::{
 };
 
 pub use ports::NetdevFactory;
-pub use run::{run, DEFAULT_FLOWS};
+pub use run::{run, run_on, DEFAULT_FLOWS};
 pub use upcall::{channel as upcall_channel, Admission, TokenBucket, Upcall, UpcallGate};
 
 /// Most upcalls the handler runs under one lock acquisition.

@@ -39,12 +39,30 @@ enum Event {
 /// remove a port.
 const PORT_CMD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Runs until SIGINT/SIGTERM (or until the tracker fails); returns what
-/// the shutdown removed.
+/// Runs on the sim eSwitch until SIGINT/SIGTERM (or until the tracker
+/// fails); returns what the shutdown removed.
 pub fn run(
     cfg: &Config,
     socket: Option<PathBuf>,
     factory: Arc<dyn PortFactory>,
+) -> anyhow::Result<StopReport> {
+    run_on(cfg, socket, factory, |cfg, flows, factory, limits| {
+        Daemon::start(cfg, flows, factory, limits)
+    })
+}
+
+/// Runs on the device `start` builds the daemon on (the sim, or a real
+/// NIC through `Daemon::start_on`).
+pub fn run_on<B: crate::switch::Device>(
+    cfg: &Config,
+    socket: Option<PathBuf>,
+    factory: Arc<dyn PortFactory>,
+    start: impl FnOnce(
+        &Config,
+        &FlowFile,
+        Arc<dyn PortFactory>,
+        LiveLimits,
+    ) -> anyhow::Result<Daemon<B>>,
 ) -> anyhow::Result<StopReport> {
     let flows = match cfg.flows_path() {
         Some(p) => {
@@ -60,7 +78,7 @@ pub fn run(
     let representors = cfg.representors()?;
     let socket = socket.unwrap_or_else(|| cfg.datapath.control_socket.clone());
     let server = CtlServer::bind(&socket)?;
-    let mut daemon = Daemon::start(cfg, &flows, factory, LiveLimits::from_config(cfg))?;
+    let mut daemon = start(cfg, &flows, factory, LiveLimits::from_config(cfg))?;
     let (packet_ins, _) = daemon.take_packet_ins();
     let of = OfServer::start(
         &daemon.core(),

@@ -109,6 +109,12 @@ pub trait Device: DrBackend + Sized + 'static {
 
     /// How the firmware marks a packet's source vport.
     fn source_port(&self) -> SourcePortMode;
+
+    /// The reg_c_0 tag of `vport` under [`SourcePortMode::Metadata`], when
+    /// the device says (the sim's tag is the vport number).
+    fn vport_tag(&self, _vport: offload::Vport) -> Option<u32> {
+        None
+    }
 }
 
 impl Device for SimBackend {
@@ -332,5 +338,21 @@ impl<E: Egressor> ActionSink for SwSink<'_, E> {
 
     fn sample(&mut self, _: u32) -> bool {
         false
+    }
+}
+
+impl Device for mlx5::Mlx5Backend {
+    type Front = Direct;
+
+    fn front(_: &Arc<Self>, _: DomainId, ports: &Arc<SharedPorts>) -> Direct {
+        Direct::new(ports)
+    }
+
+    fn source_port(&self) -> SourcePortMode {
+        mlx5::Mlx5Backend::source_port(self)
+    }
+
+    fn vport_tag(&self, vport: offload::Vport) -> Option<u32> {
+        mlx5::Mlx5Backend::vport_tag(self, vport)
     }
 }

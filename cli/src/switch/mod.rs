@@ -175,9 +175,15 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     ) -> anyhow::Result<Switch<B, D>> {
         let map = PortMap::new(ports)?;
         let shared_ports = SharedPorts::new(map.clone());
+        let mut table = map.table();
+        for p in ports {
+            if let Some(t) = dev.vport_tag(p.vport) {
+                table.set_tag(p.vport, t);
+            }
+        }
         let mgr = OffloadManager::new(
             Arc::clone(&dev),
-            map.table(),
+            table,
             ManagerConfig {
                 source_port: dev.source_port(),
                 ..ManagerConfig::default()
@@ -326,9 +332,10 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// ADD to the controllers.
     pub fn add_port(&mut self, spec: PortSpec) -> anyhow::Result<()> {
         let map = self.ports.with(spec.clone())?;
+        let tag = self.dev.vport_tag(spec.vport);
         self.pipeline
             .offloader_mut()
-            .set_port(spec.no, Some(spec.vport));
+            .set_port(spec.no, Some(spec.vport), tag);
         let mut info = PortInfo::new(spec.no, spec.name.clone());
         info.up = false;
         self.pipeline.bridge.ports.insert(info);
@@ -351,7 +358,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         self.pipeline.bridge.ports.set_up(no, false);
         let flushed = self.pipeline.flush_port(no);
         self.pipeline.bridge.ports.remove(no);
-        self.pipeline.offloader_mut().set_port(no, None);
+        self.pipeline.offloader_mut().set_port(no, None, None);
         self.netdevs.remove(&no);
         self.ports = self.ports.without(no);
         self.shared_ports.replace(self.ports.clone());

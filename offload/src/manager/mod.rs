@@ -306,9 +306,14 @@ impl<B: DrBackend> OffloadManager<B> {
     /// A port added (`Some` vport) or removed (`None`) while the switch
     /// runs. Flows that output to or match a removed port must have been
     /// removed first; its dest_vport action stays shared until stop.
-    pub fn set_port(&mut self, port: PortNo, vport: Option<Vport>) {
+    pub fn set_port(&mut self, port: PortNo, vport: Option<Vport>, tag: Option<u32>) {
         match vport {
-            Some(v) => self.ports.insert(port, v),
+            Some(v) => {
+                self.ports.insert(port, v);
+                if let Some(t) = tag {
+                    self.ports.set_tag(v, t);
+                }
+            }
             None => self.ports.remove(port),
         }
     }

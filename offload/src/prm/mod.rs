@@ -150,6 +150,9 @@ pub trait PortMap {
 pub struct PortTable {
     to_vport: HashMap<PortNo, Vport, FastBuild>,
     to_port: HashMap<Vport, PortNo, FastBuild>,
+    /// Metadata tags a device reported (absent: the vport number).
+    tags: HashMap<Vport, u32, FastBuild>,
+    tag_vports: HashMap<u32, Vport, FastBuild>,
 }
 
 impl PortTable {
@@ -182,6 +185,15 @@ impl PortTable {
         self.insert(port, vport);
         self
     }
+
+    /// The reg_c_0 metadata tag a device gives `vport` (a real eSwitch's
+    /// tags are not its vport numbers: `mlx5dv_query_port` reports them).
+    pub fn set_tag(&mut self, vport: Vport, tag: u32) {
+        if let Some(old) = self.tags.insert(vport, tag) {
+            self.tag_vports.remove(&old);
+        }
+        self.tag_vports.insert(tag, vport);
+    }
 }
 
 impl PortMap for PortTable {
@@ -191,6 +203,17 @@ impl PortMap for PortTable {
 
     fn port(&self, vport: Vport) -> Option<PortNo> {
         self.to_port.get(&vport).copied()
+    }
+
+    fn metadata_tag(&self, vport: Vport) -> Option<u32> {
+        Some(self.tags.get(&vport).copied().unwrap_or(u32::from(vport.0)))
+    }
+
+    fn tag_vport(&self, tag: u32) -> Option<Vport> {
+        match self.tag_vports.get(&tag) {
+            Some(v) => Some(*v),
+            None => u16::try_from(tag).ok().map(Vport),
+        }
     }
 }
 

@@ -1,0 +1,771 @@
+//! `Mlx5Backend`: the Direct Rule API on a real device.
+//!
+//! Every call is first made on a *model*: a `sim` device in the same
+//! state as the real one (same objects, same handles). The model runs the
+//! checks the sim runs and answers with the same [`DrError`]s (stale
+//! handles, objects in use, levels, domains, action sequences, match
+//! bytes, IP versions), taken from rdma-core's sources; so the two backends
+//! agree on every error by construction, and a call the model refuses
+//! never reaches the device. A call the model accepts is then made on the
+//! device; if the device refuses it, the model's object is removed again
+//! and the device's errno comes back as [`DrError::Device`] (or the
+//! variant the errno means for that call: EEXIST on a rule is a duplicate,
+//! ENOSPC and ENOMEM are out of room).
+//!
+//! The model also keeps what the device holds, so [`DrBackend::dump`] is
+//! the model's dump: every object this backend made and has not destroyed,
+//! with its decoded match and actions (counter values are read from the
+//! device). Raw pointers are kept per handle and destroyed in dependency
+//! order on drop (rules, matchers, actions, tables, counter bulks,
+//! domains), so nothing outlives the backend even after a failed destroy.
+
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use offload::dr::{
+    ActionId, ActionSpec, CounterBulkId, CounterValue, DeviceDump, DomainId, DomainType, DrBackend,
+    DrError, Errno, MatcherId, Object, Resource, RuleId, SyncFlags, TableId,
+};
+use offload::prm::SourcePortMode;
+use offload::sim::{SimBackend, SimConfig};
+use offload::Vport;
+use rdma_core_sys as sys;
+
+use crate::cmd::{self, BulkSize};
+use crate::device::{OpenDevice, RepPort, StartError};
+use crate::marshal::{meter_attr, modify_words, sampler_attr, vlan_header, DestArray, MatchParams};
+
+/// A handle as a map key.
+fn key(index: u32, generation: u32) -> u64 {
+    u64::from(index) << 32 | u64::from(generation)
+}
+
+/// The raw objects, by handle.
+#[derive(Default)]
+struct Raw {
+    domains: HashMap<u64, NonNull<sys::mlx5dv_dr_domain>>,
+    tables: HashMap<u64, NonNull<sys::mlx5dv_dr_table>>,
+    matchers: HashMap<u64, NonNull<sys::mlx5dv_dr_matcher>>,
+    rules: HashMap<u64, NonNull<sys::mlx5dv_dr_rule>>,
+    actions: HashMap<u64, NonNull<sys::mlx5dv_dr_action>>,
+    bulks: HashMap<u64, Bulk>,
+}
+
+/// A DEVX flow counter bulk.
+struct Bulk {
+    obj: NonNull<sys::mlx5dv_devx_obj>,
+    base: u32,
+    size: u64,
+}
+
+// SAFETY: the raw pointers are only used under the backend's mutex, and
+// libmlx5 objects may be used from any thread.
+unsafe impl Send for Raw {}
+
+/// The Direct Rule backend on an opened mlx5 device.
+pub struct Mlx5Backend {
+    dev: Arc<OpenDevice>,
+    model: SimBackend,
+    raw: Mutex<Raw>,
+    /// `log_max_flow_counter_bulk` (0: units of 128 only).
+    counter_bulk_log: u8,
+    /// How the firmware marks a packet's source vport, and each vport's
+    /// reg_c_0 tag (from `mlx5dv_query_port`).
+    source_port: SourcePortMode,
+    tags: Mutex<HashMap<Vport, u32>>,
+}
+
+/// The errno of a failed call that returned NULL or an error code.
+fn last_errno(rc: i32) -> i32 {
+    if rc > 0 {
+        rc
+    } else if rc < 0 {
+        -rc
+    } else {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    }
+}
+
+/// The [`DrError`] for errno `code` from the device's `op`.
+pub fn device_error(op: &'static str, code: i32) -> DrError {
+    match (op, code) {
+        ("mlx5dv_dr_rule_create", libc::EEXIST) => DrError::DuplicateRule,
+        ("mlx5dv_dr_rule_create", libc::ENOSPC | libc::ENOMEM) => {
+            DrError::NoSpace(Resource::TableRules)
+        }
+        ("mlx5dv_dr_matcher_create", libc::ENOSPC | libc::ENOMEM) => {
+            DrError::NoSpace(Resource::Matchers)
+        }
+        ("ALLOC_FLOW_COUNTER", libc::ENOSPC | libc::ENOMEM) => DrError::NoSpace(Resource::Counters),
+        ("mlx5dv_dr_action_create_flow_meter", libc::ENOSPC | libc::ENOMEM) => {
+            DrError::NoSpace(Resource::Meters)
+        }
+        _ => DrError::Device {
+            op,
+            errno: Errno::from_code(code).unwrap_or(Errno::EIO),
+            code,
+        },
+    }
+}
+
+impl Mlx5Backend {
+    /// A backend on `dev`, whose model has the vports of a ConnectX
+    /// (PF, uplink, ECPF, 127 VFs) and no capacity below the device's.
+    pub fn new(dev: Arc<OpenDevice>) -> Mlx5Backend {
+        let mut out = vec![0u8; cmd::QUERY_HCA_CAP_OUT_LEN];
+        let counter_bulk_log = dev
+            .general_cmd(&cmd::query_hca_cap_in(cmd::CAP_GENERAL), &mut out)
+            .ok()
+            .and_then(|()| cmd::log_max_flow_counter_bulk(&out).ok())
+            .unwrap_or(0);
+        let cfg = SimConfig {
+            max_rules_per_table: usize::MAX,
+            max_matchers_per_table: usize::MAX,
+            max_counters: usize::MAX,
+            max_bulk_log: 31,
+            max_meters: usize::MAX,
+            max_modify_actions: usize::MAX,
+            ..SimConfig::default()
+        };
+        Mlx5Backend {
+            dev,
+            model: SimBackend::new(cfg),
+            raw: Mutex::new(Raw::default()),
+            counter_bulk_log,
+            source_port: SourcePortMode::MiscSourcePort,
+            tags: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How the firmware marks the source vport (`misc.source_port` until
+    /// [`Mlx5Backend::set_port_info`] reports reg_c_0 metadata).
+    pub fn source_port(&self) -> SourcePortMode {
+        self.source_port
+    }
+
+    /// What `mlx5dv_query_port` said of a representor's port: its vport
+    /// and, with vport metadata, the reg_c_0 value and mask that mark its
+    /// packets (the mode becomes `Metadata` with the mask's shift).
+    pub fn set_port_info(&mut self, vport: Vport, reg_c0: Option<(u32, u32)>) {
+        if let Some((value, mask)) = reg_c0 {
+            if mask != 0 {
+                let shift = mask.trailing_zeros() as u8;
+                self.source_port = SourcePortMode::Metadata { mask, shift };
+                self.tags
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(vport, (value & mask) >> shift);
+            }
+        }
+    }
+
+    /// The reg_c_0 tag of `vport`, when the device reported one.
+    pub fn vport_tag(&self, vport: Vport) -> Option<u32> {
+        self.tags
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&vport)
+            .copied()
+    }
+
+    /// The opened device.
+    pub fn device(&self) -> &Arc<OpenDevice> {
+        &self.dev
+    }
+
+    fn raw(&self) -> MutexGuard<'_, Raw> {
+        self.raw.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The device's own view of a domain (`mlx5dv_dump_dr_domain`).
+    pub fn device_dump(&self, d: DomainId) -> Result<String, DrError> {
+        let raw = self.raw();
+        let dom = raw
+            .domains
+            .get(&key(d.index, d.generation))
+            .ok_or(DrError::Stale(Object::Domain))?;
+        let mut buf: *mut std::os::raw::c_char = std::ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: a live domain; the out pointers are valid; the buffer is
+        // malloc'd by open_memstream and freed below.
+        let rc = unsafe { sys::eswitch_dump_dr_domain(dom.as_ptr(), &mut buf, &mut len) };
+        if rc != 0 {
+            return Err(device_error("mlx5dv_dump_dr_domain", rc));
+        }
+        // SAFETY: `buf` holds `len` bytes written by the dump.
+        let text = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
+        let s = String::from_utf8_lossy(text).into_owned();
+        // SAFETY: allocated by open_memstream, freed once.
+        unsafe { libc::free(buf.cast()) };
+        Ok(s)
+    }
+}
+
+/// Made on the model, then on the device; undone on the model when the
+/// device refuses.
+macro_rules! made {
+    ($self:ident, $model:expr, $undo:ident, $op:literal, $raw:expr) => {{
+        let id = $model?;
+        match NonNull::new(($raw)(&id)) {
+            Some(p) => Ok((id, p)),
+            None => {
+                let code = last_errno(0);
+                let _ = $self.model.$undo(id);
+                Err(device_error($op, code))
+            }
+        }
+    }};
+}
+
+impl DrBackend for Mlx5Backend {
+    fn domain_create(&self, ty: DomainType) -> Result<DomainId, DrError> {
+        let mut raw = self.raw();
+        let t = match ty {
+            DomainType::NicRx => sys::MLX5DV_DR_DOMAIN_TYPE_NIC_RX,
+            DomainType::NicTx => sys::MLX5DV_DR_DOMAIN_TYPE_NIC_TX,
+            DomainType::Fdb => sys::MLX5DV_DR_DOMAIN_TYPE_FDB,
+        };
+        let ctx = self.dev.context();
+        let (id, p) = made!(
+            self,
+            self.model.domain_create(ty),
+            domain_destroy,
+            "mlx5dv_dr_domain_create",
+            // SAFETY: an open context; the result is checked for NULL.
+            |_: &DomainId| unsafe { sys::mlx5dv_dr_domain_create(ctx, t) }
+        )?;
+        raw.domains.insert(key(id.index, id.generation), p);
+        Ok(id)
+    }
+
+    fn domain_destroy(&self, domain: DomainId) -> Result<(), DrError> {
+        let mut raw = self.raw();
+        self.model.domain_destroy(domain)?;
+        let k = key(domain.index, domain.generation);
+        let Some(p) = raw.domains.remove(&k) else {
+            return Ok(());
+        };
+        // SAFETY: a live domain with no tables or actions (the model
+        // checked); destroyed once.
+        let rc = unsafe { sys::mlx5dv_dr_domain_destroy(p.as_ptr()) };
+        if rc != 0 {
+            raw.domains.insert(k, p);
+            return Err(device_error("mlx5dv_dr_domain_destroy", last_errno(rc)));
+        }
+        Ok(())
+    }
+
+    fn domain_sync(&self, domain: DomainId, flags: SyncFlags) -> Result<(), DrError> {
+        let raw = self.raw();
+        self.model.domain_sync(domain, flags)?;
+        let p = raw
+            .domains
+            .get(&key(domain.index, domain.generation))
+            .ok_or(DrError::Stale(Object::Domain))?;
+        let mut f = 0;
+        if flags.sw {
+            f |= sys::MLX5DV_DR_DOMAIN_SYNC_FLAGS_SW;
+        }
+        if flags.hw {
+            f |= sys::MLX5DV_DR_DOMAIN_SYNC_FLAGS_HW;
+        }
+        if flags.mem {
+            f |= sys::MLX5DV_DR_DOMAIN_SYNC_FLAGS_MEM;
+        }
+        // SAFETY: a live domain.
+        let rc = unsafe { sys::mlx5dv_dr_domain_sync(p.as_ptr(), f) };
+        if rc != 0 {
+            return Err(device_error("mlx5dv_dr_domain_sync", last_errno(rc)));
+        }
+        Ok(())
+    }
+
+    fn domain_allow_duplicate_rules(&self, domain: DomainId, allow: bool) -> Result<(), DrError> {
+        let raw = self.raw();
+        self.model.domain_allow_duplicate_rules(domain, allow)?;
+        let p = raw
+            .domains
+            .get(&key(domain.index, domain.generation))
+            .ok_or(DrError::Stale(Object::Domain))?;
+        // SAFETY: a live domain.
+        unsafe { sys::mlx5dv_dr_domain_allow_duplicate_rules(p.as_ptr(), allow) };
+        Ok(())
+    }
+
+    fn table_create(&self, domain: DomainId, level: u32) -> Result<TableId, DrError> {
+        let mut raw = self.raw();
+        let dom = *raw
+            .domains
+            .get(&key(domain.index, domain.generation))
+            .ok_or(DrError::Stale(Object::Domain))?;
+        let (id, p) = made!(
+            self,
+            self.model.table_create(domain, level),
+            table_destroy,
+            "mlx5dv_dr_table_create",
+            // SAFETY: a live domain; the result is checked for NULL.
+            |_: &TableId| unsafe { sys::mlx5dv_dr_table_create(dom.as_ptr(), level) }
+        )?;
+        raw.tables.insert(key(id.index, id.generation), p);
+        Ok(id)
+    }
+
+    fn table_destroy(&self, table: TableId) -> Result<(), DrError> {
+        let mut raw = self.raw();
+        self.model.table_destroy(table)?;
+        let k = key(table.index, table.generation);
+        let Some(p) = raw.tables.remove(&k) else {
+            return Ok(());
+        };
+        // SAFETY: a live table with no matchers and no action leading to
+        // it (the model checked); destroyed once.
+        let rc = unsafe { sys::mlx5dv_dr_table_destroy(p.as_ptr()) };
+        if rc != 0 {
+            raw.tables.insert(k, p);
+            return Err(device_error("mlx5dv_dr_table_destroy", last_errno(rc)));
+        }
+        Ok(())
+    }
+
+    fn matcher_create(
+        &self,
+        table: TableId,
+        priority: u16,
+        criteria: u8,
+        mask: &[u8],
+    ) -> Result<MatcherId, DrError> {
+        let mut raw = self.raw();
+        let tbl = *raw
+            .tables
+            .get(&key(table.index, table.generation))
+            .ok_or(DrError::Stale(Object::Table))?;
+        let mut params = MatchParams::new(mask);
+        let (id, p) = made!(
+            self,
+            self.model.matcher_create(table, priority, criteria, mask),
+            matcher_destroy,
+            "mlx5dv_dr_matcher_create",
+            // SAFETY: a live table and a match buffer that outlives the
+            // call; the result is checked for NULL.
+            |_: &MatcherId| unsafe {
+                sys::mlx5dv_dr_matcher_create(tbl.as_ptr(), priority, criteria, params.as_ptr())
+            }
+        )?;
+        raw.matchers.insert(key(id.index, id.generation), p);
+        Ok(id)
+    }
+
+    fn matcher_destroy(&self, matcher: MatcherId) -> Result<(), DrError> {
+        let mut raw = self.raw();
+        self.model.matcher_destroy(matcher)?;
+        let k = key(matcher.index, matcher.generation);
+        let Some(p) = raw.matchers.remove(&k) else {
+            return Ok(());
+        };
+        // SAFETY: a live matcher with no rules; destroyed once.
+        let rc = unsafe { sys::mlx5dv_dr_matcher_destroy(p.as_ptr()) };
+        if rc != 0 {
+            raw.matchers.insert(k, p);
+            return Err(device_error("mlx5dv_dr_matcher_destroy", last_errno(rc)));
+        }
+        Ok(())
+    }
+
+    fn rule_create(
+        &self,
+        matcher: MatcherId,
+        value: &[u8],
+        actions: &[ActionId],
+    ) -> Result<RuleId, DrError> {
+        let mut raw = self.raw();
+        let m = *raw
+            .matchers
+            .get(&key(matcher.index, matcher.generation))
+            .ok_or(DrError::Stale(Object::Matcher))?;
+        let mut ptrs = actions
+            .iter()
+            .map(|a| {
+                raw.actions
+                    .get(&key(a.index, a.generation))
+                    .map(|p| p.as_ptr())
+                    .ok_or(DrError::Stale(Object::Action))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut params = MatchParams::new(value);
+        let (id, p) = made!(
+            self,
+            self.model.rule_create(matcher, value, actions),
+            rule_destroy,
+            "mlx5dv_dr_rule_create",
+            // SAFETY: a live matcher, a value buffer and an action array
+            // that outlive the call; the result is checked for NULL.
+            |_: &RuleId| unsafe {
+                sys::mlx5dv_dr_rule_create(
+                    m.as_ptr(),
+                    params.as_ptr(),
+                    ptrs.len(),
+                    ptrs.as_mut_ptr(),
+                )
+            }
+        )?;
+        raw.rules.insert(key(id.index, id.generation), p);
+        Ok(id)
+    }
+
+    fn rule_destroy(&self, rule: RuleId) -> Result<(), DrError> {
+        let mut raw = self.raw();
+        self.model.rule_destroy(rule)?;
+        let k = key(rule.index, rule.generation);
+        let Some(p) = raw.rules.remove(&k) else {
+            return Ok(());
+        };
+        // SAFETY: a live rule; destroyed once.
+        let rc = unsafe { sys::mlx5dv_dr_rule_destroy(p.as_ptr()) };
+        if rc != 0 {
+            raw.rules.insert(k, p);
+            return Err(device_error("mlx5dv_dr_rule_destroy", last_errno(rc)));
+        }
+        Ok(())
+    }
+
+    fn action_create(&self, domain: DomainId, spec: ActionSpec) -> Result<ActionId, DrError> {
+        let mut raw = self.raw();
+        let dom = *raw
+            .domains
+            .get(&key(domain.index, domain.generation))
+            .ok_or(DrError::Stale(Object::Domain))?;
+        let table_ptr = |raw: &Raw, t: TableId| {
+            raw.tables
+                .get(&key(t.index, t.generation))
+                .map(|p| p.as_ptr())
+                .ok_or(DrError::Stale(Object::Table))
+        };
+        let action_ptr = |raw: &Raw, a: ActionId| {
+            raw.actions
+                .get(&key(a.index, a.generation))
+                .map(|p| p.as_ptr())
+                .ok_or(DrError::Stale(Object::Action))
+        };
+        // Everything the call points at, gathered before the model is
+        // asked (a stale reference is the model's error too).
+        let op = action_op(&spec);
+        let call: Box<dyn FnOnce() -> *mut sys::mlx5dv_dr_action> = match &spec {
+            // SAFETY (all arms): every pointer passed is a live object of
+            // this backend or memory owned by the closure, alive for the
+            // call; results are checked for NULL by the caller.
+            ActionSpec::Drop => Box::new(|| unsafe { sys::mlx5dv_dr_action_create_drop() }),
+            ActionSpec::DefaultMiss => {
+                Box::new(|| unsafe { sys::mlx5dv_dr_action_create_default_miss() })
+            }
+            ActionSpec::DestVport(v) => {
+                let v = u32::from(v.0);
+                Box::new(move || unsafe {
+                    sys::mlx5dv_dr_action_create_dest_vport(dom.as_ptr(), v)
+                })
+            }
+            ActionSpec::DestTable(t) => {
+                let t = table_ptr(&raw, *t)?;
+                Box::new(move || unsafe { sys::mlx5dv_dr_action_create_dest_table(t) })
+            }
+            ActionSpec::DestArray(list) => {
+                let dests = list
+                    .iter()
+                    .map(|a| action_ptr(&raw, *a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut arr = DestArray::new(&dests);
+                Box::new(move || unsafe {
+                    sys::mlx5dv_dr_action_create_dest_array(
+                        dom.as_ptr(),
+                        arr.len(),
+                        arr.as_mut_ptr(),
+                    )
+                })
+            }
+            ActionSpec::FlowCounter { bulk, offset } => {
+                let obj = raw
+                    .bulks
+                    .get(&key(bulk.index, bulk.generation))
+                    .map(|b| b.obj.as_ptr())
+                    .ok_or(DrError::Stale(Object::CounterBulk))?;
+                let offset = *offset;
+                Box::new(move || unsafe { sys::mlx5dv_dr_action_create_flow_counter(obj, offset) })
+            }
+            ActionSpec::FlowMeter(m) => {
+                let next = table_ptr(&raw, m.next_table)?;
+                let (active, reg) = (m.active, m.reg_c_index);
+                let mut params = m.params.clone();
+                Box::new(move || {
+                    let mut attr = meter_attr(next, active, reg, &mut params);
+                    unsafe { sys::mlx5dv_dr_action_create_flow_meter(&mut attr) }
+                })
+            }
+            ActionSpec::FlowSampler(s) => {
+                let next = table_ptr(&raw, s.default_next_table)?;
+                let mut acts = s
+                    .sample_actions
+                    .iter()
+                    .map(|a| action_ptr(&raw, *a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let (ratio, set) = (s.sample_ratio, s.action);
+                Box::new(move || {
+                    let mut attr = sampler_attr(ratio, next, &mut acts, set);
+                    unsafe { sys::mlx5dv_dr_action_create_flow_sampler(&mut attr) }
+                })
+            }
+            ActionSpec::PushVlan { header } => {
+                let h = vlan_header(*header);
+                Box::new(move || unsafe { sys::mlx5dv_dr_action_create_push_vlan(dom.as_ptr(), h) })
+            }
+            ActionSpec::PopVlan => Box::new(|| unsafe { sys::mlx5dv_dr_action_create_pop_vlan() }),
+            ActionSpec::ModifyHeader(bytes) => {
+                let len = bytes.len();
+                let mut words = modify_words(bytes);
+                Box::new(move || unsafe {
+                    sys::mlx5dv_dr_action_create_modify_header(
+                        dom.as_ptr(),
+                        0,
+                        len,
+                        words.as_mut_ptr(),
+                    )
+                })
+            }
+        };
+        let id = self.model.action_create(domain, spec)?;
+        match NonNull::new(call()) {
+            Some(p) => {
+                raw.actions.insert(key(id.index, id.generation), p);
+                Ok(id)
+            }
+            None => {
+                let code = last_errno(0);
+                let _ = self.model.action_destroy(id);
+                Err(device_error(op, code))
+            }
+        }
+    }
+
+    fn action_destroy(&self, action: ActionId) -> Result<(), DrError> {
+        let mut raw = self.raw();
+        self.model.action_destroy(action)?;
+        let k = key(action.index, action.generation);
+        let Some(p) = raw.actions.remove(&k) else {
+            return Ok(());
+        };
+        // SAFETY: a live action no rule or other action uses; destroyed
+        // once.
+        let rc = unsafe { sys::mlx5dv_dr_action_destroy(p.as_ptr()) };
+        if rc != 0 {
+            raw.actions.insert(k, p);
+            return Err(device_error("mlx5dv_dr_action_destroy", last_errno(rc)));
+        }
+        Ok(())
+    }
+
+    fn counter_bulk_alloc(&self, log_size: u8) -> Result<CounterBulkId, DrError> {
+        let mut raw = self.raw();
+        let size = BulkSize::for_log(log_size, self.counter_bulk_log)
+            .map_err(|_| DrError::Invalid("counter bulk size the device cannot allocate"))?;
+        let id = self.model.counter_bulk_alloc(log_size)?;
+        let input = cmd::alloc_flow_counter_in(size);
+        let mut out = [0u8; cmd::ALLOC_FLOW_COUNTER_LEN];
+        // SAFETY: an open context; `input` and `out` are valid for their
+        // lengths; the result is checked for NULL.
+        let obj = unsafe {
+            sys::mlx5dv_devx_obj_create(
+                self.dev.context(),
+                input.as_ptr().cast(),
+                input.len(),
+                out.as_mut_ptr().cast(),
+                out.len(),
+            )
+        };
+        let fail = |code: i32| {
+            let _ = self.model.counter_bulk_free(id);
+            device_error("ALLOC_FLOW_COUNTER", code)
+        };
+        let Some(obj) = NonNull::new(obj) else {
+            return Err(fail(last_errno(0)));
+        };
+        let base = match cmd::alloc_flow_counter_out(&out) {
+            Ok(b) => b,
+            Err(_) => {
+                // SAFETY: the object just created, destroyed once.
+                unsafe { sys::mlx5dv_devx_obj_destroy(obj.as_ptr()) };
+                return Err(fail(libc::EIO));
+            }
+        };
+        raw.bulks.insert(
+            key(id.index, id.generation),
+            Bulk {
+                obj,
+                base,
+                size: size.counters(),
+            },
+        );
+        Ok(id)
+    }
+
+    fn counter_bulk_free(&self, bulk: CounterBulkId) -> Result<(), DrError> {
+        let mut raw = self.raw();
+        self.model.counter_bulk_free(bulk)?;
+        let k = key(bulk.index, bulk.generation);
+        let Some(b) = raw.bulks.remove(&k) else {
+            return Ok(());
+        };
+        // SAFETY: a live DEVX object no counter action uses (the model
+        // checked); the kernel sends its DEALLOC_FLOW_COUNTER.
+        let rc = unsafe { sys::mlx5dv_devx_obj_destroy(b.obj.as_ptr()) };
+        if rc != 0 {
+            raw.bulks.insert(k, b);
+            return Err(device_error("mlx5dv_devx_obj_destroy", last_errno(rc)));
+        }
+        Ok(())
+    }
+
+    fn counter_bulk_query(
+        &self,
+        bulk: CounterBulkId,
+        out: &mut Vec<CounterValue>,
+    ) -> Result<(), DrError> {
+        let raw = self.raw();
+        let b = raw
+            .bulks
+            .get(&key(bulk.index, bulk.generation))
+            .ok_or(DrError::Stale(Object::CounterBulk))?;
+        out.clear();
+        let mut buf = Vec::new();
+        for (first, n) in cmd::query_chunks(b.base, b.size) {
+            let input = cmd::query_flow_counter_in(first, n);
+            buf.clear();
+            buf.resize(cmd::query_flow_counter_out_len(n), 0);
+            // SAFETY: a live DEVX object; buffers valid for their lengths.
+            let rc = unsafe {
+                sys::mlx5dv_devx_obj_query(
+                    b.obj.as_ptr(),
+                    input.as_ptr().cast(),
+                    input.len(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if rc != 0 {
+                return Err(device_error("QUERY_FLOW_COUNTER", last_errno(rc)));
+            }
+            cmd::query_flow_counter_out(&buf, n, out)
+                .map_err(|_| device_error("QUERY_FLOW_COUNTER", libc::EIO))?;
+        }
+        Ok(())
+    }
+
+    fn dump(&self) -> Result<DeviceDump, DrError> {
+        let _raw = self.raw();
+        self.model.dump()
+    }
+}
+
+/// Opens `device`, learns each representor's vport and reg_c_0 metadata
+/// (checking the config's vport against the device's), and proves FDB
+/// software steering by creating a level-1 FDB table (a device without it
+/// creates the domain but refuses that table with EOPNOTSUPP), which it
+/// then removes.
+pub fn start(device: &str, reps: &[RepPort]) -> Result<Mlx5Backend, StartError> {
+    let dev = Arc::new(crate::device::open(device)?);
+    let mut b = Mlx5Backend::new(Arc::clone(&dev));
+    for r in reps {
+        let Some(port) = r.ib_port else {
+            continue;
+        };
+        let info = dev.query_port(port).map_err(|err| StartError::QueryPort {
+            netdev: r.netdev.clone(),
+            device: device.to_string(),
+            port,
+            err,
+        })?;
+        if let Some(v) = info.vport {
+            if v != r.vport.0 {
+                return Err(StartError::VportMismatch {
+                    netdev: r.netdev.clone(),
+                    config: r.vport,
+                    device_vport: Vport(v),
+                });
+            }
+        }
+        b.set_port_info(r.vport, info.reg_c0);
+    }
+    let fdb = |err| StartError::Fdb {
+        device: device.to_string(),
+        err,
+    };
+    let d = b.domain_create(DomainType::Fdb).map_err(fdb)?;
+    let t = b.table_create(d, 1);
+    let result = match t {
+        Ok(t) => b.table_destroy(t).map_err(fdb),
+        Err(e) => Err(fdb(e)),
+    };
+    let _ = b.domain_destroy(d);
+    result.map(|()| b)
+}
+
+/// The library call an action spec is made with (for errors).
+fn action_op(spec: &ActionSpec) -> &'static str {
+    match spec {
+        ActionSpec::Drop => "mlx5dv_dr_action_create_drop",
+        ActionSpec::DefaultMiss => "mlx5dv_dr_action_create_default_miss",
+        ActionSpec::DestVport(_) => "mlx5dv_dr_action_create_dest_vport",
+        ActionSpec::DestTable(_) => "mlx5dv_dr_action_create_dest_table",
+        ActionSpec::DestArray(_) => "mlx5dv_dr_action_create_dest_array",
+        ActionSpec::FlowCounter { .. } => "mlx5dv_dr_action_create_flow_counter",
+        ActionSpec::FlowMeter(_) => "mlx5dv_dr_action_create_flow_meter",
+        ActionSpec::FlowSampler(_) => "mlx5dv_dr_action_create_flow_sampler",
+        ActionSpec::PushVlan { .. } => "mlx5dv_dr_action_create_push_vlan",
+        ActionSpec::PopVlan => "mlx5dv_dr_action_create_pop_vlan",
+        ActionSpec::ModifyHeader(_) => "mlx5dv_dr_action_create_modify_header",
+    }
+}
+
+impl Drop for Mlx5Backend {
+    /// Whatever is left (after failed destroys, or a backend dropped
+    /// without a teardown) goes in dependency order: rules, matchers,
+    /// actions (those that lead to others after them), tables, counter
+    /// bulks, domains.
+    fn drop(&mut self) {
+        let raw = self.raw.get_mut().unwrap_or_else(|e| e.into_inner());
+        // SAFETY (every block below): each pointer is a live object of
+        // this backend, destroyed once, after everything that uses it.
+        for (_, p) in raw.rules.drain() {
+            unsafe { sys::mlx5dv_dr_rule_destroy(p.as_ptr()) };
+        }
+        for (_, p) in raw.matchers.drain() {
+            unsafe { sys::mlx5dv_dr_matcher_destroy(p.as_ptr()) };
+        }
+        // An action another one contains (a dest_array's destinations, a
+        // sampler's actions) is busy until its container goes: passes
+        // until none is left or a pass frees nothing.
+        let mut actions: Vec<NonNull<sys::mlx5dv_dr_action>> =
+            raw.actions.drain().map(|(_, p)| p).collect();
+        while !actions.is_empty() {
+            let before = actions.len();
+            actions.retain(|p| unsafe { sys::mlx5dv_dr_action_destroy(p.as_ptr()) } != 0);
+            if actions.len() == before {
+                tracing::warn!(left = before, "mlx5: actions the device would not destroy");
+                break;
+            }
+        }
+        for (_, p) in raw.tables.drain() {
+            unsafe { sys::mlx5dv_dr_table_destroy(p.as_ptr()) };
+        }
+        for (_, b) in raw.bulks.drain() {
+            unsafe { sys::mlx5dv_devx_obj_destroy(b.obj.as_ptr()) };
+        }
+        for (_, p) in raw.domains.drain() {
+            unsafe { sys::mlx5dv_dr_domain_destroy(p.as_ptr()) };
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/backend.rs"]
+mod tests;
