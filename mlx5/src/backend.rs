@@ -111,6 +111,27 @@ pub fn device_error(op: &'static str, code: i32) -> DrError {
     }
 }
 
+/// Destroys the raw object of handle `k` with `destroy` (`op` for the
+/// error); on failure it stays in `map` (so drop retries it).
+fn destroy_raw<T>(
+    map: &mut HashMap<u64, NonNull<T>>,
+    k: u64,
+    op: &'static str,
+    destroy: unsafe extern "C" fn(*mut T) -> std::os::raw::c_int,
+) -> Result<(), DrError> {
+    let Some(p) = map.remove(&k) else {
+        return Ok(());
+    };
+    // SAFETY: a live object of this backend that the model just agreed
+    // may go (nothing uses it); destroyed once.
+    let rc = unsafe { destroy(p.as_ptr()) };
+    if rc != 0 {
+        map.insert(k, p);
+        return Err(device_error(op, last_errno(rc)));
+    }
+    Ok(())
+}
+
 impl Mlx5Backend {
     /// A backend on `dev`, whose model has the vports of a ConnectX
     /// (PF, uplink, ECPF, 127 VFs) and no capacity below the device's.
@@ -244,18 +265,12 @@ impl DrBackend for Mlx5Backend {
     fn domain_destroy(&self, domain: DomainId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.domain_destroy(domain)?;
-        let k = key(domain.index, domain.generation);
-        let Some(p) = raw.domains.remove(&k) else {
-            return Ok(());
-        };
-        // SAFETY: a live domain with no tables or actions (the model
-        // checked); destroyed once.
-        let rc = unsafe { sys::mlx5dv_dr_domain_destroy(p.as_ptr()) };
-        if rc != 0 {
-            raw.domains.insert(k, p);
-            return Err(device_error("mlx5dv_dr_domain_destroy", last_errno(rc)));
-        }
-        Ok(())
+        destroy_raw(
+            &mut raw.domains,
+            key(domain.index, domain.generation),
+            "mlx5dv_dr_domain_destroy",
+            sys::mlx5dv_dr_domain_destroy,
+        )
     }
 
     fn domain_sync(&self, domain: DomainId, flags: SyncFlags) -> Result<(), DrError> {
@@ -316,18 +331,12 @@ impl DrBackend for Mlx5Backend {
     fn table_destroy(&self, table: TableId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.table_destroy(table)?;
-        let k = key(table.index, table.generation);
-        let Some(p) = raw.tables.remove(&k) else {
-            return Ok(());
-        };
-        // SAFETY: a live table with no matchers and no action leading to
-        // it (the model checked); destroyed once.
-        let rc = unsafe { sys::mlx5dv_dr_table_destroy(p.as_ptr()) };
-        if rc != 0 {
-            raw.tables.insert(k, p);
-            return Err(device_error("mlx5dv_dr_table_destroy", last_errno(rc)));
-        }
-        Ok(())
+        destroy_raw(
+            &mut raw.tables,
+            key(table.index, table.generation),
+            "mlx5dv_dr_table_destroy",
+            sys::mlx5dv_dr_table_destroy,
+        )
     }
 
     fn matcher_create(
@@ -361,17 +370,12 @@ impl DrBackend for Mlx5Backend {
     fn matcher_destroy(&self, matcher: MatcherId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.matcher_destroy(matcher)?;
-        let k = key(matcher.index, matcher.generation);
-        let Some(p) = raw.matchers.remove(&k) else {
-            return Ok(());
-        };
-        // SAFETY: a live matcher with no rules; destroyed once.
-        let rc = unsafe { sys::mlx5dv_dr_matcher_destroy(p.as_ptr()) };
-        if rc != 0 {
-            raw.matchers.insert(k, p);
-            return Err(device_error("mlx5dv_dr_matcher_destroy", last_errno(rc)));
-        }
-        Ok(())
+        destroy_raw(
+            &mut raw.matchers,
+            key(matcher.index, matcher.generation),
+            "mlx5dv_dr_matcher_destroy",
+            sys::mlx5dv_dr_matcher_destroy,
+        )
     }
 
     fn rule_create(
@@ -418,17 +422,12 @@ impl DrBackend for Mlx5Backend {
     fn rule_destroy(&self, rule: RuleId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.rule_destroy(rule)?;
-        let k = key(rule.index, rule.generation);
-        let Some(p) = raw.rules.remove(&k) else {
-            return Ok(());
-        };
-        // SAFETY: a live rule; destroyed once.
-        let rc = unsafe { sys::mlx5dv_dr_rule_destroy(p.as_ptr()) };
-        if rc != 0 {
-            raw.rules.insert(k, p);
-            return Err(device_error("mlx5dv_dr_rule_destroy", last_errno(rc)));
-        }
-        Ok(())
+        destroy_raw(
+            &mut raw.rules,
+            key(rule.index, rule.generation),
+            "mlx5dv_dr_rule_destroy",
+            sys::mlx5dv_dr_rule_destroy,
+        )
     }
 
     fn action_create(&self, domain: DomainId, spec: ActionSpec) -> Result<ActionId, DrError> {
@@ -550,18 +549,12 @@ impl DrBackend for Mlx5Backend {
     fn action_destroy(&self, action: ActionId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.action_destroy(action)?;
-        let k = key(action.index, action.generation);
-        let Some(p) = raw.actions.remove(&k) else {
-            return Ok(());
-        };
-        // SAFETY: a live action no rule or other action uses; destroyed
-        // once.
-        let rc = unsafe { sys::mlx5dv_dr_action_destroy(p.as_ptr()) };
-        if rc != 0 {
-            raw.actions.insert(k, p);
-            return Err(device_error("mlx5dv_dr_action_destroy", last_errno(rc)));
-        }
-        Ok(())
+        destroy_raw(
+            &mut raw.actions,
+            key(action.index, action.generation),
+            "mlx5dv_dr_action_destroy",
+            sys::mlx5dv_dr_action_destroy,
+        )
     }
 
     fn counter_bulk_alloc(&self, log_size: u8) -> Result<CounterBulkId, DrError> {
