@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Regenerates src/bindings.rs and csrc/layout.c from the installed rdma-core
+# Regenerates src/bindings/*.rs and csrc/layout.c from the installed rdma-core
 # headers (Debian: libibverbs-dev). Needs bindgen-cli 0.70
 # (`cargo install bindgen-cli --version 0.70.1`) and libclang-dev.
 #
-# src/bindings.rs: the FFI declarations, with bindgen's compile-time layout
-# assertions (the Rust side). csrc/layout.c: the same sizes, alignments and
+# src/bindings/*.rs: the FFI declarations, with bindgen's compile-time layout
+# assertions (the Rust side), split by API (tools/split_bindings.py). csrc/layout.c: the same sizes, alignments and
 # offsets as C _Static_asserts, compiled by build.rs against the headers
 # installed where the crate is built (the C side): a header whose layout
 # drifted from the committed bindings fails the build.
 set -euo pipefail
 cd "$(dirname "$0")"
 cflags=$(pkg-config --cflags libmlx5 libibverbs)
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 bindgen csrc/wrap.h \
-  --output src/bindings.rs \
+  --output "$out" \
   --rust-target 1.77 \
   --no-prepend-enum-name \
   --no-doc-comments \
@@ -25,4 +27,5 @@ bindgen csrc/wrap.h \
   --allowlist-type 'ibv_flow_(attr|spec.*|flags|attr_type)' \
   --allowlist-var 'MLX5DV_.*' \
   -- $cflags
-#python3 tools/layout_c.py src/bindings.rs > csrc/layout.c
+python3 tools/split_bindings.py "$out" src/bindings
+python3 tools/layout_c.py src/bindings > csrc/layout.c
