@@ -21,7 +21,8 @@ use megaflow::{PortNo, Timestamp};
 
 use crate::group::{GroupTable, GROUP_TABLE};
 use crate::mac::{MacLearn, MacTable};
-use crate::table::{FlowTables, RuleRef};
+use crate::rule::{FlowMod, FlowModCommand};
+use crate::table::{FlowModError, FlowModOutcome, FlowTables, RuleRef};
 
 /// How a port carries VLANs for NORMAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -177,6 +178,30 @@ impl Bridge {
             ports: self.ports.generation(),
             mac: self.mac.generation(),
         }
+    }
+
+    /// A flow mod on the tables: an add or modify may only run groups that
+    /// exist (`OFPBAC_BAD_OUT_GROUP`), whoever sends it (a controller,
+    /// `eswitchctl add-flow`, the flow file).
+    pub fn apply_flow_mod(
+        &mut self,
+        fm: &FlowMod,
+        now: Timestamp,
+    ) -> Result<FlowModOutcome, FlowModError> {
+        if !matches!(
+            fm.command,
+            FlowModCommand::Delete | FlowModCommand::DeleteStrict
+        ) {
+            if let Some(g) = fm
+                .rule
+                .instructions
+                .groups()
+                .find(|g| self.groups.get(*g).is_none())
+            {
+                return Err(FlowModError::UnknownGroup(g));
+            }
+        }
+        self.tables.apply(fm, now)
     }
 
     /// Adds a megaflow's counts to a rule, or to a group or bucket it went

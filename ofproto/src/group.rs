@@ -37,12 +37,12 @@ use crate::text::format_action_list;
 use crate::TableId;
 
 /// The pseudo-table a [`RuleRef`] names to credit a group: `id` is the
-/// group's number, `uid` the group's incarnation times 2^16 plus 1 + the
-/// bucket's index (0: the group itself).
+/// group's number; `uid` is, for the group itself, its life (from ADD to
+/// DELETE) times 2^16, and for a bucket, the group's incarnation (a
+/// MODIFY starts a new one) times 2^16 plus 1 + the bucket's index.
 pub const GROUP_TABLE: TableId = TableId(0xfe);
 
-/// The highest group number (`OFPG_MAX`).
-pub const GROUP_MAX: u32 = 0xffff_ff00;
+pub use openflow::group::GROUP_MAX;
 
 /// The most groups a switch holds.
 pub const MAX_GROUPS: usize = 65_536;
@@ -60,23 +60,26 @@ pub enum GroupType {
 }
 
 impl GroupType {
+    const ALL: [GroupType; 4] = [
+        GroupType::All,
+        GroupType::Select,
+        GroupType::Indirect,
+        GroupType::FastFailover,
+    ];
+
     /// From the wire number.
     pub fn from_number(n: u8) -> Option<GroupType> {
-        Some(match n {
-            0 => GroupType::All,
-            1 => GroupType::Select,
-            2 => GroupType::Indirect,
-            3 => GroupType::FastFailover,
-            _ => return None,
-        })
+        GroupType::ALL.into_iter().find(|t| t.number() == n)
     }
 
+    /// The wire number (`ofp_group_type`).
     pub fn number(self) -> u8 {
+        use openflow::group::group_type as t;
         match self {
-            GroupType::All => 0,
-            GroupType::Select => 1,
-            GroupType::Indirect => 2,
-            GroupType::FastFailover => 3,
+            GroupType::All => t::ALL,
+            GroupType::Select => t::SELECT,
+            GroupType::Indirect => t::INDIRECT,
+            GroupType::FastFailover => t::FF,
         }
     }
 
@@ -142,6 +145,10 @@ pub enum GroupError {
     Weight(usize),
     #[error("bucket {0}: a fast-failover bucket needs a watch_port")]
     Watch(usize),
+    #[error("bucket {0}: watch_port {1:#x} is not a port")]
+    BadWatchPort(usize, u32),
+    #[error("bucket {0}: watching a group's liveness is not supported")]
+    WatchGroup(usize),
     #[error("bucket {0}: chained groups are not supported")]
     Chaining(usize),
     #[error("no room for another group ({MAX_GROUPS} in use)")]
@@ -154,6 +161,8 @@ pub enum GroupError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
     pub spec: GroupSpec,
+    /// Life: from ADD to DELETE (the group's counters run through it).
+    pub life: u64,
     /// Incarnation: a modify makes a new one (bucket counters restart).
     pub uid: u64,
     pub created: Timestamp,
@@ -167,11 +176,14 @@ impl Group {
     /// The [`RuleRef`] that credits the group (`bucket` `None`) or one of
     /// its buckets.
     pub fn credit_ref(&self, bucket: Option<usize>) -> RuleRef {
-        let b = bucket.map_or(0, |i| i as u64 + 1);
+        let uid = match bucket {
+            None => self.life << 16,
+            Some(i) => self.uid << 16 | (i as u64 + 1),
+        };
         RuleRef {
             table: GROUP_TABLE,
             id: RuleId(self.spec.id),
-            uid: RuleUid(self.uid << 16 | b),
+            uid: RuleUid(uid),
         }
     }
 }
@@ -234,16 +246,19 @@ impl GroupTable {
         Ok(())
     }
 
-    fn make(&mut self, spec: GroupSpec, created: Timestamp, counts: (u64, u64)) -> Group {
+    /// A new incarnation of a group: `life`, `created` and counts of the
+    /// one it replaces, or new ones.
+    fn make(&mut self, spec: GroupSpec, old: Option<&Group>, now: Timestamp) -> Group {
         self.next_uid += 1;
         self.generation += 1;
         Group {
             bucket_stats: vec![(0, 0); spec.buckets.len()],
             spec,
+            life: old.map_or(self.next_uid, |g| g.life),
             uid: self.next_uid,
-            created,
-            packets: counts.0,
-            bytes: counts.1,
+            created: old.map_or(now, |g| g.created),
+            packets: old.map_or(0, |g| g.packets),
+            bytes: old.map_or(0, |g| g.bytes),
         }
     }
 
@@ -256,7 +271,7 @@ impl GroupTable {
         if self.groups.len() >= MAX_GROUPS {
             return Err(GroupError::OutOfGroups);
         }
-        let g = self.make(spec, now, (0, 0));
+        let g = self.make(spec, None, now);
         self.groups.insert(g.spec.id, g);
         Ok(())
     }
@@ -267,10 +282,9 @@ impl GroupTable {
         Self::check(&spec)?;
         let old = self
             .groups
-            .get(&spec.id)
+            .remove(&spec.id)
             .ok_or(GroupError::Unknown(spec.id))?;
-        let (created, counts) = (old.created, (old.packets, old.bytes));
-        let g = self.make(spec, created, counts);
+        let g = self.make(spec, Some(&old), old.created);
         self.groups.insert(g.spec.id, g);
         Ok(())
     }
@@ -302,20 +316,19 @@ impl GroupTable {
         let Some(g) = self.groups.get_mut(&r.id.0) else {
             return;
         };
-        if g.uid != r.uid.0 >> 16 {
-            return;
-        }
-        match (r.uid.0 & 0xffff) as usize {
-            0 => {
+        let (incarnation, bucket) = (r.uid.0 >> 16, (r.uid.0 & 0xffff) as usize);
+        match bucket {
+            0 if incarnation == g.life => {
                 g.packets += packets;
                 g.bytes += bytes;
             }
-            b => {
+            b if b > 0 && incarnation == g.uid => {
                 if let Some(s) = g.bucket_stats.get_mut(b - 1) {
                     s.0 += packets;
                     s.1 += bytes;
                 }
             }
+            _ => {}
         }
     }
 }

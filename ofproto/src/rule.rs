@@ -182,6 +182,20 @@ pub struct Instructions {
 }
 
 impl Instructions {
+    /// Every action of the apply-actions list and of the written action
+    /// set, in that order.
+    pub fn actions(&self) -> impl Iterator<Item = &OfAction> + '_ {
+        self.apply.iter().chain(self.write.iter().flatten())
+    }
+
+    /// The groups the actions run.
+    pub fn groups(&self) -> impl Iterator<Item = u32> + '_ {
+        self.actions().filter_map(|a| match a {
+            OfAction::Group(g) => Some(*g),
+            _ => None,
+        })
+    }
+
     /// True for `actions=drop`: nothing at all.
     pub fn is_drop(&self) -> bool {
         *self == Instructions::default()

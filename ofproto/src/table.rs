@@ -69,23 +69,16 @@ impl Rule {
         if port == OfPort::Any {
             return true;
         }
-        let i = &self.spec.instructions;
-        let hits = |acts: &[OfAction]| {
-            acts.iter()
-                .any(|a| matches!(a, OfAction::Output { port: p, .. } if *p == port))
-        };
-        hits(&i.apply) || i.write.as_deref().is_some_and(hits)
+        self.spec
+            .instructions
+            .actions()
+            .any(|a| matches!(a, OfAction::Output { port: p, .. } if *p == port))
     }
 
     /// True when the rule's instructions run `group` (`None`: any rule;
     /// the `out_group` filter).
     pub fn outputs_to_group(&self, group: Option<u32>) -> bool {
-        let Some(g) = group else {
-            return true;
-        };
-        let i = &self.spec.instructions;
-        let hits = |acts: &[OfAction]| acts.contains(&OfAction::Group(g));
-        hits(&i.apply) || i.write.as_deref().is_some_and(hits)
+        group.is_none_or(|g| self.spec.instructions.groups().any(|x| x == g))
     }
 }
 
@@ -123,6 +116,8 @@ pub enum FlowModError {
     TableFull { table: TableId, limit: usize },
     #[error("add needs one table, not all")]
     AddNeedsTable,
+    #[error("group:{0}: no such group")]
+    UnknownGroup(u32),
 }
 
 impl FlowModError {
@@ -135,6 +130,8 @@ impl FlowModError {
             FlowModError::BadGoto { .. } => (BAD_INSTRUCTION, 2),
             FlowModError::Overlap(_) => (FLOW_MOD_FAILED, 3),
             FlowModError::TableFull { .. } => (FLOW_MOD_FAILED, 1),
+            // OFPBAC_BAD_OUT_GROUP.
+            FlowModError::UnknownGroup(_) => (2, 9),
         }
     }
 }

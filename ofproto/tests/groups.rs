@@ -263,7 +263,9 @@ fn translation_credits_the_group_and_the_buckets_it_ran() {
     assert_eq!((g.packets, g.bytes), (10, 1000));
     assert_eq!(g.bucket_stats, vec![(10, 1000), (10, 1000)]);
     // A modify is a new incarnation: old megaflows no longer credit the
-    // buckets, the group keeps its total.
+    // buckets (they are not the new ones), but the group's total goes on
+    // counting (the revalidator credits a megaflow's last counts before
+    // it re-translates it), and a deleted group's life ends.
     br.groups
         .modify(GroupSpec {
             id: 1,
@@ -275,7 +277,22 @@ fn translation_credits_the_group_and_the_buckets_it_ran() {
         br.credit(*r, 1, 1, NOW);
     }
     let g = br.groups.get(1).expect("group");
-    assert_eq!((g.packets, g.bucket_stats.clone()), (10, vec![(0, 0)]));
+    assert_eq!((g.packets, g.bucket_stats.clone()), (11, vec![(0, 0)]));
+    br.groups.delete(Some(1));
+    br.groups
+        .add(
+            GroupSpec {
+                id: 1,
+                ty: GroupType::All,
+                buckets: vec![],
+            },
+            NOW,
+        )
+        .expect("re-add");
+    for r in &t.rules {
+        br.credit(*r, 1, 1, NOW);
+    }
+    assert_eq!(br.groups.get(1).expect("group").packets, 0, "a new group");
 }
 
 #[test]
@@ -333,4 +350,21 @@ fn group_actions_parse_and_print_as_ovs_ofctl_writes_them() {
     let fm = ofproto::text::parse_flow("out_group=5", ofproto::rule::FlowModCommand::Delete)
         .expect("delete filter");
     assert_eq!(fm.out_group, Some(5));
+}
+
+#[test]
+fn a_flow_naming_a_group_that_does_not_exist_is_refused_wherever_it_comes_from() {
+    let mut br = Bridge::with_ports(1..=2);
+    let fm = ofproto::text::parse_flow(
+        "priority=5,actions=group:3",
+        ofproto::rule::FlowModCommand::Add,
+    )
+    .expect("parses");
+    let e = br.apply_flow_mod(&fm, NOW).expect_err("no group 3");
+    assert_eq!(e, ofproto::table::FlowModError::UnknownGroup(3));
+    assert_eq!(e.of_error(), (2, 9), "OFPBAC_BAD_OUT_GROUP");
+    assert!(br.tables.is_empty());
+    group(&mut br, 3, GroupType::Indirect, vec![bucket(vec![out(2)])]);
+    br.apply_flow_mod(&fm, NOW).expect("now it exists");
+    assert_eq!(br.tables.len(), 1);
 }

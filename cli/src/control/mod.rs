@@ -225,8 +225,7 @@ fn apply_text<B: Device, D: Datapaths>(
     let fm = parse_flow(text, cmd).map_err(|e| e.to_string())?;
     sw.pipeline_mut()
         .bridge
-        .tables
-        .apply(&fm, now)
+        .apply_flow_mod(&fm, now)
         .map_err(|e| e.to_string())
 }
 

@@ -336,6 +336,19 @@ struct View<'a, B: Device> {
     tx: &'a super::TxPorts,
 }
 
+impl<'a, B: Device> View<'a, B> {
+    /// The switch and the roles, locked, for one message's handling.
+    fn of(sh: &'a Shared, core: &'a Core<B>) -> View<'a, B> {
+        View {
+            sw: lock(core),
+            roles: guard(&sh.roles),
+            dpid: sh.dpid,
+            clock: sh.clock,
+            tx: &sh.tx,
+        }
+    }
+}
+
 impl<B: Device> OfSwitch for View<'_, B> {
     fn features(&self) -> Features {
         Features {
@@ -773,27 +786,14 @@ fn serve<B: Device>(
         match stream.read(&mut buf) {
             Ok(0) => conn.peer_closed(),
             Ok(n) => {
-                let mut view = View {
-                    sw: lock(core),
-                    roles: guard(&sh.roles),
-                    dpid: sh.dpid,
-                    clock: sh.clock,
-                    tx: &sh.tx,
-                };
+                let mut view = View::of(sh, core);
                 conn.receive(&buf[..n], &mut view, Instant::now());
                 drop(view);
                 // A BARRIER waits, without the lock, for the revalidator
                 // pass it asked for.
                 while conn.waiting() && !sh.stop.load(Ordering::Relaxed) {
                     std::thread::sleep(BARRIER_POLL);
-                    let mut view = View {
-                        sw: lock(core),
-                        roles: guard(&sh.roles),
-                        dpid: sh.dpid,
-                        clock: sh.clock,
-                        tx: &sh.tx,
-                    };
-                    conn.resume(&mut view);
+                    conn.resume(&mut View::of(sh, core));
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}

@@ -197,8 +197,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         }
         for (i, fm) in flows.flows.iter().enumerate() {
             bridge
-                .tables
-                .apply(fm, now)
+                .apply_flow_mod(fm, now)
                 .map_err(|e| anyhow::anyhow!("flow {}: {e}", i + 1))?;
         }
         let mut pipeline = Pipeline::with_datapaths(bridge, mgr, cfg, dps);

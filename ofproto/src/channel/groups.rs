@@ -27,8 +27,9 @@ impl GroupError {
             GroupError::OutOfGroups => 3,
             GroupError::OutOfBuckets => 4,
             GroupError::Chaining(_) => 5,
+            GroupError::WatchGroup(_) => 6,
             GroupError::Unknown(_) => 8,
-            GroupError::Watch(_) => 13,
+            GroupError::Watch(_) | GroupError::BadWatchPort(..) => 13,
         };
         OfpError::new(GROUP_MOD_FAILED, code)
     }
@@ -59,19 +60,12 @@ pub fn group_mod(
             let mut buckets = Vec::with_capacity(gm.buckets.len());
             for (i, b) in gm.buckets.iter().enumerate() {
                 if b.watch_group != GROUP_ANY {
-                    return Err(refuse(GroupError::Chaining(i)));
+                    return Err(refuse(GroupError::WatchGroup(i)));
                 }
-                let watch_port = match b.watch_port {
-                    GROUP_ANY => None,
-                    p => match OfPort::from_number(p) {
-                        Some(OfPort::Port(p)) => Some(p),
-                        _ => {
-                            return Err((
-                                OfpError::new(GROUP_MOD_FAILED, 13),
-                                format!("group mod refused: bucket {i} watches port {p:#x}"),
-                            ))
-                        }
-                    },
+                let watch_port = match OfPort::from_number(b.watch_port) {
+                    Some(OfPort::Any) => None,
+                    Some(OfPort::Port(p)) => Some(p),
+                    _ => return Err(refuse(GroupError::BadWatchPort(i, b.watch_port))),
                 };
                 let actions = convert::bucket_actions_from_wire(&b.actions)
                     .map_err(|e| (e, format!("group mod refused: bucket {i}: {}", e.name())))?;
@@ -125,20 +119,19 @@ fn remove_rules_of(br: &mut Bridge, g: u32, now: Timestamp) -> Vec<RemovedRule> 
     }
 }
 
-/// The groups a FLOW_MOD or PACKET_OUT names must exist
-/// (`OFPBAC_BAD_OUT_GROUP`).
-pub fn check_groups<'a>(
-    groups: &GroupTable,
-    actions: impl IntoIterator<Item = &'a OfAction>,
-) -> Result<(), OfpError> {
-    for a in actions {
-        if let OfAction::Group(g) = a {
-            if groups.get(*g).is_none() {
-                return Err(OfpError::new(2, 9));
-            }
+/// The groups a PACKET_OUT's actions name must exist (as a flow mod's,
+/// [`Bridge::apply_flow_mod`]).
+pub fn check_groups(groups: &GroupTable, actions: &[OfAction]) -> Result<(), OfpError> {
+    match actions.iter().find_map(|a| match a {
+        OfAction::Group(g) if groups.get(*g).is_none() => Some(*g),
+        _ => None,
+    }) {
+        Some(g) => {
+            let (t, c) = crate::table::FlowModError::UnknownGroup(g).of_error();
+            Err(OfpError::new(t, c))
         }
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// GROUP_DESC entries.
@@ -154,7 +147,7 @@ pub fn group_desc(groups: &GroupTable) -> Vec<GroupDesc> {
                 .iter()
                 .map(|b| openflow::Bucket {
                     weight: b.weight,
-                    watch_port: b.watch_port.map_or(GROUP_ANY, |p: PortNo| p.0),
+                    watch_port: b.watch_port.map_or(OfPort::Any.number(), |p: PortNo| p.0),
                     watch_group: GROUP_ANY,
                     actions: convert::bucket_actions_to_wire(&b.actions),
                 })
@@ -166,33 +159,31 @@ pub fn group_desc(groups: &GroupTable) -> Vec<GroupDesc> {
 /// GROUP stats of `id` (`OFPG_ALL`: every group) at `now` (an unknown
 /// group: no entry). `ref_count` counts the rules that run the group.
 pub fn group_stats(br: &Bridge, id: u32, now: Timestamp) -> Vec<GroupStats> {
+    let asked = |g: u32| id == GROUP_ALL || g == id;
     let mut refs: HashMap<u32, u32> = HashMap::new();
     for t in br.tables.tables() {
         for (_, r) in t.rules() {
-            let i = &r.spec.instructions;
             let mut seen: Vec<u32> = Vec::new();
-            for a in i.apply.iter().chain(i.write.iter().flatten()) {
-                if let OfAction::Group(g) = a {
-                    if !seen.contains(g) {
-                        seen.push(*g);
-                        *refs.entry(*g).or_default() += 1;
-                    }
+            for g in r.spec.instructions.groups().filter(|&g| asked(g)) {
+                if !seen.contains(&g) {
+                    seen.push(g);
+                    *refs.entry(g).or_default() += 1;
                 }
             }
         }
     }
     br.groups
         .iter()
-        .filter(|g| id == GROUP_ALL || g.spec.id == id)
+        .filter(|g| asked(g.spec.id))
         .map(|g| {
-            let age = now.since(g.created);
+            let (duration_sec, duration_nsec) = super::duration(now.since(g.created));
             GroupStats {
                 group_id: g.spec.id,
                 ref_count: refs.get(&g.spec.id).copied().unwrap_or(0),
                 packet_count: g.packets,
                 byte_count: g.bytes,
-                duration_sec: (age / 1_000_000_000) as u32,
-                duration_nsec: (age % 1_000_000_000) as u32,
+                duration_sec,
+                duration_nsec,
                 buckets: g.bucket_stats.clone(),
             }
         })

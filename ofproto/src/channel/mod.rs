@@ -37,7 +37,7 @@ use openflow::{
 
 use crate::bridge::Bridge;
 use crate::meter::MeterSpec;
-use crate::rule::{FlowModCommand, OfPort};
+use crate::rule::OfPort;
 use crate::table::match_covers;
 use crate::TableId;
 use megaflow::MeterId;
@@ -511,18 +511,8 @@ impl Connection {
                     return Err(OfpError::IS_SLAVE);
                 }
                 let fm = convert::flow_mod_from_wire(&fm)?;
-                if !matches!(
-                    fm.command,
-                    FlowModCommand::Delete | FlowModCommand::DeleteStrict
-                ) {
-                    let ins = &fm.rule.instructions;
-                    groups::check_groups(
-                        &sw.bridge().groups,
-                        ins.apply.iter().chain(ins.write.iter().flatten()),
-                    )?;
-                }
                 let now = sw.now();
-                let outcome = sw.bridge().tables.apply(&fm, now).map_err(|e| {
+                let outcome = sw.bridge().apply_flow_mod(&fm, now).map_err(|e| {
                     let (t, c) = e.of_error();
                     self.last_error = Some(format!("flow mod refused: {e}"));
                     OfpError::new(t, c)
@@ -841,8 +831,8 @@ fn flow_stats_entry(table: TableId, r: &crate::table::Rule, now: Timestamp) -> F
     let age = now.since(r.created);
     FlowStats {
         table_id: table.0,
-        duration_sec: (age / 1_000_000_000) as u32,
-        duration_nsec: (age % 1_000_000_000) as u32,
+        duration_sec: duration(age).0,
+        duration_nsec: duration(age).1,
         priority: r.spec.priority.0,
         idle_timeout: r.spec.idle_timeout,
         hard_timeout: r.spec.hard_timeout,
@@ -948,6 +938,14 @@ fn meter_config(m: &MeterSpec) -> openflow::MeterConfig {
     }
 }
 
+/// An age in nanoseconds as OpenFlow's (seconds, nanoseconds).
+pub(crate) fn duration(age_ns: u64) -> (u32, u32) {
+    (
+        (age_ns / 1_000_000_000) as u32,
+        (age_ns % 1_000_000_000) as u32,
+    )
+}
+
 /// The FLOW_REMOVED of a rule that left its table at `at`.
 pub fn flow_removed(r: &crate::table::RemovedRule, at: Timestamp) -> openflow::FlowRemoved {
     use crate::table::RemovedReason;
@@ -964,8 +962,8 @@ pub fn flow_removed(r: &crate::table::RemovedRule, at: Timestamp) -> openflow::F
             RemovedReason::GroupDelete => removed_reason::GROUP_DELETE,
         },
         table_id: r.table.0,
-        duration_sec: (age / 1_000_000_000) as u32,
-        duration_nsec: (age % 1_000_000_000) as u32,
+        duration_sec: duration(age).0,
+        duration_nsec: duration(age).1,
         idle_timeout: spec.idle_timeout,
         hard_timeout: spec.hard_timeout,
         packet_count: r.rule.packets,

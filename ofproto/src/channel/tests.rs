@@ -440,6 +440,35 @@ fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
     assert!(c
         .last_error()
         .is_some_and(|e| e.contains("exactly one bucket")));
+    // Watching another group's liveness: WATCH_UNSUPPORTED; watching a
+    // reserved port: BAD_WATCH.
+    let watched = |watch_port, watch_group| {
+        Message::GroupMod(GroupMod {
+            command: group_command::ADD,
+            group_type: group_type::FF,
+            group_id: 12,
+            buckets: vec![Bucket {
+                watch_port,
+                watch_group,
+                ..bucket(2)
+            }],
+        })
+    };
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &watched(2, 7), 40)),
+        Some(OfpError::new(6, 6))
+    );
+    let controller = OfPort::Controller.number();
+    let any = openflow::group::GROUP_ANY;
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &watched(controller, any), 41)),
+        Some(OfpError::new(6, 13))
+    );
+    assert_eq!(
+        s.bridge.generations(),
+        gen,
+        "a refused watch changes nothing"
+    );
 
     // A flow may run group 10 but not group 11.
     let flow = |g: u32| {

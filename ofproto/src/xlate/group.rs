@@ -19,7 +19,14 @@ impl<'a> Ctx<'a> {
         self.rules.push(g.credit_ref(None));
         let n = g.spec.buckets.len();
         match g.spec.ty {
-            GroupType::All => (0..n).for_each(|i| self.bucket(g, i)),
+            GroupType::All => {
+                for i in 0..n {
+                    self.bucket(g, i);
+                    if self.error.is_some() {
+                        return;
+                    }
+                }
+            }
             GroupType::Indirect => (0..n.min(1)).for_each(|i| self.bucket(g, i)),
             GroupType::FastFailover => match (0..n).find(|&i| self.bucket_live(g, i)) {
                 Some(i) => self.bucket(g, i),
@@ -55,7 +62,9 @@ impl<'a> Ctx<'a> {
         };
         (0..g.spec.buckets.len())
             .filter(|&i| g.spec.buckets[i].weight > 0 && self.bucket_live(g, i))
-            .max_by(|&a, &b| score(a).total_cmp(&score(b)))
+            .map(|i| (i, score(i)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i)
     }
 
     /// Ethernet addresses and type, IP addresses and protocol, L4 ports:

@@ -50,6 +50,13 @@ impl Ctx<'_> {
             return;
         }
         self.vlan.init = true;
+        let stack = self.orig_stack();
+        self.vlan.cur = stack.clone();
+        self.vlan.dp = stack;
+    }
+
+    /// The tags the packet arrived with (reads only their present bits).
+    fn orig_stack(&mut self) -> Vec<Tag> {
         let present = u128::from(VLAN_PRESENT);
         let mut stack = Vec::new();
         if self.read_packet(Field::VlanTci, present) != 0 {
@@ -58,8 +65,7 @@ impl Ctx<'_> {
                 stack.push(Tag::Orig(1));
             }
         }
-        self.vlan.cur = stack.clone();
-        self.vlan.dp = stack;
+        stack
     }
 
     /// The pipeline's tags, for [`Ctx::vlan_restore`] (`None`: not read
@@ -76,16 +82,7 @@ impl Ctx<'_> {
             Some(cur) => self.vlan.cur = cur,
             // First read inside the bucket: the packet's own tags (whose
             // presence that read already recorded).
-            None if self.vlan.init => {
-                let present = u128::from(VLAN_PRESENT);
-                self.vlan.cur.clear();
-                if self.orig.field(Field::VlanTci) & present != 0 {
-                    self.vlan.cur.push(Tag::Orig(0));
-                    if self.orig.field(Field::Vlan2Tci) & present != 0 {
-                        self.vlan.cur.push(Tag::Orig(1));
-                    }
-                }
-            }
+            None if self.vlan.init => self.vlan.cur = self.orig_stack(),
             None => {}
         }
     }
