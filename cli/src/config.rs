@@ -344,6 +344,35 @@ pub struct PortSpec {
     pub vport: Vport,
 }
 
+impl PortSpec {
+    /// An OpenFlow number in range (1..OFPP_MAX), and a name, number and
+    /// vport none of `others` has: what the config and `add-port` check.
+    pub fn check(&self, others: &[PortSpec]) -> anyhow::Result<()> {
+        if self.no.0 == 0 || self.no.0 >= 0xffff_ff00 {
+            bail!(
+                "port \"{}\": ofport {} out of range 1..0xffffff00",
+                self.name,
+                self.no
+            );
+        }
+        if let Some(q) = others
+            .iter()
+            .find(|q| q.name == self.name || q.no == self.no || q.vport == self.vport)
+        {
+            bail!(
+                "port \"{}\" (ofport {}, vport {}) clashes with port \"{}\" (ofport {}, vport {})",
+                self.name,
+                self.no,
+                self.vport,
+                q.name,
+                q.no,
+                q.vport
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
@@ -401,27 +430,13 @@ impl Config {
                 .vport
                 .parse()
                 .with_context(|| format!("port \"{}\"", p.name))?;
-            if p.ofport == 0 || p.ofport >= 0xffff_ff00 {
-                bail!(
-                    "port \"{}\": ofport {} out of range 1..0xffffff00",
-                    p.name,
-                    p.ofport
-                );
-            }
-            if let Some(q) = out
-                .iter()
-                .find(|q| q.name == p.name || q.no == PortNo(p.ofport) || q.vport == vport)
-            {
-                bail!(
-                    "port \"{}\" (ofport {}, vport {vport}) clashes with port \"{}\" (ofport {}, vport {})",
-                    p.name, p.ofport, q.name, q.no, q.vport
-                );
-            }
-            out.push(PortSpec {
+            let spec = PortSpec {
                 name: p.name.clone(),
                 no: PortNo(p.ofport),
                 vport,
-            });
+            };
+            spec.check(&out)?;
+            out.push(spec);
         }
         Ok(out)
     }

@@ -14,35 +14,31 @@ use crate::config::Config;
 /// The mlx5 backend on the device `cfg` names, or the one its ports'
 /// representors are on.
 pub fn mlx5_backend(cfg: &Config) -> anyhow::Result<Arc<mlx5::Mlx5Backend>> {
-    // Any device at all? ("none" is the commonest answer, and the clearest
-    // to give first.)
-    mlx5::device::device_names().context("backend = \"mlx5\"")?;
     let specs = cfg.port_specs()?;
     let names: Vec<&str> = specs.iter().map(|p| p.name.as_str()).collect();
-    let found =
-        match mlx5::discover(&mlx5::discover::sysfs_root(), &names) {
-            Ok(f) => Some(f),
-            // An explicit device needs no discovery; the representors' ports
-            // are then unknown (source-port metadata stays unset).
-            Err(_) if cfg.backend.device.is_some() => None,
-            Err(e) => return Err(e).context(
+    let found = mlx5::discover(&mlx5::discover::sysfs_root(), &names);
+    let (device, found) = match (&cfg.backend.device, found) {
+        // An explicit device needs no discovery; without it the
+        // representors' ports are unknown (no source-port metadata).
+        (Some(d), found) => (d.clone(), found.ok()),
+        (None, Ok(f)) => (f.device.clone(), Some(f)),
+        (None, Err(e)) => {
+            // No RDMA device at all is the commonest reason, and the
+            // clearest to give.
+            mlx5::device::device_names().context("backend = \"mlx5\"")?;
+            return Err(e).context(
                 "backend = \"mlx5\": finding the RDMA device of the ports (or set backend.device)",
-            ),
-        };
-    if let Some(f) = &found {
-        if f.eswitch_mode.as_deref() == Some("legacy") {
+            );
+        }
+    };
+    if let Some(mode) = found.as_ref().and_then(|f| f.eswitch_mode.as_deref()) {
+        if mode == "legacy" {
             anyhow::bail!(
-                "backend = \"mlx5\": the eSwitch of {} is in legacy mode; switch it with \
-                 `devlink dev eswitch set pci/<PF address> mode switchdev`",
-                f.device
+                "backend = \"mlx5\": the eSwitch of {device} is in legacy mode; switch it with \
+                 `devlink dev eswitch set pci/<PF address> mode switchdev`"
             );
         }
     }
-    let device = match (&cfg.backend.device, &found) {
-        (Some(d), _) => d.clone(),
-        (None, Some(f)) => f.device.clone(),
-        (None, None) => unreachable!("discovery failed without a configured device"),
-    };
     let reps: Vec<mlx5::RepPort> = specs
         .iter()
         .map(|p| mlx5::RepPort {

@@ -33,23 +33,100 @@ use offload::Vport;
 use rdma_core_sys as sys;
 
 use crate::cmd::{self, BulkSize};
-use crate::device::{OpenDevice, RepPort, StartError};
-use crate::marshal::{meter_attr, modify_words, sampler_attr, vlan_header, DestArray, MatchParams};
+use crate::device::{errno, OpenDevice, RepPort, StartError};
+use crate::marshal::{memory_words, meter_attr, sampler_attr, vlan_header, DestArray, MatchParams};
 
-/// A handle as a map key.
-fn key(index: u32, generation: u32) -> u64 {
-    u64::from(index) << 32 | u64::from(generation)
+/// A Direct Rule handle: its map key and the object it names.
+trait Handle: Copy {
+    const OBJECT: Object;
+    fn key(self) -> u64;
+}
+
+macro_rules! handle {
+    ($($ty:ty => $obj:ident),*) => {$(
+        impl Handle for $ty {
+            const OBJECT: Object = Object::$obj;
+            fn key(self) -> u64 {
+                u64::from(self.index) << 32 | u64::from(self.generation)
+            }
+        }
+    )*};
+}
+
+handle!(DomainId => Domain, TableId => Table, MatcherId => Matcher, RuleId => Rule,
+    ActionId => Action, CounterBulkId => CounterBulk);
+
+/// The raw objects of one kind, by the model's handle.
+struct Handles<H, T> {
+    map: HashMap<u64, T>,
+    kind: std::marker::PhantomData<H>,
+}
+
+impl<H, T> Default for Handles<H, T> {
+    fn default() -> Self {
+        Handles {
+            map: HashMap::new(),
+            kind: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<H: Handle, T> Handles<H, T> {
+    /// The object of `h`; a handle this backend does not hold is stale.
+    fn get(&self, h: H) -> Result<&T, DrError> {
+        self.map.get(&h.key()).ok_or(DrError::Stale(H::OBJECT))
+    }
+
+    fn insert(&mut self, h: H, v: T) {
+        self.map.insert(h.key(), v);
+    }
+
+    fn remove(&mut self, h: H) -> Option<T> {
+        self.map.remove(&h.key())
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.map.drain().map(|(_, v)| v)
+    }
+}
+
+impl<H: Handle, T> Handles<H, NonNull<T>> {
+    /// The raw pointer of `h`.
+    fn ptr(&self, h: H) -> Result<*mut T, DrError> {
+        self.get(h).map(|p| p.as_ptr())
+    }
+
+    /// Destroys the object of `h` with `destroy` (`op` for the error); on
+    /// failure it stays (so drop retries it).
+    fn destroy(
+        &mut self,
+        h: H,
+        op: &'static str,
+        destroy: unsafe extern "C" fn(*mut T) -> std::os::raw::c_int,
+    ) -> Result<(), DrError> {
+        let Some(p) = self.remove(h) else {
+            return Ok(());
+        };
+        // SAFETY: a live object of this backend that the model just agreed
+        // may go (nothing uses it); destroyed once.
+        let rc = unsafe { destroy(p.as_ptr()) };
+        if rc != 0 {
+            self.insert(h, p);
+            return Err(device_error(op, errno(rc)));
+        }
+        Ok(())
+    }
 }
 
 /// The raw objects, by handle.
 #[derive(Default)]
 struct Raw {
-    domains: HashMap<u64, NonNull<sys::mlx5dv_dr_domain>>,
-    tables: HashMap<u64, NonNull<sys::mlx5dv_dr_table>>,
-    matchers: HashMap<u64, NonNull<sys::mlx5dv_dr_matcher>>,
-    rules: HashMap<u64, NonNull<sys::mlx5dv_dr_rule>>,
-    actions: HashMap<u64, NonNull<sys::mlx5dv_dr_action>>,
-    bulks: HashMap<u64, Bulk>,
+    domains: Handles<DomainId, NonNull<sys::mlx5dv_dr_domain>>,
+    tables: Handles<TableId, NonNull<sys::mlx5dv_dr_table>>,
+    matchers: Handles<MatcherId, NonNull<sys::mlx5dv_dr_matcher>>,
+    rules: Handles<RuleId, NonNull<sys::mlx5dv_dr_rule>>,
+    actions: Handles<ActionId, NonNull<sys::mlx5dv_dr_action>>,
+    bulks: Handles<CounterBulkId, Bulk>,
 }
 
 /// A DEVX flow counter bulk.
@@ -73,20 +150,7 @@ pub struct Mlx5Backend {
     /// How the firmware marks a packet's source vport, and each vport's
     /// reg_c_0 tag (from `mlx5dv_query_port`).
     source_port: SourcePortMode,
-    tags: Mutex<HashMap<Vport, u32>>,
-}
-
-/// The errno of a failed call that returned NULL or an error code.
-fn last_errno(rc: i32) -> i32 {
-    if rc > 0 {
-        rc
-    } else if rc < 0 {
-        -rc
-    } else {
-        std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    }
+    tags: HashMap<Vport, u32>,
 }
 
 /// The [`DrError`] for errno `code` from the device's `op`.
@@ -109,27 +173,6 @@ pub fn device_error(op: &'static str, code: i32) -> DrError {
             code,
         },
     }
-}
-
-/// Destroys the raw object of handle `k` with `destroy` (`op` for the
-/// error); on failure it stays in `map` (so drop retries it).
-fn destroy_raw<T>(
-    map: &mut HashMap<u64, NonNull<T>>,
-    k: u64,
-    op: &'static str,
-    destroy: unsafe extern "C" fn(*mut T) -> std::os::raw::c_int,
-) -> Result<(), DrError> {
-    let Some(p) = map.remove(&k) else {
-        return Ok(());
-    };
-    // SAFETY: a live object of this backend that the model just agreed
-    // may go (nothing uses it); destroyed once.
-    let rc = unsafe { destroy(p.as_ptr()) };
-    if rc != 0 {
-        map.insert(k, p);
-        return Err(device_error(op, last_errno(rc)));
-    }
-    Ok(())
 }
 
 impl Mlx5Backend {
@@ -157,7 +200,7 @@ impl Mlx5Backend {
             raw: Mutex::new(Raw::default()),
             counter_bulk_log,
             source_port: SourcePortMode::MiscSourcePort,
-            tags: Mutex::new(HashMap::new()),
+            tags: HashMap::new(),
         }
     }
 
@@ -175,26 +218,14 @@ impl Mlx5Backend {
             if mask != 0 {
                 let shift = mask.trailing_zeros() as u8;
                 self.source_port = SourcePortMode::Metadata { mask, shift };
-                self.tags
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(vport, (value & mask) >> shift);
+                self.tags.insert(vport, (value & mask) >> shift);
             }
         }
     }
 
     /// The reg_c_0 tag of `vport`, when the device reported one.
     pub fn vport_tag(&self, vport: Vport) -> Option<u32> {
-        self.tags
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&vport)
-            .copied()
-    }
-
-    /// The opened device.
-    pub fn device(&self) -> &Arc<OpenDevice> {
-        &self.dev
+        self.tags.get(&vport).copied()
     }
 
     fn raw(&self) -> MutexGuard<'_, Raw> {
@@ -204,17 +235,14 @@ impl Mlx5Backend {
     /// The device's own view of a domain (`mlx5dv_dump_dr_domain`).
     pub fn device_dump(&self, d: DomainId) -> Result<String, DrError> {
         let raw = self.raw();
-        let dom = raw
-            .domains
-            .get(&key(d.index, d.generation))
-            .ok_or(DrError::Stale(Object::Domain))?;
+        let dom = raw.domains.get(d)?;
         let mut buf: *mut std::os::raw::c_char = std::ptr::null_mut();
         let mut len = 0usize;
         // SAFETY: a live domain; the out pointers are valid; the buffer is
         // malloc'd by open_memstream and freed below.
         let rc = unsafe { sys::eswitch_dump_dr_domain(dom.as_ptr(), &mut buf, &mut len) };
         if rc != 0 {
-            return Err(device_error("mlx5dv_dump_dr_domain", rc));
+            return Err(device_error("mlx5dv_dump_dr_domain", errno(rc)));
         }
         // SAFETY: `buf` holds `len` bytes written by the dump.
         let text = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
@@ -228,12 +256,12 @@ impl Mlx5Backend {
 /// Made on the model, then on the device; undone on the model when the
 /// device refuses.
 macro_rules! made {
-    ($self:ident, $model:expr, $undo:ident, $op:literal, $raw:expr) => {{
+    ($self:ident, $model:expr, $undo:ident, $op:expr, $raw:expr) => {{
         let id = $model?;
         match NonNull::new(($raw)(&id)) {
             Some(p) => Ok((id, p)),
             None => {
-                let code = last_errno(0);
+                let code = errno(0);
                 let _ = $self.model.$undo(id);
                 Err(device_error($op, code))
             }
@@ -258,16 +286,15 @@ impl DrBackend for Mlx5Backend {
             // SAFETY: an open context; the result is checked for NULL.
             |_: &DomainId| unsafe { sys::mlx5dv_dr_domain_create(ctx, t) }
         )?;
-        raw.domains.insert(key(id.index, id.generation), p);
+        raw.domains.insert(id, p);
         Ok(id)
     }
 
     fn domain_destroy(&self, domain: DomainId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.domain_destroy(domain)?;
-        destroy_raw(
-            &mut raw.domains,
-            key(domain.index, domain.generation),
+        raw.domains.destroy(
+            domain,
             "mlx5dv_dr_domain_destroy",
             sys::mlx5dv_dr_domain_destroy,
         )
@@ -276,10 +303,7 @@ impl DrBackend for Mlx5Backend {
     fn domain_sync(&self, domain: DomainId, flags: SyncFlags) -> Result<(), DrError> {
         let raw = self.raw();
         self.model.domain_sync(domain, flags)?;
-        let p = raw
-            .domains
-            .get(&key(domain.index, domain.generation))
-            .ok_or(DrError::Stale(Object::Domain))?;
+        let p = raw.domains.get(domain)?;
         let mut f = 0;
         if flags.sw {
             f |= sys::MLX5DV_DR_DOMAIN_SYNC_FLAGS_SW;
@@ -293,7 +317,7 @@ impl DrBackend for Mlx5Backend {
         // SAFETY: a live domain.
         let rc = unsafe { sys::mlx5dv_dr_domain_sync(p.as_ptr(), f) };
         if rc != 0 {
-            return Err(device_error("mlx5dv_dr_domain_sync", last_errno(rc)));
+            return Err(device_error("mlx5dv_dr_domain_sync", errno(rc)));
         }
         Ok(())
     }
@@ -301,10 +325,7 @@ impl DrBackend for Mlx5Backend {
     fn domain_allow_duplicate_rules(&self, domain: DomainId, allow: bool) -> Result<(), DrError> {
         let raw = self.raw();
         self.model.domain_allow_duplicate_rules(domain, allow)?;
-        let p = raw
-            .domains
-            .get(&key(domain.index, domain.generation))
-            .ok_or(DrError::Stale(Object::Domain))?;
+        let p = raw.domains.get(domain)?;
         // SAFETY: a live domain.
         unsafe { sys::mlx5dv_dr_domain_allow_duplicate_rules(p.as_ptr(), allow) };
         Ok(())
@@ -312,10 +333,7 @@ impl DrBackend for Mlx5Backend {
 
     fn table_create(&self, domain: DomainId, level: u32) -> Result<TableId, DrError> {
         let mut raw = self.raw();
-        let dom = *raw
-            .domains
-            .get(&key(domain.index, domain.generation))
-            .ok_or(DrError::Stale(Object::Domain))?;
+        let dom = *raw.domains.get(domain)?;
         let (id, p) = made!(
             self,
             self.model.table_create(domain, level),
@@ -324,16 +342,15 @@ impl DrBackend for Mlx5Backend {
             // SAFETY: a live domain; the result is checked for NULL.
             |_: &TableId| unsafe { sys::mlx5dv_dr_table_create(dom.as_ptr(), level) }
         )?;
-        raw.tables.insert(key(id.index, id.generation), p);
+        raw.tables.insert(id, p);
         Ok(id)
     }
 
     fn table_destroy(&self, table: TableId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.table_destroy(table)?;
-        destroy_raw(
-            &mut raw.tables,
-            key(table.index, table.generation),
+        raw.tables.destroy(
+            table,
             "mlx5dv_dr_table_destroy",
             sys::mlx5dv_dr_table_destroy,
         )
@@ -347,10 +364,7 @@ impl DrBackend for Mlx5Backend {
         mask: &[u8],
     ) -> Result<MatcherId, DrError> {
         let mut raw = self.raw();
-        let tbl = *raw
-            .tables
-            .get(&key(table.index, table.generation))
-            .ok_or(DrError::Stale(Object::Table))?;
+        let tbl = *raw.tables.get(table)?;
         let mut params = MatchParams::new(mask);
         let (id, p) = made!(
             self,
@@ -363,16 +377,15 @@ impl DrBackend for Mlx5Backend {
                 sys::mlx5dv_dr_matcher_create(tbl.as_ptr(), priority, criteria, params.as_ptr())
             }
         )?;
-        raw.matchers.insert(key(id.index, id.generation), p);
+        raw.matchers.insert(id, p);
         Ok(id)
     }
 
     fn matcher_destroy(&self, matcher: MatcherId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.matcher_destroy(matcher)?;
-        destroy_raw(
-            &mut raw.matchers,
-            key(matcher.index, matcher.generation),
+        raw.matchers.destroy(
+            matcher,
             "mlx5dv_dr_matcher_destroy",
             sys::mlx5dv_dr_matcher_destroy,
         )
@@ -385,18 +398,10 @@ impl DrBackend for Mlx5Backend {
         actions: &[ActionId],
     ) -> Result<RuleId, DrError> {
         let mut raw = self.raw();
-        let m = *raw
-            .matchers
-            .get(&key(matcher.index, matcher.generation))
-            .ok_or(DrError::Stale(Object::Matcher))?;
+        let m = *raw.matchers.get(matcher)?;
         let mut ptrs = actions
             .iter()
-            .map(|a| {
-                raw.actions
-                    .get(&key(a.index, a.generation))
-                    .map(|p| p.as_ptr())
-                    .ok_or(DrError::Stale(Object::Action))
-            })
+            .map(|a| raw.actions.ptr(*a))
             .collect::<Result<Vec<_>, _>>()?;
         let mut params = MatchParams::new(value);
         let (id, p) = made!(
@@ -415,39 +420,20 @@ impl DrBackend for Mlx5Backend {
                 )
             }
         )?;
-        raw.rules.insert(key(id.index, id.generation), p);
+        raw.rules.insert(id, p);
         Ok(id)
     }
 
     fn rule_destroy(&self, rule: RuleId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.rule_destroy(rule)?;
-        destroy_raw(
-            &mut raw.rules,
-            key(rule.index, rule.generation),
-            "mlx5dv_dr_rule_destroy",
-            sys::mlx5dv_dr_rule_destroy,
-        )
+        raw.rules
+            .destroy(rule, "mlx5dv_dr_rule_destroy", sys::mlx5dv_dr_rule_destroy)
     }
 
     fn action_create(&self, domain: DomainId, spec: ActionSpec) -> Result<ActionId, DrError> {
         let mut raw = self.raw();
-        let dom = *raw
-            .domains
-            .get(&key(domain.index, domain.generation))
-            .ok_or(DrError::Stale(Object::Domain))?;
-        let table_ptr = |raw: &Raw, t: TableId| {
-            raw.tables
-                .get(&key(t.index, t.generation))
-                .map(|p| p.as_ptr())
-                .ok_or(DrError::Stale(Object::Table))
-        };
-        let action_ptr = |raw: &Raw, a: ActionId| {
-            raw.actions
-                .get(&key(a.index, a.generation))
-                .map(|p| p.as_ptr())
-                .ok_or(DrError::Stale(Object::Action))
-        };
+        let dom = *raw.domains.get(domain)?;
         // Everything the call points at, gathered before the model is
         // asked (a stale reference is the model's error too).
         let op = action_op(&spec);
@@ -466,13 +452,13 @@ impl DrBackend for Mlx5Backend {
                 })
             }
             ActionSpec::DestTable(t) => {
-                let t = table_ptr(&raw, *t)?;
+                let t = raw.tables.ptr(*t)?;
                 Box::new(move || unsafe { sys::mlx5dv_dr_action_create_dest_table(t) })
             }
             ActionSpec::DestArray(list) => {
                 let dests = list
                     .iter()
-                    .map(|a| action_ptr(&raw, *a))
+                    .map(|a| raw.actions.ptr(*a))
                     .collect::<Result<Vec<_>, _>>()?;
                 let mut arr = DestArray::new(&dests);
                 Box::new(move || unsafe {
@@ -484,16 +470,12 @@ impl DrBackend for Mlx5Backend {
                 })
             }
             ActionSpec::FlowCounter { bulk, offset } => {
-                let obj = raw
-                    .bulks
-                    .get(&key(bulk.index, bulk.generation))
-                    .map(|b| b.obj.as_ptr())
-                    .ok_or(DrError::Stale(Object::CounterBulk))?;
+                let obj = raw.bulks.get(*bulk)?.obj.as_ptr();
                 let offset = *offset;
                 Box::new(move || unsafe { sys::mlx5dv_dr_action_create_flow_counter(obj, offset) })
             }
             ActionSpec::FlowMeter(m) => {
-                let next = table_ptr(&raw, m.next_table)?;
+                let next = raw.tables.ptr(m.next_table)?;
                 let (active, reg) = (m.active, m.reg_c_index);
                 let mut params = m.params.clone();
                 Box::new(move || {
@@ -502,11 +484,11 @@ impl DrBackend for Mlx5Backend {
                 })
             }
             ActionSpec::FlowSampler(s) => {
-                let next = table_ptr(&raw, s.default_next_table)?;
+                let next = raw.tables.ptr(s.default_next_table)?;
                 let mut acts = s
                     .sample_actions
                     .iter()
-                    .map(|a| action_ptr(&raw, *a))
+                    .map(|a| raw.actions.ptr(*a))
                     .collect::<Result<Vec<_>, _>>()?;
                 let (ratio, set) = (s.sample_ratio, s.action);
                 Box::new(move || {
@@ -521,7 +503,7 @@ impl DrBackend for Mlx5Backend {
             ActionSpec::PopVlan => Box::new(|| unsafe { sys::mlx5dv_dr_action_create_pop_vlan() }),
             ActionSpec::ModifyHeader(bytes) => {
                 let len = bytes.len();
-                let mut words = modify_words(bytes);
+                let mut words = memory_words(bytes);
                 Box::new(move || unsafe {
                     sys::mlx5dv_dr_action_create_modify_header(
                         dom.as_ptr(),
@@ -532,26 +514,22 @@ impl DrBackend for Mlx5Backend {
                 })
             }
         };
-        let id = self.model.action_create(domain, spec)?;
-        match NonNull::new(call()) {
-            Some(p) => {
-                raw.actions.insert(key(id.index, id.generation), p);
-                Ok(id)
-            }
-            None => {
-                let code = last_errno(0);
-                let _ = self.model.action_destroy(id);
-                Err(device_error(op, code))
-            }
-        }
+        let (id, p) = made!(
+            self,
+            self.model.action_create(domain, spec),
+            action_destroy,
+            op,
+            |_: &ActionId| call()
+        )?;
+        raw.actions.insert(id, p);
+        Ok(id)
     }
 
     fn action_destroy(&self, action: ActionId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.action_destroy(action)?;
-        destroy_raw(
-            &mut raw.actions,
-            key(action.index, action.generation),
+        raw.actions.destroy(
+            action,
             "mlx5dv_dr_action_destroy",
             sys::mlx5dv_dr_action_destroy,
         )
@@ -580,7 +558,7 @@ impl DrBackend for Mlx5Backend {
             device_error("ALLOC_FLOW_COUNTER", code)
         };
         let Some(obj) = NonNull::new(obj) else {
-            return Err(fail(last_errno(0)));
+            return Err(fail(errno(0)));
         };
         let base = match cmd::alloc_flow_counter_out(&out) {
             Ok(b) => b,
@@ -591,7 +569,7 @@ impl DrBackend for Mlx5Backend {
             }
         };
         raw.bulks.insert(
-            key(id.index, id.generation),
+            id,
             Bulk {
                 obj,
                 base,
@@ -604,16 +582,15 @@ impl DrBackend for Mlx5Backend {
     fn counter_bulk_free(&self, bulk: CounterBulkId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.counter_bulk_free(bulk)?;
-        let k = key(bulk.index, bulk.generation);
-        let Some(b) = raw.bulks.remove(&k) else {
+        let Some(b) = raw.bulks.remove(bulk) else {
             return Ok(());
         };
         // SAFETY: a live DEVX object no counter action uses (the model
         // checked); the kernel sends its DEALLOC_FLOW_COUNTER.
         let rc = unsafe { sys::mlx5dv_devx_obj_destroy(b.obj.as_ptr()) };
         if rc != 0 {
-            raw.bulks.insert(k, b);
-            return Err(device_error("mlx5dv_devx_obj_destroy", last_errno(rc)));
+            raw.bulks.insert(bulk, b);
+            return Err(device_error("mlx5dv_devx_obj_destroy", errno(rc)));
         }
         Ok(())
     }
@@ -624,10 +601,7 @@ impl DrBackend for Mlx5Backend {
         out: &mut Vec<CounterValue>,
     ) -> Result<(), DrError> {
         let raw = self.raw();
-        let b = raw
-            .bulks
-            .get(&key(bulk.index, bulk.generation))
-            .ok_or(DrError::Stale(Object::CounterBulk))?;
+        let b = raw.bulks.get(bulk)?;
         out.clear();
         let mut buf = Vec::new();
         for (first, n) in cmd::query_chunks(b.base, b.size) {
@@ -645,7 +619,7 @@ impl DrBackend for Mlx5Backend {
                 )
             };
             if rc != 0 {
-                return Err(device_error("QUERY_FLOW_COUNTER", last_errno(rc)));
+                return Err(device_error("QUERY_FLOW_COUNTER", errno(rc)));
             }
             cmd::query_flow_counter_out(&buf, n, out)
                 .map_err(|_| device_error("QUERY_FLOW_COUNTER", libc::EIO))?;
@@ -728,17 +702,16 @@ impl Drop for Mlx5Backend {
         let raw = self.raw.get_mut().unwrap_or_else(|e| e.into_inner());
         // SAFETY (every block below): each pointer is a live object of
         // this backend, destroyed once, after everything that uses it.
-        for (_, p) in raw.rules.drain() {
+        for p in raw.rules.drain() {
             unsafe { sys::mlx5dv_dr_rule_destroy(p.as_ptr()) };
         }
-        for (_, p) in raw.matchers.drain() {
+        for p in raw.matchers.drain() {
             unsafe { sys::mlx5dv_dr_matcher_destroy(p.as_ptr()) };
         }
         // An action another one contains (a dest_array's destinations, a
         // sampler's actions) is busy until its container goes: passes
         // until none is left or a pass frees nothing.
-        let mut actions: Vec<NonNull<sys::mlx5dv_dr_action>> =
-            raw.actions.drain().map(|(_, p)| p).collect();
+        let mut actions: Vec<NonNull<sys::mlx5dv_dr_action>> = raw.actions.drain().collect();
         while !actions.is_empty() {
             let before = actions.len();
             actions.retain(|p| unsafe { sys::mlx5dv_dr_action_destroy(p.as_ptr()) } != 0);
@@ -747,13 +720,13 @@ impl Drop for Mlx5Backend {
                 break;
             }
         }
-        for (_, p) in raw.tables.drain() {
+        for p in raw.tables.drain() {
             unsafe { sys::mlx5dv_dr_table_destroy(p.as_ptr()) };
         }
-        for (_, b) in raw.bulks.drain() {
+        for b in raw.bulks.drain() {
             unsafe { sys::mlx5dv_devx_obj_destroy(b.obj.as_ptr()) };
         }
-        for (_, p) in raw.domains.drain() {
+        for p in raw.domains.drain() {
             unsafe { sys::mlx5dv_dr_domain_destroy(p.as_ptr()) };
         }
     }

@@ -1,6 +1,7 @@
 //! The PRM commands the backend sends itself, through DEVX: flow counter
-//! bulks (ALLOC and QUERY; DEALLOC is the kernel's, derived from the
-//! ALLOC when the DEVX object is destroyed) and the general device
+//! bulks (ALLOC and QUERY; DEALLOC_FLOW_COUNTER, 0x93a at rdma-core line
+//! 130, is the kernel's, derived from the ALLOC when the DEVX object is
+//! destroyed) and the general device
 //! capabilities (QUERY_HCA_CAP). Pure byte building and parsing, tested
 //! byte for byte against the PRM layouts.
 //!
@@ -34,8 +35,6 @@ use thiserror::Error;
 pub const QUERY_HCA_CAP: u16 = 0x100;
 /// `MLX5_CMD_OP_ALLOC_FLOW_COUNTER`.
 pub const ALLOC_FLOW_COUNTER: u16 = 0x939;
-/// `MLX5_CMD_OP_DEALLOC_FLOW_COUNTER` (rdma-core line 130).
-pub const DEALLOC_FLOW_COUNTER: u16 = 0x93a;
 /// `MLX5_CMD_OP_QUERY_FLOW_COUNTER`.
 pub const QUERY_FLOW_COUNTER: u16 = 0x93b;
 

@@ -202,8 +202,6 @@ mod imp {
                 vport: has(sys::MLX5_IB_UAPI_QUERY_PORT_VPORT).then_some(info.vport),
                 reg_c0: has(sys::MLX5_IB_UAPI_QUERY_PORT_VPORT_REG_C0)
                     .then_some((info.reg_c0.value, info.reg_c0.mask)),
-                esw_owner_vhca_id: has(sys::MLX5_IB_UAPI_QUERY_PORT_ESW_OWNER_VHCA_ID)
-                    .then_some(info.esw_owner_vhca_id),
             })
         }
     }
@@ -222,19 +220,23 @@ mod imp {
         pub vport: Option<u16>,
         /// `reg_c_0` (value, mask) that marks this port's packets.
         pub reg_c0: Option<(u32, u32)>,
-        pub esw_owner_vhca_id: Option<u16>,
     }
 
-    /// A call's return code as an error: the negative errno some calls
-    /// return, else errno itself.
-    pub fn errno_of(rc: i32) -> std::io::Error {
-        if rc < 0 {
-            std::io::Error::from_raw_os_error(-rc)
-        } else if rc > 0 {
-            std::io::Error::from_raw_os_error(rc)
-        } else {
-            std::io::Error::last_os_error()
+    /// The errno of a failed call: its return code (the negative errno
+    /// some calls return, or the errno others return), else (NULL
+    /// returned, 0) `errno` itself.
+    pub fn errno(rc: i32) -> i32 {
+        match rc {
+            0 => std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+            rc => rc.abs(),
         }
+    }
+
+    /// A call's return code as an error ([`errno`]).
+    pub fn errno_of(rc: i32) -> std::io::Error {
+        std::io::Error::from_raw_os_error(errno(rc))
     }
 
     /// Opens the RDMA device `name` with DEVX.
@@ -296,7 +298,7 @@ mod imp {
 }
 
 #[cfg(not(rdma_core_missing))]
-pub use imp::{device_names, errno_of, open, OpenDevice, PortInfo};
+pub use imp::{device_names, errno, errno_of, open, OpenDevice, PortInfo};
 
 /// Without rdma-core: no device list.
 #[cfg(rdma_core_missing)]

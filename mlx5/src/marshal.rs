@@ -18,16 +18,9 @@ pub struct MatchParams {
 impl MatchParams {
     /// The buffer for `bytes` (`match_sz` = `bytes.len()`).
     pub fn new(bytes: &[u8]) -> MatchParams {
-        let n = bytes.len().div_ceil(8);
-        let mut words = vec![0u64; 1 + n];
-        words[0] = bytes.len() as u64;
-        // Copy the bytes in memory order: word i holds bytes 8i..8i+8 as
-        // they lie in memory, whatever the host's endianness.
-        for (i, chunk) in bytes.chunks(8).enumerate() {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            words[1 + i] = u64::from_ne_bytes(w);
-        }
+        let mut words = Vec::with_capacity(1 + bytes.len().div_ceil(8));
+        words.push(bytes.len() as u64);
+        words.extend(memory_words(bytes));
         MatchParams { words }
     }
 
@@ -58,10 +51,11 @@ pub fn vlan_header(header: u32) -> u32 {
     header.to_be()
 }
 
-/// Modify-header PRM words (8 bytes each, as `offload::dr::modify`
-/// encodes them) as the `__be64` array the library takes: the bytes in
-/// memory order.
-pub fn modify_words(bytes: &[u8]) -> Vec<u64> {
+/// Bytes as the u64 words that hold them in memory order (the last one
+/// zero-padded), whatever the host's endianness: the `match_buf` of a
+/// match buffer, and the `__be64` array of modify-header PRM words (8
+/// bytes each, as `offload::dr::modify` encodes them).
+pub fn memory_words(bytes: &[u8]) -> Vec<u64> {
     bytes
         .chunks(8)
         .map(|c| {

@@ -26,10 +26,10 @@ pub mod flow_flags {
     pub const NO_BYT_COUNTS: u16 = 1 << 4;
 }
 
-/// `OFP_NO_BUFFER`, `OFPTT_ALL`, `OFPG_ANY`.
+/// `OFP_NO_BUFFER`, `OFPTT_ALL`.
 pub const NO_BUFFER: u32 = 0xffff_ffff;
 pub const TABLE_ALL: u8 = 0xff;
-pub const GROUP_ANY: u32 = 0xffff_ffff;
+pub use crate::group::GROUP_ANY;
 
 /// `ofp_flow_mod` after the header.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -354,7 +354,6 @@ pub struct Daemon<B: Device = SimBackend> {
     core: Option<Core<B>>,
     clock: Clock,
     factory: Arc<dyn PortFactory>,
-    ports: Vec<PortSpec>,
     /// Every representor reported and not removed since, by name (a port
     /// added later opens at once when its netdev is here).
     known: BTreeMap<String, Representor>,
@@ -480,7 +479,6 @@ impl<B: Device> Daemon<B> {
             core: Some(core),
             clock,
             factory,
-            ports,
             known: BTreeMap::new(),
             tracker: None,
             stop,
@@ -520,8 +518,22 @@ impl<B: Device> Daemon<B> {
         self.clock
     }
 
-    fn spec_named(&self, name: &str) -> Option<&PortSpec> {
-        self.ports.iter().find(|p| p.name == name)
+    /// The switch's port named `name`.
+    fn spec_named(&self, name: &str) -> Option<PortSpec> {
+        lock(self.shared())
+            .ports()
+            .iter()
+            .find(|p| p.name == name)
+            .cloned()
+    }
+
+    /// Stops a port's I/O: its datapath thread drops it, the handler its
+    /// send side.
+    fn close(&mut self, no: PortNo) {
+        if let Some((_, thread)) = self.open.remove(&no) {
+            let _ = self.rx_cmds[thread].send(RxCmd::Remove(no));
+        }
+        lock_tx(&self.handler_tx).remove(&no);
     }
 
     fn spec_of_ifindex(&self, ifindex: u32) -> Option<PortNo> {
@@ -591,7 +603,7 @@ impl<B: Device> Daemon<B> {
     }
 
     fn added(&mut self, rep: &Representor) {
-        let Some(spec) = self.spec_named(&rep.ifname).cloned() else {
+        let Some(spec) = self.spec_named(&rep.ifname) else {
             debug!(ifname = %rep.ifname, "representor not in the config; ignored");
             return;
         };
@@ -636,10 +648,7 @@ impl<B: Device> Daemon<B> {
         let Some(no) = self.spec_of_ifindex(rep.ifindex) else {
             return;
         };
-        if let Some((_, thread)) = self.open.remove(&no) {
-            let _ = self.rx_cmds[thread].send(RxCmd::Remove(no));
-        }
-        lock_tx(&self.handler_tx).remove(&no);
+        self.close(no);
         let flushed = {
             let mut sw = lock(self.shared());
             sw.set_link(no, false);
@@ -677,13 +686,7 @@ impl<B: Device> Daemon<B> {
             })?;
         let spec = {
             let mut sw = lock(self.shared());
-            let no = match ofport {
-                Some(n) if n == 0 || n >= 0xffff_ff00 => {
-                    anyhow::bail!("port \"{name}\": ofport {n} out of range 1..0xffffff00")
-                }
-                Some(n) => PortNo(n),
-                None => sw.free_port_number(),
-            };
+            let no = ofport.map_or_else(|| sw.free_port_number(), PortNo);
             let spec = PortSpec {
                 name: name.to_string(),
                 no,
@@ -693,7 +696,6 @@ impl<B: Device> Daemon<B> {
             spec
         };
         info!(port = %spec.name, ofport = %spec.no, vport = %spec.vport, "port added");
-        self.ports.push(spec.clone());
         if let Some(t) = &self.tracker {
             t.track(name, vport);
         }
@@ -709,18 +711,13 @@ impl<B: Device> Daemon<B> {
     pub fn del_port(&mut self, name: &str) -> anyhow::Result<(PortSpec, usize)> {
         let spec = self
             .spec_named(name)
-            .cloned()
             .ok_or_else(|| anyhow::anyhow!("no port named \"{name}\""))?;
-        if let Some((_, thread)) = self.open.remove(&spec.no) {
-            let _ = self.rx_cmds[thread].send(RxCmd::Remove(spec.no));
-        }
-        lock_tx(&self.handler_tx).remove(&spec.no);
+        self.close(spec.no);
         let flushed = {
             let mut sw = lock(self.shared());
             sw.pipeline_mut().datapaths_mut().assign(spec.no, None);
             sw.del_port(spec.no)?
         };
-        self.ports.retain(|p| p.no != spec.no);
         if let Some(t) = &self.tracker {
             t.untrack(name);
         }

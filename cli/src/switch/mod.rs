@@ -74,9 +74,9 @@ pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
     pipeline: Pipeline<OffloadManager<B>, D>,
     dev: Arc<B>,
     domain: DomainId,
-    /// The port map (the slow path's copy), and as the datapath threads
-    /// see it.
-    ports: PortMap,
+    /// The port map, and where the datapath threads read it (the same
+    /// map, published after each change).
+    ports: Arc<PortMap>,
     shared_ports: Arc<SharedPorts>,
     /// Replay: the front the packets go through. Live: the handler's
     /// counters (the datapath threads have fronts of their own).
@@ -173,8 +173,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         now: Timestamp,
         dps: D,
     ) -> anyhow::Result<Switch<B, D>> {
-        let map = PortMap::new(ports)?;
-        let shared_ports = SharedPorts::new(map.clone());
+        let map = Arc::new(PortMap::new(ports)?);
+        let shared_ports = SharedPorts::new(Arc::clone(&map));
         let mut table = map.table();
         for p in ports {
             if let Some(t) = dev.vport_tag(p.vport) {
@@ -330,7 +330,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// down until its netdev is up) and the offload manager; PORT_STATUS
     /// ADD to the controllers.
     pub fn add_port(&mut self, spec: PortSpec) -> anyhow::Result<()> {
-        let map = self.ports.with(spec.clone())?;
+        let map = Arc::new(self.ports.with(spec.clone())?);
         let tag = self.dev.vport_tag(spec.vport);
         self.pipeline
             .offloader_mut()
@@ -339,7 +339,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         info.up = false;
         self.pipeline.bridge.ports.insert(info);
         self.netdevs.insert(spec.no, Netdev::default());
-        self.ports = map.clone();
+        self.ports = Arc::clone(&map);
         self.shared_ports.replace(map);
         self.port_changed(spec.no, openflow::port::reason::ADD);
         Ok(())
@@ -359,8 +359,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         self.pipeline.bridge.ports.remove(no);
         self.pipeline.offloader_mut().set_port(no, None, None);
         self.netdevs.remove(&no);
-        self.ports = self.ports.without(no);
-        self.shared_ports.replace(self.ports.clone());
+        self.ports = Arc::new(self.ports.without(no));
+        self.shared_ports.replace(Arc::clone(&self.ports));
         self.emit(SwitchEvent::Port {
             reason: openflow::port::reason::DELETE,
             desc,

@@ -45,21 +45,7 @@ impl PortMap {
     /// The map with one more port; its name, number and vport must be
     /// new.
     pub fn with(&self, spec: PortSpec) -> anyhow::Result<PortMap> {
-        if let Some(q) = self
-            .specs
-            .iter()
-            .find(|q| q.name == spec.name || q.no == spec.no || q.vport == spec.vport)
-        {
-            bail!(
-                "port \"{}\" (ofport {}, vport {}) clashes with port \"{}\" (ofport {}, vport {})",
-                spec.name,
-                spec.no,
-                spec.vport,
-                q.name,
-                q.no,
-                q.vport
-            );
-        }
+        spec.check(&self.specs)?;
         let mut specs = self.specs.clone();
         specs.push(spec);
         PortMap::new(&specs)
@@ -151,10 +137,10 @@ pub struct SharedPorts {
 }
 
 impl SharedPorts {
-    pub fn new(map: PortMap) -> Arc<SharedPorts> {
+    pub fn new(map: Arc<PortMap>) -> Arc<SharedPorts> {
         Arc::new(SharedPorts {
             version: AtomicU64::new(0),
-            map: Mutex::new(Arc::new(map)),
+            map: Mutex::new(map),
         })
     }
 
@@ -163,9 +149,9 @@ impl SharedPorts {
     }
 
     /// Publishes a new map to every view.
-    pub fn replace(&self, map: PortMap) {
+    pub fn replace(&self, map: Arc<PortMap>) {
         let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        *m = Arc::new(map);
+        *m = map;
         self.version.fetch_add(1, Ordering::Release);
     }
 

@@ -26,14 +26,14 @@ fn match_params_carry_match_sz_then_the_bytes_in_memory_order() {
 }
 
 #[test]
-fn push_vlan_headers_and_modify_words_are_big_endian_in_memory() {
+fn push_vlan_headers_and_memory_words_are_big_endian_in_memory() {
     let h = vlan_header(0x8100_0005);
     assert_eq!(h.to_ne_bytes(), [0x81, 0x00, 0x00, 0x05]);
     let prm = [
         0x10, 0x01, 0x00, 0x30, 0xde, 0xad, 0xbe, 0xef, // set reg_c_0 (first word)
         0x10, 0x02, 0x00, 0x20, 0x00, 0x00, 0x00, 0x07,
     ];
-    let w = modify_words(&prm);
+    let w = memory_words(&prm);
     assert_eq!(w.len(), 2);
     let mem: Vec<u8> = w.iter().flat_map(|x| x.to_ne_bytes()).collect();
     assert_eq!(mem, prm);

@@ -28,7 +28,6 @@ pub mod dump;
 pub mod error;
 pub mod meter;
 pub mod modify;
-pub mod slab;
 
 use std::fmt;
 

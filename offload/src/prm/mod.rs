@@ -177,6 +177,9 @@ impl PortTable {
     pub fn remove(&mut self, port: PortNo) {
         if let Some(v) = self.to_vport.remove(&port) {
             self.to_port.remove(&v);
+            if let Some(t) = self.tags.remove(&v) {
+                self.tag_vports.remove(&t);
+            }
         }
     }
 
@@ -209,10 +212,13 @@ impl PortMap for PortTable {
         Some(self.tags.get(&vport).copied().unwrap_or(u32::from(vport.0)))
     }
 
+    /// A device that reported tags knows no others; without any, the
+    /// tag is the vport number (the sim's model).
     fn tag_vport(&self, tag: u32) -> Option<Vport> {
-        match self.tag_vports.get(&tag) {
-            Some(v) => Some(*v),
-            None => u16::try_from(tag).ok().map(Vport),
+        if self.tags.is_empty() {
+            u16::try_from(tag).ok().map(Vport)
+        } else {
+            self.tag_vports.get(&tag).copied()
         }
     }
 }

@@ -53,12 +53,6 @@ impl RepresentorConfig {
         Ok(RepresentorConfig { by_name })
     }
 
-    /// Removes the mapping of `name`.
-    pub fn without(mut self, name: &str) -> RepresentorConfig {
-        self.by_name.remove(name);
-        self
-    }
-
     /// Adds one mapping.
     pub fn with(mut self, name: &str, vport: Vport) -> RepresentorConfig {
         self.by_name.insert(name.to_string(), vport);
@@ -270,19 +264,19 @@ impl Representors {
         events
     }
 
+    /// Takes `name` as the representor of `vport` (a port added while
+    /// running); a resync applies it to the links present.
+    pub fn track(&mut self, name: &str, vport: Vport) {
+        self.config.by_name.insert(name.to_string(), vport);
+    }
+
+    /// Stops taking `name` as a representor by name.
+    pub fn untrack(&mut self, name: &str) {
+        self.config.by_name.remove(name);
+    }
+
     /// Replaces the table by a full dump (after an overrun or at start):
     /// links gone are removed, the others applied as `RTM_NEWLINK`.
-    /// Changes which names are representors (a port added or removed
-    /// while running); a resync applies it to the links present.
-    pub fn set_config(&mut self, config: RepresentorConfig) {
-        self.config = config;
-    }
-
-    /// The names the table takes as representors.
-    pub fn config(&self) -> &RepresentorConfig {
-        &self.config
-    }
-
     pub fn resync(&mut self, dump: Vec<LinkInfo>) -> Vec<PortEvent> {
         let present: std::collections::HashSet<u32> = dump.iter().map(|l| l.ifindex).collect();
         let gone: Vec<u32> = self

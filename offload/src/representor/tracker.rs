@@ -92,23 +92,13 @@ impl TrackerHandle {
     /// other non-switchdev netdev is a representor only by name); a
     /// resync reports it if it exists.
     pub fn track(&self, name: &str, vport: Vport) {
-        let mut t = self.shared.table();
-        let cfg = t.config().clone().with(name, vport);
-        t.set_config(cfg);
-        drop(t);
+        self.shared.table().track(name, vport);
         self.shared.resync_request.notify_one();
     }
 
     /// Stops taking `name` as a representor by name.
     pub fn untrack(&self, name: &str) {
-        let mut t = self.shared.table();
-        let cfg = t.config().clone().without(name);
-        t.set_config(cfg);
-    }
-
-    /// The representor named `name`, if present now.
-    pub fn find(&self, name: &str) -> Option<super::table::Representor> {
-        self.shared.table().by_name(name).cloned()
+        self.shared.table().untrack(name);
     }
 }
 

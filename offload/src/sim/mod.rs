@@ -46,6 +46,7 @@ mod dump;
 mod exec;
 mod matcher;
 pub mod packet;
+mod slab;
 
 mod state;
 

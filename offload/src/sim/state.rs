@@ -14,7 +14,7 @@ use crate::Vport;
 
 use super::config::{SimConfig, Snapshot};
 use super::matcher::{to_words, MatcherIndex, WORDS};
-use crate::dr::slab::Slab;
+use super::slab::Slab;
 
 pub(crate) struct Domain {
     pub(crate) ty: DomainType,

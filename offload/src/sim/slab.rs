@@ -3,7 +3,7 @@
 
 /// Objects in slots; a freed slot's generation is bumped.
 #[derive(Debug)]
-pub struct Slab<T> {
+pub(crate) struct Slab<T> {
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
     len: usize,
@@ -27,7 +27,7 @@ impl<T> Default for Slab<T> {
 
 impl<T> Slab<T> {
     /// Stores `value`; returns (index, generation).
-    pub fn insert(&mut self, value: T) -> (u32, u32) {
+    pub(crate) fn insert(&mut self, value: T) -> (u32, u32) {
         self.len += 1;
         if let Some(i) = self.free.pop() {
             if let Some(slot) = self.slots.get_mut(i as usize) {
@@ -45,7 +45,7 @@ impl<T> Slab<T> {
 
     /// The object of a live handle.
     #[inline]
-    pub fn get(&self, index: u32, generation: u32) -> Option<&T> {
+    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&T> {
         self.slots
             .get(index as usize)
             .filter(|s| s.generation == generation)
@@ -54,7 +54,7 @@ impl<T> Slab<T> {
 
     /// The object of a live handle, mutably.
     #[inline]
-    pub fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut T> {
+    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut T> {
         self.slots
             .get_mut(index as usize)
             .filter(|s| s.generation == generation)
@@ -64,7 +64,7 @@ impl<T> Slab<T> {
     /// The object in a slot, whatever its generation (for internal links
     /// that are kept consistent by reference counts).
     #[inline]
-    pub fn at(&self, index: u32) -> Option<&T> {
+    pub(crate) fn at(&self, index: u32) -> Option<&T> {
         self.slots
             .get(index as usize)
             .and_then(|s| s.value.as_ref())
@@ -72,14 +72,14 @@ impl<T> Slab<T> {
 
     /// The object in a slot, mutably.
     #[inline]
-    pub fn at_mut(&mut self, index: u32) -> Option<&mut T> {
+    pub(crate) fn at_mut(&mut self, index: u32) -> Option<&mut T> {
         self.slots
             .get_mut(index as usize)
             .and_then(|s| s.value.as_mut())
     }
 
     /// Removes a live handle's object.
-    pub fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
+    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
         let slot = self
             .slots
             .get_mut(index as usize)
@@ -92,7 +92,7 @@ impl<T> Slab<T> {
     }
 
     /// Live objects with their (index, generation), in index order.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u32, &T)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32, &T)> {
         self.slots
             .iter()
             .enumerate()
@@ -100,11 +100,7 @@ impl<T> Slab<T> {
     }
 
     /// Live objects.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
