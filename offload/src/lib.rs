@@ -6,6 +6,7 @@
 //! that the rest of eswitch names ports by.
 #![forbid(unsafe_code)]
 
+pub mod conformance;
 pub mod dr;
 pub mod manager;
 pub mod prm;

@@ -1,96 +1,100 @@
-//! The Direct Rule conformance suite ([`conformance`]) on the software
-//! eSwitch: one test per case, each on a fresh [`SimBackend`].
+//! The Direct Rule conformance suite ([`offload::conformance`]) on the
+//! software eSwitch: every case on a fresh [`SimBackend`], the ENOSPC cases
+//! on one with that capacity made small.
 
-mod conformance;
-mod support;
-
-use conformance::Device;
+use offload::conformance::{self, Capacity, Device, Outcome};
 use offload::dr::DomainId;
-use offload::sim::{OutFrame, Output, SimBackend, SimConfig};
+use offload::sim::{OutFrame, SimBackend, SimConfig};
 use offload::Vport;
 
-impl Device for SimBackend {
-    fn send(&self, d: DomainId, now_ns: u64, ingress: Vport, frame: &[u8]) -> Vec<OutFrame> {
-        let mut out = Output::new();
-        self.process(d, now_ns, ingress, frame, &mut out);
-        out.frames().to_vec()
-    }
-}
-
-/// The default device: a ConnectX-6 Dx-like eSwitch.
-fn sim() -> SimBackend {
-    SimBackend::default()
-}
-
-/// A device with small capacities, for the ENOSPC cases.
-fn small(config: impl FnOnce(&mut SimConfig)) -> SimBackend {
-    let mut c = SimConfig::default();
-    config(&mut c);
-    SimBackend::new(c)
-}
-
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                conformance::$name(&sim());
-            }
-        )*
+/// The small capacity each ENOSPC case exhausts.
+fn small(c: Capacity) -> (SimConfig, usize) {
+    let mut cfg = SimConfig::default();
+    let n = match c {
+        Capacity::RulesPerTable => {
+            cfg.max_rules_per_table = 10;
+            10
+        }
+        Capacity::Counters => {
+            cfg.max_counters = 96;
+            96
+        }
+        Capacity::Meters => {
+            cfg.max_meters = 4;
+            4
+        }
     };
-}
-
-cases!(
-    duplicate_rule_eexist_when_disallowed,
-    duplicate_rule_eexist_in_root,
-    duplicates_allowed_oldest_answers,
-    value_outside_mask_einval,
-    match_sizes_and_criteria_einval,
-    ip_version_rules,
-    drop_with_destination_eopnotsupp,
-    dest_vport_domain_and_vport,
-    table_levels,
-    busy_table_with_matchers,
-    busy_matcher_with_rules,
-    busy_action_in_use,
-    busy_table_led_to,
-    busy_counter_bulk,
-    busy_domain,
-    stale_handles_einval,
-    push_vlan_tpid,
-    modify_header_bad_bytes,
-    action_drop,
-    action_default_miss,
-    action_dest_vport,
-    action_dest_table,
-    action_dest_array,
-    action_counter,
-    action_meter,
-    action_sampler,
-    action_push_pop_vlan,
-    action_modify_header,
-    counters_exact_under_random_traffic,
-    meter_rate_conformance,
-    sampler_ratio_within_bounds,
-);
-
-#[test]
-fn enospc_rules_per_table() {
-    const MAX: usize = 10;
-    let dev = small(|c| c.max_rules_per_table = MAX);
-    conformance::enospc_rules_per_table(&dev, MAX);
+    (cfg, n)
 }
 
 #[test]
-fn enospc_counters() {
-    const MAX: usize = 96;
-    let dev = small(|c| c.max_counters = MAX);
-    conformance::enospc_counters(&dev, MAX);
+fn every_case_passes_on_the_sim() {
+    let cases = conformance::cases::<SimBackend>();
+    let report = conformance::run(&cases, |case| match case.capacity() {
+        None => conformance::check(&SimBackend::default(), case, None),
+        Some(c) => {
+            let (cfg, n) = small(c);
+            conformance::check(&SimBackend::new(cfg), case, Some(n))
+        }
+    });
+    println!("{report}");
+    assert_eq!(report.failed(), 0, "{report}");
+    assert_eq!(report.skipped(), 0, "{report}");
+    assert_eq!(report.passed(), cases.len());
+}
+
+/// The runner reports a failing case by its message and goes on; a case
+/// asking for a port the device lacks is skipped with the reason.
+#[test]
+fn a_failing_case_is_a_line_not_a_crash() {
+    struct Broken(SimBackend, bool);
+    offload::delegate_backend!(Broken, 0);
+    impl Device for Broken {
+        // Loses every frame.
+        fn send(&self, _: DomainId, _: u64, _: Vport, _: &[u8]) -> Vec<OutFrame> {
+            Vec::new()
+        }
+        fn vf(&self, n: u16) -> Vport {
+            if self.1 && n > 0 {
+                std::panic::panic_any(conformance::NeedsPorts(format!(
+                    "needs VF {n}; this device has 1"
+                )));
+            }
+            Vport::vf(n).unwrap()
+        }
+    }
+    let cases = conformance::cases::<Broken>();
+    let drop_case = cases.iter().find(|c| c.name == "action_drop").unwrap();
+    match conformance::check(&Broken(SimBackend::default(), false), drop_case, None) {
+        Outcome::Fail(why) => assert!(why.contains("one frame in, one out"), "{why}"),
+        o => panic!("a device that loses frames passed action_drop: {o:?}"),
+    }
+    let vport_case = cases
+        .iter()
+        .find(|c| c.name == "action_dest_vport")
+        .unwrap();
+    match conformance::check(&Broken(SimBackend::default(), true), vport_case, None) {
+        Outcome::Skip(why) => assert!(why.contains("needs VF"), "{why}"),
+        o => panic!("expected a skip: {o:?}"),
+    }
+    let errno_case = cases
+        .iter()
+        .find(|c| c.name == "busy_table_led_to")
+        .unwrap();
+    assert_eq!(
+        conformance::check(&Broken(SimBackend::default(), false), errno_case, None),
+        Outcome::Pass,
+        "a case without traffic passes on a device that loses frames"
+    );
 }
 
 #[test]
-fn enospc_meters() {
-    const MAX: usize = 4;
-    let dev = small(|c| c.max_meters = MAX);
-    conformance::enospc_meters(&dev, MAX);
+fn measure_reports_rates_and_leaves_nothing() {
+    let sim = SimBackend::default();
+    let rates = conformance::measure(&sim, 1000, 12).unwrap();
+    assert_eq!(rates.rules, 1000);
+    assert_eq!(rates.counters, 4096);
+    assert!(rates.rules_per_sec > 0.0);
+    let dump = offload::dr::DrBackend::dump(&sim).unwrap();
+    assert!(dump.domains.is_empty(), "{dump:?}");
 }

@@ -3,7 +3,6 @@
 //! rule updates concurrent with forwarding keep counters exact.
 
 mod sim_common;
-mod support;
 
 use sim_common::*;
 

@@ -7,7 +7,6 @@
 //! updates concurrent with forwarding keep counters exact.
 
 mod sim_common;
-mod support;
 
 use sim_common::*;
 

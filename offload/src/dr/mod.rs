@@ -401,6 +401,109 @@ pub trait DrBackend: Send + Sync {
     fn dump(&self) -> Result<DeviceDump, DrError>;
 }
 
+/// Implements [`DrBackend`] for a wrapper type by forwarding every call to
+/// one of its fields: `delegate_backend!(Wrapper, field)`, or
+/// `delegate_backend!(Wrapper<B: DrBackend>, field)` for a generic one.
+#[macro_export]
+macro_rules! delegate_backend {
+    ($ty:ident $(<$g:ident: $bound:path>)?, $field:tt) => {
+        impl$(<$g: $bound>)? $crate::dr::DrBackend for $ty$(<$g>)? {
+            fn domain_create(
+                &self,
+                ty: $crate::dr::DomainType,
+            ) -> Result<$crate::dr::DomainId, $crate::dr::DrError> {
+                self.$field.domain_create(ty)
+            }
+            fn domain_destroy(&self, d: $crate::dr::DomainId) -> Result<(), $crate::dr::DrError> {
+                self.$field.domain_destroy(d)
+            }
+            fn domain_sync(
+                &self,
+                d: $crate::dr::DomainId,
+                flags: $crate::dr::SyncFlags,
+            ) -> Result<(), $crate::dr::DrError> {
+                self.$field.domain_sync(d, flags)
+            }
+            fn domain_allow_duplicate_rules(
+                &self,
+                d: $crate::dr::DomainId,
+                allow: bool,
+            ) -> Result<(), $crate::dr::DrError> {
+                self.$field.domain_allow_duplicate_rules(d, allow)
+            }
+            fn table_create(
+                &self,
+                d: $crate::dr::DomainId,
+                level: u32,
+            ) -> Result<$crate::dr::TableId, $crate::dr::DrError> {
+                self.$field.table_create(d, level)
+            }
+            fn table_destroy(&self, t: $crate::dr::TableId) -> Result<(), $crate::dr::DrError> {
+                self.$field.table_destroy(t)
+            }
+            fn matcher_create(
+                &self,
+                t: $crate::dr::TableId,
+                priority: u16,
+                criteria: u8,
+                mask: &[u8],
+            ) -> Result<$crate::dr::MatcherId, $crate::dr::DrError> {
+                self.$field.matcher_create(t, priority, criteria, mask)
+            }
+            fn matcher_destroy(
+                &self,
+                m: $crate::dr::MatcherId,
+            ) -> Result<(), $crate::dr::DrError> {
+                self.$field.matcher_destroy(m)
+            }
+            fn rule_create(
+                &self,
+                m: $crate::dr::MatcherId,
+                value: &[u8],
+                actions: &[$crate::dr::ActionId],
+            ) -> Result<$crate::dr::RuleId, $crate::dr::DrError> {
+                self.$field.rule_create(m, value, actions)
+            }
+            fn rule_destroy(&self, r: $crate::dr::RuleId) -> Result<(), $crate::dr::DrError> {
+                self.$field.rule_destroy(r)
+            }
+            fn action_create(
+                &self,
+                d: $crate::dr::DomainId,
+                spec: $crate::dr::ActionSpec,
+            ) -> Result<$crate::dr::ActionId, $crate::dr::DrError> {
+                self.$field.action_create(d, spec)
+            }
+            fn action_destroy(&self, a: $crate::dr::ActionId) -> Result<(), $crate::dr::DrError> {
+                self.$field.action_destroy(a)
+            }
+            fn counter_bulk_alloc(
+                &self,
+                log_size: u8,
+            ) -> Result<$crate::dr::CounterBulkId, $crate::dr::DrError> {
+                self.$field.counter_bulk_alloc(log_size)
+            }
+            fn counter_bulk_free(
+                &self,
+                b: $crate::dr::CounterBulkId,
+            ) -> Result<(), $crate::dr::DrError> {
+                self.$field.counter_bulk_free(b)
+            }
+            fn counter_bulk_query(
+                &self,
+                b: $crate::dr::CounterBulkId,
+                out: &mut Vec<$crate::dr::CounterValue>,
+            ) -> Result<(), $crate::dr::DrError> {
+                self.$field.counter_bulk_query(b, out)
+            }
+            fn dump(&self) -> Result<$crate::dr::DeviceDump, $crate::dr::DrError> {
+                self.$field.dump()
+            }
+        }
+    };
+}
+pub use delegate_backend;
+
 #[cfg(test)]
 #[path = "tests/sequence.rs"]
 mod tests;

@@ -18,7 +18,7 @@ pub use offload::sim::{DropCause, Egress, OutFrame, Output, SimBackend, SimConfi
 pub use offload::Vport;
 pub use proptest::prelude::*;
 
-pub use crate::support::*;
+pub use offload::conformance::support::*;
 
 // ---------------------------------------------------------------------------
 // Sim-specific helpers.

@@ -1,6 +1,9 @@
 //! Conformance cases: each documented error with its errno.
 
 use super::*;
+
+/// With duplicates disabled a second rule with the same value is EEXIST,
+/// and the refused rule leaves nothing behind.
 pub fn duplicate_rule_eexist_when_disallowed<D: Device>(dev: &D) {
     let p = pipe(dev);
     ok(
@@ -8,15 +11,15 @@ pub fn duplicate_rule_eexist_when_disallowed<D: Device>(dev: &D) {
         "disallow duplicates",
     );
     let m = matcher(dev, p.t1, 0, &dmac_mask());
-    let to_a = to_vport(dev, p.d, vf(0));
-    let to_b = to_vport(dev, p.d, vf(1));
+    let to_a = to_vport(dev, p.d, dev.vf(0));
+    let to_b = to_vport(dev, p.d, dev.vf(1));
     let r1 = rule(dev, m, &dmac_value(mac(1)), &[to_a]);
     fails(
         dev.rule_create(m, &dmac_value(mac(1)).bytes, &[to_b]),
         Errno::EEXIST,
         "same value twice, duplicates disabled",
     );
-    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(vf(0)));
+    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(dev.vf(0)));
     // The refused rule holds no reference on its action.
     ok(
         dev.action_destroy(to_b),
@@ -25,9 +28,9 @@ pub fn duplicate_rule_eexist_when_disallowed<D: Device>(dev: &D) {
     // Another value is fine; the value is free again once r1 is gone.
     rule(dev, m, &dmac_value(mac(2)), &[to_a]);
     ok(dev.rule_destroy(r1), "rule_destroy");
-    assert_eq!(egress(dev, p.d, &frame(1)), manager());
+    assert_eq!(egress(dev, p.d, &frame(1)), manager(dev));
     rule(dev, m, &dmac_value(mac(1)), &[to_a]);
-    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(vf(0)));
+    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(dev.vf(0)));
 }
 
 /// The root table never takes duplicates, whatever the domain allows.
@@ -72,17 +75,29 @@ pub fn duplicates_allowed_oldest_answers<D: Device>(dev: &D) {
                 offset: u32::from(i),
             },
         );
-        let out = to_vport(dev, p.d, vf(i));
+        let out = to_vport(dev, p.d, dev.vf(i));
         rules.push(rule(dev, m, &dmac_value(mac(1)), &[ctr, out]));
     }
     let f = frame(1);
-    assert_eq!(egress(dev, p.d, &f), Egress::Vport(vf(0)), "oldest answers");
+    assert_eq!(
+        egress(dev, p.d, &f),
+        Egress::Vport(dev.vf(0)),
+        "oldest answers"
+    );
     ok(dev.rule_destroy(rules[0]), "destroy the answering rule");
-    assert_eq!(egress(dev, p.d, &f), Egress::Vport(vf(1)), "next promoted");
+    assert_eq!(
+        egress(dev, p.d, &f),
+        Egress::Vport(dev.vf(1)),
+        "next promoted"
+    );
     ok(dev.rule_destroy(rules[2]), "destroy a waiting duplicate");
-    assert_eq!(egress(dev, p.d, &f), Egress::Vport(vf(1)), "still the same");
+    assert_eq!(
+        egress(dev, p.d, &f),
+        Egress::Vport(dev.vf(1)),
+        "still the same"
+    );
     ok(dev.rule_destroy(rules[1]), "destroy the last copy");
-    assert_eq!(egress(dev, p.d, &f), manager(), "no copy left");
+    assert_eq!(egress(dev, p.d, &f), manager(dev), "no copy left");
     let c = query(dev, bulk);
     let len = f.len() as u64;
     let count = |n: u64| CounterValue {
@@ -101,7 +116,7 @@ pub fn value_outside_mask_einval<D: Device>(dev: &D) {
         0,
         &buf().with(PrmField::OuterDmac, 0xffff_ffff_ff00),
     );
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     fails(
         dev.rule_create(m, &dmac_value(0x0200_0000_1001).bytes, &[out]),
         Errno::EINVAL,
@@ -133,7 +148,7 @@ pub fn value_outside_mask_einval<D: Device>(dev: &D) {
     rule(dev, m, &dmac_value(0x0200_0000_1000), &[out]);
     assert_eq!(
         egress(dev, p.d, &frame_to(0x0200_0000_10ee, 0)),
-        Egress::Vport(vf(0))
+        Egress::Vport(dev.vf(0))
     );
 }
 
@@ -156,7 +171,7 @@ pub fn match_sizes_and_criteria_einval<D: Device>(dev: &D) {
         "match_criteria_enable bit 7",
     );
     let m = matcher(dev, p.t1, 0, &mask);
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     let value = dmac_value(mac(1));
     for len in [14, 449, 452] {
         let mut b = value.bytes.clone();
@@ -177,7 +192,7 @@ pub fn match_sizes_and_criteria_einval<D: Device>(dev: &D) {
         },
         &[out],
     );
-    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(vf(0)));
+    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(dev.vf(0)));
 }
 
 /// The rule's IP version must be the matcher's (EINVAL); the mask takes
@@ -188,7 +203,7 @@ pub fn ip_version_rules<D: Device>(dev: &D) {
         .with(PrmField::OuterIpVersion, 4)
         .with(PrmField::OuterDstIp, 0xffff_ffff);
     let m4 = matcher(dev, p.t1, 0, &mask4);
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     let dst = |v: u8| {
         buf()
             .with(PrmField::OuterIpVersion, u128::from(v))
@@ -209,9 +224,9 @@ pub fn ip_version_rules<D: Device>(dev: &D) {
         "rule ip_version 6 under a version-4 mask",
     );
     rule(dev, m4, &dst(4), &[out]);
-    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(vf(0)));
+    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(dev.vf(0)));
     let v6 = FrameSpec::ipv6(1, 0x0a00_0002, L4::udp(1000, 2000)).build();
-    assert_eq!(egress(dev, p.d, &v6), manager(), "IPv6 under a v4 rule");
+    assert_eq!(egress(dev, p.d, &v6), manager(dev), "IPv6 under a v4 rule");
 
     let mask6 = buf()
         .with(PrmField::OuterIpVersion, 6)
@@ -254,7 +269,7 @@ pub fn drop_with_destination_eopnotsupp<D: Device>(dev: &D) {
     let t2 = table(dev, p.d, 2);
     let m = matcher(dev, p.t1, 0, &dmac_mask());
     let drop = action(dev, p.d, ActionSpec::Drop);
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     let to_t2 = action(dev, p.d, ActionSpec::DestTable(t2));
     let v = dmac_value(mac(1));
     for (list, what) in [
@@ -279,7 +294,7 @@ pub fn drop_with_destination_eopnotsupp<D: Device>(dev: &D) {
         );
     }
     // Nothing was installed.
-    assert_eq!(egress(dev, p.d, &frame(1)), manager());
+    assert_eq!(egress(dev, p.d, &frame(1)), manager(dev));
 }
 
 /// dest_vport exists only in the FDB (EOPNOTSUPP elsewhere) and only to
@@ -287,13 +302,13 @@ pub fn drop_with_destination_eopnotsupp<D: Device>(dev: &D) {
 pub fn dest_vport_domain_and_vport<D: Device>(dev: &D) {
     let rx = domain(dev, DomainType::NicRx);
     fails(
-        dev.action_create(rx, ActionSpec::DestVport(vf(0))),
+        dev.action_create(rx, ActionSpec::DestVport(dev.vf(0))),
         Errno::EOPNOTSUPP,
         "dest_vport in NIC_RX",
     );
     let tx = domain(dev, DomainType::NicTx);
     fails(
-        dev.action_create(tx, ActionSpec::DestVport(vf(0))),
+        dev.action_create(tx, ActionSpec::DestVport(dev.vf(0))),
         Errno::EOPNOTSUPP,
         "dest_vport in NIC_TX",
     );
@@ -303,7 +318,7 @@ pub fn dest_vport_domain_and_vport<D: Device>(dev: &D) {
         Errno::EINVAL,
         "dest_vport to a vport the eSwitch lacks",
     );
-    for v in [vf(0), Vport::UPLINK, Vport::PF] {
+    for v in [dev.vf(0), Vport::UPLINK, Vport::PF] {
         ok(
             dev.action_create(fdb, ActionSpec::DestVport(v)),
             "dest_vport",
@@ -331,7 +346,7 @@ pub fn table_levels<D: Device>(dev: &D) {
             params: params.clone(),
         })
     };
-    let sink = to_vport(dev, p.d, vf(3));
+    let sink = to_vport(dev, p.d, dev.vf(3));
     let sampler_to = |next: TableId| {
         ActionSpec::FlowSampler(FlowSamplerAttr {
             sample_ratio: 2,
@@ -391,21 +406,21 @@ pub fn busy_table_with_matchers<D: Device>(dev: &D) {
 pub fn busy_matcher_with_rules<D: Device>(dev: &D) {
     let p = pipe(dev);
     let m = matcher(dev, p.t1, 0, &dmac_mask());
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     let r = rule(dev, m, &dmac_value(mac(1)), &[out]);
     fails(dev.matcher_destroy(m), Errno::EBUSY, "matcher with a rule");
-    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(vf(0)));
+    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(dev.vf(0)));
     ok(dev.rule_destroy(r), "rule_destroy");
     ok(dev.matcher_destroy(m), "matcher_destroy once empty");
-    assert_eq!(egress(dev, p.d, &frame(1)), manager());
+    assert_eq!(egress(dev, p.d, &frame(1)), manager(dev));
 }
 
 /// An action used by a rule or by another action cannot be destroyed.
 pub fn busy_action_in_use<D: Device>(dev: &D) {
     let p = pipe(dev);
     let m = matcher(dev, p.t1, 0, &dmac_mask());
-    let a = to_vport(dev, p.d, vf(0));
-    let b = to_vport(dev, p.d, vf(1));
+    let a = to_vport(dev, p.d, dev.vf(0));
+    let b = to_vport(dev, p.d, dev.vf(1));
     let r1 = rule(dev, m, &dmac_value(mac(1)), &[a]);
     let r2 = rule(dev, m, &dmac_value(mac(2)), &[a]);
     let array = action(dev, p.d, ActionSpec::DestArray(vec![a, b]));
@@ -454,7 +469,7 @@ pub fn busy_table_led_to<D: Device>(dev: &D) {
     );
     fails(dev.table_destroy(t), Errno::EBUSY, "table a meter leads to");
     ok(dev.action_destroy(meter), "destroy the meter");
-    let sink = to_vport(dev, d, vf(0));
+    let sink = to_vport(dev, d, dev.vf(0));
     let sampler = action(
         dev,
         d,
@@ -522,7 +537,7 @@ pub fn enospc_rules_per_table<D: Device>(dev: &D, max_rules_per_table: usize) {
     let p = pipe(dev);
     let m1 = matcher(dev, p.t1, 0, &dmac_mask());
     let m2 = matcher(dev, p.t1, 1, &reg_mask(3));
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     let mut rules = Vec::new();
     for i in 0..max_rules_per_table {
         let r = if i % 2 == 0 {
@@ -554,7 +569,7 @@ pub fn enospc_rules_per_table<D: Device>(dev: &D, max_rules_per_table: usize) {
         Errno::ENOSPC,
         "full again",
     );
-    assert_eq!(egress(dev, p.d, &frame(full)), Egress::Vport(vf(0)));
+    assert_eq!(egress(dev, p.d, &frame(full)), Egress::Vport(dev.vf(0)));
 }
 
 /// Flow counters over all bulks: ENOSPC past the device's count.
@@ -618,7 +633,7 @@ pub fn enospc_meters<D: Device>(dev: &D, max_meters: usize) {
 pub fn stale_handles_einval<D: Device>(dev: &D) {
     let p = pipe(dev);
     let m = matcher(dev, p.t1, 0, &dmac_mask());
-    let a = to_vport(dev, p.d, vf(0));
+    let a = to_vport(dev, p.d, dev.vf(0));
     let v = dmac_value(mac(1));
 
     let r = rule(dev, m, &v, &[a]);
@@ -628,7 +643,7 @@ pub fn stale_handles_einval<D: Device>(dev: &D) {
     fails(dev.rule_destroy(r), Errno::EINVAL, "old rule handle");
     assert_eq!(
         egress(dev, p.d, &frame(1)),
-        Egress::Vport(vf(0)),
+        Egress::Vport(dev.vf(0)),
         "r2 lives"
     );
     ok(dev.rule_destroy(r2), "rule_destroy");
@@ -657,7 +672,7 @@ pub fn stale_handles_einval<D: Device>(dev: &D) {
         Errno::EINVAL,
         "action destroyed twice",
     );
-    let a2 = to_vport(dev, p.d, vf(1));
+    let a2 = to_vport(dev, p.d, dev.vf(1));
     fails(dev.action_destroy(a), Errno::EINVAL, "old action handle");
     fails(
         dev.rule_create(m2, &v.bytes, &[a]),
@@ -672,7 +687,7 @@ pub fn stale_handles_einval<D: Device>(dev: &D) {
     rule(dev, m2, &v, &[a2]);
     assert_eq!(
         egress(dev, p.d, &frame(1)),
-        Egress::Vport(vf(1)),
+        Egress::Vport(dev.vf(1)),
         "a2 lives"
     );
 

@@ -16,7 +16,11 @@ pub fn action_drop<D: Device>(dev: &D) {
         Egress::Drop(DropCause::Rule),
         "dropped"
     );
-    assert_eq!(egress(dev, p.d, &frame(2)), manager(), "other flows miss");
+    assert_eq!(
+        egress(dev, p.d, &frame(2)),
+        manager(dev),
+        "other flows miss"
+    );
 }
 
 /// default_miss and a plain miss both go to the eSwitch manager, on the
@@ -28,7 +32,7 @@ pub fn action_default_miss<D: Device>(dev: &D) {
     let bulk = ok(dev.counter_bulk_alloc(0), "counter_bulk_alloc");
     let ctr = action(dev, p.d, ActionSpec::FlowCounter { bulk, offset: 0 });
     rule(dev, m, &dmac_value(mac(1)), &[ctr, miss]);
-    for from in [vf(0), vf(5), Vport::UPLINK, Vport::PF] {
+    for from in [dev.vf(0), dev.vf(5), Vport::UPLINK, Vport::PF] {
         for i in [1, 2] {
             let f = frame(i);
             let out = one(dev, p.d, from, &f);
@@ -43,14 +47,14 @@ pub fn action_default_miss<D: Device>(dev: &D) {
 pub fn action_dest_vport<D: Device>(dev: &D) {
     let p = pipe(dev);
     let m = matcher(dev, p.t1, 0, &dmac_mask());
-    for (i, v) in [vf(0), vf(15), Vport::UPLINK, Vport::PF]
+    for (i, v) in [dev.vf(0), dev.vf(15), Vport::UPLINK, Vport::PF]
         .into_iter()
         .enumerate()
     {
         let out = to_vport(dev, p.d, v);
         rule(dev, m, &dmac_value(mac(i as u64)), &[out]);
         let f = frame_to(mac(i as u64), 100 + i);
-        let got = one(dev, p.d, ingress(), &f);
+        let got = one(dev, p.d, dev.ingress(), &f);
         assert_eq!(got.egress, Egress::Vport(v));
         assert_eq!(got.bytes, f, "bytes unchanged");
         assert!(!got.sampled);
@@ -66,12 +70,12 @@ pub fn action_dest_table<D: Device>(dev: &D) {
     let to_t7 = action(dev, p.d, ActionSpec::DestTable(t7));
     rule(dev, m1, &dmac_value(mac(1)), &[to_t7]);
     rule(dev, m1, &dmac_value(mac(2)), &[to_t7]);
-    let out = to_vport(dev, p.d, vf(4));
+    let out = to_vport(dev, p.d, dev.vf(4));
     rule(dev, m7, &dmac_value(mac(1)), &[out]);
-    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(vf(4)));
+    assert_eq!(egress(dev, p.d, &frame(1)), Egress::Vport(dev.vf(4)));
     assert_eq!(
         egress(dev, p.d, &frame(2)),
-        manager(),
+        manager(dev),
         "a miss in the last table"
     );
 }
@@ -82,23 +86,23 @@ pub fn action_dest_array<D: Device>(dev: &D) {
     let t2 = table(dev, p.d, 2);
     let m1 = matcher(dev, p.t1, 0, &dmac_mask());
     let m2 = matcher(dev, t2, 0, &buf());
-    let a = to_vport(dev, p.d, vf(0));
-    let b = to_vport(dev, p.d, vf(1));
+    let a = to_vport(dev, p.d, dev.vf(0));
+    let b = to_vport(dev, p.d, dev.vf(1));
     let to_t2 = action(dev, p.d, ActionSpec::DestTable(t2));
     let array = action(dev, p.d, ActionSpec::DestArray(vec![a, b, to_t2]));
     rule(dev, m1, &dmac_value(mac(1)), &[array]);
     let bulk = ok(dev.counter_bulk_alloc(0), "counter_bulk_alloc");
     let ctr = action(dev, p.d, ActionSpec::FlowCounter { bulk, offset: 0 });
-    let c = to_vport(dev, p.d, vf(2));
+    let c = to_vport(dev, p.d, dev.vf(2));
     rule(dev, m2, &buf(), &[ctr, c]);
     let f = frame(1);
-    let out = dev.send(p.d, 0, ingress(), &f);
+    let out = dev.send(p.d, 0, dev.ingress(), &f);
     let mut egresses: Vec<Egress> = out.iter().map(|o| o.egress).collect();
     egresses.sort_by_key(|e| format!("{e:?}"));
     let mut want = vec![
-        Egress::Vport(vf(0)),
-        Egress::Vport(vf(1)),
-        Egress::Vport(vf(2)),
+        Egress::Vport(dev.vf(0)),
+        Egress::Vport(dev.vf(1)),
+        Egress::Vport(dev.vf(2)),
     ];
     want.sort_by_key(|e| format!("{e:?}"));
     assert_eq!(egresses, want, "one copy per destination: {out:?}");
@@ -119,13 +123,13 @@ pub fn action_counter<D: Device>(dev: &D) {
     let m = matcher(dev, p.t1, 0, &dmac_mask());
     let bulk = ok(dev.counter_bulk_alloc(2), "counter_bulk_alloc");
     let ctr = action(dev, p.d, ActionSpec::FlowCounter { bulk, offset: 2 });
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     rule(dev, m, &dmac_value(mac(1)), &[ctr, out]);
     let mut bytes = 0;
     for n in 0..10 {
         let f = frame_to(mac(1), 30 * n);
         bytes += f.len() as u64;
-        assert_eq!(egress(dev, p.d, &f), Egress::Vport(vf(0)));
+        assert_eq!(egress(dev, p.d, &f), Egress::Vport(dev.vf(0)));
         egress(dev, p.d, &frame(2));
     }
     let c = query(dev, bulk);
@@ -159,14 +163,14 @@ pub fn action_meter<D: Device>(dev: &D) {
     let inactive = action(dev, p.d, meter_spec(t2, 5, &tiny, false));
     rule(dev, m1, &dmac_value(mac(1)), &[metered]);
     rule(dev, m1, &dmac_value(mac(2)), &[inactive]);
-    let green = to_vport(dev, p.d, vf(2));
+    let green = to_vport(dev, p.d, dev.vf(2));
     let drop = action(dev, p.d, ActionSpec::Drop);
     rule(dev, m2, &reg_value(5, Color::Green as u32), &[green]);
     rule(dev, m2, &reg_value(5, Color::Red as u32), &[drop]);
     for i in [1, 2] {
         for n in 0..20 {
-            let out = one(dev, p.d, ingress(), &frame_to(mac(i), 100 + n));
-            assert_eq!(out.egress, Egress::Vport(vf(2)), "flow {i}: green");
+            let out = one(dev, p.d, dev.ingress(), &frame_to(mac(i), 100 + n));
+            assert_eq!(out.egress, Egress::Vport(dev.vf(2)), "flow {i}: green");
             assert_eq!(out.regs[5], Color::Green as u32, "colour in reg_c_5");
         }
     }
@@ -179,7 +183,7 @@ pub fn action_sampler<D: Device>(dev: &D) {
     let t2 = table(dev, p.d, 2);
     let m1 = matcher(dev, p.t1, 0, &dmac_mask());
     let m2 = matcher(dev, t2, 0, &buf());
-    let sink = to_vport(dev, p.d, vf(9));
+    let sink = to_vport(dev, p.d, dev.vf(9));
     let sampler = action(
         dev,
         p.d,
@@ -191,16 +195,16 @@ pub fn action_sampler<D: Device>(dev: &D) {
         }),
     );
     rule(dev, m1, &dmac_value(mac(1)), &[sampler]);
-    let out = to_vport(dev, p.d, vf(1));
+    let out = to_vport(dev, p.d, dev.vf(1));
     rule(dev, m2, &buf(), &[out]);
     for n in 0..10 {
         let f = frame_to(mac(1), n * 10);
-        let got = dev.send(p.d, 0, ingress(), &f);
+        let got = dev.send(p.d, 0, dev.ingress(), &f);
         assert_eq!(got.len(), 2, "a copy and the original: {got:?}");
         let copy = got.iter().find(|o| o.sampled).expect("a sampled copy");
         let orig = got.iter().find(|o| !o.sampled).expect("the original");
-        assert_eq!(copy.egress, Egress::Vport(vf(9)));
-        assert_eq!(orig.egress, Egress::Vport(vf(1)));
+        assert_eq!(copy.egress, Egress::Vport(dev.vf(9)));
+        assert_eq!(orig.egress, Egress::Vport(dev.vf(1)));
         assert_eq!(copy.bytes, f);
         assert_eq!(orig.bytes, f);
     }
@@ -228,20 +232,20 @@ pub fn action_push_pop_vlan<D: Device>(dev: &D) {
         },
     );
     let pop = action(dev, p.d, ActionSpec::PopVlan);
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     rule(dev, m, &dmac_value(mac(1)), &[push, out]);
     rule(dev, m, &dmac_value(mac(2)), &[pop, out]);
     let plain = frame_to(mac(1), 100);
-    let got = one(dev, p.d, ingress(), &plain);
-    assert_eq!(got.egress, Egress::Vport(vf(0)));
+    let got = one(dev, p.d, dev.ingress(), &plain);
+    assert_eq!(got.egress, Egress::Vport(dev.vf(0)));
     assert_eq!(got.bytes, with_tag(&plain, 0x8100, 0x6064), "tag pushed");
 
     let untagged = FrameSpec::ipv4(0x0a00_0001, 0x0a00_0002, L4::udp(1000, 2000))
         .macs(SRC_MAC, mac(2))
         .payload(100);
     let tagged = untagged.clone().vlan(0x8100, 0x0123).build();
-    let got = one(dev, p.d, ingress(), &tagged);
-    assert_eq!(got.egress, Egress::Vport(vf(0)));
+    let got = one(dev, p.d, dev.ingress(), &tagged);
+    assert_eq!(got.egress, Egress::Vport(dev.vf(0)));
     assert_eq!(got.bytes, untagged.build(), "tag popped");
 }
 
@@ -263,14 +267,14 @@ pub fn action_modify_header<D: Device>(dev: &D) {
             ModifyOp::set(ModifyField::RegC(6), 0x1234_5678),
         ],
     );
-    let out = to_vport(dev, p.d, vf(0));
+    let out = to_vport(dev, p.d, dev.vf(0));
     rule(dev, m, &dmac_value(mac(1)), &[rewrite, out]);
     let spec = FrameSpec::ipv4(0x0a00_0001, 0x0a00_0002, L4::udp(1000, 2000)).payload(64);
     let f = spec.clone().macs(SRC_MAC, mac(1)).build();
-    let got = one(dev, p.d, ingress(), &f);
+    let got = one(dev, p.d, dev.ingress(), &f);
     let mut want = spec.macs(new_smac, new_dmac);
     want.ttl = 7;
-    assert_eq!(got.egress, Egress::Vport(vf(0)));
+    assert_eq!(got.egress, Egress::Vport(dev.vf(0)));
     assert_eq!(got.bytes, want.build(), "MACs and TTL rewritten");
     assert_eq!(got.regs[6], 0x1234_5678, "register written");
 }
@@ -319,7 +323,7 @@ pub fn counters_exact_under_random_traffic<D: Device>(dev: &D) {
             .with(PrmField::OuterIpProtocol, 0xff)
             .with(PrmField::OuterTcpDport, 0xffff),
     );
-    let outs: Vec<ActionId> = (0..12).map(|i| to_vport(dev, d, vf(i))).collect();
+    let outs: Vec<ActionId> = (0..12).map(|i| to_vport(dev, d, dev.vf(i))).collect();
     let dst_of = |i: u64| 0x0a01_0000 + i as u32;
     for i in 0..DSTS {
         let v = buf()
@@ -342,7 +346,7 @@ pub fn counters_exact_under_random_traffic<D: Device>(dev: &D) {
 
     let mut want = vec![CounterValue::default(); 128];
     let mut rng = megaflow::SplitMix64::new(0x00c0_ffee);
-    let from = [vf(0), vf(3), Vport::UPLINK];
+    let from = [dev.vf(0), dev.vf(3), dev.ingress()];
     let mut hits = 0;
     for n in 0..6000u64 {
         let dst = if rng.below(2) == 0 {
@@ -374,11 +378,11 @@ pub fn counters_exact_under_random_traffic<D: Device>(dev: &D) {
         // The model: the dst matcher first, then TCP ports; IPv4 only.
         let dst_rule = (u64::from(dst.wrapping_sub(dst_of(0))) < DSTS).then(|| {
             let i = u64::from(dst - dst_of(0));
-            (i as usize, vf((i % 8) as u16))
+            (i as usize, dev.vf((i % 8) as u16))
         });
         let port_rule = (tcp && (5000..5000 + PORTS as u16).contains(&dport)).then(|| {
             let j = u64::from(dport - 5000);
-            ((DSTS + j) as usize, vf((8 + j % 4) as u16))
+            ((DSTS + j) as usize, dev.vf((8 + j % 4) as u16))
         });
         let expect = if v6 { None } else { dst_rule.or(port_rule) };
         let ing = from[rng.below(3) as usize];
@@ -437,7 +441,7 @@ fn meter_one_rate<D: Device>(dev: &D, cir: u64, cbs: u64) {
     rule(dev, m1, &dmac_value(mac(1)), &[meter]);
     let bulk = ok(dev.counter_bulk_alloc(2), "counter_bulk_alloc");
     let m2 = matcher(dev, t2, 0, &reg_mask(5));
-    let fwd = to_vport(dev, p.d, vf(1));
+    let fwd = to_vport(dev, p.d, dev.vf(1));
     let drop = action(dev, p.d, ActionSpec::Drop);
     for color in [Color::Green, Color::Yellow, Color::Red] {
         let ctr = action(
@@ -457,10 +461,10 @@ fn meter_one_rate<D: Device>(dev: &D, cir: u64, cbs: u64) {
     let (mut forwarded, mut dropped) = (0u64, 0u64);
     for i in 0..n {
         let t = (i + 1) * 1_000_000_000 / n;
-        let out = dev.send(p.d, t, ingress(), &f);
+        let out = dev.send(p.d, t, dev.ingress(), &f);
         assert_eq!(out.len(), 1, "{out:?}");
         match out[0].egress {
-            Egress::Vport(v) if v == vf(1) => forwarded += 1,
+            Egress::Vport(v) if v == dev.vf(1) => forwarded += 1,
             Egress::Drop(DropCause::Rule) => dropped += 1,
             e => panic!("unexpected egress {e:?}"),
         }
@@ -509,7 +513,7 @@ fn sampler_one_ratio<D: Device>(dev: &D, ratio: u32, n: u64) {
         p.d,
         &[ModifyOp::set(ModifyField::RegC(FLOW_REG), FLOW_ID)],
     );
-    let sink = to_vport(dev, p.d, vf(9));
+    let sink = to_vport(dev, p.d, dev.vf(9));
     let sampler = action(
         dev,
         p.d,
@@ -522,21 +526,21 @@ fn sampler_one_ratio<D: Device>(dev: &D, ratio: u32, n: u64) {
     );
     rule(dev, m1, &dmac_value(mac(1)), &[sampler]);
     let m2 = matcher(dev, t2, 0, &reg_mask(MARK_REG));
-    let out = to_vport(dev, p.d, vf(1));
+    let out = to_vport(dev, p.d, dev.vf(1));
     rule(dev, m2, &reg_value(MARK_REG, MARK), &[out]);
     let mut sampled = 0u64;
     for i in 0..n {
         let f = frame_to(mac(1), (i % 50) as usize);
-        let got = dev.send(p.d, i, ingress(), &f);
+        let got = dev.send(p.d, i, dev.ingress(), &f);
         let originals: Vec<&OutFrame> = got.iter().filter(|o| !o.sampled).collect();
         assert_eq!(originals.len(), 1, "packet {i}: one original: {got:?}");
         let orig = originals[0];
-        assert_eq!(orig.egress, Egress::Vport(vf(1)), "original forwarded");
+        assert_eq!(orig.egress, Egress::Vport(dev.vf(1)), "original forwarded");
         assert_eq!(orig.bytes, f, "original unchanged");
         assert_ne!(orig.regs[usize::from(FLOW_REG)], FLOW_ID, "id on copy only");
         for copy in got.iter().filter(|o| o.sampled) {
             sampled += 1;
-            assert_eq!(copy.egress, Egress::Vport(vf(9)), "copy to the sink");
+            assert_eq!(copy.egress, Egress::Vport(dev.vf(9)), "copy to the sink");
             assert_eq!(copy.bytes, f, "copy unchanged");
             assert_eq!(copy.regs[usize::from(FLOW_REG)], FLOW_ID, "flow id");
         }

@@ -1,16 +1,15 @@
 //! Helpers shared by the Direct Rule test suites (conformance and sim
 //! scenarios): frames, `fte_match_param` buffers, object creation that
 //! names the failing call, deterministic random numbers.
-#![allow(dead_code)]
 
-use megaflow::frame::{FrameSpec, L4};
-use offload::dr::modify::{encode_list, ModifyOp};
-use offload::dr::{
+use crate::dr::modify::{encode_list, ModifyOp};
+use crate::dr::{
     ActionId, ActionSpec, CounterBulkId, CounterValue, DomainId, DomainType, DrBackend, DrError,
     Errno, MatcherId, RuleId, TableId,
 };
-use offload::prm::{set, PrmField, ENCODED_LEN};
-use offload::Vport;
+use crate::prm::{set, PrmField, ENCODED_LEN};
+use crate::Vport;
+use megaflow::frame::{FrameSpec, L4};
 
 /// The source MAC of the suite's frames.
 pub const SRC_MAC: u64 = 0x0200_0000_00aa;

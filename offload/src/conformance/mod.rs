@@ -1,0 +1,126 @@
+//! The Direct Rule conformance suite, written against [`DrBackend`] so
+//! every backend runs the same cases: the `sim` in `cargo test`, the `mlx5`
+//! backend on a ConnectX through `eswitchd hw-check` (and `cargo test` when
+//! `ESWITCH_MLX5_DEVICE` names a device).
+//!
+//! Each case is a `pub fn` generic over [`Device`]: a backend plus a way to
+//! put a frame into the eSwitch and see what leaves. A case builds its own
+//! domain and objects, so cases share nothing but the device. Cases that
+//! need a capacity (ENOSPC) take it as a parameter: the runner knows the
+//! device it built. A case states what it expects with `assert!`, like a
+//! test; [`run`] runs each under `catch_unwind`, so one failing case is a
+//! line in the [`Report`] and the next case still runs.
+//!
+//! What is covered:
+//! - every documented error with its errno (duplicates, value outside the
+//!   mask, IP version, action sequences, domains and vports, table levels,
+//!   objects in use, capacities, stale handles, VLAN and modify-header
+//!   arguments);
+//! - each action on real frames;
+//! - counters exact under random traffic against an independent model;
+//! - meter rates within 1% over one second at several CIRs;
+//! - sampler ratios within 5 sigma.
+//!
+//! Assumptions about the device: it has the PF and the VFs that
+//! [`Device::vf`] names, and no vport [`NO_SUCH_VPORT`]; `send` returns
+//! every frame one input frame produced, with the metadata registers at the
+//! end of its walk and the sampled flag of sampler copies.
+
+use crate::dr::meter::{Color, MeterMode, MeterParams};
+use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
+use crate::dr::{
+    ActionId, ActionSpec, CounterValue, DomainId, DomainType, DrBackend, Errno, FlowMeterAttr,
+    FlowSamplerAttr, RuleId, SyncFlags, TableId,
+};
+use crate::prm::PrmField;
+use crate::sim::{DropCause, Egress, OutFrame, Output, SimBackend};
+use crate::Vport;
+use megaflow::frame::{FrameSpec, L4};
+
+pub use support::*;
+
+/// A backend the suite can also send frames through.
+pub trait Device: DrBackend {
+    /// Puts `frame` into the eSwitch at `ingress` at time `now_ns` (from
+    /// the start of the case) and returns every frame that leaves
+    /// (forwarded, dropped, to the manager, sampled copies), in the order
+    /// the device emits them.
+    fn send(&self, d: DomainId, now_ns: u64, ingress: Vport, frame: &[u8]) -> Vec<OutFrame>;
+
+    /// The vport of the suite's VF `n` (cases use 0..=15). A device with
+    /// fewer ports panics with [`NeedsPorts`], which skips the case.
+    fn vf(&self, n: u16) -> Vport {
+        support::vf(n)
+    }
+
+    /// The vport most cases send from; distinct from every [`Device::vf`].
+    fn ingress(&self) -> Vport {
+        support::ingress()
+    }
+}
+
+/// The sim is a device: frames go through [`SimBackend::process`].
+impl Device for SimBackend {
+    fn send(&self, d: DomainId, now_ns: u64, ingress: Vport, frame: &[u8]) -> Vec<OutFrame> {
+        let mut out = Output::new();
+        self.process(d, now_ns, ingress, frame, &mut out);
+        out.frames().to_vec()
+    }
+}
+
+/// The panic payload of a device asked for a port it does not have: the
+/// runner reports the case as skipped, with this reason.
+#[derive(Debug)]
+pub struct NeedsPorts(pub String);
+
+// ---------------------------------------------------------------------------
+// Helpers.
+
+/// A vport number the eSwitch does not have.
+pub const NO_SUCH_VPORT: Vport = Vport(0x7000);
+
+/// An FDB domain whose root sends everything to a table at level 1.
+struct Pipe {
+    d: DomainId,
+    root: TableId,
+    t1: TableId,
+}
+
+fn pipe<D: Device>(dev: &D) -> Pipe {
+    let d = domain(dev, DomainType::Fdb);
+    let root = table(dev, d, 0);
+    let t1 = table(dev, d, 1);
+    let to_t1 = action(dev, d, ActionSpec::DestTable(t1));
+    let m = matcher(dev, root, 0, &buf());
+    rule(dev, m, &buf(), &[to_t1]);
+    Pipe { d, root, t1 }
+}
+
+/// Sends a frame that must leave exactly once.
+#[track_caller]
+fn one<D: Device>(dev: &D, d: DomainId, from: Vport, frame: &[u8]) -> OutFrame {
+    let mut out = dev.send(d, 0, from, frame);
+    assert_eq!(out.len(), 1, "one frame in, one out: {out:?}");
+    out.pop().expect("one frame")
+}
+
+/// Where a frame from the default ingress goes.
+#[track_caller]
+fn egress<D: Device>(dev: &D, d: DomainId, frame: &[u8]) -> Egress {
+    one(dev, d, dev.ingress(), frame).egress
+}
+
+fn manager<D: Device>(dev: &D) -> Egress {
+    Egress::Manager {
+        ingress: dev.ingress(),
+    }
+}
+
+mod actions;
+mod errors;
+mod run;
+pub mod support;
+
+pub use actions::*;
+pub use errors::*;
+pub use run::*;
