@@ -35,6 +35,7 @@ use rdma_core_sys as sys;
 use crate::cmd::{self, BulkSize};
 use crate::device::{errno, OpenDevice, RepPort, StartError};
 use crate::marshal::{memory_words, meter_attr, sampler_attr, vlan_header, DestArray, MatchParams};
+use crate::Divergence;
 
 /// A Direct Rule handle: its map key and the object it names.
 trait Handle: Copy {
@@ -151,6 +152,15 @@ pub struct Mlx5Backend {
     /// reg_c_0 tag (from `mlx5dv_query_port`).
     source_port: SourcePortMode,
     tags: HashMap<Vport, u32>,
+    /// Ask the device about calls the model refuses, and record every
+    /// answer that differs ([`Mlx5Backend::set_cross_check`]).
+    cross_check: bool,
+    divergences: Mutex<Vec<Divergence>>,
+}
+
+/// An error as a divergence side: its text and errno.
+fn describe(e: &DrError) -> String {
+    format!("refused it with {} ({e})", e.errno())
 }
 
 /// The [`DrError`] for errno `code` from the device's `op`.
@@ -201,6 +211,8 @@ impl Mlx5Backend {
             counter_bulk_log,
             source_port: SourcePortMode::MiscSourcePort,
             tags: HashMap::new(),
+            cross_check: false,
+            divergences: Mutex::new(Vec::new()),
         }
     }
 
@@ -226,6 +238,68 @@ impl Mlx5Backend {
     /// The reg_c_0 tag of `vport`, when the device reported one.
     pub fn vport_tag(&self, vport: Vport) -> Option<u32> {
         self.tags.get(&vport).copied()
+    }
+
+    /// The model: the sim in the same state as the device, which answers
+    /// first for every call.
+    pub fn model(&self) -> &SimBackend {
+        &self.model
+    }
+
+    /// Cross-check mode, for `eswitchd hw-check`: a create the model
+    /// refuses is also made on the device (and destroyed at once if the
+    /// device accepts it), so the device's own answer to every documented
+    /// error is checked; any answer that differs from the model's is kept
+    /// for [`Mlx5Backend::take_divergences`]. Off in the daemon, where a
+    /// call the model refuses never reaches the device.
+    pub fn set_cross_check(&mut self, on: bool) {
+        self.cross_check = on;
+    }
+
+    /// The divergences recorded since the last call.
+    pub fn take_divergences(&self) -> Vec<Divergence> {
+        std::mem::take(&mut *self.divergences.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn diverged(&self, op: &'static str, model: String, device: String) {
+        if self.cross_check {
+            let d = Divergence { op, model, device };
+            tracing::warn!(%d, "the device and the sim differ");
+            self.divergences
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(d);
+        }
+    }
+
+    /// The device's answer to a call the model refused with `model`:
+    /// `made` is what the device returned (an object it made is destroyed
+    /// at once with `kill`). The same errno is agreement.
+    fn refused<T>(
+        &self,
+        op: &'static str,
+        model: &DrError,
+        made: Option<NonNull<T>>,
+        kill: unsafe extern "C" fn(*mut T) -> std::os::raw::c_int,
+    ) {
+        let device = match made {
+            None => device_error(op, errno(0)),
+            Some(p) => {
+                // SAFETY: the object the device just made for this probe;
+                // nothing else knows it; destroyed once.
+                let rc = unsafe { kill(p.as_ptr()) };
+                let undone = if rc == 0 {
+                    ""
+                } else {
+                    " (and its destroy failed)"
+                };
+                self.diverged(op, describe(model), format!("accepted it{undone}"));
+                return;
+            }
+        };
+        if device.errno() != model.errno() {
+            self.diverged(op, describe(model), describe(&device));
+        }
     }
 
     fn raw(&self) -> MutexGuard<'_, Raw> {
@@ -254,17 +328,30 @@ impl Mlx5Backend {
 }
 
 /// Made on the model, then on the device; undone on the model when the
-/// device refuses.
+/// device refuses. In cross-check mode a call the model refuses is made on
+/// the device too ([`Mlx5Backend::refused`]), and a refusal only the
+/// device makes is recorded. `$raw` is the raw call, `$kill` the raw
+/// destroy of what it makes.
 macro_rules! made {
-    ($self:ident, $model:expr, $undo:ident, $op:expr, $raw:expr) => {{
-        let id = $model?;
-        match NonNull::new(($raw)(&id)) {
-            Some(p) => Ok((id, p)),
-            None => {
-                let code = errno(0);
-                let _ = $self.model.$undo(id);
-                Err(device_error($op, code))
+    ($self:ident, $model:expr, $undo:ident, $op:expr, $raw:expr, $kill:path $(,)?) => {{
+        match $model {
+            Err(e) => {
+                if $self.cross_check {
+                    let made = NonNull::new(($raw)());
+                    $self.refused($op, &e, made, $kill);
+                }
+                Err(e)
             }
+            Ok(id) => match NonNull::new(($raw)()) {
+                Some(p) => Ok((id, p)),
+                None => {
+                    let code = errno(0);
+                    let _ = $self.model.$undo(id);
+                    let e = device_error($op, code);
+                    $self.diverged($op, "accepted".to_owned(), describe(&e));
+                    Err(e)
+                }
+            },
         }
     }};
 }
@@ -284,7 +371,8 @@ impl DrBackend for Mlx5Backend {
             domain_destroy,
             "mlx5dv_dr_domain_create",
             // SAFETY: an open context; the result is checked for NULL.
-            |_: &DomainId| unsafe { sys::mlx5dv_dr_domain_create(ctx, t) }
+            || unsafe { sys::mlx5dv_dr_domain_create(ctx, t) },
+            sys::mlx5dv_dr_domain_destroy,
         )?;
         raw.domains.insert(id, p);
         Ok(id)
@@ -340,7 +428,8 @@ impl DrBackend for Mlx5Backend {
             table_destroy,
             "mlx5dv_dr_table_create",
             // SAFETY: a live domain; the result is checked for NULL.
-            |_: &TableId| unsafe { sys::mlx5dv_dr_table_create(dom.as_ptr(), level) }
+            || unsafe { sys::mlx5dv_dr_table_create(dom.as_ptr(), level) },
+            sys::mlx5dv_dr_table_destroy,
         )?;
         raw.tables.insert(id, p);
         Ok(id)
@@ -373,9 +462,10 @@ impl DrBackend for Mlx5Backend {
             "mlx5dv_dr_matcher_create",
             // SAFETY: a live table and a match buffer that outlives the
             // call; the result is checked for NULL.
-            |_: &MatcherId| unsafe {
+            || unsafe {
                 sys::mlx5dv_dr_matcher_create(tbl.as_ptr(), priority, criteria, params.as_ptr())
-            }
+            },
+            sys::mlx5dv_dr_matcher_destroy,
         )?;
         raw.matchers.insert(id, p);
         Ok(id)
@@ -411,14 +501,15 @@ impl DrBackend for Mlx5Backend {
             "mlx5dv_dr_rule_create",
             // SAFETY: a live matcher, a value buffer and an action array
             // that outlive the call; the result is checked for NULL.
-            |_: &RuleId| unsafe {
+            || unsafe {
                 sys::mlx5dv_dr_rule_create(
                     m.as_ptr(),
                     params.as_ptr(),
                     ptrs.len(),
                     ptrs.as_mut_ptr(),
                 )
-            }
+            },
+            sys::mlx5dv_dr_rule_destroy,
         )?;
         raw.rules.insert(id, p);
         Ok(id)
@@ -519,7 +610,8 @@ impl DrBackend for Mlx5Backend {
             self.model.action_create(domain, spec),
             action_destroy,
             op,
-            |_: &ActionId| call()
+            || call(),
+            sys::mlx5dv_dr_action_destroy,
         )?;
         raw.actions.insert(id, p);
         Ok(id)
@@ -623,6 +715,19 @@ impl DrBackend for Mlx5Backend {
             }
             cmd::query_flow_counter_out(&buf, n, out)
                 .map_err(|_| device_error("QUERY_FLOW_COUNTER", libc::EIO))?;
+        }
+        if self.cross_check {
+            // The model counted the frames the check sent through it.
+            let mut want = Vec::new();
+            self.model.counter_bulk_query(bulk, &mut want)?;
+            let differ = want.iter().zip(out.iter()).position(|(w, g)| w != g);
+            if let Some(i) = differ {
+                self.diverged(
+                    "QUERY_FLOW_COUNTER",
+                    format!("counted {:?} at offset {i}", want[i]),
+                    format!("counted {:?}", out[i]),
+                );
+            }
         }
         Ok(())
     }

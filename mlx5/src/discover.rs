@@ -56,6 +56,43 @@ pub enum DiscoverError {
         device: String,
         other: String,
     },
+    #[error("representor {rep}: {reason} ({path})")]
+    NoVf {
+        rep: String,
+        path: String,
+        reason: &'static str,
+    },
+}
+
+/// The VF index a representor stands for, from its `phys_port_name`
+/// (`pf0vf3`, or `c1pf0vf3` on a multi-host controller).
+pub fn vf_index(phys_port_name: &str) -> Option<u16> {
+    let (_, vf) = phys_port_name.rsplit_once("vf")?;
+    vf.parse().ok()
+}
+
+/// The host netdev of the VF that representor `rep` stands for: the
+/// representor's `phys_port_name` names the VF, and the PF's PCI function
+/// (the representor's `device`) lists it as `virtfn<N>/net/<netdev>`. A VF
+/// bound to vfio (passed to a VM) has no netdev: that is an error here.
+pub fn vf_netdev(sysfs: &Path, rep: &str) -> Result<String, DiscoverError> {
+    let net = sysfs.join("class/net").join(rep);
+    let err = |path: &Path, reason| DiscoverError::NoVf {
+        rep: rep.to_owned(),
+        path: path.display().to_string(),
+        reason,
+    };
+    let name_path = net.join("phys_port_name");
+    let name = read_trimmed(&name_path)
+        .ok_or_else(|| err(&name_path, "no phys_port_name: not a representor"))?;
+    let vf = vf_index(&name).ok_or_else(|| err(&name_path, "not the representor of a VF"))?;
+    let vf_net = net.join(format!("device/virtfn{vf}/net"));
+    first_entry(&vf_net).ok_or_else(|| {
+        err(
+            &vf_net,
+            "its VF has no netdev on this host (bound to vfio, or not created)",
+        )
+    })
 }
 
 /// Finds the device and ports of `netdevs` under `sysfs`.

@@ -32,3 +32,24 @@ pub mod marshal;
 pub use backend::{start, Mlx5Backend};
 pub use device::{open, DeviceError, OpenDevice, RepPort, StartError};
 pub use discover::{discover, DiscoverError, Discovered};
+
+/// A call the model (the sim) and the device answered differently.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    /// The rdma-core call.
+    pub op: &'static str,
+    /// What the model said ("accepted", or the error and its errno).
+    pub model: String,
+    /// What the device said.
+    pub device: String,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: the sim {}, the device {}",
+            self.op, self.model, self.device
+        )
+    }
+}

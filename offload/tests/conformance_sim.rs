@@ -2,30 +2,10 @@
 //! software eSwitch: every case on a fresh [`SimBackend`], the ENOSPC cases
 //! on one with that capacity made small.
 
-use offload::conformance::{self, Capacity, Device, Outcome};
+use offload::conformance::{self, Device, Outcome};
 use offload::dr::DomainId;
-use offload::sim::{OutFrame, SimBackend, SimConfig};
+use offload::sim::{OutFrame, SimBackend};
 use offload::Vport;
-
-/// The small capacity each ENOSPC case exhausts.
-fn small(c: Capacity) -> (SimConfig, usize) {
-    let mut cfg = SimConfig::default();
-    let n = match c {
-        Capacity::RulesPerTable => {
-            cfg.max_rules_per_table = 10;
-            10
-        }
-        Capacity::Counters => {
-            cfg.max_counters = 96;
-            96
-        }
-        Capacity::Meters => {
-            cfg.max_meters = 4;
-            4
-        }
-    };
-    (cfg, n)
-}
 
 #[test]
 fn every_case_passes_on_the_sim() {
@@ -33,8 +13,8 @@ fn every_case_passes_on_the_sim() {
     let report = conformance::run(&cases, |case| match case.capacity() {
         None => conformance::check(&SimBackend::default(), case, None),
         Some(c) => {
-            let (cfg, n) = small(c);
-            conformance::check(&SimBackend::new(cfg), case, Some(n))
+            let (sim, n) = conformance::small_sim(c);
+            conformance::check(&sim, case, Some(n))
         }
     });
     println!("{report}");
@@ -97,4 +77,24 @@ fn measure_reports_rates_and_leaves_nothing() {
     assert!(rates.rules_per_sec > 0.0);
     let dump = offload::dr::DrBackend::dump(&sim).unwrap();
     assert!(dump.domains.is_empty(), "{dump:?}");
+}
+
+/// On one device, every case in turn with what it made cleared after it:
+/// the way `eswitchd hw-check` runs the suite on a real eSwitch. Each case
+/// passes, and after each the device is empty.
+#[test]
+fn every_case_passes_on_one_device_cleared_between_cases() {
+    let dev = conformance::Tracked::new(SimBackend::default());
+    let cases = conformance::cases::<conformance::Tracked<SimBackend>>();
+    let report = conformance::run(&cases, |case| {
+        let outcome = conformance::check(&dev, case, None);
+        let left = dev.clear();
+        assert!(left.is_empty(), "{}: not cleared: {left:?}", case.name);
+        let dump = offload::dr::DrBackend::dump(&dev).unwrap();
+        assert_eq!(dump, Default::default(), "{}: left behind", case.name);
+        outcome
+    });
+    println!("{report}");
+    assert_eq!(report.failed(), 0, "{report}");
+    assert_eq!(report.skipped(), 3, "the ENOSPC cases: {report}");
 }

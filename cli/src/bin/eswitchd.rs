@@ -37,6 +37,34 @@ enum Command {
     /// standing in for them) until SIGINT/SIGTERM; logs go to stderr
     /// (`RUST_LOG`, default `info`).
     Run(RunArgs),
+    /// Runs the Direct Rule conformance suite the sim passes on a real
+    /// ConnectX eSwitch, with traffic between two or more of your VFs;
+    /// prints a report with the rule insert rate and counter query time,
+    /// removes everything it created, and exits non-zero on any difference
+    /// from the sim. It programs the FDB root while it runs: stop the
+    /// switch's traffic first.
+    HwCheck(HwCheckArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+struct HwCheckArgs {
+    /// The RDMA device (default: the one the representors are on).
+    #[arg(long)]
+    device: Option<String>,
+    /// Representors whose VFs have netdevs on this host, comma-separated;
+    /// the first one's VF sends (default: the ports of --config).
+    #[arg(long, value_delimiter = ',')]
+    ports: Vec<String>,
+    /// eswitch.toml, for its ports and backend.device.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Run the suite on the sim instead: the reference, and the report's
+    /// shape, on any machine.
+    #[arg(long, conflicts_with_all = ["device", "ports", "config"])]
+    sim: bool,
+    /// Rules inserted to measure the insert rate.
+    #[arg(long, default_value_t = cli::hw::check::Sizes::default().rules)]
+    rules: usize,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -218,6 +246,34 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn hw_check(a: HwCheckArgs) -> anyhow::Result<()> {
+    init_logging("warn");
+    let sizes = cli::hw::check::Sizes {
+        rules: a.rules,
+        ..Default::default()
+    };
+    let result = if a.sim {
+        cli::hw::check::check_sim(sizes)
+    } else {
+        let config = a.config.as_deref().map(Config::load).transpose()?;
+        let mut ports = a.ports;
+        if ports.is_empty() {
+            if let Some(c) = &config {
+                ports = c.port_specs()?.into_iter().map(|p| p.name).collect();
+            }
+        }
+        let device = a
+            .device
+            .or_else(|| config.as_ref().and_then(|c| c.backend.device.clone()));
+        cli::hw::check::check_mlx5(device.as_deref(), &ports, sizes)?
+    };
+    println!("{result}");
+    if !result.passed() {
+        anyhow::bail!("hw-check: the device differs from the sim (see above)");
+    }
+    Ok(())
+}
+
 fn generate(a: GenerateArgs) -> anyhow::Result<()> {
     let spec = a.workload.spec();
     let n = demo::write_pcapng(&spec, &a.out)?;
@@ -247,6 +303,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => replay(a),
         Command::Generate(a) => generate(a),
         Command::Run(a) => run(a),
+        Command::HwCheck(a) => hw_check(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -105,3 +105,27 @@ fn a_representor_without_a_listed_port_still_finds_its_device() {
     assert_eq!((d.device.as_str(), d.ports.len()), ("mlx5_2", 0));
     assert_eq!(d.eswitch_mode, None);
 }
+
+#[test]
+fn a_representor_leads_to_its_vf_netdev() {
+    let s = FakeSysfs::new("vf");
+    s.rep("rep3", "mlx5_0", 4);
+    s.file("class/net/rep3/phys_port_name", "pf0vf3\n");
+    s.dir("class/net/rep3/device/virtfn3/net/enp8s0f0v3");
+    assert_eq!(vf_netdev(s.path(), "rep3").unwrap(), "enp8s0f0v3");
+    assert_eq!(vf_index("c1pf0vf12"), Some(12));
+    assert_eq!(vf_index("p0"), None);
+    s.rep("rep4", "mlx5_0", 5);
+    s.file("class/net/rep4/phys_port_name", "pf0vf4\n");
+    let e = vf_netdev(s.path(), "rep4").unwrap_err().to_string();
+    assert!(
+        e.contains("rep4") && e.contains("no netdev") && e.contains("virtfn4"),
+        "{e}"
+    );
+    s.file("class/net/p0/phys_port_name", "p0\n");
+    s.rep("p0", "mlx5_0", 1);
+    let e = vf_netdev(s.path(), "p0").unwrap_err().to_string();
+    assert!(e.contains("not the representor of a VF"), "{e}");
+    let e = vf_netdev(s.path(), "nosuch").unwrap_err().to_string();
+    assert!(e.contains("not a representor"), "{e}");
+}

@@ -47,6 +47,24 @@ pub trait Device: DrBackend {
     /// the device emits them.
     fn send(&self, d: DomainId, now_ns: u64, ingress: Vport, frame: &[u8]) -> Vec<OutFrame>;
 
+    /// Puts every `(now_ns, frame)` into the eSwitch at `ingress`, paced
+    /// by the times, and returns every frame that left for a vport or the
+    /// manager, in order. For rates and ratios, where which input made
+    /// which output does not matter and a device on a wire cannot wait
+    /// for each frame's fate. The registers and the sampled flag are only
+    /// meaningful where [`Device::send`]'s are per frame: on the sim.
+    fn send_many(&self, d: DomainId, ingress: Vport, frames: &[(u64, &[u8])]) -> Vec<OutFrame> {
+        frames
+            .iter()
+            .flat_map(|(t, f)| self.send(d, *t, ingress, f))
+            .filter(|o| !matches!(o.egress, Egress::Drop(_)))
+            .collect()
+    }
+
+    /// Called before each case: a device that paces frames by their times
+    /// starts a new clock.
+    fn begin_case(&self) {}
+
     /// The vport of the suite's VF `n` (cases use 0..=15). A device with
     /// fewer ports panics with [`NeedsPorts`], which skips the case.
     fn vf(&self, n: u16) -> Vport {
@@ -120,7 +138,9 @@ mod actions;
 mod errors;
 mod run;
 pub mod support;
+mod tracked;
 
 pub use actions::*;
 pub use errors::*;
 pub use run::*;
+pub use tracked::Tracked;

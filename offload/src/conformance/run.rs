@@ -96,6 +96,27 @@ cases!(
     Meters: enospc_meters,
 );
 
+/// A sim where `c` is small enough for its ENOSPC case to exhaust, and
+/// that size.
+pub fn small_sim(c: Capacity) -> (crate::sim::SimBackend, usize) {
+    let mut cfg = crate::sim::SimConfig::default();
+    let n = match c {
+        Capacity::RulesPerTable => {
+            cfg.max_rules_per_table = 10;
+            10
+        }
+        Capacity::Counters => {
+            cfg.max_counters = 96;
+            96
+        }
+        Capacity::Meters => {
+            cfg.max_meters = 4;
+            4
+        }
+    };
+    (crate::sim::SimBackend::new(cfg), n)
+}
+
 /// How one case ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -162,6 +183,7 @@ pub fn check<D: Device>(dev: &D, case: &Case<D>, capacity: Option<usize>) -> Out
         (Body::Exhausts(..), None) => false,
     };
     CAPTURE.with(|c| *c.borrow_mut() = Some(String::new()));
+    dev.begin_case();
     let result = panic::catch_unwind(AssertUnwindSafe(body));
     let message = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
     match result {

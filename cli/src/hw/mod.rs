@@ -9,18 +9,30 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use offload::Vport;
+
 use crate::config::Config;
+
+pub mod check;
+pub mod wire;
 
 /// The mlx5 backend on the device `cfg` names, or the one its ports'
 /// representors are on.
 pub fn mlx5_backend(cfg: &Config) -> anyhow::Result<Arc<mlx5::Mlx5Backend>> {
     let specs = cfg.port_specs()?;
-    let names: Vec<&str> = specs.iter().map(|p| p.name.as_str()).collect();
+    let reps: Vec<(String, Vport)> = specs.iter().map(|p| (p.name.clone(), p.vport)).collect();
+    open(cfg.backend.device.as_deref(), &reps).map(Arc::new)
+}
+
+/// Starts the mlx5 backend on `device`, or on the device the
+/// representors `reps` (netdev, vport) are on.
+pub fn open(device: Option<&str>, reps: &[(String, Vport)]) -> anyhow::Result<mlx5::Mlx5Backend> {
+    let names: Vec<&str> = reps.iter().map(|(n, _)| n.as_str()).collect();
     let found = mlx5::discover(&mlx5::discover::sysfs_root(), &names);
-    let (device, found) = match (&cfg.backend.device, found) {
+    let (device, found) = match (device, found) {
         // An explicit device needs no discovery; without it the
         // representors' ports are unknown (no source-port metadata).
-        (Some(d), found) => (d.clone(), found.ok()),
+        (Some(d), found) => (d.to_owned(), found.ok()),
         (None, Ok(f)) => (f.device.clone(), Some(f)),
         (None, Err(e)) => {
             // No RDMA device at all is the commonest reason, and the
@@ -39,14 +51,13 @@ pub fn mlx5_backend(cfg: &Config) -> anyhow::Result<Arc<mlx5::Mlx5Backend>> {
             );
         }
     }
-    let reps: Vec<mlx5::RepPort> = specs
+    let reps: Vec<mlx5::RepPort> = reps
         .iter()
-        .map(|p| mlx5::RepPort {
-            netdev: p.name.clone(),
-            vport: p.vport,
-            ib_port: found.as_ref().and_then(|f| f.ports.get(&p.name).copied()),
+        .map(|(name, vport)| mlx5::RepPort {
+            netdev: name.clone(),
+            vport: *vport,
+            ib_port: found.as_ref().and_then(|f| f.ports.get(name).copied()),
         })
         .collect();
-    let b = mlx5::start(&device, &reps).context("backend = \"mlx5\"")?;
-    Ok(Arc::new(b))
+    mlx5::start(&device, &reps).context("backend = \"mlx5\"")
 }
