@@ -61,6 +61,12 @@ pub trait Device: DrBackend {
             .collect()
     }
 
+    /// The uplink and the PF, where the device can send from them and see
+    /// what leaves on them; a device reached through VF netdevs cannot.
+    fn uplink_and_pf(&self) -> Vec<Vport> {
+        vec![Vport::UPLINK, Vport::PF]
+    }
+
     /// Called before each case: a device that paces frames by their times
     /// starts a new clock.
     fn begin_case(&self) {}

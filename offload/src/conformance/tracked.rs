@@ -128,6 +128,9 @@ impl<B: Device> Device for Tracked<B> {
     fn begin_case(&self) {
         self.inner.begin_case()
     }
+    fn uplink_and_pf(&self) -> Vec<Vport> {
+        self.inner.uplink_and_pf()
+    }
     fn vf(&self, n: u16) -> Vport {
         self.inner.vf(n)
     }
