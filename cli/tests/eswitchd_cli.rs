@@ -382,3 +382,46 @@ fn run_with_the_mlx5_backend_and_no_rdma_device_says_so_and_leaves_nothing() {
     assert!(!sock.exists(), "nothing left behind");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `hw-check --sim`: the suite on the reference, every case passing, the
+/// figures printed, nothing left.
+#[test]
+fn hw_check_on_the_sim_passes_every_case_and_prints_the_figures() {
+    let out = eswitchd(&["hw-check", "--sim", "--rules", "2000"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("34 cases: 34 passed, 0 failed, 0 skipped"),
+        "{text}"
+    );
+    assert!(text.contains("bench: hw_check.rule_insert_rate "), "{text}");
+    assert!(text.contains("rules/s (2000 rules)"), "{text}");
+    assert!(
+        text.contains("bench: hw_check.counter_query_time "),
+        "{text}"
+    );
+    assert!(text.contains("removed everything it created"), "{text}");
+    assert!(text.trim_end().ends_with("PASS"), "{text}");
+}
+
+/// `hw-check` on a machine without an RDMA device: says so, exits 1.
+#[test]
+fn hw_check_without_an_rdma_device_says_so() {
+    const T: &str = "hw_check_without_an_rdma_device_says_so";
+    if std::path::Path::new("/sys/class/infiniband").exists() {
+        prereq::skip(T, "this machine has RDMA devices");
+        return;
+    }
+    let out = eswitchd(&["hw-check", "--ports", "pf0vf0,pf0vf1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("hw-check") && err.contains("no RDMA device on this machine"),
+        "{err}"
+    );
+    assert!(err.contains("ENOSYS"), "{err}");
+}

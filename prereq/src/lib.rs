@@ -17,6 +17,11 @@
 //!   panics with the same line, so a machine that should run everything
 //!   cannot pass by skipping.
 //!
+//! - hardware no CI machine has (a ConnectX) is different: [`no_hardware`]
+//!   says `NOT RUN <test>: <reason>` and logs `<test>\t<reason>\thardware`;
+//!   it is never a failure, and `test.sh` lists those tests apart, with
+//!   the command that runs them on a machine that has the hardware.
+//!
 //! Thread-safe: nothing here holds state.
 #![forbid(unsafe_code)]
 
@@ -58,15 +63,33 @@ pub fn strict() -> bool {
 /// When [`STRICT_ENV`] is set: a skip is then a failure.
 pub fn skip(test: &str, reason: impl Display) {
     let line = format!("SKIP {test}: {reason}");
+    log(&format!("{test}\t{reason}\n"));
+    if strict() {
+        panic!("{line} ({STRICT_ENV} is set: a missing prerequisite fails the test)");
+    }
+    // `std::io::stderr()` is not captured by the test harness (only the
+    // print macros are), so the line shows even when the test passes.
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// Reports that `test` did not run because this machine lacks hardware
+/// that no CI machine has (`reason` says which, and how to run the test
+/// where it is). Unlike [`skip`], never a failure, even when [`strict`].
+pub fn no_hardware(test: &str, reason: impl Display) {
+    log(&format!("{test}\t{reason}\thardware\n"));
+    let _ = writeln!(std::io::stderr(), "NOT RUN {test}: {reason}");
+}
+
+/// Appends `entry` to the skip log, when there is one.
+fn log(entry: &str) {
     if let Some(path) = std::env::var_os(LOG_ENV).filter(|p| !p.is_empty()) {
-        let entry = format!("{test}\t{reason}\n");
         let logged = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
             .and_then(|mut f| f.write_all(entry.as_bytes()));
         if let Err(e) = logged {
-            // Not fatal: the line below still shows the skip.
+            // Not fatal: the line on stderr still shows it.
             let _ = writeln!(
                 std::io::stderr(),
                 "prereq: cannot append to {}: {e}",
@@ -74,12 +97,6 @@ pub fn skip(test: &str, reason: impl Display) {
             );
         }
     }
-    if strict() {
-        panic!("{line} ({STRICT_ENV} is set: a missing prerequisite fails the test)");
-    }
-    // `std::io::stderr()` is not captured by the test harness (only the
-    // print macros are), so the line shows even when the test passes.
-    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// The effective user id, from `/proc/self/status` (`Uid:` real, effective,
