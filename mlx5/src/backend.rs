@@ -6,7 +6,9 @@
 //! handles, objects in use, levels, domains, action sequences, match
 //! bytes, IP versions), taken from rdma-core's sources; so the two backends
 //! agree on every error by construction, and a call the model refuses
-//! never reaches the device. A call the model accepts is then made on the
+//! never reaches the device (except in cross-check mode, which
+//! `eswitchd hw-check` uses to hold the device to the sim: there it does,
+//! and every answer that differs is recorded). A call the model accepts is then made on the
 //! device; if the device refuses it, the model's object is removed again
 //! and the device's errno comes back as [`DrError::Device`] (or the
 //! variant the errno means for that call: EEXIST on a rule is a duplicate,
@@ -23,6 +25,7 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use offload::dr::dump::CounterDump;
 use offload::dr::{
     ActionId, ActionSpec, CounterBulkId, CounterValue, DeviceDump, DomainId, DomainType, DrBackend,
     DrError, Errno, MatcherId, Object, Resource, RuleId, SyncFlags, TableId,
@@ -84,6 +87,15 @@ impl<H: Handle, T> Handles<H, T> {
 
     fn remove(&mut self, h: H) -> Option<T> {
         self.map.remove(&h.key())
+    }
+
+    /// The object in slot `index` (whatever its generation): the dump
+    /// names objects by slot.
+    fn by_index(&self, index: u32) -> Option<&T> {
+        self.map
+            .iter()
+            .find(|(k, _)| (*k >> 32) as u32 == index)
+            .map(|(_, v)| v)
     }
 
     fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
@@ -693,29 +705,7 @@ impl DrBackend for Mlx5Backend {
         out: &mut Vec<CounterValue>,
     ) -> Result<(), DrError> {
         let raw = self.raw();
-        let b = raw.bulks.get(bulk)?;
-        out.clear();
-        let mut buf = Vec::new();
-        for (first, n) in cmd::query_chunks(b.base, b.size) {
-            let input = cmd::query_flow_counter_in(first, n);
-            buf.clear();
-            buf.resize(cmd::query_flow_counter_out_len(n), 0);
-            // SAFETY: a live DEVX object; buffers valid for their lengths.
-            let rc = unsafe {
-                sys::mlx5dv_devx_obj_query(
-                    b.obj.as_ptr(),
-                    input.as_ptr().cast(),
-                    input.len(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                )
-            };
-            if rc != 0 {
-                return Err(device_error("QUERY_FLOW_COUNTER", errno(rc)));
-            }
-            cmd::query_flow_counter_out(&buf, n, out)
-                .map_err(|_| device_error("QUERY_FLOW_COUNTER", libc::EIO))?;
-        }
+        query_bulk(raw.bulks.get(bulk)?, out)?;
         if self.cross_check {
             // The model counted the frames the check sent through it.
             let mut want = Vec::new();
@@ -733,9 +723,58 @@ impl DrBackend for Mlx5Backend {
     }
 
     fn dump(&self) -> Result<DeviceDump, DrError> {
-        let _raw = self.raw();
-        self.model.dump()
+        let raw = self.raw();
+        let mut dump = self.model.dump()?;
+        // The objects are the model's; the counter values the device's,
+        // each bulk a rule counts in read once.
+        let mut read: HashMap<u32, Vec<CounterValue>> = HashMap::new();
+        for r in &mut dump.rules {
+            let Some((slot, offset)) = r.counter_at else {
+                continue;
+            };
+            if !read.contains_key(&slot) {
+                let Some(b) = raw.bulks.by_index(slot) else {
+                    continue;
+                };
+                let mut values = Vec::new();
+                query_bulk(b, &mut values)?;
+                read.insert(slot, values);
+            }
+            r.counter = read[&slot].get(offset as usize).map(|c| CounterDump {
+                packets: c.packets,
+                bytes: c.bytes,
+            });
+        }
+        Ok(dump)
     }
+}
+
+/// Reads every counter of a DEVX bulk into `out`, by offset
+/// (QUERY_FLOW_COUNTER in chunks of at most 4,094).
+fn query_bulk(b: &Bulk, out: &mut Vec<CounterValue>) -> Result<(), DrError> {
+    out.clear();
+    let mut buf = Vec::new();
+    for (first, n) in cmd::query_chunks(b.base, b.size) {
+        let input = cmd::query_flow_counter_in(first, n);
+        buf.clear();
+        buf.resize(cmd::query_flow_counter_out_len(n), 0);
+        // SAFETY: a live DEVX object; buffers valid for their lengths.
+        let rc = unsafe {
+            sys::mlx5dv_devx_obj_query(
+                b.obj.as_ptr(),
+                input.as_ptr().cast(),
+                input.len(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if rc != 0 {
+            return Err(device_error("QUERY_FLOW_COUNTER", errno(rc)));
+        }
+        cmd::query_flow_counter_out(&buf, n, out)
+            .map_err(|_| device_error("QUERY_FLOW_COUNTER", libc::EIO))?;
+    }
+    Ok(())
 }
 
 /// Opens `device`, learns each representor's vport and reg_c_0 metadata

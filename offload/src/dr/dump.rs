@@ -104,6 +104,10 @@ pub struct RuleDump {
     pub actions: Vec<String>,
     /// The rule's flow counter, if it has one.
     pub counter: Option<CounterDump>,
+    /// Where that counter is: the bulk's slot and the offset in it (a
+    /// device backend reads the values from its own bulk).
+    #[serde(skip)]
+    pub counter_at: Option<(u32, u32)>,
 }
 
 /// A flow counter's value.

@@ -79,20 +79,25 @@ fn action_text(st: &State, a: u32) -> String {
     }
 }
 
-/// The first flow counter among a rule's actions, read now.
-fn counter_of(st: &State, actions: &[u32]) -> Option<CounterDump> {
+/// The bulk slot and offset of the first flow counter among a rule's
+/// actions.
+fn counter_at(st: &State, actions: &[u32]) -> Option<(u32, u32)> {
     actions
         .iter()
         .find_map(|&a| match st.actions.at(a).map(|x| &x.body) {
-            Some(Body::Counter { bulk, offset }) => {
-                let cell = st.bulks.at(*bulk)?.cells.get(*offset as usize)?;
-                Some(CounterDump {
-                    packets: cell.packets.load(Ordering::Relaxed),
-                    bytes: cell.bytes.load(Ordering::Relaxed),
-                })
-            }
+            Some(Body::Counter { bulk, offset }) => Some((*bulk, *offset)),
             _ => None,
         })
+}
+
+/// The first flow counter among a rule's actions, read now.
+fn counter_of(st: &State, actions: &[u32]) -> Option<CounterDump> {
+    let (bulk, offset) = counter_at(st, actions)?;
+    let cell = st.bulks.at(bulk)?.cells.get(offset as usize)?;
+    Some(CounterDump {
+        packets: cell.packets.load(Ordering::Relaxed),
+        bytes: cell.bytes.load(Ordering::Relaxed),
+    })
 }
 
 fn domain_id(index: u32, generation: u32) -> String {
@@ -189,6 +194,7 @@ pub(crate) fn dump(st: &State) -> DeviceDump {
                     value: fields(&mask, &value, false, m.ip_version),
                     actions: r.actions.iter().map(|&a| action_text(st, a)).collect(),
                     counter: counter_of(st, &r.actions),
+                    counter_at: counter_at(st, &r.actions),
                 });
             }
         }
