@@ -21,6 +21,7 @@
 //! order on drop (rules, matchers, actions, tables, counter bulks,
 //! domains), so nothing outlives the backend even after a failed destroy.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -622,7 +623,7 @@ impl DrBackend for Mlx5Backend {
             self.model.action_create(domain, spec),
             action_destroy,
             op,
-            || call(),
+            call,
             sys::mlx5dv_dr_action_destroy,
         )?;
         raw.actions.insert(id, p);
@@ -732,15 +733,18 @@ impl DrBackend for Mlx5Backend {
             let Some((slot, offset)) = r.counter_at else {
                 continue;
             };
-            if !read.contains_key(&slot) {
-                let Some(b) = raw.bulks.by_index(slot) else {
-                    continue;
-                };
-                let mut values = Vec::new();
-                query_bulk(b, &mut values)?;
-                read.insert(slot, values);
-            }
-            r.counter = read[&slot].get(offset as usize).map(|c| CounterDump {
+            let values = match read.entry(slot) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let Some(b) = raw.bulks.by_index(slot) else {
+                        continue;
+                    };
+                    let mut values = Vec::new();
+                    query_bulk(b, &mut values)?;
+                    e.insert(values)
+                }
+            };
+            r.counter = values.get(offset as usize).map(|c| CounterDump {
                 packets: c.packets,
                 bytes: c.bytes,
             });
