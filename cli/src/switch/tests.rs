@@ -6,10 +6,7 @@ use std::collections::BTreeMap;
 
 use megaflow::frame::{FrameSpec, L4};
 use megaflow::rand::SplitMix64;
-use offload::dr::{
-    ActionId, ActionSpec, CounterBulkId, CounterValue, DomainType, DrBackend, DrError, MatcherId,
-    RuleId, SyncFlags, TableId,
-};
+use offload::dr::DrBackend;
 use offload::prm::SourcePortMode;
 use offload::sim::SimConfig;
 use ofproto::PipelineConfig;
@@ -28,66 +25,7 @@ fn at(ms: u64) -> Timestamp {
 /// stands in front of the datapath. Every call goes to the model.
 struct Behind(Arc<SimBackend>);
 
-impl DrBackend for Behind {
-    fn domain_create(&self, ty: DomainType) -> Result<DomainId, DrError> {
-        self.0.domain_create(ty)
-    }
-    fn domain_destroy(&self, d: DomainId) -> Result<(), DrError> {
-        self.0.domain_destroy(d)
-    }
-    fn domain_sync(&self, d: DomainId, f: SyncFlags) -> Result<(), DrError> {
-        self.0.domain_sync(d, f)
-    }
-    fn domain_allow_duplicate_rules(&self, d: DomainId, allow: bool) -> Result<(), DrError> {
-        self.0.domain_allow_duplicate_rules(d, allow)
-    }
-    fn table_create(&self, d: DomainId, level: u32) -> Result<TableId, DrError> {
-        self.0.table_create(d, level)
-    }
-    fn table_destroy(&self, t: TableId) -> Result<(), DrError> {
-        self.0.table_destroy(t)
-    }
-    fn matcher_create(
-        &self,
-        t: TableId,
-        priority: u16,
-        criteria: u8,
-        mask: &[u8],
-    ) -> Result<MatcherId, DrError> {
-        self.0.matcher_create(t, priority, criteria, mask)
-    }
-    fn matcher_destroy(&self, m: MatcherId) -> Result<(), DrError> {
-        self.0.matcher_destroy(m)
-    }
-    fn rule_create(&self, m: MatcherId, value: &[u8], a: &[ActionId]) -> Result<RuleId, DrError> {
-        self.0.rule_create(m, value, a)
-    }
-    fn rule_destroy(&self, r: RuleId) -> Result<(), DrError> {
-        self.0.rule_destroy(r)
-    }
-    fn action_create(&self, d: DomainId, spec: ActionSpec) -> Result<ActionId, DrError> {
-        self.0.action_create(d, spec)
-    }
-    fn action_destroy(&self, a: ActionId) -> Result<(), DrError> {
-        self.0.action_destroy(a)
-    }
-    fn counter_bulk_alloc(&self, log_size: u8) -> Result<CounterBulkId, DrError> {
-        self.0.counter_bulk_alloc(log_size)
-    }
-    fn counter_bulk_free(&self, b: CounterBulkId) -> Result<(), DrError> {
-        self.0.counter_bulk_free(b)
-    }
-    fn counter_bulk_query(
-        &self,
-        b: CounterBulkId,
-        out: &mut Vec<CounterValue>,
-    ) -> Result<(), DrError> {
-        self.0.counter_bulk_query(b, out)
-    }
-    fn dump(&self) -> Result<DeviceDump, DrError> {
-        self.0.dump()
-    }
-}
+offload::delegate_backend!(Behind, 0);
 
 impl Device for Behind {
     type Front = Direct;
