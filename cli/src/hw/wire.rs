@@ -53,6 +53,9 @@ pub struct Timing {
     pub settle: Duration,
     /// For frames the model expects that have not arrived.
     pub timeout: Duration,
+    /// The steadiest rate this host can send at (`None`: the suite's
+    /// highest, 80,000 frames/s, is fine).
+    pub max_frame_rate: Option<u64>,
 }
 
 impl Default for Timing {
@@ -60,6 +63,7 @@ impl Default for Timing {
         Timing {
             settle: Duration::from_millis(1),
             timeout: Duration::from_millis(100),
+            max_frame_rate: None,
         }
     }
 }
@@ -368,6 +372,10 @@ impl<B: Modelled> Device for WireDevice<B> {
     /// the wire, and nothing here sees the far end.
     fn uplink_and_pf(&self) -> Vec<Vport> {
         Vec::new()
+    }
+
+    fn max_frame_rate(&self) -> Option<u64> {
+        self.timing.max_frame_rate
     }
 
     fn begin_case(&self) {

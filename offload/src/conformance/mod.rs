@@ -67,6 +67,13 @@ pub trait Device: DrBackend {
         vec![Vport::UPLINK, Vport::PF]
     }
 
+    /// The most frames a second that can be sent to the device at a steady
+    /// pace (`None`: no limit the suite's rates reach). The meter case
+    /// offers 2×CIR and leaves out the CIRs above it.
+    fn max_frame_rate(&self) -> Option<u64> {
+        None
+    }
+
     /// Called before each case: a device that paces frames by their times
     /// starts a new clock.
     fn begin_case(&self) {}

@@ -131,6 +131,9 @@ impl<B: Device> Device for Tracked<B> {
     fn uplink_and_pf(&self) -> Vec<Vport> {
         self.inner.uplink_and_pf()
     }
+    fn max_frame_rate(&self) -> Option<u64> {
+        self.inner.max_frame_rate()
+    }
     fn vf(&self, n: u16) -> Vport {
         self.inner.vf(n)
     }
