@@ -425,3 +425,86 @@ fn hw_check_without_an_rdma_device_says_so() {
     );
     assert!(err.contains("ENOSYS"), "{err}");
 }
+
+/// Discovery through libibverbs itself on a fake sysfs (`SYSFS_PATH`, which
+/// libibverbs honours): a ConnectX-5's `mlx5_0` with representor `pf0vf0`
+/// on port 2, and a `/dev/infiniband/uverbs0` that exists (in a private
+/// mount namespace) but is no device. The library lists `mlx5_0` (so the
+/// error is not "no RDMA device"), eswitch maps the representor to it, and
+/// the open fails by name. Needs root and a kernel without RDMA (one with
+/// it answers libibverbs over netlink and never reads the fake tree).
+#[test]
+fn libibverbs_finds_a_fake_device_and_its_open_failure_is_named() {
+    const T: &str = "libibverbs_finds_a_fake_device_and_its_open_failure_is_named";
+    if std::path::Path::new("/sys/class/infiniband_verbs").exists() {
+        prereq::skip(
+            T,
+            "this kernel has RDMA: libibverbs asks it, not SYSFS_PATH",
+        );
+        return;
+    }
+    if !prereq::root(T, "a private mount namespace") || !prereq::tools(T, &["unshare"]) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("esw-fake-verbs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sys = dir.join("sys");
+    let file = |rel: &str, text: &str| {
+        let p = sys.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("dirs");
+        std::fs::write(p, text).expect("write");
+    };
+    file("class/infiniband_verbs/abi_version", "6\n");
+    file("class/infiniband_verbs/uverbs0/ibdev", "mlx5_0\n");
+    file("class/infiniband_verbs/uverbs0/dev", "231:192\n");
+    file("class/infiniband_verbs/uverbs0/abi_version", "1\n");
+    file("class/infiniband/mlx5_0/node_type", "1: CA\n");
+    // A ConnectX-5 (15b3:1017), as the kernel writes it.
+    file(
+        "class/infiniband/mlx5_0/device/modalias",
+        "pci:v000015B3d00001017sv000015B3sd00000020bc02sc00i00\n",
+    );
+    file(
+        "class/infiniband/mlx5_0/ports/2/gid_attrs/ndevs/0",
+        "pf0vf0\n",
+    );
+    file("class/net/pf0vf0/compat/devlink/mode", "switchdev\n");
+    std::fs::create_dir_all(sys.join("class/net/pf0vf0/device/infiniband/mlx5_0")).expect("dir");
+    let sock = dir.join("eswitchd.sock");
+    let cfg = dir.join("eswitch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[backend]\nkind = \"mlx5\"\n[datapath]\ncontrol_socket = \"{}\"\n\
+             [[port]]\nname = \"pf0vf0\"\nofport = 1\nvport = \"vf0\"\n",
+            sock.display()
+        ),
+    )
+    .expect("config");
+    // /dev/infiniband is made for the mount point and removed after.
+    let made_dev_dir = !std::path::Path::new("/dev/infiniband").exists();
+    let script = format!(
+        "mkdir -p /dev/infiniband && mount -t tmpfs eswitch-test /dev/infiniband && \
+         : > /dev/infiniband/uverbs0 && exec env SYSFS_PATH={} {} run --config {}",
+        sys.display(),
+        env!("CARGO_BIN_EXE_eswitchd"),
+        cfg.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare runs");
+    if made_dev_dir {
+        let _ = std::fs::remove_dir("/dev/infiniband");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        !err.contains("no RDMA device"),
+        "libibverbs listed the fake device: {err}"
+    );
+    assert!(err.contains("cannot open RDMA device mlx5_0"), "{err}");
+    assert!(err.contains("uverbs"), "what to check: {err}");
+    assert!(!sock.exists(), "nothing left behind");
+}
