@@ -359,17 +359,7 @@ fn run_with_the_mlx5_backend_and_no_rdma_device_says_so_and_leaves_nothing() {
     let dir = std::env::temp_dir().join(format!("esw-mlx5-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
-    let sock = dir.join("eswitchd.sock");
-    let cfg = dir.join("eswitch.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[backend]\nkind = \"mlx5\"\n[datapath]\ncontrol_socket = \"{}\"\n\
-             [[port]]\nname = \"pf0vf0\"\nofport = 1\nvport = \"vf0\"\n",
-            sock.display()
-        ),
-    )
-    .expect("config");
+    let (cfg, sock) = mlx5_config(&dir);
     let out = eswitchd(&["run", "--config", cfg.to_str().expect("path")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
@@ -381,6 +371,24 @@ fn run_with_the_mlx5_backend_and_no_rdma_device_says_so_and_leaves_nothing() {
     assert!(err.contains("ENOSYS"), "the library's reason: {err}");
     assert!(!sock.exists(), "nothing left behind");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// In `dir`: an eswitch.toml with `backend = "mlx5"` and representor
+/// `pf0vf0`, and where its control socket would be.
+fn mlx5_config(dir: &std::path::Path) -> (PathBuf, PathBuf) {
+    let sock = dir.join("eswitchd.sock");
+    let cfg = dir.join("eswitch.toml");
+    std::fs::create_dir_all(dir).expect("dir");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[backend]\nkind = \"mlx5\"\n[datapath]\ncontrol_socket = \"{}\"\n\
+             [[port]]\nname = \"pf0vf0\"\nofport = 1\nvport = \"vf0\"\n",
+            sock.display()
+        ),
+    )
+    .expect("config");
+    (cfg, sock)
 }
 
 /// `hw-check --sim`: the suite on the reference, every case passing, the
@@ -470,17 +478,7 @@ fn libibverbs_finds_a_fake_device_and_its_open_failure_is_named() {
     );
     file("class/net/pf0vf0/compat/devlink/mode", "switchdev\n");
     std::fs::create_dir_all(sys.join("class/net/pf0vf0/device/infiniband/mlx5_0")).expect("dir");
-    let sock = dir.join("eswitchd.sock");
-    let cfg = dir.join("eswitch.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[backend]\nkind = \"mlx5\"\n[datapath]\ncontrol_socket = \"{}\"\n\
-             [[port]]\nname = \"pf0vf0\"\nofport = 1\nvport = \"vf0\"\n",
-            sock.display()
-        ),
-    )
-    .expect("config");
+    let (cfg, sock) = mlx5_config(&dir);
     // /dev/infiniband is made for the mount point and removed after.
     let made_dev_dir = !std::path::Path::new("/dev/infiniband").exists();
     let script = format!(

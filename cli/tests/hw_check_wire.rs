@@ -24,7 +24,7 @@ use cli::hw::wire::{Modelled, Timing, WirePort};
 use integration::netns::run;
 use megaflow::port::{PacketBatch, Port};
 use megaflow::Timestamp;
-use netdev::{wait_readable, AfPacketPort};
+use netdev::{wait_readable, AfPacketConfig, AfPacketPort};
 use offload::dr::{
     ActionId, ActionSpec, CounterBulkId, CounterValue, DeviceDump, DomainId, DomainType, DrBackend,
     DrError, MatcherId, RuleId, SyncFlags, TableId,
@@ -133,7 +133,21 @@ fn nic(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<u64> {
     let open = |n: String| AfPacketPort::open_default(&n).unwrap_or_else(|e| panic!("{e}"));
-    let mut nics: Vec<AfPacketPort> = (0..PORTS).map(|i| open(format!("nic{i}"))).collect();
+    // The ingress's side takes the floods (rates, ratios). A ring block is
+    // handed over after a millisecond even when nearly empty, so a ring's
+    // depth in time is its block count: 512 blocks ride out half a second
+    // of this thread not being scheduled on a busy machine.
+    let deep = AfPacketConfig {
+        block_size: 64 * 1024,
+        block_count: 512,
+        ..AfPacketConfig::default()
+    };
+    let mut nics: Vec<AfPacketPort> = (0..PORTS)
+        .map(|i| match i {
+            0 => AfPacketPort::open("nic0", deep).unwrap_or_else(|e| panic!("{e}")),
+            _ => open(format!("nic{i}")),
+        })
+        .collect();
     let mut rnics: Vec<AfPacketPort> = (0..PORTS).map(|i| open(format!("rnic{i}"))).collect();
     std::thread::spawn(move || {
         let mut batch = PacketBatch::new();
