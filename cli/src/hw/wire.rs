@@ -53,9 +53,11 @@ pub struct Timing {
     pub settle: Duration,
     /// For frames the model expects that have not arrived.
     pub timeout: Duration,
-    /// The steadiest rate this host can send at (`None`: the suite's
-    /// highest, 80,000 frames/s, is fine).
+    /// The most frames a second this host can send in bulk, and the most
+    /// it can pace steadily (`None`: the suite's highest, 80,000 frames/s,
+    /// is fine).
     pub max_frame_rate: Option<u64>,
+    pub steady_frame_rate: Option<u64>,
 }
 
 impl Default for Timing {
@@ -64,6 +66,7 @@ impl Default for Timing {
             settle: Duration::from_millis(1),
             timeout: Duration::from_millis(100),
             max_frame_rate: None,
+            steady_frame_rate: None,
         }
     }
 }
@@ -376,6 +379,10 @@ impl<B: Modelled> Device for WireDevice<B> {
 
     fn max_frame_rate(&self) -> Option<u64> {
         self.timing.max_frame_rate
+    }
+
+    fn steady_frame_rate(&self) -> Option<u64> {
+        self.timing.steady_frame_rate
     }
 
     fn begin_case(&self) {

@@ -67,10 +67,16 @@ pub trait Device: DrBackend {
         vec![Vport::UPLINK, Vport::PF]
     }
 
-    /// The most frames a second that can be sent to the device at a steady
-    /// pace (`None`: no limit the suite's rates reach). The meter case
-    /// offers 2×CIR and leaves out the CIRs above it.
+    /// The most frames a second the device can be fed in bulk (`None`: no
+    /// limit the suite's rates reach); the sampler case paces at it.
     fn max_frame_rate(&self) -> Option<u64> {
+        None
+    }
+
+    /// The most frames a second that can be sent at a pace steady enough
+    /// for a meter (a stall of a few milliseconds turns into a burst); the
+    /// meter case offers 2×CIR and leaves out the CIRs above it.
+    fn steady_frame_rate(&self) -> Option<u64> {
         None
     }
 

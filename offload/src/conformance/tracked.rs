@@ -134,6 +134,9 @@ impl<B: Device> Device for Tracked<B> {
     fn max_frame_rate(&self) -> Option<u64> {
         self.inner.max_frame_rate()
     }
+    fn steady_frame_rate(&self) -> Option<u64> {
+        self.inner.steady_frame_rate()
+    }
     fn vf(&self, n: u16) -> Vport {
         self.inner.vf(n)
     }
