@@ -241,6 +241,7 @@ impl<B: Modelled> WireDevice<B> {
         }
         let start = Instant::now();
         let mut complete_at = None;
+        let fds = s.fds();
         loop {
             self.drain(s, &mut got);
             let now = Instant::now();
@@ -254,7 +255,7 @@ impl<B: Modelled> WireDevice<B> {
             if now >= deadline {
                 return got;
             }
-            wait_readable(&s.fds(), deadline - now);
+            wait_readable(&fds, deadline - now);
         }
     }
 
@@ -297,12 +298,12 @@ impl<B: Modelled> Device for WireDevice<B> {
             .model()
             .process(d, now_ns, ingress, frame, &mut out);
         let want = out.frames().to_vec();
-        let expect = visible(&want).len();
+        let expected = visible(&want);
         let mut s = self.lock();
         Self::pace(&mut s, now_ns);
-        let got = self.exchange(&mut s, from, frame, expect);
+        let got = self.exchange(&mut s, from, frame, expected.len());
         drop(s);
-        if visible(&want) == visible(&got) {
+        if expected == visible(&got) {
             return want;
         }
         self.note(format!(
