@@ -17,6 +17,7 @@
 //!
 //! [limits]
 //! flow_limit = 200000
+//! port_flow_limit = 50000        # most megaflows of one in_port (default: flow_limit / 4; 0: none)
 //! max_idle_ms = 10000
 //! revalidator_interval_ms = 500
 //! upcall_rate = 100000           # live: upcalls per second per port (0: no limit)
@@ -122,6 +123,8 @@ impl Default for OffloadConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     pub flow_limit: usize,
+    /// Absent: a quarter of `flow_limit`.
+    pub port_flow_limit: Option<usize>,
     pub max_idle_ms: u64,
     pub revalidator_interval_ms: u64,
     pub upcall_rate: u64,
@@ -134,6 +137,7 @@ impl Default for LimitsConfig {
         let r = RevalidatorConfig::default();
         LimitsConfig {
             flow_limit: r.flow_limit,
+            port_flow_limit: None,
             max_idle_ms: r.max_idle_ns / MS,
             revalidator_interval_ms: r.interval_ns / MS,
             upcall_rate: 100_000,
@@ -478,6 +482,7 @@ impl Config {
                 interval_ns: l.revalidator_interval_ms.saturating_mul(MS),
                 max_idle_ns: l.max_idle_ms.saturating_mul(MS),
                 flow_limit: l.flow_limit,
+                port_flow_limit: l.port_flow_limit.unwrap_or((l.flow_limit / 4).max(1)),
                 dynamic_limit: true,
             },
             ..PipelineConfig::default()

@@ -41,7 +41,7 @@ mod upcall;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -65,7 +65,10 @@ use crate::switch::{
 
 pub use ports::NetdevFactory;
 pub use run::{run, run_on, DEFAULT_FLOWS};
-pub use upcall::{channel as upcall_channel, Admission, TokenBucket, Upcall, UpcallGate};
+pub use upcall::{
+    channel as upcall_channel, Admission, Disconnected, TokenBucket, Upcall, UpcallGate,
+    UpcallReceiver,
+};
 
 /// Most upcalls the handler runs under one lock acquisition.
 pub const HANDLER_BATCH: usize = 64;
@@ -874,16 +877,18 @@ impl<F: Front> RxThread<F> {
         let mut sw = LivePath {
             dp: &mut self.dp,
             gate: &mut self.gate,
-            queued: 0,
-            rate: 0,
-            full: 0,
+            tally: BTreeMap::new(),
         };
         self.front.step(now, &pkts, arena, &mut sw);
-        let (queued, rate, full) = (sw.queued, sw.rate, sw.full);
         let c = self.front.counters_mut();
-        c.upcalls_queued += queued;
-        c.upcall_drops_rate += rate;
-        c.upcall_drops_full += full;
+        for (port, t) in sw.tally {
+            c.upcalls_queued += t.queued;
+            c.upcall_drops_rate += t.rate;
+            c.upcall_drops_full += t.full;
+            let pc = c.ports.entry(port).or_default();
+            pc.upcalls += t.queued;
+            pc.upcall_drops += t.rate + t.full;
+        }
         drop(pkts);
         arena.flush(self.ports.iter_mut().map(|p| (p.no, &mut p.port)));
     }
@@ -903,6 +908,13 @@ impl<F: Front> RxThread<F> {
 struct LivePath<'a> {
     dp: &'a mut Datapath,
     gate: &'a mut UpcallGate,
+    /// Admissions of this round, per port.
+    tally: BTreeMap<PortNo, Tally>,
+}
+
+/// Misses queued, and dropped over the port's rate or its queue share.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
     queued: u64,
     rate: u64,
     full: u64,
@@ -922,10 +934,11 @@ impl SoftwarePath for LivePath<'_> {
                 exec,
             }),
             Lookup::Miss => {
+                let t = self.tally.entry(port).or_default();
                 match self.gate.offer(now, port, pkt) {
-                    Admission::Queued => self.queued += 1,
-                    Admission::RateLimited => self.rate += 1,
-                    Admission::QueueFull | Admission::Closed => self.full += 1,
+                    Admission::Queued => t.queued += 1,
+                    Admission::RateLimited => t.rate += 1,
+                    Admission::QueueFull | Admission::Closed => t.full += 1,
                 }
                 None
             }
@@ -937,25 +950,19 @@ fn handler<B: Device>(
     core: &Core<B>,
     clock: Clock,
     stop: &AtomicBool,
-    upcalls: &Receiver<Upcall>,
+    upcalls: &UpcallReceiver,
     tx: &Mutex<BTreeMap<PortNo, Box<dyn Port>>>,
     mut arena: TxArena,
 ) {
     let mut batch: Vec<Upcall> = Vec::with_capacity(HANDLER_BATCH);
     loop {
-        match upcalls.recv_timeout(Duration::from_millis(50)) {
-            Ok(u) => batch.push(u),
+        match upcalls.recv_batch(&mut batch, HANDLER_BATCH, Duration::from_millis(50)) {
             // Stopping: the datapath threads have stopped first, so the
             // queue is complete; it is empty now.
-            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => return,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        while batch.len() < HANDLER_BATCH {
-            match upcalls.try_recv() {
-                Ok(u) => batch.push(u),
-                Err(_) => break,
-            }
+            Ok(()) if batch.is_empty() && stop.load(Ordering::Relaxed) => return,
+            Ok(()) if batch.is_empty() => continue,
+            Ok(()) => {}
+            Err(Disconnected) => return,
         }
         {
             let now = clock.now();

@@ -1,12 +1,19 @@
-//! Admission of cache misses to the upcall handler: a token bucket per
-//! port and one bounded queue. The RX thread never waits on either: a miss
-//! over its port's rate, or one that finds the queue full, is dropped and
-//! counted (the next packet of the flow gets another chance), so a VM that
-//! floods new flows costs the others nothing but their share of the
-//! handler.
+//! Admission of cache misses to the upcall handler: a token bucket and a
+//! queue per port, served in turn. The RX thread never waits: a miss over
+//! its port's rate, or over its port's share of the queue, is dropped and
+//! counted (the next packet of the flow gets another chance).
+//!
+//! Fairness: one port's queue may hold at most `capacity / (active + 1)`
+//! misses, where `active` counts the ports with misses waiting (this one
+//! included), so a flooding port leaves room for a newcomer, and the
+//! handler takes one miss from each port in turn. A VM that floods new
+//! flows gets its share of the handler, and the others theirs, whatever
+//! it sends (Open vSwitch's single queue per handler lets the flooder
+//! crowd the others out).
 
-use std::collections::HashMap;
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use megaflow::{PortNo, Timestamp};
 
@@ -66,72 +73,225 @@ pub enum Admission {
     Queued,
     /// The port is over its upcall rate.
     RateLimited,
-    /// The queue to the handler is full.
+    /// The port's share of the queue (or the whole queue) is full.
     QueueFull,
     /// The handler is gone (shutting down).
     Closed,
 }
 
-/// The RX thread's end: per-port buckets in front of the bounded queue.
+/// One port's bucket and waiting misses.
 #[derive(Debug)]
-pub struct UpcallGate {
-    tx: SyncSender<Upcall>,
-    rate: u64,
-    burst: u64,
-    buckets: HashMap<PortNo, TokenBucket>,
+struct PortQueue {
+    bucket: TokenBucket,
+    waiting: VecDeque<Upcall>,
 }
 
-/// A gate and the handler's receiving end, for a queue of `capacity`
-/// misses and `rate` upcalls per second per port (`burst` above it; a
-/// rate of zero: no limit).
-pub fn channel(capacity: usize, rate: u64, burst: u64) -> (UpcallGate, Receiver<Upcall>) {
-    let (tx, rx) = mpsc::sync_channel(capacity.max(1));
+#[derive(Debug)]
+struct Queues {
+    ports: BTreeMap<PortNo, PortQueue>,
+    /// Misses waiting, all ports.
+    total: usize,
+    /// Ports with misses waiting.
+    active: usize,
+    /// The port the handler served last (the next turn starts after it).
+    last: Option<PortNo>,
+    /// The handler sleeps on `ready`.
+    sleeping: bool,
+    /// Gates alive; the handler's end is gone.
+    gates: usize,
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    queues: Mutex<Queues>,
+    ready: Condvar,
+    capacity: usize,
+    rate: u64,
+    burst: u64,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queues> {
+        // Every update is complete before it can panic: the state is whole.
+        self.queues.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A datapath thread's end: offers misses.
+#[derive(Debug)]
+pub struct UpcallGate {
+    shared: Arc<Shared>,
+}
+
+/// The handler's end: takes misses in turn.
+#[derive(Debug)]
+pub struct UpcallReceiver {
+    shared: Arc<Shared>,
+}
+
+/// The handler's end is gone, or every gate is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Disconnected;
+
+/// A gate and the handler's end, for `capacity` misses waiting in all and
+/// `rate` upcalls per second per port (`burst` above it; a rate of zero:
+/// no limit).
+pub fn channel(capacity: usize, rate: u64, burst: u64) -> (UpcallGate, UpcallReceiver) {
+    let shared = Arc::new(Shared {
+        queues: Mutex::new(Queues {
+            ports: BTreeMap::new(),
+            total: 0,
+            active: 0,
+            last: None,
+            sleeping: false,
+            gates: 1,
+            closed: false,
+        }),
+        ready: Condvar::new(),
+        capacity: capacity.max(1),
+        rate,
+        burst,
+    });
     (
         UpcallGate {
-            tx,
-            rate,
-            burst,
-            buckets: HashMap::new(),
+            shared: Arc::clone(&shared),
         },
-        rx,
+        UpcallReceiver { shared },
     )
 }
 
 impl UpcallGate {
-    /// Offers a miss; never blocks.
+    /// Offers a miss; never waits (but for the queue's lock, held for a
+    /// push or a pop at a time).
     pub fn offer(&mut self, now: Timestamp, port: PortNo, frame: &[u8]) -> Admission {
-        let (rate, burst) = (self.rate, self.burst);
-        let bucket = self
-            .buckets
-            .entry(port)
-            .or_insert_with(|| TokenBucket::new(rate, burst, now));
-        if !bucket.admit(now) {
+        let sh = &*self.shared;
+        let mut q = sh.lock();
+        if q.closed {
+            return Admission::Closed;
+        }
+        let (rate, burst) = (sh.rate, sh.burst);
+        let total = q.total;
+        let active = q.active;
+        let pq = q.ports.entry(port).or_insert_with(|| PortQueue {
+            bucket: TokenBucket::new(rate, burst, now),
+            waiting: VecDeque::new(),
+        });
+        if !pq.bucket.admit(now) {
             return Admission::RateLimited;
         }
-        match self.tx.try_send(Upcall {
+        let newly = pq.waiting.is_empty();
+        let share = sh.capacity / (active + usize::from(newly) + 1);
+        if total >= sh.capacity || pq.waiting.len() >= share.max(1) {
+            return Admission::QueueFull;
+        }
+        pq.waiting.push_back(Upcall {
             port,
             frame: frame.to_vec(),
-        }) {
-            Ok(()) => Admission::Queued,
-            Err(TrySendError::Full(_)) => Admission::QueueFull,
-            Err(TrySendError::Disconnected(_)) => Admission::Closed,
+        });
+        q.total += 1;
+        q.active += usize::from(newly);
+        if q.sleeping {
+            q.sleeping = false;
+            sh.ready.notify_one();
         }
+        Admission::Queued
     }
 
-    /// Forgets a port's bucket (the port is gone).
-    /// A gate for another datapath thread: the same queue to the handler,
-    /// token buckets of its own (each port is received by one thread).
+    /// A gate for another datapath thread (the same queues: each port has
+    /// one bucket wherever it is received).
     pub fn fork(&self) -> UpcallGate {
+        self.shared.lock().gates += 1;
         UpcallGate {
-            tx: self.tx.clone(),
-            rate: self.rate,
-            burst: self.burst,
-            buckets: HashMap::new(),
+            shared: Arc::clone(&self.shared),
         }
     }
 
+    /// Forgets a port's bucket (the port is gone); misses of it already
+    /// waiting are still handled.
     pub fn forget(&mut self, port: PortNo) {
-        self.buckets.remove(&port);
+        let mut q = self.shared.lock();
+        if q.ports.get(&port).is_some_and(|p| p.waiting.is_empty()) {
+            q.ports.remove(&port);
+        }
+    }
+}
+
+impl Drop for UpcallGate {
+    fn drop(&mut self) {
+        let mut q = self.shared.lock();
+        q.gates -= 1;
+        if q.gates == 0 {
+            self.shared.ready.notify_all();
+        }
+    }
+}
+
+impl UpcallReceiver {
+    /// Takes up to `max` misses into `out`, one from each port with misses
+    /// waiting in turn, after waiting up to `timeout` for the first. Empty
+    /// after a timeout; `Disconnected` once every gate is gone and nothing
+    /// waits.
+    pub fn recv_batch(
+        &self,
+        out: &mut Vec<Upcall>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<(), Disconnected> {
+        let sh = &*self.shared;
+        let mut q = sh.lock();
+        if q.total == 0 {
+            if q.gates == 0 {
+                return Err(Disconnected);
+            }
+            q.sleeping = true;
+            q = sh
+                .ready
+                .wait_timeout(q, timeout)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            q.sleeping = false;
+        }
+        let mut taken = 0;
+        while taken < max && q.total > 0 {
+            // The ports after the last one served, then from the start.
+            let after = q.last.map_or(PortNo(0), |p| PortNo(p.0.saturating_add(1)));
+            let next = q
+                .ports
+                .range(after..)
+                .chain(q.ports.range(..after))
+                .find(|(_, p)| !p.waiting.is_empty())
+                .map(|(no, _)| *no);
+            let Some(no) = next else { break };
+            let Some(pq) = q.ports.get_mut(&no) else {
+                break;
+            };
+            let Some(u) = pq.waiting.pop_front() else {
+                break;
+            };
+            let emptied = pq.waiting.is_empty();
+            out.push(u);
+            q.total -= 1;
+            q.active -= usize::from(emptied);
+            q.last = Some(no);
+            taken += 1;
+        }
+        Ok(())
+    }
+
+    /// Misses waiting, all ports.
+    pub fn len(&self) -> usize {
+        self.shared.lock().total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for UpcallReceiver {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
     }
 }
 

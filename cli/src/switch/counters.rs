@@ -31,6 +31,10 @@ pub struct PortCounters {
     pub rx: Count,
     pub tx_hw: Count,
     pub tx_sw: Count,
+    /// Live mode: misses of this port queued to the upcall handler, and
+    /// dropped (over its upcall rate or its share of the queue).
+    pub upcalls: u64,
+    pub upcall_drops: u64,
 }
 
 /// Counters of the whole switch.
@@ -77,6 +81,8 @@ impl SwitchCounters {
             mine.rx.merge(&c.rx);
             mine.tx_hw.merge(&c.tx_hw);
             mine.tx_sw.merge(&c.tx_sw);
+            mine.upcalls += c.upcalls;
+            mine.upcall_drops += c.upcall_drops;
         }
         self.upcalls_queued += o.upcalls_queued;
         self.upcall_drops_rate += o.upcall_drops_rate;

@@ -271,14 +271,24 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
 
     /// A live port as `show` prints it (`None` in replay).
     pub fn port_status(&self, port: PortNo) -> Option<PortStatus> {
+        let counters = self.counters();
+        self.status_with(port, counters.ports.get(&port).copied().unwrap_or_default())
+    }
+
+    /// [`port_status`](Self::port_status) with the port's counters at hand.
+    fn status_with(&self, port: PortNo, pc: PortCounters) -> Option<PortStatus> {
         let nd = self.netdevs.get(&port)?;
         let (rx_dropped, tx_dropped) = self.board.drops(port).unwrap_or_default();
+        let megaflows = self.pipeline.port_flow_count(port);
         Some(PortStatus {
             ifindex: nd.ifindex,
             state: self.link(port).name().to_string(),
             kind: nd.kind.clone(),
             rx_dropped,
             tx_dropped,
+            upcalls: pc.upcalls,
+            upcall_drops: pc.upcall_drops,
+            megaflows,
         })
     }
 
@@ -427,7 +437,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
                     tx_hw_packets: pc.tx_hw.packets,
                     tx_sw_packets: pc.tx_sw.packets,
                     tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
-                    status: self.port_status(p.no),
+                    status: self.status_with(p.no, pc),
                 }
             })
             .collect()

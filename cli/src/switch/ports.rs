@@ -109,6 +109,11 @@ pub struct PortStatus {
     /// Received frames the port could not deliver, and sends it refused.
     pub rx_dropped: u64,
     pub tx_dropped: u64,
+    /// Misses of this port queued to the upcall handler, and dropped.
+    pub upcalls: u64,
+    pub upcall_drops: u64,
+    /// Megaflows whose in_port this is (its share of the flow table).
+    pub megaflows: usize,
 }
 
 /// One port and its counters, as `show` and the replay summary print it.

@@ -53,6 +53,7 @@ use crate::table::{RemovedRule, RuleRef};
 use crate::text::format_match;
 
 mod datapaths;
+mod fair;
 mod revalidate;
 
 pub use datapaths::{Datapaths, LocalDatapath, ThreadedDatapaths};
@@ -111,6 +112,8 @@ pub struct RevalidatorConfig {
     pub max_idle_ns: u64,
     /// The most megaflows (the dynamic limit never goes above it).
     pub flow_limit: usize,
+    /// The most megaflows of one in_port (0: no quota); see [`fair`].
+    pub port_flow_limit: usize,
     /// Shrink the limit when passes run long, grow it back when they are
     /// quick (OVS's `udpif` behaviour).
     pub dynamic_limit: bool,
@@ -122,6 +125,7 @@ impl Default for RevalidatorConfig {
             interval_ns: SEC / 2,
             max_idle_ns: 10 * SEC,
             flow_limit: 200_000,
+            port_flow_limit: 50_000,
             dynamic_limit: true,
         }
     }
@@ -148,6 +152,9 @@ pub struct PipelineStats {
     pub megaflows_created: u64,
     /// Upcalls whose megaflow was not installed (flow limit).
     pub flow_limit_hits: u64,
+    /// Upcalls whose megaflow was not installed: its in_port holds its
+    /// quota of megaflows already.
+    pub port_limit_hits: u64,
     /// Successful hardware installs (a replace counts once).
     pub offloaded: u64,
     /// Failed offloads by reason (`dump-flows` text).
@@ -158,6 +165,9 @@ pub struct PipelineStats {
     pub aged: u64,
     /// Megaflows evicted because the flow limit was exceeded.
     pub evicted_limit: u64,
+    /// Megaflows evicted, with the table full, to give a port under its
+    /// fair share room (taken from the port holding the most).
+    pub evicted_fair: u64,
     /// Megaflows the revalidator found changed and updated in place.
     pub revalidated_modified: u64,
     /// Megaflows the revalidator found unsound and deleted.
@@ -187,6 +197,7 @@ enum Eviction {
     Limit,
     Unsound,
     Flush,
+    Fair,
 }
 
 /// What the slow path keeps per megaflow (compact: a pass walks these).
@@ -349,6 +360,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     poll_buf: Vec<(HwId, HwStats)>,
     stats: PipelineStats,
     flow_limit: usize,
+    /// Megaflows per home port ([`fair`]).
+    shares: fair::PortShares,
     next_pass: Timestamp,
     /// The upcalled packets' sampler.
     rng: SplitMix64,
@@ -422,6 +435,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             dps,
             offload,
             flow_limit: limit,
+            shares: fair::PortShares::default(),
             cfg,
             flows: Vec::new(),
             defs: Vec::new(),
@@ -640,10 +654,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     ) -> u32 {
         let id = FlowId(self.next_id);
         self.next_id += 1;
-        let home = matched
-            .mask()
-            .is_exact(megaflow::Field::InPort)
-            .then(|| PortNo(matched.key().in_port() as u32));
+        let home = home_of(&matched);
         self.dps.send(
             home,
             &DpCommand::Insert {
@@ -686,6 +697,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         };
         self.ids.insert(id, idx);
         self.by_match.insert(match_hash(&matched), idx);
+        self.shares.add(home.unwrap_or(fair::NO_HOME), idx);
         self.live += 1;
         self.go(idx, FlowState::Installed);
         idx
@@ -806,8 +818,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             self.count(idx, &one, now);
             return self.def(idx).map_or(actions, |d| d.actions.clone());
         }
-        if self.live >= self.flow_limit {
-            self.stats.flow_limit_hits += 1;
+        if !self.make_room(&m) {
             for r in t.rules.iter() {
                 self.bridge.credit(*r, 1, len as u64, now);
             }
@@ -825,6 +836,66 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         );
         self.count(idx, &one, now);
         actions
+    }
+
+    /// Whether a new megaflow `m` may be installed ([`fair`]), after
+    /// taking the room of another port's stale flow if that is what its
+    /// fair share needs. A refusal is counted.
+    fn make_room(&mut self, m: &Match) -> bool {
+        let home = home_of(m).unwrap_or(fair::NO_HOME);
+        let port_limit = self.cfg.revalidator.port_flow_limit;
+        match fair::room(&self.shares, home, self.live, self.flow_limit, port_limit) {
+            fair::Room::Free => true,
+            fair::Room::PortLimit => {
+                self.stats.port_limit_hits += 1;
+                false
+            }
+            fair::Room::TakeFrom(big) => match self.stalest_in_software(big) {
+                Some(victim) => {
+                    self.evict(victim, Eviction::Fair);
+                    true
+                }
+                None => {
+                    self.stats.flow_limit_hits += 1;
+                    false
+                }
+            },
+            fair::Room::FlowLimit => {
+                self.stats.flow_limit_hits += 1;
+                false
+            }
+        }
+    }
+
+    /// The least recently used of a few sampled megaflows of `port` that
+    /// are not in hardware (the upcall path never calls the device).
+    fn stalest_in_software(&mut self, port: PortNo) -> Option<u32> {
+        let sample = self.shares.sample(port, &mut self.rng);
+        sample
+            .into_iter()
+            .filter_map(|i| {
+                let m = self.meta(i)?;
+                (m.hw.is_none() && m.state != FlowState::Offloading)
+                    .then_some((m.stats.used.max(m.created), i))
+            })
+            .min()
+            .map(|(_, i)| i)
+    }
+
+    /// Megaflows per home port (in_port), most first.
+    pub fn port_flows(&self) -> Vec<(PortNo, usize)> {
+        let mut v: Vec<_> = self
+            .shares
+            .counts()
+            .filter(|(p, _)| *p != fair::NO_HOME)
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
+    /// Megaflows whose home (in_port) is `port`.
+    pub fn port_flow_count(&self, port: PortNo) -> usize {
+        self.shares.count(port)
     }
 
     /// Adds counts to a flow and its hotness.
@@ -1130,6 +1201,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 self.by_match.remove(&h);
             }
         }
+        self.shares.remove(m.home.unwrap_or(fair::NO_HOME), idx);
         self.live -= 1;
         let sent = self.dps.send(m.home, &DpCommand::Remove { id: m.id });
         self.retired.insert(
@@ -1149,6 +1221,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             Eviction::Limit => self.stats.evicted_limit += 1,
             Eviction::Unsound => self.stats.revalidated_deleted += 1,
             Eviction::Flush => self.stats.flushed += 1,
+            Eviction::Fair => self.stats.evicted_fair += 1,
         }
     }
 
@@ -1224,6 +1297,14 @@ fn names_port(a: &DpAction, port: PortNo) -> bool {
 }
 
 /// The hash that indexes megaflows by match.
+/// The in_port a megaflow is exact on: its datapath, and whose share of
+/// the table it counts in.
+fn home_of(m: &Match) -> Option<PortNo> {
+    m.mask()
+        .is_exact(megaflow::Field::InPort)
+        .then(|| PortNo(m.key().in_port() as u32))
+}
+
 fn match_hash(m: &Match) -> u64 {
     hash_words(m.key().words()) ^ hash_words(m.mask().words()).rotate_left(17)
 }

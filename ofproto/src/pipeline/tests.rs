@@ -14,7 +14,7 @@ use crate::rule::FlowModCommand;
 use crate::text::parse_flow;
 
 #[derive(Default)]
-struct Model {
+pub(super) struct Model {
     rules: HashMap<HwId, (Match, Actions, HwStats)>,
     /// Final counters of removed rules, reported by the next poll.
     removed: Vec<(HwId, HwStats)>,

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use super::*;
 
 const MS: u64 = 1_000_000;
@@ -31,9 +33,15 @@ fn clock_going_backwards_admits_nothing_extra() {
     assert!(b.admit(Timestamp(11 * MS)));
 }
 
+fn drain(rx: &UpcallReceiver) -> Vec<Upcall> {
+    let mut out = Vec::new();
+    while rx.recv_batch(&mut out, 1_000, Duration::ZERO).is_ok() && !rx.is_empty() {}
+    out
+}
+
 #[test]
 fn gate_limits_per_port_and_queue_bounds() {
-    let (mut gate, rx) = channel(4, 1000, 3);
+    let (mut gate, rx) = channel(8, 1000, 3);
     let now = Timestamp(0);
     let a = PortNo(1);
     let b = PortNo(2);
@@ -48,18 +56,70 @@ fn gate_limits_per_port_and_queue_bounds() {
             Admission::RateLimited
         ]
     );
-    // Port 2 has its own bucket, but only one queue slot is left.
+    // Port 2 has its own bucket and its own share of the queue.
     assert_eq!(gate.offer(now, b, &[2]), Admission::Queued);
-    assert_eq!(gate.offer(now, b, &[2]), Admission::QueueFull);
-    let drained: Vec<Upcall> = rx.try_iter().collect();
+    let drained = drain(&rx);
     assert_eq!(drained.len(), 4);
     assert_eq!(
-        drained[3],
+        drained[1],
         Upcall {
             port: b,
             frame: vec![2]
-        }
+        },
+        "ports are served in turn: {drained:?}"
     );
     drop(rx);
     assert_eq!(gate.offer(now, b, &[2]), Admission::Closed);
+}
+
+#[test]
+fn a_flooding_port_leaves_room_and_turns_for_the_others() {
+    let (mut gate, rx) = channel(64, 0, 1);
+    let now = Timestamp(0);
+    let flood = PortNo(1);
+    let queued = (0..1_000)
+        .filter(|_| gate.offer(now, flood, &[1]) == Admission::Queued)
+        .count();
+    // Alone, it gets half the queue: the other half is for newcomers.
+    assert_eq!(queued, 32);
+    for p in [2, 3, 4, 2, 3, 4] {
+        assert_eq!(gate.offer(now, PortNo(p), &[p as u8]), Admission::Queued);
+    }
+    // The handler's first batch of 4 has one of each port.
+    let mut batch = Vec::new();
+    rx.recv_batch(&mut batch, 4, Duration::ZERO).expect("batch");
+    let mut ports: Vec<u32> = batch.iter().map(|u| u.port.0).collect();
+    ports.sort_unstable();
+    assert_eq!(ports, [1, 2, 3, 4]);
+    // With four ports waiting, the flooder's share is a fifth: until the
+    // handler drains it below, it gets nothing more.
+    assert_eq!(gate.offer(now, flood, &[1]), Admission::QueueFull);
+    assert_eq!(rx.len(), 34);
+    assert_eq!(drain(&rx).len(), 34);
+    assert_eq!(gate.offer(now, flood, &[1]), Admission::Queued);
+}
+
+#[test]
+fn the_handler_wakes_for_a_miss_and_ends_when_the_gates_are_gone() {
+    let (gate, rx) = channel(16, 0, 1);
+    let mut g2 = gate.fork();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(g2.offer(Timestamp(0), PortNo(7), &[7]), Admission::Queued);
+        drop(g2);
+    });
+    let mut got = Vec::new();
+    let started = std::time::Instant::now();
+    while got.is_empty() && started.elapsed() < Duration::from_secs(10) {
+        rx.recv_batch(&mut got, 8, Duration::from_secs(5))
+            .expect("open");
+    }
+    assert_eq!(got.len(), 1);
+    t.join().expect("sender");
+    drop(gate);
+    got.clear();
+    assert_eq!(
+        rx.recv_batch(&mut got, 8, Duration::from_secs(5)),
+        Err(Disconnected)
+    );
 }
