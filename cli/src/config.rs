@@ -17,7 +17,7 @@
 //!
 //! [limits]
 //! flow_limit = 200000
-//! port_flow_limit = 50000        # most megaflows of one in_port (default: flow_limit / 4; 0: none)
+//! port_flow_limit = 25000        # most megaflows of one in_port (default: flow_limit / 8; 0: none)
 //! max_idle_ms = 10000
 //! revalidator_interval_ms = 500
 //! upcall_rate = 100000           # live: upcalls per second per port (0: no limit)
@@ -123,7 +123,7 @@ impl Default for OffloadConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     pub flow_limit: usize,
-    /// Absent: a quarter of `flow_limit`.
+    /// Absent: an eighth of `flow_limit`.
     pub port_flow_limit: Option<usize>,
     pub max_idle_ms: u64,
     pub revalidator_interval_ms: u64,
@@ -482,7 +482,7 @@ impl Config {
                 interval_ns: l.revalidator_interval_ms.saturating_mul(MS),
                 max_idle_ns: l.max_idle_ms.saturating_mul(MS),
                 flow_limit: l.flow_limit,
-                port_flow_limit: l.port_flow_limit.unwrap_or((l.flow_limit / 4).max(1)),
+                port_flow_limit: l.port_flow_limit.unwrap_or((l.flow_limit / 8).max(1)),
                 dynamic_limit: true,
             },
             ..PipelineConfig::default()

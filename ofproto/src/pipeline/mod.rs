@@ -125,7 +125,7 @@ impl Default for RevalidatorConfig {
             interval_ns: SEC / 2,
             max_idle_ns: 10 * SEC,
             flow_limit: 200_000,
-            port_flow_limit: 50_000,
+            port_flow_limit: 25_000,
             dynamic_limit: true,
         }
     }
