@@ -8,6 +8,11 @@
 //! # device = "mlx5_0"            # mlx5: the RDMA device (default: the one
 //!                                # the ports' representors belong to)
 //!
+//! [[backend.fault]]              # sim: a fault plan (see `crate::faults`)
+//! op = "rule_create"
+//! errno = "ENOSPC"
+//! after = 1000
+//!
 //! [offload]
 //! mode = "hot"                   # hot | all | off
 //! hot_packets = 3                # hot = this many packets...
@@ -86,6 +91,8 @@ pub struct BackendConfig {
     pub kind: String,
     /// mlx5: the RDMA device; absent: found from the representors.
     pub device: Option<String>,
+    /// The sim's fault plan ([`crate::faults`]).
+    pub fault: Vec<crate::faults::FaultConfig>,
 }
 
 impl Default for BackendConfig {
@@ -93,6 +100,7 @@ impl Default for BackendConfig {
         BackendConfig {
             kind: "sim".to_string(),
             device: None,
+            fault: Vec::new(),
         }
     }
 }
@@ -396,6 +404,13 @@ impl Config {
         match cfg.backend.kind.as_str() {
             "sim" | "mlx5" => {}
             k => bail!("backend.kind = \"{k}\": expected \"sim\" or \"mlx5\""),
+        }
+        crate::faults::FaultPlan::parse(&cfg.backend.fault)?;
+        if cfg.backend.kind != "sim" && !cfg.backend.fault.is_empty() {
+            bail!(
+                "backend.fault: a fault plan is for the sim backend, not \"{}\"",
+                cfg.backend.kind
+            );
         }
         cfg.openflow.endpoints()?;
         cfg.openflow.controller_addrs()?;

@@ -9,6 +9,7 @@
 pub mod config;
 pub mod control;
 pub mod demo;
+pub mod faults;
 pub mod hw;
 pub mod live;
 pub mod replay;

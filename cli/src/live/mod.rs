@@ -398,6 +398,15 @@ impl Daemon<SimBackend> {
         limits: LiveLimits,
     ) -> anyhow::Result<Daemon> {
         let dev = sim_device(&cfg.port_specs()?, SimConfig::default());
+        let plan = crate::faults::FaultPlan::parse(&cfg.backend.fault)?;
+        if !plan.is_empty() {
+            warn!(
+                faults = plan.faults.len(),
+                delays = plan.delays.len(),
+                "the sim eSwitch runs a fault plan (backend.fault)"
+            );
+            plan.apply(&dev);
+        }
         Daemon::start_on(dev, cfg, flows, factory, limits)
     }
 }

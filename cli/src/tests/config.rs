@@ -44,7 +44,10 @@ fn a_full_config_gives_ports_and_pipeline_settings() {
     );
     assert_eq!(p.offload.budget, Some(1000));
     assert_eq!(p.revalidator.flow_limit, 5000);
-    assert_eq!(p.revalidator.port_flow_limit, 625, "an eighth of the flow limit");
+    assert_eq!(
+        p.revalidator.port_flow_limit, 625,
+        "an eighth of the flow limit"
+    );
     assert_eq!(p.revalidator.max_idle_ns, 3_000 * MS);
     assert_eq!(p.revalidator.interval_ns, 500 * MS, "default kept");
 }

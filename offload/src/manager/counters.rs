@@ -70,6 +70,18 @@ impl<B: DrBackend> OffloadManager<B> {
         Ok((a, (bi, offset)))
     }
 
+    /// Stops reporting a counter whose flow is removed but whose rule is
+    /// still in the device; it stays out of use until released.
+    pub(super) fn hide_counter(&mut self, (bi, offset): (usize, u32)) {
+        if let Some(o) = self
+            .bulks
+            .get_mut(bi)
+            .and_then(|b| b.owner.get_mut(offset as usize))
+        {
+            *o = None;
+        }
+    }
+
     /// Gives a counter back: it is reused after the next query has read
     /// its final value, which that poll reports under `report`.
     pub(super) fn release_counter(
@@ -96,6 +108,9 @@ impl<B: DrBackend> OffloadManager<B> {
         &mut self,
         out: &mut Vec<(HwId, HwStats)>,
     ) -> Result<(), NotOffloaded> {
+        if !self.zombies.is_empty() {
+            self.reap();
+        }
         self.queries.resize_with(self.bulks.len(), Vec::new);
         for (bulk, q) in self.bulks.iter().zip(self.queries.iter_mut()) {
             self.backend

@@ -134,6 +134,10 @@ struct Held {
     staged: Staged,
 }
 
+/// Attempts at destroying the rules the device kept, at shutdown (the
+/// last waits 10 << 4 ms).
+const SHUTDOWN_RETRIES: u32 = 5;
+
 /// Objects [`OffloadManager::new`] made, undone if a later step fails.
 enum Made {
     Domain(DomainId),
@@ -176,6 +180,11 @@ pub struct OffloadManager<B: DrBackend> {
     scratch: Encoded,
     /// One query buffer per bulk.
     queries: Vec<Vec<CounterValue>>,
+    /// Removed flows whose rule the device did not destroy: still in the
+    /// device (steering and counting), so they keep everything they use,
+    /// their counter too (not reported, not reused) until a retry
+    /// destroys the rule; then the next poll reports their final counts.
+    zombies: Vec<(Held, Option<HwId>)>,
 }
 
 /// Maps a device error of `op`: its errno by name (`ENOSPC` included: a
@@ -258,6 +267,7 @@ impl<B: DrBackend> OffloadManager<B> {
             next_id: 1,
             scratch: Encoded::EMPTY,
             queries: Vec::new(),
+            zombies: Vec::new(),
         })
     }
 
@@ -392,6 +402,9 @@ impl<B: DrBackend> OffloadManager<B> {
 
     /// Everything `install` does; on error, what it took is given back.
     fn try_install(&mut self, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
+        if !self.zombies.is_empty() {
+            self.reap();
+        }
         encode_into(m, self.config.source_port, &self.ports, &mut self.scratch).map_err(|u| {
             NotOffloaded::Match {
                 field: u.field.name(),
@@ -455,9 +468,16 @@ impl<B: DrBackend> OffloadManager<B> {
 
     /// Gives back what a flow holds; `report`: the id under which the next
     /// poll reports its counter's final value (none for a failed install).
-    fn release(&mut self, held: Held, report: Option<HwId>) {
+    fn release(&mut self, mut held: Held, report: Option<HwId>) {
         if let Some(r) = held.rule {
-            let _ = self.backend.rule_destroy(r);
+            if self.backend.rule_destroy(r).is_err() {
+                if let Some((_, slot)) = held.counter {
+                    self.hide_counter(slot);
+                }
+                self.zombies.push((held, report));
+                return;
+            }
+            held.rule = None;
         }
         if let Some((a, slot)) = held.counter {
             self.release_counter(a, slot, report);
@@ -469,12 +489,41 @@ impl<B: DrBackend> OffloadManager<B> {
         }
     }
 
+    /// Retries destroying the rules of removed flows the device kept.
+    fn reap(&mut self) {
+        for (held, report) in std::mem::take(&mut self.zombies) {
+            self.release(held, report);
+        }
+    }
+
+    /// Removed flows whose rule is still in the device (a destroy failed;
+    /// retried at every install, poll and shutdown).
+    pub fn undestroyed(&self) -> usize {
+        self.zombies.len()
+    }
+
     /// Removes every rule and object this manager made, root jump, level-2
     /// table and meters included (nothing is left orphaned in the device).
+    /// Rules whose destroy fails are retried a few times; if the device
+    /// still refuses, the error is the last refusal.
     pub fn shutdown(mut self) -> Result<(), DrError> {
         let ids: Vec<HwId> = self.flows.keys().copied().collect();
         for id in ids {
             self.remove(id);
+        }
+        for attempt in 0..SHUTDOWN_RETRIES {
+            if self.zombies.is_empty() {
+                break;
+            }
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(10 << attempt));
+            }
+            self.reap();
+        }
+        if let Some((held, _)) = self.zombies.first() {
+            if let Some(r) = held.rule {
+                self.backend.rule_destroy(r)?;
+            }
         }
         let b = Arc::clone(&self.backend);
         let meters: std::collections::BTreeSet<ActionId> = self

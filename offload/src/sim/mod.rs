@@ -79,6 +79,23 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operation.
+    pub const ALL: [Op; 8] = [
+        Op::DomainCreate,
+        Op::TableCreate,
+        Op::MatcherCreate,
+        Op::RuleCreate,
+        Op::RuleDestroy,
+        Op::ActionCreate,
+        Op::CounterAlloc,
+        Op::CounterQuery,
+    ];
+
+    /// The operation named `name` (as [`Op::name`] gives it).
+    pub fn from_name(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.name() == name)
+    }
+
     /// The call's name in messages.
     pub fn name(self) -> &'static str {
         match self {
@@ -99,13 +116,20 @@ impl Op {
 pub struct Fault {
     /// The operation that fails.
     pub op: Op,
-    /// The call (counting from 1, from when the fault is injected) that
-    /// fails first.
+    /// The call (counting from 1, from when the fault is injected, calls
+    /// inside its window only) that fails first.
     pub nth: u64,
     /// How many calls in a row fail (`u64::MAX`: from then on).
     pub times: u64,
     /// The errno they fail with.
     pub errno: Errno,
+    /// Of those calls, the share that fails, in millionths (1,000,000:
+    /// every one); which ones is drawn from a seeded generator.
+    pub per_million: u32,
+    /// When the plan is in force, from the device's creation: calls
+    /// before `from` or from `until` on are not counted and do not fail.
+    pub from: Duration,
+    pub until: Option<Duration>,
 }
 
 impl Fault {
@@ -116,37 +140,96 @@ impl Fault {
             nth,
             times: 1,
             errno,
+            per_million: MILLION,
+            from: Duration::ZERO,
+            until: None,
         }
     }
 
     /// Every call of `op` fails with `errno` until cleared.
     pub fn always(op: Op, errno: Errno) -> Fault {
         Fault {
-            op,
-            nth: 1,
             times: u64::MAX,
-            errno,
+            ..Fault::nth(op, 1, errno)
         }
+    }
+
+    /// Only a share of the calls fail (0.0 to 1.0).
+    pub fn fraction(self, share: f64) -> Fault {
+        Fault {
+            per_million: (share.clamp(0.0, 1.0) * f64::from(MILLION)).round() as u32,
+            ..self
+        }
+    }
+
+    /// In force from `from` until `until` (device time).
+    pub fn window(self, from: Duration, until: Option<Duration>) -> Fault {
+        Fault {
+            from,
+            until,
+            ..self
+        }
+    }
+
+    fn in_force(&self, at: Duration) -> bool {
+        at >= self.from && self.until.is_none_or(|u| at < u)
     }
 }
 
-#[derive(Debug, Default)]
+const MILLION: u32 = 1_000_000;
+
+/// A delay of every call of an operation, in a window of device time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delay {
+    pub op: Op,
+    pub latency: Duration,
+    pub from: Duration,
+    pub until: Option<Duration>,
+}
+
+#[derive(Debug)]
 struct Faults {
     planned: Vec<(Fault, u64)>,
     latency: HashMap<Op, Duration>,
+    delays: Vec<Delay>,
     injected: u64,
     /// Per operation, the names of the threads that called it.
     callers: HashMap<Op, std::collections::BTreeSet<String>>,
+    /// Device time starts with the device.
+    started: std::time::Instant,
+    rng: megaflow::SplitMix64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            planned: Vec::new(),
+            latency: HashMap::new(),
+            delays: Vec::new(),
+            injected: 0,
+            callers: HashMap::new(),
+            started: std::time::Instant::now(),
+            rng: megaflow::SplitMix64::new(0xfa17_5eed),
+        }
+    }
 }
 
 impl Faults {
     /// Counts a call of `op`; the error if a fault fires.
     fn check(&mut self, op: Op) -> Result<Option<Duration>, DrError> {
+        let at = self.started.elapsed();
         let mut fire = None;
         for (f, calls) in self.planned.iter_mut().filter(|(f, _)| f.op == op) {
+            if !f.in_force(at) {
+                continue;
+            }
             *calls += 1;
             if *calls >= f.nth && *calls - f.nth < f.times && fire.is_none() {
-                fire = Some(f.errno);
+                let drawn = f.per_million >= MILLION
+                    || self.rng.below(u64::from(MILLION)) < u64::from(f.per_million);
+                if drawn {
+                    fire = Some(f.errno);
+                }
             }
         }
         if let Some(errno) = fire {
@@ -156,7 +239,13 @@ impl Faults {
                 op: op.name(),
             });
         }
-        Ok(self.latency.get(&op).copied())
+        let timed = self
+            .delays
+            .iter()
+            .filter(|d| d.op == op && at >= d.from && d.until.is_none_or(|u| at < u))
+            .map(|d| d.latency)
+            .max();
+        Ok(timed.max(self.latency.get(&op).copied()))
     }
 }
 
@@ -193,6 +282,11 @@ impl SimBackend {
         self.faults_lock().planned.push((fault, 0));
     }
 
+    /// Delays the calls of an operation in a window of device time.
+    pub fn delay(&self, d: Delay) {
+        self.faults_lock().delays.push(d);
+    }
+
     /// Delays every call of `op` by `latency` (zero removes it).
     pub fn set_latency(&self, op: Op, latency: Duration) {
         let mut f = self.faults_lock();
@@ -208,6 +302,7 @@ impl SimBackend {
         let mut f = self.faults_lock();
         f.planned.clear();
         f.latency.clear();
+        f.delays.clear();
     }
 
     /// Failures injected so far.

@@ -11,6 +11,9 @@ use crate::sim::{Egress, Fault, Op, Output, SimBackend, SimConfig};
 #[path = "manager_staged.rs"]
 mod staged;
 
+#[path = "manager_faults.rs"]
+mod faults;
+
 fn ports() -> PortTable {
     (1..=4u32).fold(PortTable::new(), |t, p| {
         t.with(PortNo(p), Vport::vf(p as u16).expect("vf"))

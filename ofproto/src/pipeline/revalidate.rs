@@ -57,6 +57,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.bridge.mac.expire(now);
 
         report.counters = self.fold_hardware(now);
+        // Without the hardware's counts, an offloaded flow's idleness is
+        // unknown: it is not aged this pass.
+        let polled = self.stats.poll_errors == before.poll_errors;
 
         let current = self.bridge.generations();
         self.pass_wanted = false;
@@ -78,6 +81,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 st.bytes.saturating_sub(m.credited.1),
             );
             let last = st.used.max(m.created);
+            let in_hw = m.hw.is_some();
             let stale = m.generations.tables != current.tables
                 || m.generations.ports != current.ports
                 || (m.uses_mac && m.generations.mac != current.mac);
@@ -92,7 +96,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                     m.credited = (st.packets, st.bytes);
                 }
             }
-            if now.since(last) >= max_idle {
+            if now.since(last) >= max_idle && (polled || !in_hw) {
                 let why = if over_limit {
                     Eviction::Limit
                 } else {
