@@ -198,3 +198,137 @@ async fn veth_representor_lifecycle() {
     assert!(tracker.snapshot().is_empty());
     tracker.stop();
 }
+
+/// Links this test makes (veth pairs `{p}x{k}`/`{p}y{k}`), deleted on drop.
+struct Burst {
+    prefix: String,
+    n: usize,
+}
+
+impl Burst {
+    fn batch(&self, lines: impl Iterator<Item = String>) -> std::process::Output {
+        let script: String = lines.map(|l| l + "\n").collect();
+        let path = std::env::temp_dir().join(format!("{}-batch.txt", self.prefix));
+        std::fs::write(&path, script).expect("batch file");
+        let out = Command::new("ip")
+            .args(["-force", "-batch"])
+            .arg(&path)
+            .output()
+            .expect("ip -batch");
+        let _ = std::fs::remove_file(&path);
+        out
+    }
+}
+
+impl Drop for Burst {
+    fn drop(&mut self) {
+        let p = self.prefix.clone();
+        self.batch((0..self.n).map(|k| format!("link del {p}x{k}")));
+    }
+}
+
+/// The tracked names present now, with their ifindexes, from `ip link`.
+fn ip_links(prefix: &str) -> std::collections::BTreeMap<String, u32> {
+    let out = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .expect("ip link");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            let ifindex = f.next()?.trim().parse().ok()?;
+            let name = f.next()?.trim().split('@').next()?.to_string();
+            name.starts_with(&format!("{prefix}x"))
+                .then_some((name, ifindex))
+        })
+        .collect()
+}
+
+/// A real overrun: a receive buffer of a few KB, and hundreds of links
+/// created, brought up and deleted in one burst while the tracker's
+/// runtime is blocked (it cannot read). The kernel drops messages, the
+/// next read is ENOBUFS, and the resync leaves the table as `ip link`
+/// shows the links.
+#[tokio::test(flavor = "current_thread")]
+async fn an_overrun_resyncs_the_table_to_what_ip_link_shows() {
+    if !prereq::netns(
+        "an_overrun_resyncs_the_table_to_what_ip_link_shows",
+        &["ip"],
+    ) {
+        return;
+    }
+    const N: usize = 300;
+    let prefix = format!("eo{}", std::process::id() % 10000);
+    let burst = Burst {
+        prefix: prefix.clone(),
+        n: N,
+    };
+    let mut config = RepresentorConfig::default();
+    for k in 0..N {
+        config = config.with(&format!("{prefix}x{k}"), Vport::vf(k as u16).expect("vf"));
+    }
+    let options = offload::representor::TrackerOptions { rcvbuf: Some(4096) };
+    let (tracker, mut rx) = Tracker::start_with(config, 1 << 16, options);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tracker.resyncs() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no initial dump");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The burst, with this (the tracker's only) runtime thread blocked.
+    let p = &prefix;
+    let lines = (0..N)
+        .map(|k| format!("link add {p}x{k} type veth peer name {p}y{k}"))
+        .chain((0..N).step_by(2).map(|k| format!("link set {p}x{k} up")))
+        .chain((0..N).step_by(3).map(|k| format!("link del {p}x{k}")))
+        .chain(
+            (0..N)
+                .step_by(7)
+                .filter(|k| k % 3 != 0)
+                .map(|k| format!("link set {p}x{k} mtu 1400")),
+        );
+    let out = burst.batch(lines);
+    assert!(
+        out.status.success(),
+        "ip -batch: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = ip_links(&prefix);
+    assert_eq!(
+        want.len(),
+        N - N.div_ceil(3),
+        "the burst left {} links",
+        want.len()
+    );
+    // The tracker reads ENOBUFS, resyncs, and its table is what ip shows.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        while rx.try_recv().is_ok() {}
+        let have: std::collections::BTreeMap<String, u32> = tracker
+            .snapshot()
+            .iter()
+            .map(|r| (r.ifname.clone(), r.ifindex))
+            .collect();
+        if tracker.overruns() >= 1 && have == want {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after the burst: {} overruns, {} resyncs; the table has {} links, ip link {}",
+            tracker.overruns(),
+            tracker.resyncs(),
+            have.len(),
+            want.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(tracker.resyncs() >= 2, "resynced after the overrun");
+    // Up, and MTU, as ip shows them.
+    for r in tracker.snapshot().iter() {
+        let k: usize = r.ifname[prefix.len() + 1..].parse().expect("k");
+        assert_eq!(r.admin_up, k % 2 == 0, "{}", r.ifname);
+    }
+    tracker.stop();
+    drop(burst);
+    assert!(ip_links(&prefix).is_empty(), "the links are gone");
+}

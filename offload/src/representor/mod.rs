@@ -18,7 +18,7 @@ mod tracker;
 pub use netlink::{link_info, link_msg};
 pub use port_name::{parse_port_name, PortKind, PortName};
 pub use table::{LinkInfo, LinkMsg, PortEvent, Representor, RepresentorConfig, Representors};
-pub use tracker::{Tracker, TrackerHandle};
+pub use tracker::{Tracker, TrackerHandle, TrackerOptions};
 
 #[cfg(test)]
 #[path = "tests/port_name.rs"]
