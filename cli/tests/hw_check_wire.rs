@@ -15,7 +15,7 @@
 //! the NIC thread stopped, even when the test fails.
 
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +43,8 @@ struct Twin {
     model: SimBackend,
     device: Arc<SimBackend>,
     walked: Arc<Mutex<Option<DomainId>>>,
+    /// Frames the NIC thread's receive rings dropped so far.
+    lost: Arc<AtomicU64>,
 }
 
 impl Twin {
@@ -64,6 +66,10 @@ impl Twin {
 impl Modelled for Twin {
     fn model(&self) -> &SimBackend {
         &self.model
+    }
+
+    fn lost_frames(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
     }
 }
 
@@ -131,6 +137,7 @@ fn nic(
     device: Arc<SimBackend>,
     walked: Arc<Mutex<Option<DomainId>>>,
     stop: Arc<AtomicBool>,
+    lost: Arc<AtomicU64>,
 ) -> std::thread::JoinHandle<u64> {
     let open = |n: String| AfPacketPort::open_default(&n).unwrap_or_else(|e| panic!("{e}"));
     // The ingress's side takes the floods (rates, ratios). A ring block is
@@ -153,7 +160,13 @@ fn nic(
         let mut batch = PacketBatch::new();
         let mut out = Output::new();
         let fds: Vec<i32> = nics.iter().filter_map(|p| p.poll_fd()).collect();
+        let mut published = std::time::Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            if published.elapsed() >= Duration::from_millis(5) {
+                let dropped: u64 = nics.iter().map(|p| p.stats().rx_dropped).sum();
+                lost.store(dropped, Ordering::Relaxed);
+                published = std::time::Instant::now();
+            }
             wait_readable(&fds, Duration::from_millis(20));
             for i in 0..nics.len() {
                 while nics[i].recv_batch(&mut batch).unwrap_or(0) > 0 {
@@ -193,11 +206,18 @@ fn check_inside_netns() {
     let device = Arc::new(SimBackend::default());
     let walked = Arc::new(Mutex::new(None));
     let stop = Arc::new(AtomicBool::new(false));
-    let thread = nic(Arc::clone(&device), Arc::clone(&walked), Arc::clone(&stop));
+    let lost = Arc::new(AtomicU64::new(0));
+    let thread = nic(
+        Arc::clone(&device),
+        Arc::clone(&walked),
+        Arc::clone(&stop),
+        Arc::clone(&lost),
+    );
     let twin = Twin {
         model: SimBackend::default(),
         device,
         walked,
+        lost,
     };
     let ports = (0..PORTS)
         .map(|i| WirePort {

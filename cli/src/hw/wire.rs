@@ -29,6 +29,12 @@ use offload::Vport;
 /// A backend with a model in its state.
 pub trait Modelled: DrBackend {
     fn model(&self) -> &SimBackend;
+
+    /// Frames the backend's own side lost so far (a NIC stand-in's
+    /// receive rings); a real NIC loses none the wire does not show.
+    fn lost_frames(&self) -> u64 {
+        0
+    }
 }
 
 impl Modelled for mlx5::Mlx5Backend {
@@ -384,6 +390,10 @@ impl<B: Modelled> Device for WireDevice<B> {
 
     fn steady_frame_rate(&self) -> Option<u64> {
         self.timing.steady_frame_rate
+    }
+
+    fn lost_frames(&self) -> u64 {
+        self.lock().rx_dropped() + self.backend.lost_frames()
     }
 
     fn begin_case(&self) {

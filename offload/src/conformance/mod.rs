@@ -84,6 +84,13 @@ pub trait Device: DrBackend {
     /// starts a new clock.
     fn begin_case(&self) {}
 
+    /// Frames lost on the way so far, not by the eSwitch (receive rings
+    /// that overflowed on a busy machine). A case that fails while frames
+    /// were lost says nothing about the device: hw-check runs it again.
+    fn lost_frames(&self) -> u64 {
+        0
+    }
+
     /// The vport of the suite's VF `n` (cases use 0..=15). A device with
     /// fewer ports panics with [`NeedsPorts`], which skips the case.
     fn vf(&self, n: u16) -> Vport {

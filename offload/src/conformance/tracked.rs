@@ -140,6 +140,10 @@ impl<B: Device> Device for Tracked<B> {
     fn vf(&self, n: u16) -> Vport {
         self.inner.vf(n)
     }
+    fn lost_frames(&self) -> u64 {
+        self.inner.lost_frames()
+    }
+
     fn ingress(&self) -> Vport {
         self.inner.ingress()
     }
