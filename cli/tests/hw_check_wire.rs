@@ -68,7 +68,7 @@ impl Modelled for Twin {
         &self.model
     }
 
-    fn lost_frames(&self) -> u64 {
+    fn disturbed_frames(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
     }
 }

@@ -32,7 +32,7 @@ pub trait Modelled: DrBackend {
 
     /// Frames the backend's own side lost so far (a NIC stand-in's
     /// receive rings); a real NIC loses none the wire does not show.
-    fn lost_frames(&self) -> u64 {
+    fn disturbed_frames(&self) -> u64 {
         0
     }
 }
@@ -77,6 +77,9 @@ impl Default for Timing {
     }
 }
 
+/// A frame sent this long after its time counts as disturbed.
+const LATE: Duration = Duration::from_millis(2);
+
 /// How close to a frame's time pacing stops sleeping and spins.
 const SPIN: Duration = Duration::from_millis(1);
 
@@ -87,6 +90,8 @@ struct Sockets {
     /// The clock of frame times: the instant time 0 is, the last time.
     epoch: Instant,
     last_ns: u64,
+    /// Frames sent more than [`LATE`] after their time.
+    late: u64,
 }
 
 impl Sockets {
@@ -156,6 +161,7 @@ impl<B: Modelled> WireDevice<B> {
                 batch: PacketBatch::new(),
                 epoch: Instant::now(),
                 last_ns: 0,
+                late: 0,
             }),
             notes: Mutex::new(Vec::new()),
             ipv6,
@@ -199,6 +205,9 @@ impl<B: Modelled> WireDevice<B> {
         // Sleep to within a millisecond, then spin: a sleep overshoots by
         // tens of microseconds, more than the gap between frames at rate.
         let now = Instant::now();
+        if now > due + LATE {
+            s.late += 1;
+        }
         if due > now + SPIN {
             std::thread::sleep(due - now - SPIN);
         }
@@ -392,8 +401,9 @@ impl<B: Modelled> Device for WireDevice<B> {
         self.timing.steady_frame_rate
     }
 
-    fn lost_frames(&self) -> u64 {
-        self.lock().rx_dropped() + self.backend.lost_frames()
+    fn disturbed_frames(&self) -> u64 {
+        let s = self.lock();
+        s.rx_dropped() + s.late + self.backend.disturbed_frames()
     }
 
     fn begin_case(&self) {

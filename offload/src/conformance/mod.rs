@@ -84,10 +84,12 @@ pub trait Device: DrBackend {
     /// starts a new clock.
     fn begin_case(&self) {}
 
-    /// Frames lost on the way so far, not by the eSwitch (receive rings
-    /// that overflowed on a busy machine). A case that fails while frames
-    /// were lost says nothing about the device: hw-check runs it again.
-    fn lost_frames(&self) -> u64 {
+    /// Frames disturbed on the way so far, not by the eSwitch: lost
+    /// (receive rings that overflowed on a busy machine) or sent well
+    /// after their time (a meter sees a burst). A case that fails while
+    /// frames were disturbed says nothing about the device: hw-check runs
+    /// it again.
+    fn disturbed_frames(&self) -> u64 {
         0
     }
 

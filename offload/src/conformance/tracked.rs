@@ -140,8 +140,8 @@ impl<B: Device> Device for Tracked<B> {
     fn vf(&self, n: u16) -> Vport {
         self.inner.vf(n)
     }
-    fn lost_frames(&self) -> u64 {
-        self.inner.lost_frames()
+    fn disturbed_frames(&self) -> u64 {
+        self.inner.disturbed_frames()
     }
 
     fn ingress(&self) -> Vport {
