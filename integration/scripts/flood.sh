@@ -165,8 +165,6 @@ one_run() {
     --seconds "$flood_s" --json >"$out/flood.json" &
   local flood_pid=$!
   pids+=("$flood_pid")
-  local t0
-  t0=$(date +%s.%N)
   sleep 1
   ip netns exec "$tag-vm2" ping -i 0.01 -c $(((flood_s - 2) * 100)) -W 1 198.18.0.3 \
     >"$out/ping_during.txt" &
@@ -180,7 +178,7 @@ one_run() {
   local vic_pid=$!
   pids+=("$vic_pid")
   # Memory and megaflows through the flood.
-  local rss_peak=$rss0 mf_peak=0 a_peak=0
+  local rss_peak=$rss0 mf_peak=0
   while kill -0 "$flood_pid" 2>/dev/null; do
     local r m
     r=$(rss_kb "$pid")
@@ -222,9 +220,9 @@ print(next((p.get("megaflows", 0) for p in json.load(sys.stdin)["ports"] if p["n
     sleep 0.1
   done
   python3 - "$out" "$r5a" "$r5b" "$rss0" "$rss_peak" "$mf_peak" "$rec" "$(p99 "$out/ping_before.txt")" \
-    "$(p99 "$out/ping_during.txt")" "$t0" "$t1" <<'EOF'
+    "$(p99 "$out/ping_during.txt")" <<'EOF'
 import json, re, sys
-out, r5a, r5b, rss0, rss_peak, mf_peak, rec, p99b, p99d, t0, t1 = sys.argv[1:]
+out, r5a, r5b, rss0, rss_peak, mf_peak, rec, p99b, p99d = sys.argv[1:]
 load = lambda n: json.load(open(f"{out}/{n}"))
 stream, flood, victim = load("stream.json"), load("flood.json"), load("victim.json")
 show, stats, flows = load("show.json"), load("stats.json"), load("flows.json")["flows"]

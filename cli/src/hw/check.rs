@@ -126,7 +126,7 @@ pub fn run_suite<D: Device>(
             return conformance::check(&dev, case, Some(n));
         }
         let mut once = || {
-            let lost = dev.disturbed_frames();
+            let before = dev.disturbed_frames();
             let outcome = conformance::check(dev, case, None);
             let stuck = dev.clear();
             let failed_to_clear = !stuck.is_empty();
@@ -135,21 +135,21 @@ pub fn run_suite<D: Device>(
                     .into_iter()
                     .map(|s| format!("after {}: {s}", case.name)),
             );
-            let lost = dev.disturbed_frames() - lost;
+            let disturbed = dev.disturbed_frames() - before;
             match outcome {
                 Outcome::Pass if failed_to_clear => (
                     Outcome::Fail("objects it made could not be destroyed".to_owned()),
                     0,
                 ),
-                o => (o, lost),
+                o => (o, disturbed),
             }
         };
         let mut attempt = 1;
         loop {
             match once() {
-                (Outcome::Fail(why), lost) if lost > 0 && attempt < ATTEMPTS => {
+                (Outcome::Fail(why), disturbed) if disturbed > 0 && attempt < ATTEMPTS => {
                     notes.push(format!(
-                        "{}: run again: attempt {attempt} failed while {lost} frames were lost or late on the way ({})",
+                        "{}: run again: attempt {attempt} failed while {disturbed} frames were lost or late on the way ({})",
                         case.name,
                         why.lines().next().unwrap_or_default()
                     ));

@@ -464,6 +464,7 @@ impl<B: Device> Daemon<B> {
                 stop: stop_rx.clone(),
                 cmds,
                 gate: gate.fork(),
+                tally: Vec::new(),
                 ports: Vec::new(),
                 events: Vec::new(),
                 packet_ins: Arc::clone(&packet_ins),
@@ -803,6 +804,8 @@ struct RxThread<F> {
     stop: Arc<AtomicBool>,
     cmds: Receiver<RxCmd>,
     gate: UpcallGate,
+    /// Each round's admissions per port (kept: no allocation per round).
+    tally: Vec<(PortNo, Tally)>,
     ports: Vec<RxPort>,
     events: Vec<DpEvent>,
     packet_ins: Arc<PacketIns>,
@@ -886,11 +889,11 @@ impl<F: Front> RxThread<F> {
         let mut sw = LivePath {
             dp: &mut self.dp,
             gate: &mut self.gate,
-            tally: BTreeMap::new(),
+            tally: &mut self.tally,
         };
         self.front.step(now, &pkts, arena, &mut sw);
         let c = self.front.counters_mut();
-        for (port, t) in sw.tally {
+        for (port, t) in self.tally.drain(..) {
             c.upcalls_queued += t.queued;
             c.upcall_drops_rate += t.rate;
             c.upcall_drops_full += t.full;
@@ -917,8 +920,8 @@ impl<F: Front> RxThread<F> {
 struct LivePath<'a> {
     dp: &'a mut Datapath,
     gate: &'a mut UpcallGate,
-    /// Admissions of this round, per port.
-    tally: BTreeMap<PortNo, Tally>,
+    /// Admissions of this round, per port (a thread has few ports).
+    tally: &'a mut Vec<(PortNo, Tally)>,
 }
 
 /// Misses queued, and dropped over the port's rate or its queue share.
@@ -943,7 +946,14 @@ impl SoftwarePath for LivePath<'_> {
                 exec,
             }),
             Lookup::Miss => {
-                let t = self.tally.entry(port).or_default();
+                let at = match self.tally.iter().position(|(p, _)| *p == port) {
+                    Some(i) => i,
+                    None => {
+                        self.tally.push((port, Tally::default()));
+                        self.tally.len() - 1
+                    }
+                };
+                let t = &mut self.tally[at].1;
                 match self.gate.offer(now, port, pkt) {
                     Admission::Queued => t.queued += 1,
                     Admission::RateLimited => t.rate += 1,

@@ -97,8 +97,9 @@ struct Queues {
     last: Option<PortNo>,
     /// The handler sleeps on `ready`.
     sleeping: bool,
-    /// Gates alive; the handler's end is gone.
+    /// Gates alive.
     gates: usize,
+    /// The handler's end is gone.
     closed: bool,
 }
 

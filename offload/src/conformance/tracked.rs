@@ -140,12 +140,11 @@ impl<B: Device> Device for Tracked<B> {
     fn vf(&self, n: u16) -> Vport {
         self.inner.vf(n)
     }
-    fn disturbed_frames(&self) -> u64 {
-        self.inner.disturbed_frames()
-    }
-
     fn ingress(&self) -> Vport {
         self.inner.ingress()
+    }
+    fn disturbed_frames(&self) -> u64 {
+        self.inner.disturbed_frames()
     }
 }
 

@@ -91,10 +91,8 @@ impl<B: DrBackend> OffloadManager<B> {
         report: Option<HwId>,
     ) {
         let _ = self.backend.action_destroy(counter);
+        self.hide_counter((bi, offset));
         if let Some(b) = self.bulks.get_mut(bi) {
-            if let Some(o) = b.owner.get_mut(offset as usize) {
-                *o = None;
-            }
             b.releasing.push((offset, report));
         }
     }
@@ -109,7 +107,7 @@ impl<B: DrBackend> OffloadManager<B> {
         out: &mut Vec<(HwId, HwStats)>,
     ) -> Result<(), NotOffloaded> {
         if !self.zombies.is_empty() {
-            self.reap();
+            let _ = self.reap();
         }
         self.queries.resize_with(self.bulks.len(), Vec::new);
         for (bulk, q) in self.bulks.iter().zip(self.queries.iter_mut()) {

@@ -403,7 +403,7 @@ impl<B: DrBackend> OffloadManager<B> {
     /// Everything `install` does; on error, what it took is given back.
     fn try_install(&mut self, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
         if !self.zombies.is_empty() {
-            self.reap();
+            let _ = self.reap();
         }
         encode_into(m, self.config.source_port, &self.ports, &mut self.scratch).map_err(|u| {
             NotOffloaded::Match {
@@ -468,14 +468,21 @@ impl<B: DrBackend> OffloadManager<B> {
 
     /// Gives back what a flow holds; `report`: the id under which the next
     /// poll reports its counter's final value (none for a failed install).
-    fn release(&mut self, mut held: Held, report: Option<HwId>) {
+    fn release(&mut self, held: Held, report: Option<HwId>) {
+        // A refused destroy is kept and retried ([`Self::reap`]).
+        let _ = self.try_release(held, report);
+    }
+
+    /// [`release`](Self::release); the error: the device kept the rule,
+    /// and the flow is kept whole until a retry destroys it.
+    fn try_release(&mut self, mut held: Held, report: Option<HwId>) -> Result<(), DrError> {
         if let Some(r) = held.rule {
-            if self.backend.rule_destroy(r).is_err() {
+            if let Err(e) = self.backend.rule_destroy(r) {
                 if let Some((_, slot)) = held.counter {
                     self.hide_counter(slot);
                 }
                 self.zombies.push((held, report));
-                return;
+                return Err(e);
             }
             held.rule = None;
         }
@@ -487,13 +494,19 @@ impl<B: DrBackend> OffloadManager<B> {
         if let Some(k) = held.matcher {
             self.release_matcher(&k);
         }
+        Ok(())
     }
 
-    /// Retries destroying the rules of removed flows the device kept.
-    fn reap(&mut self) {
+    /// Retries destroying the rules of removed flows the device kept; the
+    /// error: the last refusal (those flows are kept for the next retry).
+    fn reap(&mut self) -> Result<(), DrError> {
+        let mut refused = Ok(());
         for (held, report) in std::mem::take(&mut self.zombies) {
-            self.release(held, report);
+            if let Err(e) = self.try_release(held, report) {
+                refused = Err(e);
+            }
         }
+        refused
     }
 
     /// Removed flows whose rule is still in the device (a destroy failed;
@@ -511,6 +524,7 @@ impl<B: DrBackend> OffloadManager<B> {
         for id in ids {
             self.remove(id);
         }
+        let mut reaped = Ok(());
         for attempt in 0..SHUTDOWN_RETRIES {
             if self.zombies.is_empty() {
                 break;
@@ -518,13 +532,9 @@ impl<B: DrBackend> OffloadManager<B> {
             if attempt > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(10 << attempt));
             }
-            self.reap();
+            reaped = self.reap();
         }
-        if let Some((held, _)) = self.zombies.first() {
-            if let Some(r) = held.rule {
-                self.backend.rule_destroy(r)?;
-            }
-        }
+        reaped?;
         let b = Arc::clone(&self.backend);
         let meters: std::collections::BTreeSet<ActionId> = self
             .meters

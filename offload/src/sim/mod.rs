@@ -172,8 +172,13 @@ impl Fault {
     }
 
     fn in_force(&self, at: Duration) -> bool {
-        at >= self.from && self.until.is_none_or(|u| at < u)
+        in_window(at, self.from, self.until)
     }
+}
+
+/// Whether device time `at` is in `[from, until)` (no `until`: for ever).
+fn in_window(at: Duration, from: Duration, until: Option<Duration>) -> bool {
+    at >= from && until.is_none_or(|u| at < u)
 }
 
 const MILLION: u32 = 1_000_000;
@@ -190,7 +195,6 @@ pub struct Delay {
 #[derive(Debug)]
 struct Faults {
     planned: Vec<(Fault, u64)>,
-    latency: HashMap<Op, Duration>,
     delays: Vec<Delay>,
     injected: u64,
     /// Per operation, the names of the threads that called it.
@@ -204,7 +208,6 @@ impl Default for Faults {
     fn default() -> Self {
         Faults {
             planned: Vec::new(),
-            latency: HashMap::new(),
             delays: Vec::new(),
             injected: 0,
             callers: HashMap::new(),
@@ -239,13 +242,12 @@ impl Faults {
                 op: op.name(),
             });
         }
-        let timed = self
+        Ok(self
             .delays
             .iter()
-            .filter(|d| d.op == op && at >= d.from && d.until.is_none_or(|u| at < u))
+            .filter(|d| d.op == op && in_window(at, d.from, d.until))
             .map(|d| d.latency)
-            .max();
-        Ok(timed.max(self.latency.get(&op).copied()))
+            .max())
     }
 }
 
@@ -287,13 +289,19 @@ impl SimBackend {
         self.faults_lock().delays.push(d);
     }
 
-    /// Delays every call of `op` by `latency` (zero removes it).
+    /// Delays every call of `op` by `latency` (zero removes it): a
+    /// [`Delay`] always in force, replacing the last one set this way.
     pub fn set_latency(&self, op: Op, latency: Duration) {
+        let always = |d: &Delay| d.op == op && d.from.is_zero() && d.until.is_none();
         let mut f = self.faults_lock();
-        if latency.is_zero() {
-            f.latency.remove(&op);
-        } else {
-            f.latency.insert(op, latency);
+        f.delays.retain(|d| !always(d));
+        if !latency.is_zero() {
+            f.delays.push(Delay {
+                op,
+                latency,
+                from: Duration::ZERO,
+                until: None,
+            });
         }
     }
 
@@ -301,7 +309,6 @@ impl SimBackend {
     pub fn clear_faults(&self) {
         let mut f = self.faults_lock();
         f.planned.clear();
-        f.latency.clear();
         f.delays.clear();
     }
 

@@ -844,27 +844,20 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     fn make_room(&mut self, m: &Match) -> bool {
         let home = home_of(m).unwrap_or(fair::NO_HOME);
         let port_limit = self.cfg.revalidator.port_flow_limit;
-        match fair::room(&self.shares, home, self.live, self.flow_limit, port_limit) {
-            fair::Room::Free => true,
+        let victim = match fair::room(&self.shares, home, self.live, self.flow_limit, port_limit) {
+            fair::Room::Free => return true,
             fair::Room::PortLimit => {
                 self.stats.port_limit_hits += 1;
-                false
+                return false;
             }
-            fair::Room::TakeFrom(big) => match self.stalest_in_software(big) {
-                Some(victim) => {
-                    self.evict(victim, Eviction::Fair);
-                    true
-                }
-                None => {
-                    self.stats.flow_limit_hits += 1;
-                    false
-                }
-            },
-            fair::Room::FlowLimit => {
-                self.stats.flow_limit_hits += 1;
-                false
-            }
+            fair::Room::TakeFrom(big) => self.stalest_in_software(big),
+            fair::Room::FlowLimit => None,
+        };
+        match victim {
+            Some(v) => self.evict(v, Eviction::Fair),
+            None => self.stats.flow_limit_hits += 1,
         }
+        victim.is_some()
     }
 
     /// The least recently used of a few sampled megaflows of `port` that
@@ -1296,7 +1289,6 @@ fn names_port(a: &DpAction, port: PortNo) -> bool {
     }
 }
 
-/// The hash that indexes megaflows by match.
 /// The in_port a megaflow is exact on: its datapath, and whose share of
 /// the table it counts in.
 fn home_of(m: &Match) -> Option<PortNo> {
@@ -1305,6 +1297,7 @@ fn home_of(m: &Match) -> Option<PortNo> {
         .then(|| PortNo(m.key().in_port() as u32))
 }
 
+/// The hash that indexes megaflows by match.
 fn match_hash(m: &Match) -> u64 {
     hash_words(m.key().words()) ^ hash_words(m.mask().words()).rotate_left(17)
 }
