@@ -35,13 +35,21 @@
 //! threads = 1                    # datapath threads (1..64); ports spread over them
 //!
 //! [openflow]                     # live mode: OpenFlow 1.3 channels
-//! listen = ["punix:/run/eswitch/br0.mgmt"]   # punix:PATH | ptcp:PORT[:IP] (IP default 127.0.0.1)
-//! controllers = ["tcp:127.0.0.1:6653"]      # the switch connects, with backoff
+//! listen = ["punix:/run/eswitch/br0.mgmt"]   # punix:PATH | ptcp:PORT[:IP] | pssl:PORT[:IP] (IP default 127.0.0.1)
+//! controllers = ["tcp:127.0.0.1:6653"]      # tcp:IP:PORT | ssl:IP:PORT; the switch connects, with backoff
 //! fail_mode = "standalone"       # no controller: standalone (NORMAL) | secure (flows kept)
 //! datapath_id = "0000000000000001"           # 16 hex digits
 //! inactivity_probe_ms = 5000     # echo after this long quiet, close after twice (0: never)
 //! packet_in_rate = 1000          # packet-ins per second per connection (0: no limit)...
 //! packet_in_burst = 100          # ...and the burst above it; more are dropped and counted
+//! max_connections = 64           # connections open at once (all listeners); more are closed at accept
+//! max_message_bytes = 65535      # a longer message is answered BAD_LEN and its connection closed
+//! max_queued_bytes = 16777216    # replies not yet taken by the peer; past it no request is read
+//!
+//! [openflow.ssl]                 # for pssl: and ssl: (Open vSwitch's set-ssl files, PEM)
+//! private_key = "/etc/eswitch/sc-privkey.pem"
+//! certificate = "/etc/eswitch/sc-cert.pem"
+//! ca_cert = "/etc/eswitch/cacert.pem"     # a peer's certificate must chain to it
 //!
 //! [[port]]
 //! name = "vm1"                   # netdev (live) or capture interface (replay)
@@ -159,10 +167,11 @@ impl Default for LimitsConfig {
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct OpenflowConfig {
-    /// Passive listeners: `punix:PATH`, `ptcp:PORT[:IP]`.
+    /// Passive listeners: `punix:PATH`, `ptcp:PORT[:IP]`, `pssl:PORT[:IP]`
+    /// (the address is loopback unless given).
     pub listen: Vec<String>,
-    /// Controllers the switch connects to: `tcp:IP:PORT`, reconnecting
-    /// with exponential backoff.
+    /// Controllers the switch connects to: `tcp:IP:PORT` or `ssl:IP:PORT`,
+    /// reconnecting with exponential backoff.
     pub controllers: Vec<String>,
     /// With controllers configured and none connected for an inactivity
     /// probe interval: `standalone` (switch with NORMAL until one is back,
@@ -175,7 +184,36 @@ pub struct OpenflowConfig {
     /// burst above that rate; more are dropped and counted.
     pub packet_in_rate: u64,
     pub packet_in_burst: u64,
+    /// Connections open at once over every listener; one more is closed
+    /// as soon as it is accepted (controllers the switch dials are not
+    /// counted).
+    pub max_connections: usize,
+    /// The longest message a peer may send (OpenFlow's own limit is
+    /// 65,535): a longer one is answered with BAD_REQUEST/BAD_LEN and the
+    /// connection is closed.
+    pub max_message_bytes: usize,
+    /// Output a connection may hold that the peer has not taken: past it
+    /// no further request is read until the peer reads (one reply may be
+    /// longer). A peer that takes nothing for twice the inactivity probe
+    /// (or a minute, with no probe) is disconnected.
+    pub max_queued_bytes: usize,
+    /// Keys and certificates for `pssl:` and `ssl:`.
+    pub ssl: Option<SslConfig>,
 }
+
+/// TLS for the OpenFlow channels: this switch's private key and
+/// certificate, and the CA certificate its peers' certificates must chain
+/// to (PEM files, as Open vSwitch's `set-ssl` takes them).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SslConfig {
+    pub private_key: PathBuf,
+    pub certificate: PathBuf,
+    pub ca_cert: PathBuf,
+}
+
+/// Bounds of `max_message_bytes`.
+pub const MESSAGE_BYTES: std::ops::RangeInclusive<usize> = 64..=65_535;
 
 impl Default for OpenflowConfig {
     fn default() -> Self {
@@ -187,6 +225,10 @@ impl Default for OpenflowConfig {
             inactivity_probe_ms: 5000,
             packet_in_rate: 1000,
             packet_in_burst: 100,
+            max_connections: 64,
+            max_message_bytes: 65_535,
+            max_queued_bytes: 16 << 20,
+            ssl: None,
         }
     }
 }
@@ -196,6 +238,7 @@ impl Default for OpenflowConfig {
 pub enum Endpoint {
     Punix(PathBuf),
     Ptcp(std::net::SocketAddr),
+    Pssl(std::net::SocketAddr),
 }
 
 impl std::fmt::Display for Endpoint {
@@ -203,6 +246,7 @@ impl std::fmt::Display for Endpoint {
         match self {
             Endpoint::Punix(p) => write!(f, "punix:{}", p.display()),
             Endpoint::Ptcp(a) => write!(f, "ptcp:{}:{}", a.port(), a.ip()),
+            Endpoint::Pssl(a) => write!(f, "pssl:{}:{}", a.port(), a.ip()),
         }
     }
 }
@@ -210,8 +254,10 @@ impl std::fmt::Display for Endpoint {
 impl std::str::FromStr for Endpoint {
     type Err = anyhow::Error;
 
-    /// `punix:PATH` or `ptcp:PORT[:IP]` (Open vSwitch's syntax; IPv6
-    /// addresses in brackets).
+    /// `punix:PATH`, `ptcp:PORT[:IP]` or `pssl:PORT[:IP]` (Open vSwitch's
+    /// syntax; IPv6 addresses in brackets). Unlike Open vSwitch, the
+    /// address is loopback unless given: listening on the network is a
+    /// choice the config makes.
     fn from_str(s: &str) -> anyhow::Result<Endpoint> {
         if let Some(path) = s.strip_prefix("punix:") {
             if path.is_empty() {
@@ -219,43 +265,82 @@ impl std::str::FromStr for Endpoint {
             }
             return Ok(Endpoint::Punix(PathBuf::from(path)));
         }
-        if let Some(rest) = s.strip_prefix("ptcp:") {
-            let (port, ip) = match rest.split_once(':') {
-                Some((p, ip)) => (p, ip.trim_start_matches('[').trim_end_matches(']')),
-                None => (rest, "127.0.0.1"),
-            };
-            let port: u16 = port
-                .parse()
-                .with_context(|| format!("\"{s}\": port \"{port}\""))?;
-            let ip: std::net::IpAddr = ip
-                .parse()
-                .with_context(|| format!("\"{s}\": address \"{ip}\""))?;
-            return Ok(Endpoint::Ptcp(std::net::SocketAddr::new(ip, port)));
-        }
-        bail!("\"{s}\": expected punix:PATH or ptcp:PORT[:IP]")
+        let (rest, ssl) = match (s.strip_prefix("ptcp:"), s.strip_prefix("pssl:")) {
+            (Some(r), _) => (r, false),
+            (_, Some(r)) => (r, true),
+            _ => bail!("\"{s}\": expected punix:PATH, ptcp:PORT[:IP] or pssl:PORT[:IP]"),
+        };
+        let (port, ip) = match rest.split_once(':') {
+            Some((p, ip)) => (p, ip.trim_start_matches('[').trim_end_matches(']')),
+            None => (rest, "127.0.0.1"),
+        };
+        let port: u16 = port
+            .parse()
+            .with_context(|| format!("\"{s}\": port \"{port}\""))?;
+        let ip: std::net::IpAddr = ip
+            .parse()
+            .with_context(|| format!("\"{s}\": address \"{ip}\""))?;
+        let addr = std::net::SocketAddr::new(ip, port);
+        Ok(if ssl {
+            Endpoint::Pssl(addr)
+        } else {
+            Endpoint::Ptcp(addr)
+        })
+    }
+}
+
+/// A controller the switch connects to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Controller {
+    pub addr: std::net::SocketAddr,
+    /// `ssl:` (else `tcp:`).
+    pub ssl: bool,
+}
+
+impl std::fmt::Display for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.ssl { "ssl" } else { "tcp" };
+        write!(f, "{scheme}:{}", self.addr)
     }
 }
 
 impl OpenflowConfig {
     /// The listeners, checked.
     pub fn endpoints(&self) -> anyhow::Result<Vec<Endpoint>> {
-        self.listen
+        let eps: Vec<Endpoint> = self
+            .listen
             .iter()
             .map(|l| l.parse().context("openflow.listen"))
-            .collect()
+            .collect::<anyhow::Result<_>>()?;
+        if let Some(ep) = eps.iter().find(|e| matches!(e, Endpoint::Pssl(_))) {
+            self.need_ssl(&format!("openflow.listen: {ep}"))?;
+        }
+        Ok(eps)
     }
 
-    /// The controllers, checked (`tcp:IP:PORT`).
-    pub fn controller_addrs(&self) -> anyhow::Result<Vec<std::net::SocketAddr>> {
+    fn need_ssl(&self, what: &str) -> anyhow::Result<()> {
+        if self.ssl.is_none() {
+            bail!(
+                "{what} needs [openflow.ssl] with private_key, certificate and ca_cert \
+                 (this switch's key and certificate, and the CA its peers' certificates chain to)"
+            );
+        }
+        Ok(())
+    }
+
+    /// The controllers, checked (`tcp:IP:PORT` or `ssl:IP:PORT`).
+    pub fn controller_addrs(&self) -> anyhow::Result<Vec<Controller>> {
         self.controllers
             .iter()
             .map(|c| {
-                let rest = c.strip_prefix("tcp:").ok_or_else(|| {
-                    anyhow::anyhow!("openflow.controllers: \"{c}\": expected tcp:IP:PORT")
-                })?;
-                let (ip, port) = rest.rsplit_once(':').ok_or_else(|| {
-                    anyhow::anyhow!("openflow.controllers: \"{c}\": expected tcp:IP:PORT")
-                })?;
+                let expected =
+                    || anyhow::anyhow!("openflow.controllers: \"{c}\": expected tcp:IP:PORT or ssl:IP:PORT");
+                let (rest, ssl) = match (c.strip_prefix("tcp:"), c.strip_prefix("ssl:")) {
+                    (Some(r), _) => (r, false),
+                    (_, Some(r)) => (r, true),
+                    _ => return Err(expected()),
+                };
+                let (ip, port) = rest.rsplit_once(':').ok_or_else(expected)?;
                 let ip: std::net::IpAddr = ip
                     .trim_start_matches('[')
                     .trim_end_matches(']')
@@ -264,9 +349,38 @@ impl OpenflowConfig {
                 let port: u16 = port
                     .parse()
                     .with_context(|| format!("openflow.controllers: \"{c}\": port \"{port}\""))?;
-                Ok(std::net::SocketAddr::new(ip, port))
+                if ssl {
+                    self.need_ssl(&format!("openflow.controllers: \"{c}\""))?;
+                }
+                Ok(Controller {
+                    addr: std::net::SocketAddr::new(ip, port),
+                    ssl,
+                })
             })
             .collect()
+    }
+
+    /// The per-connection limits, checked.
+    pub fn check_limits(&self) -> anyhow::Result<()> {
+        if self.max_connections == 0 {
+            bail!("openflow.max_connections = 0: expected at least 1");
+        }
+        let m = self.max_message_bytes;
+        if !MESSAGE_BYTES.contains(&m) {
+            bail!(
+                "openflow.max_message_bytes = {m}: expected {} to {}",
+                MESSAGE_BYTES.start(),
+                MESSAGE_BYTES.end()
+            );
+        }
+        if self.max_queued_bytes < openflow::MAX_LEN {
+            bail!(
+                "openflow.max_queued_bytes = {}: expected at least {} (one message)",
+                self.max_queued_bytes,
+                openflow::MAX_LEN
+            );
+        }
+        Ok(())
     }
 
     /// Whether fail mode is `standalone` (else `secure`).
@@ -393,6 +507,13 @@ impl Config {
         let mut cfg =
             Config::parse(&text).with_context(|| format!("in config {}", path.display()))?;
         cfg.dir = path.parent().map(Path::to_path_buf);
+        if let (Some(ssl), Some(dir)) = (cfg.openflow.ssl.as_mut(), cfg.dir.as_ref()) {
+            for f in [&mut ssl.private_key, &mut ssl.certificate, &mut ssl.ca_cert] {
+                if f.is_relative() {
+                    *f = dir.join(&*f);
+                }
+            }
+        }
         Ok(cfg)
     }
 
@@ -414,6 +535,7 @@ impl Config {
         }
         cfg.openflow.endpoints()?;
         cfg.openflow.controller_addrs()?;
+        cfg.openflow.check_limits()?;
         cfg.openflow.standalone()?;
         cfg.openflow.dpid()?;
         let t = cfg.datapath.threads;

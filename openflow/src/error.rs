@@ -245,6 +245,8 @@ pub enum ParseError {
     },
     #[error("header length {length} is shorter than the 8-byte header")]
     ShortLength { length: u16 },
+    #[error("header length {length} is over this connection's limit of {limit} bytes")]
+    OverLimit { length: u16, limit: usize },
     #[error("header length {length} but {have} bytes in the message")]
     LengthMismatch { length: u16, have: usize },
     #[error("{what}: length {length} is not valid here")]
@@ -271,6 +273,7 @@ impl ParseError {
         match self {
             ParseError::Truncated { .. }
             | ParseError::ShortLength { .. }
+            | ParseError::OverLimit { .. }
             | ParseError::LengthMismatch { .. }
             | ParseError::BadLength { .. } => OfpError::BAD_LEN,
             ParseError::BadVersion(_) => OfpError::BAD_VERSION,

@@ -119,16 +119,26 @@ impl MsgType {
 /// Splits a byte stream into whole messages: feed it what the socket
 /// gave, take messages out. A header whose length is below 8 is an error
 /// the stream cannot recover from (where the next message starts is
-/// unknown).
+/// unknown), and so is one over the framer's limit, if it has one.
 #[derive(Debug, Default)]
 pub struct Framer {
     buf: Vec<u8>,
     start: usize,
+    /// The longest message taken (`None`: OpenFlow's own, 65,535).
+    limit: Option<usize>,
 }
 
 impl Framer {
     pub fn new() -> Framer {
         Framer::default()
+    }
+
+    /// A framer that refuses messages longer than `limit` bytes.
+    pub fn with_limit(limit: usize) -> Framer {
+        Framer {
+            limit: Some(limit),
+            ..Framer::default()
+        }
     }
 
     /// Appends received bytes.
@@ -151,6 +161,9 @@ impl Framer {
             return Err(ParseError::ShortLength { length });
         }
         let n = usize::from(length);
+        if let Some(limit) = self.limit.filter(|&l| n > l) {
+            return Err(ParseError::OverLimit { length, limit });
+        }
         if avail.len() < n {
             return Ok(None);
         }
@@ -166,5 +179,14 @@ impl Framer {
     /// Bytes received but not yet a whole message.
     pub fn pending(&self) -> usize {
         self.buf.len() - self.start
+    }
+
+    /// Whether a whole message (or a header in error) is waiting.
+    pub fn ready(&self) -> bool {
+        let avail = &self.buf[self.start..];
+        avail.len() >= HEADER_LEN && {
+            let n = usize::from(u16::from_be_bytes([avail[2], avail[3]]));
+            n < HEADER_LEN || self.limit.is_some_and(|l| n > l) || avail.len() >= n
+        }
     }
 }

@@ -36,6 +36,7 @@
 
 pub mod openflow;
 mod ports;
+pub mod tls;
 mod run;
 mod upcall;
 
@@ -1036,3 +1037,11 @@ mod tests;
 #[cfg(test)]
 #[path = "tests/openflow.rs"]
 mod openflow_tests;
+
+#[cfg(test)]
+#[path = "tests/openflow_tls.rs"]
+mod openflow_tls_tests;
+
+#[cfg(test)]
+#[path = "tests/openflow_hostile.rs"]
+mod openflow_hostile_tests;

@@ -1,5 +1,6 @@
 //! The daemon's OpenFlow 1.3 channels: passive listeners (`punix:`,
-//! `ptcp:`), one thread per listener accepting and one per connection.
+//! `ptcp:`, `pssl:`) and controllers (`tcp:`, `ssl:`), one thread per
+//! listener accepting and one per connection.
 //! Each connection is an [`ofproto::channel::Connection`]; the bytes it
 //! reads are acted on under the slow-path lock (as a control request is),
 //! what it answers is written after the lock is released.
@@ -7,12 +8,18 @@
 //! A connection that goes wrong (a framing error, a peer that closed, an
 //! inactivity probe unanswered) ends alone: the listener, the other
 //! connections and forwarding go on.
+//!
+//! A peer cannot grow the daemon without bound: connections beyond
+//! `max_connections` are closed at accept, a message over
+//! `max_message_bytes` closes its connection, no request is read while
+//! `max_queued_bytes` of output wait for the peer, and a peer that takes
+//! nothing for twice the inactivity probe is disconnected.
 
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,13 +31,17 @@ use openflow::{Desc, Features, Port};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
+use super::tls::{TlsSettings, TlsStream};
 use super::{lock, spawn, Core, PacketInEvent, TokenBucket};
-use crate::config::{Endpoint, OpenflowConfig};
+use crate::config::{Controller, Endpoint, OpenflowConfig};
 use crate::switch::{Device, SwitchEvent};
 
 /// How long a connection thread blocks in read before it checks for stop
 /// and runs its keepalive.
 const READ_TICK: Duration = Duration::from_millis(50);
+
+/// How long a peer may take nothing when the inactivity probe is off.
+const SEND_STALL_NO_PROBE: Duration = Duration::from_secs(60);
 
 /// How often a waiting BARRIER looks whether its pass has run.
 const BARRIER_POLL: Duration = Duration::from_micros(500);
@@ -75,6 +86,17 @@ struct Shared {
     probe: Duration,
     clock: super::Clock,
     tx: super::TxPorts,
+    /// Keys and certificates, with `pssl:` or `ssl:` configured.
+    tls: Option<TlsSettings>,
+    /// Accepted connections open now, the most allowed, and how many were
+    /// refused for it.
+    accepted_open: AtomicUsize,
+    max_connections: usize,
+    refused: AtomicU64,
+    max_message: usize,
+    max_queued: usize,
+    /// How long a write may wait for the peer to take bytes.
+    send_stall: Duration,
 }
 
 /// The running channels.
@@ -82,6 +104,9 @@ pub struct OfServer {
     shared: Arc<Shared>,
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     sockets: Vec<std::path::PathBuf>,
+    /// Each TCP listener's bound address, in the config's order (`ptcp:0`
+    /// takes a free port).
+    addrs: Vec<Option<std::net::SocketAddr>>,
 }
 
 fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -98,6 +123,14 @@ impl OfServer {
         packet_ins: Option<std::sync::mpsc::Receiver<PacketInEvent>>,
         tx: super::TxPorts,
     ) -> anyhow::Result<OfServer> {
+        cfg.check_limits()?;
+        let endpoints = cfg.endpoints()?;
+        let controllers = cfg.controller_addrs()?;
+        let tls = match &cfg.ssl {
+            Some(ssl) => Some(TlsSettings::load(ssl)?),
+            None => None,
+        };
+        let probe = Duration::from_millis(cfg.inactivity_probe_ms);
         let shared = Arc::new(Shared {
             controllers_open: Mutex::new((0, Instant::now())),
             roles: Mutex::default(),
@@ -108,15 +141,27 @@ impl OfServer {
             next_id: AtomicU64::new(1),
             stop: AtomicBool::new(false),
             dpid: cfg.dpid()?,
-            probe: Duration::from_millis(cfg.inactivity_probe_ms),
+            probe,
             clock,
             tx,
+            tls,
+            accepted_open: AtomicUsize::new(0),
+            max_connections: cfg.max_connections,
+            refused: AtomicU64::new(0),
+            max_message: cfg.max_message_bytes,
+            max_queued: cfg.max_queued_bytes,
+            send_stall: if probe.is_zero() {
+                SEND_STALL_NO_PROBE
+            } else {
+                (2 * probe).max(Duration::from_secs(1))
+            },
         });
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let mut server = OfServer {
             shared: Arc::clone(&shared),
             threads: Arc::clone(&threads),
             sockets: Vec::new(),
+            addrs: Vec::new(),
         };
         {
             let (etx, erx) = std::sync::mpsc::channel();
@@ -130,19 +175,18 @@ impl OfServer {
             let t = spawn("esw-of-pktin", move || distribute(&rx, &sh))?;
             guard(&threads).push(t);
         }
-        let controllers = cfg.controller_addrs()?;
-        for addr in &controllers {
-            let (core, sh, addr) = (Arc::clone(core), Arc::clone(&shared), *addr);
-            let t = spawn("esw-of-ctl", move || connect_loop(addr, &core, &sh))?;
+        for ctl in &controllers {
+            let (core, sh, ctl) = (Arc::clone(core), Arc::clone(&shared), *ctl);
+            let t = spawn("esw-of-ctl", move || connect_loop(ctl, &core, &sh))?;
             guard(&threads).push(t);
-            info!(controller = %addr, "OpenFlow controller configured");
+            info!(controller = %ctl, "OpenFlow controller configured");
         }
         if !controllers.is_empty() && cfg.standalone()? {
             let (core, sh) = (Arc::clone(core), Arc::clone(&shared));
             let t = spawn("esw-of-failmode", move || fail_mode(&core, &sh))?;
             guard(&threads).push(t);
         }
-        for ep in cfg.endpoints()? {
+        for ep in endpoints {
             let name = ep.to_string();
             let listener = match &ep {
                 Endpoint::Punix(path) => {
@@ -160,7 +204,11 @@ impl OfServer {
                 Endpoint::Ptcp(addr) => Listener::Tcp(
                     TcpListener::bind(addr).with_context(|| format!("{name}: cannot bind"))?,
                 ),
+                Endpoint::Pssl(addr) => Listener::Tls(
+                    TcpListener::bind(addr).with_context(|| format!("{name}: cannot bind"))?,
+                ),
             };
+            server.addrs.push(listener.local_addr());
             listener.set_nonblocking()?;
             let (core, shared, all) = (Arc::clone(core), Arc::clone(&shared), Arc::clone(&threads));
             let t = spawn("esw-of-listen", move || {
@@ -175,6 +223,12 @@ impl OfServer {
     /// Every connection now.
     pub fn connections(&self) -> Vec<ConnInfo> {
         guard(&self.shared.conns).values().cloned().collect()
+    }
+
+    /// Where each listener listens, in the config's order (`None` for
+    /// `punix:`).
+    pub fn local_addrs(&self) -> &[Option<std::net::SocketAddr>] {
+        &self.addrs
     }
 
     /// A handle `show` can read the connections through.
@@ -209,28 +263,47 @@ impl ConnBoard {
     pub fn connections(&self) -> Vec<ConnInfo> {
         guard(&self.0.conns).values().cloned().collect()
     }
+
+    /// Connections closed at accept: `max_connections` were open.
+    pub fn refused(&self) -> u64 {
+        self.0.refused.load(Ordering::Relaxed)
+    }
 }
 
 enum Listener {
     Unix(UnixListener),
     Tcp(TcpListener),
+    /// `pssl:`: TCP, each connection then TLS.
+    Tls(TcpListener),
 }
 
 impl Listener {
     fn set_nonblocking(&self) -> anyhow::Result<()> {
         match self {
             Listener::Unix(l) => l.set_nonblocking(true),
-            Listener::Tcp(l) => l.set_nonblocking(true),
+            Listener::Tcp(l) | Listener::Tls(l) => l.set_nonblocking(true),
         }
         .context("cannot make the listener non-blocking")
     }
 
-    fn accept(&self) -> std::io::Result<(Stream, String)> {
+    fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            Listener::Unix(_) => None,
+            Listener::Tcp(l) | Listener::Tls(l) => l.local_addr().ok(),
+        }
+    }
+
+    fn accept(&self, tls: Option<&TlsSettings>) -> std::io::Result<(Stream, String)> {
         match self {
             Listener::Unix(l) => l
                 .accept()
                 .map(|(s, _)| (Stream::Unix(s), "unix".to_string())),
             Listener::Tcp(l) => l.accept().map(|(s, a)| (Stream::Tcp(s), a.to_string())),
+            Listener::Tls(l) => {
+                let (s, a) = l.accept()?;
+                let tls = tls.ok_or_else(|| std::io::Error::other("no TLS settings"))?;
+                Ok((Stream::Tls(tls.accept(s)?), a.to_string()))
+            }
         }
     }
 }
@@ -238,6 +311,7 @@ impl Listener {
 enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Tls(TlsStream),
 }
 
 impl Stream {
@@ -245,6 +319,7 @@ impl Stream {
         let _ = match self {
             Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
             Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Tls(s) => s.sock().shutdown(std::net::Shutdown::Both),
         };
     }
 
@@ -252,21 +327,30 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.try_clone().map(Stream::Unix),
             Stream::Tcp(s) => s.try_clone().map(Stream::Tcp),
+            Stream::Tls(s) => s.try_clone().map(Stream::Tls),
         }
     }
 
-    fn prepare(&self) -> std::io::Result<()> {
-        match self {
+    /// Blocking reads that time out each tick; writes that give up after
+    /// `stall` without progress.
+    fn prepare(&self, stall: Duration) -> std::io::Result<()> {
+        let tcp = match self {
             Stream::Unix(s) => {
                 s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(READ_TICK))
+                s.set_write_timeout(Some(stall))?;
+                return s.set_read_timeout(Some(READ_TICK));
             }
-            Stream::Tcp(s) => {
-                s.set_nonblocking(false)?;
-                s.set_nodelay(true)?;
-                s.set_read_timeout(Some(READ_TICK))
-            }
+            Stream::Tcp(s) => s,
+            Stream::Tls(s) => s.sock(),
+        };
+        tcp.set_nonblocking(false)?;
+        tcp.set_nodelay(true)?;
+        tcp.set_write_timeout(Some(stall))?;
+        tcp.set_read_timeout(Some(READ_TICK))?;
+        if let Stream::Tls(s) = self {
+            s.start()?;
         }
+        Ok(())
     }
 }
 
@@ -275,6 +359,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(s) => s.read(buf),
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -284,12 +369,14 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write(buf),
             Stream::Tcp(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Stream::Unix(s) => s.flush(),
             Stream::Tcp(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
         }
     }
 }
@@ -302,20 +389,42 @@ fn accept_loop<B: Device>(
     threads: &Mutex<Vec<JoinHandle<()>>>,
 ) {
     while !shared.stop.load(Ordering::Relaxed) {
-        match l.accept() {
+        match l.accept(shared.tls.as_ref()) {
             Ok((stream, peer)) => {
-                if let Err(e) = stream.prepare() {
+                // Threads of connections that ended are joined here, so
+                // their handles do not pile up.
+                guard(threads).retain(|t| !t.is_finished());
+                let open = shared.accepted_open.load(Ordering::Relaxed);
+                if open >= shared.max_connections {
+                    let n = shared.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n.is_power_of_two() {
+                        warn!(
+                            listener = name,
+                            %peer,
+                            "{open} connections open (openflow.max_connections): \
+                             closed a new one ({n} so far)"
+                        );
+                    }
+                    stream.shutdown();
+                    continue;
+                }
+                if let Err(e) = stream.prepare(shared.send_stall) {
                     warn!(listener = name, "cannot set up a connection: {e}");
                     continue;
                 }
                 let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
                 let (core, sh, listener) = (Arc::clone(core), Arc::clone(shared), name.to_string());
                 info!(listener = name, %peer, id, "OpenFlow connection");
+                shared.accepted_open.fetch_add(1, Ordering::Relaxed);
                 match spawn("esw-of-conn", move || {
-                    serve(stream, id, &listener, &peer, &core, &sh, false)
+                    serve(stream, id, &listener, &peer, &core, &sh, false);
+                    sh.accepted_open.fetch_sub(1, Ordering::Relaxed);
                 }) {
                     Ok(t) => guard(threads).push(t),
-                    Err(e) => warn!("{e:#}"),
+                    Err(e) => {
+                        shared.accepted_open.fetch_sub(1, Ordering::Relaxed);
+                        warn!("{e:#}")
+                    }
                 }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(READ_TICK),
@@ -644,14 +753,20 @@ const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
 /// Connects to a controller, serves the connection, and on failure or
 /// loss tries again after a backoff that doubles up to [`MAX_BACKOFF`].
-fn connect_loop<B: Device>(addr: std::net::SocketAddr, core: &Core<B>, sh: &Arc<Shared>) {
-    let name = format!("tcp:{addr}");
+fn connect_loop<B: Device>(ctl: Controller, core: &Core<B>, sh: &Arc<Shared>) {
+    let (name, addr) = (ctl.to_string(), ctl.addr);
     let mut backoff = MIN_BACKOFF;
     while !sh.stop.load(Ordering::Relaxed) {
-        match TcpStream::connect_timeout(&addr, MIN_BACKOFF) {
-            Ok(s) => {
-                let stream = Stream::Tcp(s);
-                if let Err(e) = stream.prepare() {
+        let dialled = TcpStream::connect_timeout(&addr, MIN_BACKOFF).and_then(|s| {
+            match (ctl.ssl, &sh.tls) {
+                (false, _) => Ok(Stream::Tcp(s)),
+                (true, Some(tls)) => tls.connect(s).map(Stream::Tls),
+                (true, None) => Err(std::io::Error::other("ssl: without [openflow.ssl]")),
+            }
+        });
+        match dialled {
+            Ok(stream) => {
+                if let Err(e) = stream.prepare(sh.send_stall) {
                     warn!(controller = %addr, "cannot set up the connection: {e}");
                 } else {
                     let id = sh.next_id.fetch_add(1, Ordering::Relaxed);
@@ -707,7 +822,8 @@ fn serve<B: Device>(
     controller: bool,
 ) {
     let mut counted = false;
-    let mut conn = Connection::new(id, Instant::now(), sh.probe);
+    let mut conn = Connection::new(id, Instant::now(), sh.probe)
+        .with_limits(sh.max_message, sh.max_queued);
     let writer = match stream.try_clone() {
         Ok(w) => w,
         Err(e) => {
@@ -764,8 +880,17 @@ fn serve<B: Device>(
     };
     loop {
         let out = conn.take_output();
-        if !out.is_empty() && guard(&handle.writer).write_all(&out).is_err() {
-            conn.peer_closed();
+        if !out.is_empty() {
+            if let Err(e) = guard(&handle.writer).write_all(&out) {
+                conn.fail(match e.kind() {
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut => format!(
+                        "the peer took nothing for {:?} ({} bytes waiting)",
+                        sh.send_stall,
+                        out.len()
+                    ),
+                    _ => format!("write: {e}"),
+                });
+            }
         }
         if controller && !counted && *conn.state() == ofproto::channel::State::Open {
             counted = true;
@@ -782,6 +907,12 @@ fn serve<B: Device>(
         }
         if conn.is_closed() || sh.stop.load(Ordering::Relaxed) {
             break;
+        }
+        if conn.backlogged() {
+            // Requests held back while the output was over its limit: act
+            // on them before reading more.
+            conn.resume(&mut View::of(sh, core));
+            continue;
         }
         match stream.read(&mut buf) {
             Ok(0) => conn.peer_closed(),
@@ -800,7 +931,7 @@ fn serve<B: Device>(
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => {
                 debug!(id, "read: {e}");
-                conn.peer_closed();
+                conn.fail(format!("read: {e}"));
             }
         }
         conn.tick(Instant::now());

@@ -76,8 +76,86 @@ fn errors_name_the_bad_key_or_value() {
         ("flows = 3", "flows"),
         ("[datapath]\nthreads = 0", "datapath.threads = 0: expected 1 to 64"),
         ("[datapath]\nthreads = 65", "datapath.threads = 65"),
+        (
+            "[openflow]\nlisten = [\"pssl:6653\"]",
+            "openflow.listen: pssl:6653:127.0.0.1 needs [openflow.ssl]",
+        ),
+        (
+            "[openflow]\ncontrollers = [\"ssl:198.18.0.1:6653\"]",
+            "\"ssl:198.18.0.1:6653\" needs [openflow.ssl]",
+        ),
+        (
+            "[openflow]\ncontrollers = [\"tls:198.18.0.1:6653\"]",
+            "expected tcp:IP:PORT or ssl:IP:PORT",
+        ),
+        ("[openflow]\nlisten = [\"tcp:6653\"]", "expected punix:PATH, ptcp:PORT[:IP] or pssl:PORT[:IP]"),
+        ("[openflow]\nmax_connections = 0", "openflow.max_connections = 0"),
+        ("[openflow]\nmax_message_bytes = 10", "openflow.max_message_bytes = 10: expected 64 to 65535"),
+        ("[openflow]\nmax_queued_bytes = 100", "openflow.max_queued_bytes = 100"),
+        ("[openflow.ssl]\nprivate_key = \"k.pem\"", "missing field `certificate`"),
     ] {
         let e = format!("{:#}", Config::parse(text).expect_err(text));
         assert!(e.contains(want), "{text:?}: {e}");
     }
+}
+
+#[test]
+fn listeners_are_loopback_unless_an_address_is_given_and_ssl_paths_follow_the_config() {
+    let dir = std::env::temp_dir().join(format!("esw-cfg-ssl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("eswitch.toml");
+    std::fs::write(
+        &path,
+        "[openflow]\nlisten = [\"ptcp:6653\", \"pssl:6654\", \"pssl:6655:198.18.0.1\"]\n\
+         controllers = [\"tcp:198.18.0.2:6653\", \"ssl:[::1]:6653\"]\n\
+         [openflow.ssl]\nprivate_key = \"sc-privkey.pem\"\ncertificate = \"/etc/x/sc-cert.pem\"\n\
+         ca_cert = \"pki/cacert.pem\"\n",
+    )
+    .expect("write");
+    let cfg = Config::load(&path).expect("config");
+    let _ = std::fs::remove_dir_all(&dir);
+    let eps: Vec<String> = cfg
+        .openflow
+        .endpoints()
+        .expect("endpoints")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        eps,
+        ["ptcp:6653:127.0.0.1", "pssl:6654:127.0.0.1", "pssl:6655:198.18.0.1"]
+    );
+    let ctls: Vec<String> = cfg
+        .openflow
+        .controller_addrs()
+        .expect("controllers")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(ctls, ["tcp:198.18.0.2:6653", "ssl:[::1]:6653"]);
+    let ssl = cfg.openflow.ssl.expect("ssl");
+    assert_eq!(ssl.private_key, dir.join("sc-privkey.pem"));
+    assert_eq!(ssl.certificate, std::path::PathBuf::from("/etc/x/sc-cert.pem"));
+    assert_eq!(ssl.ca_cert, dir.join("pki/cacert.pem"));
+}
+
+#[test]
+fn tls_files_that_are_missing_or_wrong_are_named() {
+    let dir = std::env::temp_dir().join(format!("esw-cfg-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let not_pem = dir.join("not.pem");
+    std::fs::write(&not_pem, "hello\n").expect("write");
+    let ssl = |k: &str, c: &str, ca: &str| crate::config::SslConfig {
+        private_key: dir.join(k),
+        certificate: dir.join(c),
+        ca_cert: dir.join(ca),
+    };
+    for (cfg, want) in [
+        (ssl("nokey.pem", "not.pem", "not.pem"), "openflow.ssl.certificate"),
+        (ssl("nokey.pem", "absent.pem", "not.pem"), "openflow.ssl.certificate"),
+    ] {
+        let e = format!("{:#}", crate::live::tls::TlsSettings::load(&cfg).expect_err(want));
+        assert!(e.contains(want), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

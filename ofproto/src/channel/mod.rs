@@ -241,6 +241,9 @@ pub struct Connection {
     /// A BARRIER waiting for the tables' generation to be synced: its xid
     /// and the generation. Nothing after it is read until it is answered.
     barrier: Option<(u32, u64)>,
+    /// Output not yet taken past which no further message is acted on
+    /// (one reply may go past it).
+    out_limit: usize,
 }
 
 impl Connection {
@@ -264,6 +267,7 @@ impl Connection {
             last_error: None,
             stats: ConnStats::default(),
             barrier: None,
+            out_limit: usize::MAX,
         };
         let hello = Message::Hello {
             bitmap: Some(bitmap_of(VERSION)),
@@ -272,8 +276,25 @@ impl Connection {
         c
     }
 
+    /// Limits for a peer that may be hostile: messages longer than
+    /// `max_message` bytes are refused (BAD_LEN, then the connection
+    /// closes: where the next message starts is unknown), and no message
+    /// is acted on while `max_queued` bytes of output wait to be taken.
+    pub fn with_limits(mut self, max_message: usize, max_queued: usize) -> Connection {
+        self.framer = Framer::with_limit(max_message);
+        self.out_limit = max_queued;
+        self
+    }
+
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Whether whole messages wait that were not acted on because the
+    /// output was over its limit: the caller sends the output, then calls
+    /// [`resume`](Self::resume) before it reads more.
+    pub fn backlogged(&self) -> bool {
+        !self.is_closed() && self.barrier.is_none() && self.framer.ready()
     }
 
     pub fn state(&self) -> &State {
@@ -372,7 +393,13 @@ impl Connection {
 
     /// The peer closed its side.
     pub fn peer_closed(&mut self) {
-        self.advance(Event::Broken("the peer closed the connection".into()));
+        self.fail("the peer closed the connection");
+    }
+
+    /// The transport failed (a TLS error, a peer that takes nothing):
+    /// closed, `why` kept as the last error.
+    pub fn fail(&mut self, why: impl Into<String>) {
+        self.advance(Event::Broken(why.into()));
     }
 
     /// Whether a BARRIER is waiting for a revalidator pass (the caller
@@ -407,7 +434,7 @@ impl Connection {
 
     fn drain<S: OfSwitch>(&mut self, bytes: &[u8], sw: &mut S) {
         self.framer.push(bytes);
-        while self.barrier.is_none() {
+        while self.barrier.is_none() && self.out.len() < self.out_limit {
             let msg = match self.framer.next_message() {
                 Ok(Some(m)) => m,
                 Ok(None) => break,

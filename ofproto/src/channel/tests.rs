@@ -549,3 +549,61 @@ fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
     assert!(s.bridge.groups.is_empty());
     assert_eq!(s.bridge.tables.len(), 0);
 }
+
+#[test]
+fn no_request_is_acted_on_while_the_output_is_over_its_limit_and_none_is_lost() {
+    let mut s = sw();
+    let t = Instant::now();
+    let mut c = Connection::new(1, t, PROBE).with_limits(65_535, 1024);
+    c.take_output();
+    c.receive(&hello13(), &mut s, t);
+    // 500 DESC requests in one read: each reply is over 1,000 bytes.
+    let burst: Vec<u8> = (0..500u32)
+        .flat_map(|x| {
+            let desc = Message::MultipartRequest {
+                flags: 0,
+                body: MpRequest::Desc,
+            };
+            bytes(&desc, 10 + x)
+        })
+        .collect();
+    c.receive(&burst, &mut s, t);
+    let mut xids = Vec::new();
+    let mut rounds = 0;
+    loop {
+        let out = c.take_output();
+        // At most one reply past the limit at a time.
+        assert!(out.len() < 1024 + 1200, "{} bytes queued", out.len());
+        xids.extend(msgs(&out).into_iter().map(|(x, _)| x));
+        if !c.backlogged() {
+            break;
+        }
+        rounds += 1;
+        c.resume(&mut s);
+    }
+    assert!(rounds >= 400, "the output limit held requests back: {rounds} rounds");
+    assert_eq!(xids, (10..510).collect::<Vec<u32>>(), "every reply, in order");
+    assert_eq!(c.state(), &State::Open);
+}
+
+#[test]
+fn a_message_over_the_limit_is_refused_with_bad_len_and_the_connection_closes() {
+    let mut s = sw();
+    let t = Instant::now();
+    let mut c = Connection::new(1, t, PROBE).with_limits(256, 1 << 20);
+    c.take_output();
+    c.receive(&hello13(), &mut s, t);
+    // An ECHO of 200 bytes is taken; one of 300 is not.
+    let replies = ask(&mut c, &mut s, &Message::EchoRequest(vec![7; 200]), 5);
+    assert!(matches!(&replies[..], [(5, Message::EchoReply(d))] if d.len() == 200));
+    // Only its header has arrived: refused without waiting for the rest.
+    let big = bytes(&Message::EchoRequest(vec![7; 300]), 6);
+    c.receive(&big[..8], &mut s, t);
+    assert_eq!(error_of(&msgs(&c.take_output())), Some(OfpError::BAD_LEN));
+    assert!(c.is_closed());
+    assert!(
+        c.last_error().is_some_and(|e| e.contains("limit of 256")),
+        "{:?}",
+        c.last_error()
+    );
+}

@@ -16,10 +16,10 @@ use crate::config::OpenflowConfig;
 use crate::control;
 
 /// A unique directory for this test's socket, removed on drop.
-struct TempDir(PathBuf);
+pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
-    fn new(test: &str) -> TempDir {
+    pub(super) fn new(test: &str) -> TempDir {
         let d = std::env::temp_dir().join(format!("esw-of-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("temp dir");
@@ -33,18 +33,18 @@ impl Drop for TempDir {
     }
 }
 
-fn start(sock: &Path, probe_ms: u64) -> (Daemon, OfServer) {
+pub(super) fn start(sock: &Path, probe_ms: u64) -> (Daemon, OfServer) {
     let (d, of, _) = start_with_ports(sock, probe_ms);
     (d, of)
 }
 
-type Vms = std::collections::HashMap<String, super::tests::Handles>;
+pub(super) type Vms = std::collections::HashMap<String, super::tests::Handles>;
 
 fn start_with_ports(sock: &Path, probe_ms: u64) -> (Daemon, OfServer, Vms) {
     start_cfg(sock, probe_ms, |_| {})
 }
 
-fn start_cfg(
+pub(super) fn start_cfg(
     sock: &Path,
     probe_ms: u64,
     tune: impl FnOnce(&mut OpenflowConfig),
@@ -52,7 +52,7 @@ fn start_cfg(
     start_table(sock, probe_ms, &flows(), tune)
 }
 
-fn start_table(
+pub(super) fn start_table(
     sock: &Path,
     probe_ms: u64,
     table: &FlowFile,
@@ -61,7 +61,7 @@ fn start_table(
     start_daemon(sock, probe_ms, &config(), table, tune)
 }
 
-fn start_daemon(
+pub(super) fn start_daemon(
     sock: &Path,
     probe_ms: u64,
     cfg: &Config,
@@ -92,7 +92,7 @@ fn start_daemon(
 
 /// Runs `ovs-ofctl -O OpenFlow13 ARGS... unix:SOCK`; stdout, or the
 /// failure with stderr.
-fn ofctl(bin: &Path, sock: &Path, cmd: &str, extra: &[&str]) -> Result<String, String> {
+pub(super) fn ofctl(bin: &Path, sock: &Path, cmd: &str, extra: &[&str]) -> Result<String, String> {
     let target = format!("unix:{}", sock.display());
     let out = Command::new(bin)
         .args(["-O", "OpenFlow13", "--timeout=10", cmd, &target])
@@ -175,7 +175,7 @@ fn ovs_ofctl_show_and_dump_desc_read_the_switch() {
 }
 
 /// A raw client: connects, says HELLO for 1.3.
-fn raw_client(sock: &Path) -> (UnixStream, Framer) {
+pub(super) fn raw_client(sock: &Path) -> (UnixStream, Framer) {
     let mut s = UnixStream::connect(sock).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
@@ -192,7 +192,7 @@ fn raw_client(sock: &Path) -> (UnixStream, Framer) {
 
 /// The next reply, past any PORT_STATUS (the switch's own news can
 /// arrive between a request and its reply).
-fn next_reply(s: &mut impl Read, f: &mut Framer) -> (u32, Message) {
+pub(super) fn next_reply(s: &mut impl Read, f: &mut Framer) -> (u32, Message) {
     loop {
         let m = next(s, f);
         if !matches!(m.1, Message::PortStatus(_)) {
@@ -201,7 +201,7 @@ fn next_reply(s: &mut impl Read, f: &mut Framer) -> (u32, Message) {
     }
 }
 
-fn next(s: &mut impl Read, f: &mut Framer) -> (u32, Message) {
+pub(super) fn next(s: &mut impl Read, f: &mut Framer) -> (u32, Message) {
     let mut buf = [0u8; 4096];
     loop {
         if let Some(m) = f.next_message().expect("framing") {
@@ -499,7 +499,7 @@ fn ovs_ofctl_reads_every_tables_features_across_split_replies() {
 }
 
 /// A FLOW_MOD of flow text, on the wire.
-fn flow_mod(text: &str, cmd: ofproto::FlowModCommand) -> Message {
+pub(super) fn flow_mod(text: &str, cmd: ofproto::FlowModCommand) -> Message {
     use ofproto::channel::convert::{instructions_to_wire, match_to_wire};
     let fm = ofproto::text::parse_flow(text, cmd).expect("flow text");
     let command = match cmd {
@@ -833,7 +833,7 @@ fn secure_keeps_the_tables_without_a_controller() {
 }
 
 /// The lines `r` gives, gathered by a thread as they come.
-fn collect_lines(r: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+pub(super) fn collect_lines(r: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let sink = Arc::clone(&lines);
     std::thread::spawn(move || {
@@ -846,7 +846,7 @@ fn collect_lines(r: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
 }
 
 /// A child process killed (by PID) and reaped however the test ends.
-struct Child(std::process::Child);
+pub(super) struct Child(pub(super) std::process::Child);
 
 impl Drop for Child {
     fn drop(&mut self) {
@@ -856,7 +856,7 @@ impl Drop for Child {
 }
 
 /// The Python of the os-ken virtualenv the test command makes.
-fn osken_python() -> PathBuf {
+pub(super) fn osken_python() -> PathBuf {
     std::env::var_os("ESWITCH_OSKEN_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -865,7 +865,7 @@ fn osken_python() -> PathBuf {
 }
 
 /// A frame from VM `a` to VM `b` (MACs 02:00:00:00:00:0a / 0b).
-fn l2_frame(a: u64, b: u64, sport: u16) -> Vec<u8> {
+pub(super) fn l2_frame(a: u64, b: u64, sport: u16) -> Vec<u8> {
     let mut f = megaflow::frame::FrameSpec::ipv4(
         0xc612_0000 | a as u32,
         0xc612_0000 | b as u32,
@@ -976,7 +976,7 @@ fn an_os_ken_learning_switch_programs_eswitchd() {
 }
 
 /// Waits (at most 30 s: a Python start-up) until `cond` holds.
-fn wait_for_long(what: &str, mut cond: impl FnMut() -> bool) {
+pub(super) fn wait_for_long(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if cond() {

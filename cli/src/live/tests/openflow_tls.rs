@@ -1,0 +1,250 @@
+//! TLS OpenFlow channels with real peers: `ovs-ofctl -p KEY -c CERT -C
+//! CACERT ... ssl:` against a `pssl:` listener, os-ken as a TLS controller
+//! the switch dials with `ssl:`, and peers without a valid certificate
+//! refused. The certificates come from Open vSwitch's own `ovs-pki`, so
+//! its PKI layout (a switch CA and a controller CA) is what is tested.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::openflow_tests::{
+    collect_lines, l2_frame, osken_python, start_daemon, wait_for_long, Child, TempDir,
+};
+use super::tests::{config, flows, wait_for};
+use super::*;
+use crate::config::SslConfig;
+
+/// Open vSwitch's PKI in a directory: `ovs-pki init` (a switch CA and a
+/// controller CA), a switch certificate (`sc-*`), a controller one
+/// (`ctl-*`), and a certificate from another PKI (`rogue-*`).
+struct Pki(PathBuf);
+
+impl Pki {
+    fn make(test: &str, dir: &Path) -> Option<Pki> {
+        let bin = prereq::tool(test, "ovs-pki")?;
+        prereq::tool(test, "openssl")?;
+        let run = |args: &[&str]| {
+            let out = Command::new(&bin)
+                .current_dir(dir)
+                .args(args)
+                .output()
+                .expect("run ovs-pki");
+            assert!(
+                out.status.success(),
+                "ovs-pki {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&["--dir=pki", "init"]);
+        run(&["--dir=pki", "req+sign", "ctl", "controller"]);
+        run(&["--dir=pki", "req+sign", "sc", "switch"]);
+        run(&["--dir=rogue-pki", "init"]);
+        run(&["--dir=rogue-pki", "req+sign", "rogue", "controller"]);
+        Some(Pki(dir.to_path_buf()))
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+
+    /// The switch's side: its key and certificate, and the controller CA.
+    fn switch(&self) -> SslConfig {
+        SslConfig {
+            private_key: self.0.join("sc-privkey.pem"),
+            certificate: self.0.join("sc-cert.pem"),
+            ca_cert: self.0.join("pki/controllerca/cacert.pem"),
+        }
+    }
+
+    /// `-p KEY -c CERT -C CACERT` for a client with certificate `who`.
+    fn client_args(&self, who: &str) -> Vec<String> {
+        vec![
+            "-p".into(),
+            self.file(&format!("{who}-privkey.pem")),
+            "-c".into(),
+            self.file(&format!("{who}-cert.pem")),
+            "-C".into(),
+            self.file("pki/switchca/cacert.pem"),
+        ]
+    }
+}
+
+fn ofctl_ssl(bin: &Path, pki: &Pki, who: &str, port: u16, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(bin)
+        .args(["-O", "OpenFlow13", "--timeout=10"])
+        .args(pki.client_args(who))
+        .arg(args[0])
+        .arg(format!("ssl:127.0.0.1:{port}"))
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("cannot run ovs-ofctl: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+#[test]
+fn pssl_serves_ovs_ofctl_with_certificates_and_refuses_peers_without_a_valid_one() {
+    const T: &str = "pssl_serves_ovs_ofctl_with_certificates_and_refuses_peers_without_a_valid_one";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("pssl");
+    let Some(pki) = Pki::make(T, &dir.0) else {
+        return;
+    };
+    let sock = dir.0.join("br0.mgmt");
+    let (d, of, h) = start_daemon(&sock, 5000, &config(), &flows(), |c| {
+        c.listen.push("pssl:0".into());
+        c.ssl = Some(pki.switch());
+    });
+    let addr = of.local_addrs()[1].expect("pssl address");
+    assert!(addr.ip().is_loopback(), "pssl:PORT listens on loopback: {addr}");
+    let port = addr.port();
+    let show = ofctl_ssl(&bin, &pki, "ctl", port, &["show"]).expect("show over TLS");
+    assert!(show.contains("dpid:00000000000000ab"), "{show}");
+    ofctl_ssl(
+        &bin,
+        &pki,
+        "ctl",
+        port,
+        &["add-flow", "priority=20,in_port=2,actions=output:1"],
+    )
+    .expect("add-flow over TLS");
+    let dump = ofctl_ssl(&bin, &pki, "ctl", port, &["dump-flows"]).expect("dump-flows");
+    assert!(
+        dump.contains("priority=20,in_port=2 actions=output:1")
+            || dump.contains("priority=20,in_port=vm2 actions=output:vm1"),
+        "{dump}"
+    );
+    // The flow it added forwards.
+    let f = super::tests::frame(4000);
+    assert!(h["vm2"].rx.inject(&f, Default::default()));
+    wait_for("vm2 → vm1 by the flow added over TLS", || {
+        h["vm1"].received().contains(&f)
+    });
+    let board = of.board();
+    // A certificate from another CA: the handshake fails, nothing is
+    // served.
+    let e = ofctl_ssl(&bin, &pki, "rogue", port, &["show"]).expect_err("a rogue certificate");
+    assert!(!e.contains("dpid:"), "{e}");
+    // No certificate at all: a client with keys but no -c.
+    let out = Command::new(&bin)
+        .args(["-O", "OpenFlow13", "--timeout=5", "show"])
+        .arg(format!("ssl:127.0.0.1:{port}"))
+        .args(["-p", &pki.file("ctl-privkey.pem")])
+        .args(["-C", &pki.file("pki/switchca/cacert.pem")])
+        .output()
+        .expect("ovs-ofctl");
+    assert!(!out.status.success(), "no client certificate must be refused");
+    // Plain OpenFlow on the TLS port: no HELLO back, the connection ends.
+    let mut plain = TcpStream::connect(addr).expect("connect");
+    plain
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let hello = ::openflow::Message::Hello {
+        bitmap: Some(::openflow::bitmap_of(4)),
+    };
+    plain
+        .write_all(&hello.to_bytes(1).expect("hello"))
+        .expect("send");
+    let mut got = Vec::new();
+    let _ = plain.read_to_end(&mut got);
+    assert!(
+        got.first() != Some(&4),
+        "a plain client got OpenFlow back: {got:02x?}"
+    );
+    // None of them is listed, and a good client is still served.
+    wait_for("the refused connections gone", || {
+        board.connections().is_empty()
+    });
+    let show = ofctl_ssl(&bin, &pki, "ctl", port, &["show"]).expect("show again");
+    assert!(show.contains("dpid:00000000000000ab"), "{show}");
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
+fn an_os_ken_controller_over_tls_programs_eswitchd() {
+    const T: &str = "an_os_ken_controller_over_tls_programs_eswitchd";
+    let python = osken_python();
+    if !python.exists() {
+        prereq::skip(
+            T,
+            format!(
+                "os-ken is not installed at {} (integration/scripts/test.sh makes that virtualenv; \
+                 or set ESWITCH_OSKEN_PYTHON)",
+                python.display()
+            ),
+        );
+        return;
+    }
+    let dir = TempDir::new("osken-tls");
+    let Some(pki) = Pki::make(T, &dir.0) else {
+        return;
+    };
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    drop(l);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/osken/run.py");
+    // os-ken holds the controller certificate and trusts the switch CA.
+    let mut child = Child(
+        Command::new(&python)
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(pki.file("ctl-privkey.pem"))
+            .arg(pki.file("ctl-cert.pem"))
+            .arg(pki.file("pki/switchca/cacert.pem"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start os-ken"),
+    );
+    let lines = collect_lines(child.0.stdout.take().expect("stdout"));
+    let seen = |what: &str| {
+        lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .filter(|l| l.contains(what))
+            .count()
+    };
+    wait_for_long("os-ken listening", || seen("listening") > 0);
+    let sock = dir.0.join("br0.mgmt");
+    let empty = FlowFile::parse("").expect("empty table");
+    let (d, of, h) = start_daemon(&sock, 5000, &config(), &empty, |c| {
+        c.controllers = vec![format!("ssl:127.0.0.1:{port}")];
+        c.fail_mode = "secure".into();
+        c.ssl = Some(pki.switch());
+    });
+    wait_for_long("os-ken sees the switch over TLS", || {
+        seen("connected dpid=00000000000000ab") > 0
+    });
+    let board = of.board();
+    let conns = board.connections();
+    assert!(
+        conns
+            .iter()
+            .any(|c| c.listener == format!("ssl:127.0.0.1:{port}") && c.state == "open"),
+        "{conns:?}"
+    );
+    wait_for("the app's table-miss entry", || {
+        lock(&d.core()).pipeline().bridge.tables.len() == 1
+    });
+    // vm1 → vm2: a packet-in over TLS, flooded back by the app.
+    let a = l2_frame(1, 2, 1000);
+    assert!(h["vm1"].rx.inject(&a, Default::default()));
+    wait_for_long("the flood on vm2", || h["vm2"].received().contains(&a));
+    let b = l2_frame(2, 1, 1000);
+    assert!(h["vm2"].rx.inject(&b, Default::default()));
+    wait_for_long("vm2 → vm1", || h["vm1"].received().contains(&b));
+    wait_for_long("a learned flow", || seen("flow in_port=") >= 1);
+    of.stop();
+    d.stop().expect("stop");
+    drop(child);
+}
