@@ -12,105 +12,47 @@
 //! 198.18.0.0/15; the script removes its lab on exit, also on failure,
 //! and is stopped (by PID) if it overruns.
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod script;
+
+use std::time::Duration;
 
 const TEST: &str = "flood_of_new_flows_spares_the_other_vms";
 const MAX_IDLE_MS: f64 = 5_000.0;
 const INTERVAL_MS: f64 = 500.0;
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/scripts/flood.sh")
-}
-
-/// The directory of the debug binaries, if esw-pktgen is built there too.
-fn bin_dir() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_BIN_EXE_eswitchd"))
-        .parent()?
-        .to_path_buf();
-    d.join("esw-pktgen").is_file().then_some(d)
-}
 
 #[test]
 fn flood_of_new_flows_spares_the_other_vms() {
     if !prereq::netns(TEST, &["ip", "ethtool", "ping", "python3", "bash"]) {
         return;
     }
-    let Some(bin) = bin_dir() else {
+    let Some(bin) = script::bin_dir() else {
         prereq::skip(
             TEST,
             "esw-pktgen is not built next to eswitchd (cargo build -p integration --bin esw-pktgen)",
         );
         return;
     };
-    let mut child = Command::new("bash")
-        .arg(script())
-        .args([
-            "--runs",
-            "1",
-            "--flood-seconds",
-            "5",
-            "--flood-rate",
-            "50000",
-        ])
-        .args([
-            "--stream-rate",
-            "5000",
-            "--max-idle-ms",
-            &MAX_IDLE_MS.to_string(),
-        ])
-        .arg("--bin")
-        .arg(&bin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run flood.sh");
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            // SIGTERM: the script's trap removes the lab.
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-            panic!("flood.sh ran over 180 s");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .ok();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .ok();
-    eprintln!("{out}{err}");
-    assert!(status.success(), "flood.sh failed: {status}\n{err}");
-    if let Some(reason) = out.lines().find_map(|l| l.strip_prefix("SKIP flood: ")) {
-        prereq::skip(TEST, reason);
+    let args: Vec<String> = [
+        "--runs",
+        "1",
+        "--flood-seconds",
+        "5",
+        "--flood-rate",
+        "50000",
+        "--stream-rate",
+        "5000",
+        "--max-idle-ms",
+        &MAX_IDLE_MS.to_string(),
+        "--bin",
+        &bin.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let Some((out, ok)) = script::run(TEST, "flood.sh", &args, Duration::from_secs(180)) else {
         return;
-    }
-    let got: HashMap<&str, f64> = out
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next()? == "flood:").then_some(())?;
-            Some((w.next()?, w.next()?.parse().ok()?))
-        })
-        .collect();
+    };
+    assert!(ok, "flood.sh failed:\n{out}");
+    let got = script::figures(&out, "flood:");
     let v = |k: &str| -> f64 { *got.get(k).unwrap_or_else(|| panic!("no '{k}' in:\n{out}")) };
     assert!(
         v("victim_new_flows_cached_pct") >= 99.0,
