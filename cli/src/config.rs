@@ -333,8 +333,11 @@ impl OpenflowConfig {
         self.controllers
             .iter()
             .map(|c| {
-                let expected =
-                    || anyhow::anyhow!("openflow.controllers: \"{c}\": expected tcp:IP:PORT or ssl:IP:PORT");
+                let expected = || {
+                    anyhow::anyhow!(
+                        "openflow.controllers: \"{c}\": expected tcp:IP:PORT or ssl:IP:PORT"
+                    )
+                };
                 let (rest, ssl) = match (c.strip_prefix("tcp:"), c.strip_prefix("ssl:")) {
                     (Some(r), _) => (r, false),
                     (_, Some(r)) => (r, true),

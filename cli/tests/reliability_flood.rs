@@ -25,11 +25,7 @@ fn flood_of_new_flows_spares_the_other_vms() {
     if !prereq::netns(TEST, &["ip", "ethtool", "ping", "python3", "bash"]) {
         return;
     }
-    let Some(bin) = script::bin_dir() else {
-        prereq::skip(
-            TEST,
-            "esw-pktgen is not built next to eswitchd (cargo build -p integration --bin esw-pktgen)",
-        );
+    let Some(bin) = script::bin_dir(TEST) else {
         return;
     };
     let args: Vec<String> = [

@@ -20,14 +20,13 @@ const TEST: &str = "a_minute_of_churn_leaves_memory_counts_and_the_device_right"
 
 #[test]
 fn a_minute_of_churn_leaves_memory_counts_and_the_device_right() {
-    if !prereq::netns(TEST, &["ip", "ethtool", "ping", "python3", "bash", "ovs-ofctl"]) {
+    if !prereq::netns(
+        TEST,
+        &["ip", "ethtool", "ping", "python3", "bash", "ovs-ofctl"],
+    ) {
         return;
     }
-    let Some(bin) = script::bin_dir() else {
-        prereq::skip(
-            TEST,
-            "esw-pktgen is not built next to eswitchd (cargo build -p integration --bin esw-pktgen)",
-        );
+    let Some(bin) = script::bin_dir(TEST) else {
         return;
     };
     let args: Vec<String> = ["--seconds", "60", "--rate", "2000", "--bin"]
@@ -46,7 +45,10 @@ fn a_minute_of_churn_leaves_memory_counts_and_the_device_right() {
     assert_eq!(v("stream_rule_packets"), v("stream_received"), "{out}");
     assert!(v("rss_end_vs_settled_pct") <= 110.0, "{out}");
     assert!(v("megaflows") == 0.0 && v("hw_undestroyed") == 0.0, "{out}");
-    assert!(v("poll_errors") > 0.0, "the counter-query faults were met:\n{out}");
+    assert!(
+        v("poll_errors") > 0.0,
+        "the counter-query faults were met:\n{out}"
+    );
     assert!(out.contains("soak: device_empty_after_stop yes"), "{out}");
     assert!(ok, "soak.sh failed:\n{out}");
 }

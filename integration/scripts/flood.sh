@@ -76,32 +76,10 @@ for t in ip ethtool ping python3; do
     exit 0
   fi
 done
-if [ -n "$build" ]; then
-  (cd "$root" && cargo build --release -q -p cli --bin eswitchd --bin eswitchctl &&
-    cargo build --release -q -p integration --bin esw-pktgen)
-fi
-bin=${bin:-$root/target/release}
-for b in eswitchd eswitchctl esw-pktgen; do
-  if [ ! -x "$bin/$b" ]; then
-    echo "flood.sh: $bin/$b is not built" >&2
-    exit 1
-  fi
-done
+# shellcheck source=lab-run.sh
+. "$here/lab-run.sh"
+lab_run flood.sh fl
 
-tag="fl$$"
-tag=${tag:0:10}
-work=$(mktemp -d /tmp/eswitch-flood.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  "$here/lab.sh" stop --name "$tag" --dir "$work/lab" >/dev/null 2>&1 || true
-  "$here/lab.sh" down --name "$tag" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-mac() { printf '02:00:00:00:00:%02x' "$1"; }
-ctl() { "$bin/eswitchctl" --socket "$work/lab/eswitchd.sock" "$@"; }
 rx() { ip netns exec "$tag-vm$1" cat /sys/class/net/eth0/statistics/rx_packets; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -125,7 +103,6 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (
   fi
 } >"$work/flood.toml"
 
-rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 # p99 of the `time=` values in a ping output file (ms).
 p99() {
   sed -n 's/.*time=\([0-9.]*\) ms.*/\1/p' "$1" | sort -g |

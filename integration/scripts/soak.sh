@@ -62,34 +62,11 @@ for t in ip ethtool ping python3 ovs-ofctl; do
     exit 0
   fi
 done
-if [ -n "$build" ]; then
-  (cd "$root" && cargo build --release -q -p cli --bin eswitchd --bin eswitchctl &&
-    cargo build --release -q -p integration --bin esw-pktgen)
-fi
-bin=${bin:-$root/target/release}
-for b in eswitchd eswitchctl esw-pktgen; do
-  if [ ! -x "$bin/$b" ]; then
-    echo "soak.sh: $bin/$b is not built" >&2
-    exit 1
-  fi
-done
+# shellcheck source=lab-run.sh
+. "$here/lab-run.sh"
+lab_run soak.sh sk
 
-tag="sk$$"
-tag=${tag:0:10}
-work=$(mktemp -d /tmp/eswitch-soak.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  "$here/lab.sh" stop --name "$tag" --dir "$work/lab" >/dev/null 2>&1 || true
-  "$here/lab.sh" down --name "$tag" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-mac() { printf '02:00:00:00:00:%02x' "$1"; }
-ctl() { "$bin/eswitchctl" --socket "$work/lab/eswitchd.sock" "$@"; }
 of() { ovs-ofctl -O OpenFlow13 --timeout=10 "$1" "unix:$work/lab/br0.mgmt" "${@:2}"; }
-rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 udp_in() {
   ip netns exec "$tag-vm$1" awk '/^Udp:/ {n++; if (n == 1) for (i = 1; i <= NF; i++) h[i] = $i;
     else for (i = 1; i <= NF; i++) if (h[i] == "InDatagrams" || h[i] == "NoPorts") s += $i}

@@ -36,8 +36,8 @@
 
 pub mod openflow;
 mod ports;
-pub mod tls;
 mod run;
+pub mod tls;
 mod upcall;
 
 use std::collections::BTreeMap;

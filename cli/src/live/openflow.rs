@@ -757,13 +757,12 @@ fn connect_loop<B: Device>(ctl: Controller, core: &Core<B>, sh: &Arc<Shared>) {
     let (name, addr) = (ctl.to_string(), ctl.addr);
     let mut backoff = MIN_BACKOFF;
     while !sh.stop.load(Ordering::Relaxed) {
-        let dialled = TcpStream::connect_timeout(&addr, MIN_BACKOFF).and_then(|s| {
-            match (ctl.ssl, &sh.tls) {
+        let dialled =
+            TcpStream::connect_timeout(&addr, MIN_BACKOFF).and_then(|s| match (ctl.ssl, &sh.tls) {
                 (false, _) => Ok(Stream::Tcp(s)),
                 (true, Some(tls)) => tls.connect(s).map(Stream::Tls),
                 (true, None) => Err(std::io::Error::other("ssl: without [openflow.ssl]")),
-            }
-        });
+            });
         match dialled {
             Ok(stream) => {
                 if let Err(e) = stream.prepare(sh.send_stall) {
@@ -822,8 +821,8 @@ fn serve<B: Device>(
     controller: bool,
 ) {
     let mut counted = false;
-    let mut conn = Connection::new(id, Instant::now(), sh.probe)
-        .with_limits(sh.max_message, sh.max_queued);
+    let mut conn =
+        Connection::new(id, Instant::now(), sh.probe).with_limits(sh.max_message, sh.max_queued);
     let writer = match stream.try_clone() {
         Ok(w) => w,
         Err(e) => {

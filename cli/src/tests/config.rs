@@ -123,7 +123,11 @@ fn listeners_are_loopback_unless_an_address_is_given_and_ssl_paths_follow_the_co
         .collect();
     assert_eq!(
         eps,
-        ["ptcp:6653:127.0.0.1", "pssl:6654:127.0.0.1", "pssl:6655:198.18.0.1"]
+        [
+            "ptcp:6653:127.0.0.1",
+            "pssl:6654:127.0.0.1",
+            "pssl:6655:198.18.0.1"
+        ]
     );
     let ctls: Vec<String> = cfg
         .openflow
@@ -135,7 +139,10 @@ fn listeners_are_loopback_unless_an_address_is_given_and_ssl_paths_follow_the_co
     assert_eq!(ctls, ["tcp:198.18.0.2:6653", "ssl:[::1]:6653"]);
     let ssl = cfg.openflow.ssl.expect("ssl");
     assert_eq!(ssl.private_key, dir.join("sc-privkey.pem"));
-    assert_eq!(ssl.certificate, std::path::PathBuf::from("/etc/x/sc-cert.pem"));
+    assert_eq!(
+        ssl.certificate,
+        std::path::PathBuf::from("/etc/x/sc-cert.pem")
+    );
     assert_eq!(ssl.ca_cert, dir.join("pki/cacert.pem"));
 }
 
@@ -151,10 +158,19 @@ fn tls_files_that_are_missing_or_wrong_are_named() {
         ca_cert: dir.join(ca),
     };
     for (cfg, want) in [
-        (ssl("nokey.pem", "not.pem", "not.pem"), "openflow.ssl.certificate"),
-        (ssl("nokey.pem", "absent.pem", "not.pem"), "openflow.ssl.certificate"),
+        (
+            ssl("nokey.pem", "not.pem", "not.pem"),
+            "openflow.ssl.certificate",
+        ),
+        (
+            ssl("nokey.pem", "absent.pem", "not.pem"),
+            "openflow.ssl.certificate",
+        ),
     ] {
-        let e = format!("{:#}", crate::live::tls::TlsSettings::load(&cfg).expect_err(want));
+        let e = format!(
+            "{:#}",
+            crate::live::tls::TlsSettings::load(&cfg).expect_err(want)
+        );
         assert!(e.contains(want), "{e}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -11,15 +11,23 @@ use std::time::{Duration, Instant};
 
 /// integration/scripts/NAME.
 pub fn path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/scripts").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../integration/scripts")
+        .join(name)
 }
 
-/// The directory of the debug binaries, if esw-pktgen is built there too.
-pub fn bin_dir() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_BIN_EXE_eswitchd"))
-        .parent()?
-        .to_path_buf();
-    d.join("esw-pktgen").is_file().then_some(d)
+/// The directory of the debug binaries, or `None` after skipping `test`
+/// if esw-pktgen is not built there too.
+pub fn bin_dir(test: &str) -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_BIN_EXE_eswitchd")).parent()?;
+    if !d.join("esw-pktgen").is_file() {
+        prereq::skip(
+            test,
+            "esw-pktgen is not built next to eswitchd (cargo build -p integration --bin esw-pktgen)",
+        );
+        return None;
+    }
+    Some(d.to_path_buf())
 }
 
 /// Runs `bash SCRIPT ARGS...`, stopped after `limit`; returns its standard
@@ -59,7 +67,10 @@ pub fn run(test: &str, script: &str, args: &[String], limit: Duration) -> Option
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    let (out, err) = (
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    );
     eprintln!("{out}{err}");
     if let Some(reason) = out
         .lines()

@@ -581,8 +581,15 @@ fn no_request_is_acted_on_while_the_output_is_over_its_limit_and_none_is_lost() 
         rounds += 1;
         c.resume(&mut s);
     }
-    assert!(rounds >= 400, "the output limit held requests back: {rounds} rounds");
-    assert_eq!(xids, (10..510).collect::<Vec<u32>>(), "every reply, in order");
+    assert!(
+        rounds >= 400,
+        "the output limit held requests back: {rounds} rounds"
+    );
+    assert_eq!(
+        xids,
+        (10..510).collect::<Vec<u32>>(),
+        "every reply, in order"
+    );
     assert_eq!(c.state(), &State::Open);
 }
 

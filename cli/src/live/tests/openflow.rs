@@ -10,6 +10,7 @@ use std::process::Command;
 use ::openflow::{parse, Framer, Message, OfpError};
 
 use super::openflow::OfServer;
+use super::openflow_tls_tests::OsKen;
 use super::tests::{config, flows, frame, limits, rep, wait_for, MemFactory};
 use super::*;
 use crate::config::OpenflowConfig;
@@ -93,9 +94,21 @@ pub(super) fn start_daemon(
 /// Runs `ovs-ofctl -O OpenFlow13 ARGS... unix:SOCK`; stdout, or the
 /// failure with stderr.
 pub(super) fn ofctl(bin: &Path, sock: &Path, cmd: &str, extra: &[&str]) -> Result<String, String> {
-    let target = format!("unix:{}", sock.display());
+    ofctl_to(bin, &[], cmd, &format!("unix:{}", sock.display()), extra)
+}
+
+/// Runs `ovs-ofctl -O OpenFlow13 OPTIONS... CMD TARGET EXTRA...`.
+pub(super) fn ofctl_to(
+    bin: &Path,
+    options: &[String],
+    cmd: &str,
+    target: &str,
+    extra: &[&str],
+) -> Result<String, String> {
     let out = Command::new(bin)
-        .args(["-O", "OpenFlow13", "--timeout=10", cmd, &target])
+        .args(["-O", "OpenFlow13", "--timeout=10"])
+        .args(options)
+        .args([cmd, target])
         .args(extra)
         .output()
         .map_err(|e| format!("cannot run ovs-ofctl: {e}"))?;
@@ -855,15 +868,6 @@ impl Drop for Child {
     }
 }
 
-/// The Python of the os-ken virtualenv the test command makes.
-pub(super) fn osken_python() -> PathBuf {
-    std::env::var_os("ESWITCH_OSKEN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/osken-venv/bin/python")
-        })
-}
-
 /// A frame from VM `a` to VM `b` (MACs 02:00:00:00:00:0a / 0b).
 pub(super) fn l2_frame(a: u64, b: u64, sport: u16) -> Vec<u8> {
     let mut f = megaflow::frame::FrameSpec::ipv4(
@@ -879,41 +883,10 @@ pub(super) fn l2_frame(a: u64, b: u64, sport: u16) -> Vec<u8> {
 #[test]
 fn an_os_ken_learning_switch_programs_eswitchd() {
     const T: &str = "an_os_ken_learning_switch_programs_eswitchd";
-    let python = osken_python();
-    if !python.exists() {
-        prereq::skip(
-            T,
-            format!(
-                "os-ken is not installed at {} (integration/scripts/test.sh makes that virtualenv; \
-                 or set ESWITCH_OSKEN_PYTHON)",
-                python.display()
-            ),
-        );
+    let Some((app, port)) = OsKen::start(T, &[]) else {
         return;
-    }
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    drop(l);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/osken/run.py");
-    let mut child = Child(
-        Command::new(&python)
-            .arg(&script)
-            .arg(port.to_string())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start os-ken"),
-    );
-    let lines = collect_lines(child.0.stdout.take().expect("stdout"));
-    let seen = |what: &str| {
-        lines
-            .lock()
-            .expect("lines")
-            .iter()
-            .filter(|l| l.contains(what))
-            .count()
     };
-    wait_for_long("os-ken listening", || seen("listening") > 0);
+    let seen = |what: &str| app.seen(what);
     let dir = TempDir::new("osken");
     let sock = dir.0.join("br0.mgmt");
     let empty = FlowFile::parse("").expect("empty table");
@@ -972,7 +945,7 @@ fn an_os_ken_learning_switch_programs_eswitchd() {
     drop(core);
     of.stop();
     d.stop().expect("stop");
-    drop(child);
+    drop(app);
 }
 
 /// Waits (at most 30 s: a Python start-up) until `cond` holds.

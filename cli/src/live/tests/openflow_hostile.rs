@@ -13,15 +13,16 @@ use super::openflow_tests::{flow_mod, next, raw_client, start_cfg, TempDir};
 use super::tests::{frame, wait_for};
 use super::*;
 
-/// xorshift64*: a seeded stream, so a failure can be replayed.
-struct Rng(u64);
+/// A seeded stream, so a failure can be replayed.
+struct Rng(proptest::test_runner::TestRng);
 
 impl Rng {
+    fn new() -> Rng {
+        use proptest::test_runner::{RngAlgorithm, TestRng};
+        Rng(TestRng::deterministic_rng(RngAlgorithm::ChaCha))
+    }
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        proptest::prelude::Rng::next_u64(&mut self.0)
     }
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
@@ -37,7 +38,10 @@ fn seeds() -> Vec<Vec<u8>> {
             "table=0,priority=5,udp,nw_dst=198.18.0.9,tp_dst=53,actions=output:2",
             C::Add,
         ),
-        flow_mod("priority=7,in_port=2,dl_vlan=5,actions=strip_vlan,output:1", C::Modify),
+        flow_mod(
+            "priority=7,in_port=2,dl_vlan=5,actions=strip_vlan,output:1",
+            C::Modify,
+        ),
         flow_mod("table=1,cookie=0x5/-1", C::Delete),
         mp(MpRequest::Desc),
         mp(MpRequest::Table),
@@ -141,7 +145,7 @@ fn a_hostile_stream_gets_errors_or_a_close_while_other_controllers_and_forwardin
     let (mut b, mut fb) = raw_client(&sock);
     let (mut a, mut fa) = raw_client(&sock);
     let seeds = seeds();
-    let mut rng = Rng(0x5eed_0f_e5_1c4);
+    let mut rng = Rng::new();
     let (mut sent, mut errors, mut answered, mut closes, mut forwarded) = (0, 0, 0, 0, 0);
     let deadline = Instant::now() + Duration::from_secs(120);
     while sent < MESSAGES && Instant::now() < deadline {
@@ -219,7 +223,8 @@ fn try_client(sock: &std::path::Path) -> Option<(UnixStream, Framer)> {
             let hello = Message::Hello {
                 bitmap: Some(::openflow::bitmap_of(4)),
             };
-            s.write_all(&hello.to_bytes(1).expect("emit")).expect("hello");
+            s.write_all(&hello.to_bytes(1).expect("emit"))
+                .expect("hello");
             let mut f = Framer::new();
             f.push(&buf[..n]);
             let first = f.next_message().expect("frames").expect("a whole HELLO");
@@ -246,8 +251,12 @@ fn connections_past_the_limit_are_closed_at_accept_and_room_is_made_when_one_end
     assert_eq!(board.refused(), 5);
     // The three are served.
     for (i, (s, f)) in open.iter_mut().enumerate() {
-        s.write_all(&Message::EchoRequest(vec![]).to_bytes(i as u32 + 5).expect("echo"))
-            .expect("echo");
+        s.write_all(
+            &Message::EchoRequest(vec![])
+                .to_bytes(i as u32 + 5)
+                .expect("echo"),
+        )
+        .expect("echo");
         assert_eq!(next(s, f), (i as u32 + 5, Message::EchoReply(vec![])));
     }
     drop(open.pop());
@@ -266,8 +275,12 @@ fn a_message_over_the_size_limit_closes_only_its_connection() {
     let (mut a, mut fa) = raw_client(&sock);
     let (mut b, mut fb) = raw_client(&sock);
     let small = Message::EchoRequest(vec![1; 1000]);
-    a.write_all(&small.to_bytes(3).expect("emit")).expect("send");
-    assert_eq!(next(&mut a, &mut fa), (3, Message::EchoReply(vec![1; 1000])));
+    a.write_all(&small.to_bytes(3).expect("emit"))
+        .expect("send");
+    assert_eq!(
+        next(&mut a, &mut fa),
+        (3, Message::EchoReply(vec![1; 1000]))
+    );
     let big = Message::EchoRequest(vec![1; 2000]);
     a.write_all(&big.to_bytes(4).expect("emit")).expect("send");
     let (_, m) = next(&mut a, &mut fa);
@@ -334,7 +347,11 @@ fn a_peer_that_asks_and_does_not_read_is_held_back_then_dropped_and_others_go_on
             other => panic!("x: {other:?}"),
         }
     }
-    assert_eq!(xids, (100..100 + N).collect::<Vec<_>>(), "every reply, in order");
+    assert_eq!(
+        xids,
+        (100..100 + N).collect::<Vec<_>>(),
+        "every reply, in order"
+    );
     // y asks the same and never reads: dropped, and meanwhile z is served
     // and vm1's traffic forwarded.
     y.write_all(&desc_burst(N, 100)).expect("y asks");

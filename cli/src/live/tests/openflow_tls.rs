@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::openflow_tests::{
-    collect_lines, l2_frame, osken_python, start_daemon, wait_for_long, Child, TempDir,
+    collect_lines, l2_frame, ofctl_to, start_daemon, wait_for_long, Child, TempDir,
 };
 use super::tests::{config, flows, wait_for};
 use super::*;
@@ -72,19 +72,73 @@ impl Pki {
 }
 
 fn ofctl_ssl(bin: &Path, pki: &Pki, who: &str, port: u16, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(bin)
-        .args(["-O", "OpenFlow13", "--timeout=10"])
-        .args(pki.client_args(who))
-        .arg(args[0])
-        .arg(format!("ssl:127.0.0.1:{port}"))
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("cannot run ovs-ofctl: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    if out.status.success() {
-        Ok(text)
-    } else {
-        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    let target = format!("ssl:127.0.0.1:{port}");
+    ofctl_to(bin, &pki.client_args(who), args[0], &target, &args[1..])
+}
+
+/// The Python of the os-ken virtualenv the test command makes.
+fn osken_python() -> PathBuf {
+    std::env::var_os("ESWITCH_OSKEN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/osken-venv/bin/python")
+        })
+}
+
+/// The os-ken L2 learning app (integration/osken/run.py), listening on a
+/// free loopback port, its output collected; stopped on drop.
+pub(super) struct OsKen {
+    _child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl OsKen {
+    /// Started with run.py's `extra` arguments (the TLS files), once it
+    /// listens; `None` after skipping `test` if os-ken is not installed.
+    pub(super) fn start(test: &str, extra: &[String]) -> Option<(OsKen, u16)> {
+        let python = osken_python();
+        if !python.exists() {
+            prereq::skip(
+                test,
+                format!(
+                    "os-ken is not installed at {} (integration/scripts/test.sh makes that \
+                     virtualenv; or set ESWITCH_OSKEN_PYTHON)",
+                    python.display()
+                ),
+            );
+            return None;
+        }
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        drop(l);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/osken/run.py");
+        let mut child = Child(
+            Command::new(&python)
+                .arg(&script)
+                .arg(port.to_string())
+                .args(extra)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("start os-ken"),
+        );
+        let lines = collect_lines(child.0.stdout.take().expect("stdout"));
+        let app = OsKen {
+            _child: child,
+            lines,
+        };
+        wait_for_long("os-ken listening", || app.seen("listening") > 0);
+        Some((app, port))
+    }
+
+    /// Lines of its output that contain `what`.
+    pub(super) fn seen(&self, what: &str) -> usize {
+        self.lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .filter(|l| l.contains(what))
+            .count()
     }
 }
 
@@ -104,7 +158,10 @@ fn pssl_serves_ovs_ofctl_with_certificates_and_refuses_peers_without_a_valid_one
         c.ssl = Some(pki.switch());
     });
     let addr = of.local_addrs()[1].expect("pssl address");
-    assert!(addr.ip().is_loopback(), "pssl:PORT listens on loopback: {addr}");
+    assert!(
+        addr.ip().is_loopback(),
+        "pssl:PORT listens on loopback: {addr}"
+    );
     let port = addr.port();
     let show = ofctl_ssl(&bin, &pki, "ctl", port, &["show"]).expect("show over TLS");
     assert!(show.contains("dpid:00000000000000ab"), "{show}");
@@ -141,7 +198,10 @@ fn pssl_serves_ovs_ofctl_with_certificates_and_refuses_peers_without_a_valid_one
         .args(["-C", &pki.file("pki/switchca/cacert.pem")])
         .output()
         .expect("ovs-ofctl");
-    assert!(!out.status.success(), "no client certificate must be refused");
+    assert!(
+        !out.status.success(),
+        "no client certificate must be refused"
+    );
     // Plain OpenFlow on the TLS port: no HELLO back, the connection ends.
     let mut plain = TcpStream::connect(addr).expect("connect");
     plain
@@ -172,49 +232,20 @@ fn pssl_serves_ovs_ofctl_with_certificates_and_refuses_peers_without_a_valid_one
 #[test]
 fn an_os_ken_controller_over_tls_programs_eswitchd() {
     const T: &str = "an_os_ken_controller_over_tls_programs_eswitchd";
-    let python = osken_python();
-    if !python.exists() {
-        prereq::skip(
-            T,
-            format!(
-                "os-ken is not installed at {} (integration/scripts/test.sh makes that virtualenv; \
-                 or set ESWITCH_OSKEN_PYTHON)",
-                python.display()
-            ),
-        );
-        return;
-    }
     let dir = TempDir::new("osken-tls");
     let Some(pki) = Pki::make(T, &dir.0) else {
         return;
     };
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    drop(l);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/osken/run.py");
     // os-ken holds the controller certificate and trusts the switch CA.
-    let mut child = Child(
-        Command::new(&python)
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(pki.file("ctl-privkey.pem"))
-            .arg(pki.file("ctl-cert.pem"))
-            .arg(pki.file("pki/switchca/cacert.pem"))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start os-ken"),
-    );
-    let lines = collect_lines(child.0.stdout.take().expect("stdout"));
-    let seen = |what: &str| {
-        lines
-            .lock()
-            .expect("lines")
-            .iter()
-            .filter(|l| l.contains(what))
-            .count()
+    let tls = [
+        pki.file("ctl-privkey.pem"),
+        pki.file("ctl-cert.pem"),
+        pki.file("pki/switchca/cacert.pem"),
+    ];
+    let Some((app, port)) = OsKen::start(T, &tls) else {
+        return;
     };
-    wait_for_long("os-ken listening", || seen("listening") > 0);
+    let seen = |what: &str| app.seen(what);
     let sock = dir.0.join("br0.mgmt");
     let empty = FlowFile::parse("").expect("empty table");
     let (d, of, h) = start_daemon(&sock, 5000, &config(), &empty, |c| {
@@ -246,5 +277,5 @@ fn an_os_ken_controller_over_tls_programs_eswitchd() {
     wait_for_long("a learned flow", || seen("flow in_port=") >= 1);
     of.stop();
     d.stop().expect("stop");
-    drop(child);
+    drop(app);
 }
