@@ -105,18 +105,30 @@ impl Put for Vec<u8> {
         self.resize(self.len() + n, 0);
     }
     fn put_str(&mut self, s: &str, n: usize) {
-        let b = s.as_bytes();
-        let k = b.len().min(n.saturating_sub(1));
-        self.extend_from_slice(&b[..k]);
+        // At most n - 1 bytes (the field ends with a NUL), cut between
+        // characters.
+        let mut k = s.len().min(n.saturating_sub(1));
+        while !s.is_char_boundary(k) {
+            k -= 1;
+        }
+        self.extend_from_slice(&s.as_bytes()[..k]);
         self.put_zeros(n - k);
     }
 }
 
-/// A fixed-size NUL-padded string field as text (up to the first NUL;
-/// bytes that are not UTF-8 replaced).
+/// A fixed-size NUL-terminated string field as text: up to the first NUL
+/// and at most the field's length less one (the spec's terminator), each
+/// byte that is not UTF-8 read as `?`. The text is never longer than the
+/// field, so it is written back as it was read.
 pub fn c_string(b: &[u8]) -> String {
+    let b = &b[..b.len().saturating_sub(1)];
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
+    let mut s = String::with_capacity(end);
+    for chunk in b[..end].utf8_chunks() {
+        s.push_str(chunk.valid());
+        s.extend(std::iter::repeat_n('?', chunk.invalid().len()));
+    }
+    s
 }
 
 /// Writes a 16-bit length at `at` (the length of everything from `at`'s
@@ -124,4 +136,27 @@ pub fn c_string(b: &[u8]) -> String {
 pub fn patch_len(buf: &mut [u8], start: usize, at: usize) {
     let len = (buf.len() - start) as u16;
     buf[at..at + 2].copy_from_slice(&len.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_strings_read_back_as_they_are_written() {
+        // 16 bytes that are not UTF-8 and no NUL (found by the fuzzer: the
+        // lossy reading grew to 48 bytes and came back cut).
+        let s = c_string(&[0xd8; 16]);
+        assert_eq!(s, "?".repeat(15));
+        let mut b = Vec::new();
+        b.put_str(&s, 16);
+        assert_eq!(c_string(&b), s);
+        // A character the field would cut is left out whole.
+        let name = format!("{}é", "a".repeat(14));
+        let mut b = Vec::new();
+        b.put_str(&name, 16);
+        assert_eq!(b.len(), 16);
+        assert_eq!(c_string(&b), "a".repeat(14));
+        assert_eq!(c_string(b"vm1\0\0\0\0\0"), "vm1");
+    }
 }
