@@ -14,7 +14,9 @@ Writes CORPUS_DIR/<target>/<name> files:
   config_parse         examples/eswitch.toml and the README's TOML blocks;
   control_request      the requests eswitchctl sends;
   netlink_link         RTM_NEWLINK messages the kernel sends for this
-                       machine's links (a live dump, when netlink is there).
+                       machine's links (a live dump, when netlink is there);
+  any target           fuzz/seeds/regressions/<target>/*: inputs that once
+                       failed.
 """
 
 import json
@@ -156,6 +158,11 @@ def main():
     ]
     for i, r in enumerate(requests):
         put(corpus, "control_request", f"req-{i}", json.dumps(r) + "\n")
+    # Inputs that once failed, kept so every run tries them again.
+    reg = os.path.join(ROOT, "fuzz/seeds/regressions")
+    for target in sorted(os.listdir(reg)) if os.path.isdir(reg) else []:
+        for name in sorted(os.listdir(os.path.join(reg, target))):
+            put(corpus, target, f"regression-{name}", open(os.path.join(reg, target, name), "rb").read())
     links = netlink_links()
     for i, m in enumerate(links):
         put(corpus, "netlink_link", f"link-{i}", m)
