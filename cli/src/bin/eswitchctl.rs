@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 
 use cli::control::render::{pretty, render};
 use cli::control::socket::{request, DEFAULT_SOCKET, SOCKET_ENV};
-use cli::control::{Request, Response};
+use cli::control::{FlowKind, Request, Response, SortKey};
 
 /// Inspect and control a running eswitchd over its control socket.
 #[derive(Parser, Debug)]
@@ -39,7 +39,22 @@ enum Cmd {
     /// Ports with their counters (and live status).
     Show,
     /// Megaflows: match, counters, used, offloaded or why not, actions.
-    DumpFlows,
+    DumpFlows {
+        /// Only the megaflows in the device (Open vSwitch's
+        /// `type=offloaded`).
+        #[arg(long, conflicts_with = "software")]
+        offloaded: bool,
+        /// Only the megaflows in software (`type=ovs`), each with why.
+        #[arg(long)]
+        software: bool,
+        /// Only those whose "offloaded" column contains TEXT (`ENOSPC`,
+        /// `not hot`, `yes`).
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        /// Most packets or bytes first.
+        #[arg(long, value_enum)]
+        sort: Option<Sort>,
+    },
     /// What is programmed in the device: tables, matchers, rules, counters.
     DumpRules,
     /// The OpenFlow tables, as `ovs-ofctl dump-flows`.
@@ -70,12 +85,39 @@ enum Cmd {
     DelPort { name: String },
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Sort {
+    Packets,
+    Bytes,
+}
+
 impl Cmd {
     /// The command's name and its request.
     fn request(self) -> (&'static str, Request) {
         match self {
             Cmd::Show => ("show", Request::Show),
-            Cmd::DumpFlows => ("dump-flows", Request::DumpFlows),
+            Cmd::DumpFlows {
+                offloaded,
+                software,
+                reason,
+                sort,
+            } => (
+                "dump-flows",
+                Request::DumpFlows {
+                    only: if offloaded {
+                        Some(FlowKind::Offloaded)
+                    } else if software {
+                        Some(FlowKind::Software)
+                    } else {
+                        None
+                    },
+                    reason,
+                    sort: sort.map(|s| match s {
+                        Sort::Packets => SortKey::Packets,
+                        Sort::Bytes => SortKey::Bytes,
+                    }),
+                },
+            ),
             Cmd::DumpRules => ("dump-rules", Request::DumpRules),
             Cmd::DumpOf => ("dump-of", Request::DumpOf),
             Cmd::AddFlow { flow } => ("add-flow", Request::AddFlow { flow }),

@@ -39,8 +39,18 @@ pub mod socket;
 pub enum Request {
     /// Ports with their counters.
     Show,
-    /// Megaflows: match, actions, counters, offloaded or why not.
-    DumpFlows,
+    /// Megaflows: match, actions, counters, offloaded or why not; only
+    /// those `only` names (`offloaded` or `software`) and whose
+    /// offloaded-or-why-not text contains `reason`, sorted by `sort`
+    /// (`packets` or `bytes`, most first) if given.
+    DumpFlows {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only: Option<FlowKind>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sort: Option<SortKey>,
+    },
     /// What is programmed in the (simulated) device: tables, matchers,
     /// rules with their decoded match, actions and counters.
     DumpRules,
@@ -69,6 +79,34 @@ pub enum Request {
     DelPort { name: String },
 }
 
+/// Which megaflows `dump-flows` lists (Open vSwitch's `type=offloaded`
+/// and `type=ovs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlowKind {
+    /// In the device.
+    Offloaded,
+    /// In software only (with the reason why not in the device).
+    Software,
+}
+
+/// What `dump-flows` sorts by, most first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SortKey {
+    Packets,
+    Bytes,
+}
+
+impl Request {
+    /// `dump-flows` with no filter and no sort.
+    pub const DUMP_FLOWS: Request = Request::DumpFlows {
+        only: None,
+        reason: None,
+        sort: None,
+    };
+}
+
 /// One response: `{"ok": ...}` or `{"error": "..."}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -84,10 +122,41 @@ pub fn megaflows_json<O: FlowOffload, D: Datapaths>(
     pipeline: &ofproto::Pipeline<O, D>,
     now: Timestamp,
 ) -> Vec<Value> {
-    pipeline
+    megaflows_filtered(pipeline, now, None, None, None)
+}
+
+/// [`megaflows_json`], only those of `only` whose offloaded-or-why-not
+/// text contains `reason`, sorted by `sort` (most first; ties keep the
+/// dump's order).
+pub fn megaflows_filtered<O: FlowOffload, D: Datapaths>(
+    pipeline: &ofproto::Pipeline<O, D>,
+    now: Timestamp,
+    only: Option<FlowKind>,
+    reason: Option<&str>,
+    sort: Option<SortKey>,
+) -> Vec<Value> {
+    let mut flows: Vec<_> = pipeline
         .dump()
-        .iter()
+        .into_iter()
         .map(|d| {
+            let off = d.offloaded();
+            (d, off)
+        })
+        .filter(|(_, off)| match only {
+            Some(FlowKind::Offloaded) => off == "yes",
+            Some(FlowKind::Software) => off != "yes",
+            None => true,
+        })
+        .filter(|(_, off)| reason.is_none_or(|r| off.contains(r)))
+        .collect();
+    match sort {
+        Some(SortKey::Packets) => flows.sort_by_key(|(d, _)| std::cmp::Reverse(d.stats.packets)),
+        Some(SortKey::Bytes) => flows.sort_by_key(|(d, _)| std::cmp::Reverse(d.stats.bytes)),
+        None => {}
+    }
+    flows
+        .iter()
+        .map(|(d, off)| {
             let m = ofproto::text::format_match(&d.matched);
             let used = if d.stats.used == Timestamp::NEVER {
                 json!("never")
@@ -106,7 +175,7 @@ pub fn megaflows_json<O: FlowOffload, D: Datapaths>(
                 "bytes": d.stats.bytes,
                 "used": used,
                 "state": d.state.name(),
-                "offloaded": d.offloaded(),
+                "offloaded": off,
             })
         })
         .collect()
@@ -136,7 +205,9 @@ fn run<B: Device, D: Datapaths>(
 ) -> Result<Value, String> {
     match req {
         Request::Show => Ok(json!({ "ports": sw.port_summaries() })),
-        Request::DumpFlows => Ok(json!({ "flows": megaflows_json(sw.pipeline(), now) })),
+        Request::DumpFlows { only, reason, sort } => Ok(json!({
+            "flows": megaflows_filtered(sw.pipeline(), now, *only, reason.as_deref(), *sort)
+        })),
         Request::DumpRules => {
             let dump = sw.dump_rules().map_err(|e| format!("dump-rules: {e:#}"))?;
             serde_json::to_value(dump).map_err(|e| format!("dump-rules: {e}"))

@@ -41,7 +41,15 @@ fn req(line: &str) -> Request {
 
 #[test]
 fn requests_parse_from_json_lines_and_bad_ones_are_named() {
-    assert_eq!(req(r#"{"cmd":"dump-flows"}"#), Request::DumpFlows);
+    assert_eq!(req(r#"{"cmd":"dump-flows"}"#), Request::DUMP_FLOWS);
+    assert_eq!(
+        req(r#"{"cmd":"dump-flows","only":"software","reason":"ENOSPC","sort":"bytes"}"#),
+        Request::DumpFlows {
+            only: Some(FlowKind::Software),
+            reason: Some("ENOSPC".into()),
+            sort: Some(SortKey::Bytes),
+        }
+    );
     assert_eq!(
         req(r#"{"cmd":"add-flow","flow":"actions=drop"}"#),
         Request::AddFlow {
@@ -68,7 +76,7 @@ fn dump_flows_shows_what_traffic_made_and_where_it_runs() {
     for i in 0..4 {
         sw.receive(at(i), &[(PortNo(1), &f)], &mut Discard);
     }
-    let v = ok(handle(&mut sw, &Request::DumpFlows, at(10)));
+    let v = ok(handle(&mut sw, &Request::DUMP_FLOWS, at(10)));
     let flows = v["flows"].as_array().expect("flows");
     assert_eq!(flows.len(), 1);
     assert_eq!(flows[0]["offloaded"], "yes");
@@ -143,7 +151,7 @@ fn dump_flows_gives_match_actions_and_used_apart_from_the_line() {
     let f = FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(1, 53)).build();
     sw.receive(at(0), &[(PortNo(1), &f)], &mut Discard);
     sw.receive(at(250), &[(PortNo(1), &f)], &mut Discard);
-    let v = ok(handle(&mut sw, &Request::DumpFlows, at(1_750)));
+    let v = ok(handle(&mut sw, &Request::DUMP_FLOWS, at(1_750)));
     let flow = &v["flows"][0];
     let m = flow["match"].as_str().expect("match");
     assert!(m.contains("198.18.0.2"), "{m}");
@@ -221,5 +229,51 @@ fn dump_rules_shows_the_device_with_decoded_matches_and_counters() {
     assert!(hw > 0);
     assert_eq!(r["counter"]["packets"], hw);
     assert_eq!(r["counter"]["bytes"], hw * f.len() as u64);
+    sw.finish(at(20)).expect("clean");
+}
+
+#[test]
+fn dump_flows_filters_by_where_a_flow_runs_and_why_and_sorts_by_traffic() {
+    let mut sw = switch();
+    let hot = FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(1, 53)).build();
+    let cold = FrameSpec::ipv4(0xc612_0001, 0xc612_0009, L4::udp(1, 53)).build();
+    sw.receive(at(0), &[(PortNo(1), &cold)], &mut Discard);
+    for i in 1..5 {
+        sw.receive(at(i), &[(PortNo(1), &hot)], &mut Discard);
+    }
+    let dump = |sw: &mut _, only, reason: Option<&str>, sort| {
+        let req = Request::DumpFlows {
+            only,
+            reason: reason.map(str::to_string),
+            sort,
+        };
+        let v = ok(handle(sw, &req, at(10)));
+        v["flows"].as_array().expect("flows").clone()
+    };
+    let all = dump(&mut sw, None, None, None);
+    assert_eq!(all.len(), 2, "{all:?}");
+    let off = dump(&mut sw, Some(FlowKind::Offloaded), None, None);
+    assert_eq!(off.len(), 1);
+    assert_eq!(off[0]["offloaded"], "yes");
+    let soft = dump(&mut sw, Some(FlowKind::Software), None, None);
+    assert_eq!(soft.len(), 1);
+    assert_ne!(soft[0]["match"], off[0]["match"]);
+    assert_eq!(soft[0]["packets"], 1);
+    let why = soft[0]["offloaded"].as_str().expect("why").to_string();
+    assert!(why.starts_with("no ("), "{why}");
+    let reason = &why[4..why.len() - 1];
+    assert_eq!(dump(&mut sw, None, Some(reason), None).len(), 1);
+    assert!(dump(&mut sw, None, Some("no such reason"), None).is_empty());
+    // Most first: the hot flow (its packets in software so far; the one
+    // the device forwarded is counted at the next poll) before the cold.
+    for (key, field) in [(SortKey::Packets, "packets"), (SortKey::Bytes, "bytes")] {
+        let sorted = dump(&mut sw, None, None, Some(key));
+        let n: Vec<u64> = sorted
+            .iter()
+            .map(|f| f[field].as_u64().unwrap_or(0))
+            .collect();
+        assert!(n[0] > n[1], "{key:?}: {n:?}");
+        assert_eq!(sorted[0]["match"], off[0]["match"]);
+    }
     sw.finish(at(20)).expect("clean");
 }
