@@ -51,6 +51,9 @@
 //! certificate = "/etc/eswitch/sc-cert.pem"
 //! ca_cert = "/etc/eswitch/cacert.pem"     # a peer's certificate must chain to it
 //!
+//! [metrics]                      # live mode: Prometheus
+//! listen = "127.0.0.1:9477"      # serve /metrics here (absent: no endpoint)
+//!
 //! [[port]]
 //! name = "vm1"                   # netdev (live) or capture interface (replay)
 //! ofport = 1
@@ -86,6 +89,8 @@ pub struct Config {
     pub datapath: DatapathConfig,
     #[serde(default)]
     pub openflow: OpenflowConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     #[serde(default, rename = "port")]
     pub ports: Vec<PortConfig>,
     /// Where the file was read from (for relative paths).
@@ -160,6 +165,28 @@ impl Default for LimitsConfig {
             upcall_burst: 10_000,
             upcall_queue: 8192,
         }
+    }
+}
+
+/// The Prometheus endpoint (live mode).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// `IP:PORT` to serve `/metrics` on (absent: no endpoint).
+    pub listen: Option<String>,
+}
+
+impl MetricsConfig {
+    /// The address, checked.
+    pub fn addr(&self) -> anyhow::Result<Option<std::net::SocketAddr>> {
+        self.listen
+            .as_deref()
+            .map(|l| {
+                l.parse().with_context(|| {
+                    format!("metrics.listen = \"{l}\": expected IP:PORT (127.0.0.1:9477)")
+                })
+            })
+            .transpose()
     }
 }
 
@@ -539,6 +566,7 @@ impl Config {
         cfg.openflow.endpoints()?;
         cfg.openflow.controller_addrs()?;
         cfg.openflow.check_limits()?;
+        cfg.metrics.addr()?;
         cfg.openflow.standalone()?;
         cfg.openflow.dpid()?;
         let t = cfg.datapath.threads;

@@ -34,6 +34,7 @@
 //! device is any [`Device`] (the sim eSwitch, whose front each datapath
 //! thread runs its batches through, or a real NIC with nothing in front).
 
+pub mod metrics;
 pub mod openflow;
 mod ports;
 mod run;
@@ -376,6 +377,8 @@ pub struct Daemon<B: Device = SimBackend> {
     /// Packet-ins for the OpenFlow channels (taken by them).
     packet_ins: Arc<PacketIns>,
     packet_in_rx: Option<Receiver<PacketInEvent>>,
+    /// What the metrics endpoint keeps between scrapes.
+    metrics: Arc<metrics::LiveMetrics>,
 }
 
 /// What [`Daemon::stop`] found and did.
@@ -480,8 +483,10 @@ impl<B: Device> Daemon<B> {
         })?);
         let (c, s) = (core.clone(), stop.clone());
         let every = limits.revalidator_interval;
+        let live_metrics = Arc::new(metrics::LiveMetrics::default());
+        let m = Arc::clone(&live_metrics);
         threads.push(spawn("esw-revalidator", move || {
-            revalidator(&c, clock, &s, every)
+            revalidator(&c, clock, &s, every, &m)
         })?);
         info!(
             ports = ports.len(),
@@ -504,6 +509,7 @@ impl<B: Device> Daemon<B> {
             threads,
             packet_ins,
             packet_in_rx: Some(packet_in_rx),
+            metrics: live_metrics,
         })
     }
 
@@ -530,6 +536,23 @@ impl<B: Device> Daemon<B> {
 
     pub fn clock(&self) -> Clock {
         self.clock
+    }
+
+    /// What the metrics endpoint reads besides the switch.
+    pub fn live_metrics(&self) -> Arc<metrics::LiveMetrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// One scrape of the metrics endpoint: the switch's counters now,
+    /// with the OpenFlow connections of `conns`.
+    pub fn scrape_fn(&self, conns: Option<openflow::ConnBoard>, backend: &str) -> metrics::Scrape {
+        let (core, m, backend) = (self.core(), self.live_metrics(), backend.to_string());
+        Arc::new(move || {
+            let snap = metrics::Snapshot::of(&lock(&core));
+            let conns = conns.as_ref().map(|c| c.connections()).unwrap_or_default();
+            metrics::encode_snapshot(&snap, &conns, &m, &backend)
+                .map_err(|e| format!("cannot encode the metrics: {e}"))
+        })
     }
 
     /// The switch's port named `name`.
@@ -1000,7 +1023,13 @@ fn handler<B: Device>(
 /// The revalidator/offload thread: the one thread that programs the
 /// device. Every [`OFFLOAD_TICK`] it folds the datapath's counts and
 /// offloads the flows that turned hot; every `every` it runs a pass.
-fn revalidator<B: Device>(core: &Core<B>, clock: Clock, stop: &AtomicBool, every: Duration) {
+fn revalidator<B: Device>(
+    core: &Core<B>,
+    clock: Clock,
+    stop: &AtomicBool,
+    every: Duration,
+    m: &metrics::LiveMetrics,
+) {
     let mut next = Instant::now() + every;
     while !stop.load(Ordering::Relaxed) {
         let left = next.saturating_duration_since(Instant::now());
@@ -1022,10 +1051,13 @@ fn revalidator<B: Device>(core: &Core<B>, clock: Clock, stop: &AtomicBool, every
         }
         let now = clock.now();
         let mut sw = lock(core);
+        let poll_errors = sw.pipeline().stats().poll_errors;
         let r = sw.pipeline_mut().revalidate(now);
+        let polled = sw.pipeline().stats().poll_errors == poll_errors;
         // Rules the pass expired, to the controllers that asked.
         sw.report_expired(now);
         drop(sw);
+        m.pass(r.micros as f64 / 1e6, polled);
         debug!(?r, "revalidator pass");
     }
 }
@@ -1037,6 +1069,10 @@ mod tests;
 #[cfg(test)]
 #[path = "tests/openflow.rs"]
 mod openflow_tests;
+
+#[cfg(test)]
+#[path = "tests/metrics.rs"]
+mod metrics_tests;
 
 #[cfg(test)]
 #[path = "tests/openflow_tls.rs"]

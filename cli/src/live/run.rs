@@ -87,6 +87,17 @@ pub fn run_on<B: crate::switch::Device>(
         packet_ins,
         daemon.tx_ports(),
     )?;
+    let metrics = match cfg.metrics.addr()? {
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .with_context(|| format!("metrics.listen = \"{addr}\": cannot bind"))?;
+            l.set_nonblocking(true)
+                .context("metrics: cannot make the listener non-blocking")?;
+            info!(listen = %addr, "metrics endpoint ready (GET /metrics)");
+            Some((l, daemon.scrape_fn(Some(of.board()), &cfg.backend.kind)))
+        }
+        None => None,
+    };
     let (core, clock, conns) = (daemon.core(), daemon.clock(), of.board());
     let (tx, events) = mpsc::channel();
     let main = tx.clone();
@@ -121,6 +132,14 @@ pub fn run_on<B: crate::switch::Device>(
         .name("esw-netlink".to_string())
         .spawn(move || {
             rt.block_on(async move {
+                if let Some((l, scrape)) = metrics {
+                    match tokio::net::TcpListener::from_std(l) {
+                        Ok(l) => {
+                            tokio::spawn(super::metrics::serve(l, scrape));
+                        }
+                        Err(e) => warn!("metrics: cannot serve: {e}"),
+                    }
+                }
                 if let Err(e) = watch(representors, &tx).await {
                     let _ = tx.send(Event::Failed(format!("{e:#}")));
                 }

@@ -1260,6 +1260,18 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             .collect()
     }
 
+    /// How many megaflows are in each lifecycle state (no copy of any).
+    pub fn state_counts(&self) -> Vec<(FlowState, usize)> {
+        let mut counts: Vec<(FlowState, usize)> = Vec::new();
+        for m in self.flows.iter().flatten() {
+            match counts.iter_mut().find(|(s, _)| *s == m.state) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((m.state, 1)),
+            }
+        }
+        counts
+    }
+
     /// The dump entry of the megaflow that matches `key`, if any.
     pub fn find(&self, key: &FlowKey) -> Option<FlowDump> {
         self.dump().into_iter().find(|d| d.matched.matches(key))

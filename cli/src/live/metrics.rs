@@ -1,0 +1,473 @@
+//! The Prometheus endpoint (`[metrics] listen`): what `show` and `stats`
+//! count, in the exposition format Prometheus scrapes, over HTTP on the
+//! daemon's tokio thread.
+//!
+//! Every scrape takes one snapshot of the switch under the slow-path lock
+//! (counters copied, megaflows counted by state; nothing per flow is
+//! formatted) and encodes it with prometheus-client, so names and types
+//! follow its conventions: counters end in `_total`, durations are
+//! seconds. The revalidator's pass durations are the one metric kept
+//! between scrapes (a histogram the revalidator thread observes into).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+use tracing::{debug, warn};
+
+use super::openflow::ConnInfo;
+use crate::switch::{Device, Switch};
+
+/// Labels of one sample.
+type Labels = Vec<(String, String)>;
+
+/// What the daemon keeps for the endpoint between scrapes.
+#[derive(Debug)]
+pub struct LiveMetrics {
+    /// Revalidator pass durations, in seconds.
+    pub pass_seconds: Histogram,
+    /// When a pass last read the hardware counters without an error.
+    last_poll: Mutex<Option<Instant>>,
+}
+
+impl Default for LiveMetrics {
+    fn default() -> Self {
+        LiveMetrics {
+            // 50 µs to ~1.6 s.
+            pass_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            last_poll: Mutex::new(None),
+        }
+    }
+}
+
+impl LiveMetrics {
+    /// A pass that took `seconds`; `polled`: its counter poll succeeded.
+    pub fn pass(&self, seconds: f64, polled: bool) {
+        self.pass_seconds.observe(seconds);
+        if polled {
+            *self.last_poll.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        }
+    }
+
+    fn poll_age(&self) -> Option<Duration> {
+        self.last_poll
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(|t| t.elapsed())
+    }
+}
+
+/// Everything one scrape reports, copied under the lock.
+pub struct Snapshot {
+    ports: Vec<crate::switch::PortSummary>,
+    counters: crate::switch::SwitchCounters,
+    stats: ofproto::PipelineStats,
+    states: Vec<(megaflow::offload::FlowState, usize)>,
+    offloaded: usize,
+    undestroyed: usize,
+    flow_limit: usize,
+    port_flow_limit: usize,
+}
+
+impl Snapshot {
+    pub fn of<B: Device, D: ofproto::Datapaths>(sw: &Switch<B, D>) -> Snapshot {
+        let p = sw.pipeline();
+        Snapshot {
+            ports: sw.port_summaries(),
+            counters: sw.counters(),
+            stats: p.stats().clone(),
+            states: p.state_counts(),
+            offloaded: p.offloaded_len(),
+            undestroyed: p.offloader().undestroyed(),
+            flow_limit: p.flow_limit(),
+            port_flow_limit: p.config().revalidator.port_flow_limit,
+        }
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A family of counters, each set to its value.
+fn counters(reg: &mut Registry, name: &str, help: &str, values: &[(Labels, u64)]) {
+    let f = Family::<Labels, Counter>::default();
+    for (l, v) in values {
+        f.get_or_create(l).inc_by(*v);
+    }
+    reg.register(name, help, f);
+}
+
+/// A family of gauges, each set to its value.
+fn gauges(reg: &mut Registry, name: &str, help: &str, values: &[(Labels, i64)]) {
+    let f = Family::<Labels, Gauge>::default();
+    for (l, v) in values {
+        f.get_or_create(l).set(*v);
+    }
+    reg.register(name, help, f);
+}
+
+fn int(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The exposition text of one scrape.
+pub fn encode_snapshot(
+    s: &Snapshot,
+    conns: &[ConnInfo],
+    m: &LiveMetrics,
+    backend: &str,
+) -> Result<String, std::fmt::Error> {
+    let mut reg = Registry::with_prefix("eswitch");
+    reg.register(
+        "build",
+        "The running eswitchd: its version and eSwitch backend",
+        Info::new(labels(&[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("backend", backend),
+        ])),
+    );
+    let port = |p: &crate::switch::PortSummary, more: &[(&str, &str)]| {
+        let ofport = p.ofport.to_string();
+        let mut l = labels(&[("port", &p.name), ("ofport", &ofport)]);
+        l.extend(labels(more));
+        l
+    };
+    let st = |p: &crate::switch::PortSummary| p.status.clone().unwrap_or_default();
+    counters(
+        &mut reg,
+        "port_rx_packets",
+        "Packets received from the port by the software datapath (the device's own forwarding is in eswitch_port_tx_packets_total{path=\"hardware\"})",
+        &s.ports
+            .iter()
+            .map(|p| (port(p, &[("path", "software")]), p.rx_packets))
+            .collect::<Vec<_>>(),
+    );
+    counters(
+        &mut reg,
+        "port_tx_packets",
+        "Packets sent to the port, by the path that forwarded them",
+        &s.ports
+            .iter()
+            .flat_map(|p| {
+                [
+                    (port(p, &[("path", "hardware")]), p.tx_hw_packets),
+                    (port(p, &[("path", "software")]), p.tx_sw_packets),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    );
+    counters(
+        &mut reg,
+        "port_tx_bytes",
+        "Bytes sent to the port",
+        &s.ports
+            .iter()
+            .map(|p| (port(p, &[]), p.tx_bytes))
+            .collect::<Vec<_>>(),
+    );
+    counters(
+        &mut reg,
+        "port_dropped_packets",
+        "Packets the port could not take: received and not delivered (rx), sends refused (tx)",
+        &s.ports
+            .iter()
+            .flat_map(|p| {
+                let d = st(p);
+                [
+                    (port(p, &[("direction", "rx")]), d.rx_dropped),
+                    (port(p, &[("direction", "tx")]), d.tx_dropped),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    );
+    counters(
+        &mut reg,
+        "port_upcalls",
+        "Misses of the port queued to the upcall handler",
+        &s.ports
+            .iter()
+            .map(|p| (port(p, &[]), st(p).upcalls))
+            .collect::<Vec<_>>(),
+    );
+    counters(
+        &mut reg,
+        "port_upcall_drops",
+        "Misses of the port dropped (over its rate or its share of the queue)",
+        &s.ports
+            .iter()
+            .map(|p| (port(p, &[]), st(p).upcall_drops))
+            .collect::<Vec<_>>(),
+    );
+    gauges(
+        &mut reg,
+        "port_megaflows",
+        "Megaflows whose in_port is the port",
+        &s.ports
+            .iter()
+            .map(|p| (port(p, &[]), int(st(p).megaflows)))
+            .collect::<Vec<_>>(),
+    );
+    gauges(
+        &mut reg,
+        "port_up",
+        "1 when the port's netdev is there and up",
+        &s.ports
+            .iter()
+            .map(|p| (port(p, &[]), i64::from(st(p).state == "up")))
+            .collect::<Vec<_>>(),
+    );
+    let c = &s.counters;
+    counters(
+        &mut reg,
+        "packets",
+        "Packets the switch handled, by the path that handled them",
+        &[
+            (labels(&[("path", "hardware")]), c.hw_handled),
+            (labels(&[("path", "software")]), c.sw_handled),
+        ],
+    );
+    counters(
+        &mut reg,
+        "dropped_packets",
+        "Packets dropped by the flows' actions, by path",
+        &[
+            (labels(&[("path", "hardware")]), c.hw_drops),
+            (labels(&[("path", "software")]), c.sw_drops),
+        ],
+    );
+    counters(
+        &mut reg,
+        "sampled_packets",
+        "Packets sampled, by path",
+        &[
+            (labels(&[("path", "hardware")]), c.hw_samples),
+            (labels(&[("path", "software")]), c.sw_samples),
+        ],
+    );
+    let st = &s.stats;
+    counters(
+        &mut reg,
+        "upcalls",
+        "Misses admitted to the slow path",
+        &[(Vec::new(), st.upcalls)],
+    );
+    counters(
+        &mut reg,
+        "upcall_drops",
+        "Misses dropped before the slow path, by reason",
+        &[
+            (labels(&[("reason", "rate")]), c.upcall_drops_rate),
+            (labels(&[("reason", "queue_full")]), c.upcall_drops_full),
+        ],
+    );
+    let mut by_state: BTreeMap<&str, i64> = [
+        "new",
+        "installed",
+        "offloading",
+        "offloaded",
+        "software",
+        "evicting",
+    ]
+    .into_iter()
+    .map(|n| (n, 0))
+    .collect();
+    for (state, n) in &s.states {
+        *by_state.entry(state.name()).or_default() += int(*n);
+    }
+    gauges(
+        &mut reg,
+        "megaflows",
+        "Megaflows by lifecycle state",
+        &by_state
+            .iter()
+            .map(|(k, v)| (labels(&[("state", k)]), *v))
+            .collect::<Vec<_>>(),
+    );
+    counters(
+        &mut reg,
+        "megaflows_created",
+        "Megaflows made",
+        &[(Vec::new(), st.megaflows_created)],
+    );
+    counters(
+        &mut reg,
+        "megaflows_removed",
+        "Megaflows removed, by reason",
+        &[
+            (labels(&[("reason", "idle")]), st.aged),
+            (labels(&[("reason", "flow_limit")]), st.evicted_limit),
+            (labels(&[("reason", "fair_share")]), st.evicted_fair),
+        ],
+    );
+    gauges(
+        &mut reg,
+        "offloaded_rules",
+        "Megaflows in the device now",
+        &[(Vec::new(), int(s.offloaded))],
+    );
+    gauges(
+        &mut reg,
+        "undestroyed_rules",
+        "Device rules whose destroy was refused, being retried",
+        &[(Vec::new(), int(s.undestroyed))],
+    );
+    counters(
+        &mut reg,
+        "offload_failures",
+        "Offloads the device or the model refused, by reason",
+        &st.offload_failures
+            .iter()
+            .map(|(r, n)| (labels(&[("reason", r)]), *n))
+            .collect::<Vec<_>>(),
+    );
+    gauges(
+        &mut reg,
+        "flow_limit",
+        "The flow limit now (it follows the revalidator's pace)",
+        &[(Vec::new(), int(s.flow_limit))],
+    );
+    gauges(
+        &mut reg,
+        "port_flow_limit",
+        "The most megaflows one in_port may hold (0: no limit)",
+        &[(Vec::new(), int(s.port_flow_limit))],
+    );
+    counters(
+        &mut reg,
+        "flow_limit_hits",
+        "Misses not cached: the flow table was full",
+        &[(Vec::new(), st.flow_limit_hits)],
+    );
+    counters(
+        &mut reg,
+        "revalidator_passes",
+        "Revalidator passes run",
+        &[(Vec::new(), st.passes)],
+    );
+    reg.register_with_unit(
+        "revalidator_pass",
+        "How long a revalidator pass took",
+        Unit::Seconds,
+        m.pass_seconds.clone(),
+    );
+    counters(
+        &mut reg,
+        "counter_poll_errors",
+        "Hardware counter polls that failed",
+        &[(Vec::new(), st.poll_errors)],
+    );
+    if let Some(age) = m.poll_age() {
+        let g = Gauge::<f64, AtomicU64>::default();
+        g.set(age.as_secs_f64());
+        reg.register_with_unit(
+            "counter_poll_age",
+            "Time since the hardware counters were last read without an error",
+            Unit::Seconds,
+            g,
+        );
+    }
+    let mut by_conn: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for c in conns {
+        *by_conn
+            .entry((c.state.clone(), c.role.clone()))
+            .or_default() += 1;
+    }
+    gauges(
+        &mut reg,
+        "openflow_connections",
+        "OpenFlow connections open now, by state and role",
+        &by_conn
+            .iter()
+            .map(|((s, r), n)| (labels(&[("state", s), ("role", r)]), *n))
+            .collect::<Vec<_>>(),
+    );
+    let mut out = String::new();
+    encode(&mut out, &reg)?;
+    Ok(out)
+}
+
+/// The content type of [`encode_snapshot`]'s text (OpenMetrics, which
+/// Prometheus negotiates and reads).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Makes one scrape's text (or an error to answer with).
+pub type Scrape = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+
+/// Serves `GET /metrics` (and `/`) on `listener` until the runtime ends;
+/// anything else is 404, a method other than GET or HEAD 405.
+pub async fn serve(listener: tokio::net::TcpListener, scrape: Scrape) {
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!("metrics: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let scrape = Arc::clone(&scrape);
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| respond(req, Arc::clone(&scrape)));
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), svc);
+            if let Err(e) = conn.await {
+                debug!(%peer, "metrics connection: {e}");
+            }
+        });
+    }
+}
+
+async fn respond(
+    req: hyper::Request<hyper::body::Incoming>,
+    scrape: Scrape,
+) -> Result<hyper::Response<http_body_util::Full<bytes::Bytes>>, Infallible> {
+    use hyper::{Method, StatusCode};
+    let reply = |code: StatusCode, ctype: &str, body: String| {
+        let mut r = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+        *r.status_mut() = code;
+        if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
+            r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+        }
+        r
+    };
+    if !matches!(req.uri().path(), "/metrics" | "/") {
+        return Ok(reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "eswitchd serves its metrics at /metrics\n".into(),
+        ));
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return Ok(reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "GET /metrics\n".into(),
+        ));
+    }
+    // The snapshot takes the slow-path lock: off the runtime's thread.
+    let text = tokio::task::spawn_blocking(move || scrape())
+        .await
+        .unwrap_or_else(|e| Err(format!("the scrape failed: {e}")));
+    Ok(match text {
+        Ok(t) => reply(StatusCode::OK, CONTENT_TYPE, t),
+        Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", e + "\n"),
+    })
+}
