@@ -1,6 +1,9 @@
 //! What the revalidator and stall benchmarks share: a slow path holding N
 //! offloaded 5-tuple megaflows in the sim eSwitch.
 
+// Each bench uses part of it.
+#![allow(dead_code)]
+
 use std::sync::Arc;
 
 use megaflow::frame::{FrameSpec, L4};
