@@ -13,4 +13,5 @@ pub mod faults;
 pub mod hw;
 pub mod live;
 pub mod replay;
+pub mod sflow;
 pub mod switch;

@@ -1,0 +1,200 @@
+//! sFlow version 5 datagrams (sflow.org, "sFlow Version 5", July 2004):
+//! flow samples carrying the sampled packet's header (raw packet header
+//! record) and counter samples carrying a port's generic interface
+//! counters, as collectors (sfcapd, sflowtool, Wireshark) decode them.
+//!
+//! Everything is XDR: big-endian 32-bit words, opaque data padded to a
+//! multiple of 4 bytes.
+
+use std::net::Ipv4Addr;
+
+/// `0x3FFFFFFF`: an interface that is not known.
+pub const UNKNOWN_IF: u32 = 0x3fff_ffff;
+
+/// Header bytes of a sampled packet exported by default (Open vSwitch's
+/// default too).
+pub const DEFAULT_HEADER_BYTES: usize = 128;
+
+/// One sampled packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowSample {
+    /// ifIndex of the data source (the port the sampler sits on).
+    pub source: u32,
+    /// 1 in `rate` packets is sampled.
+    pub rate: u32,
+    /// Packets that could have been sampled (the source's pool).
+    pub pool: u32,
+    /// Samples lost on the way to the agent.
+    pub drops: u32,
+    pub input: u32,
+    pub output: u32,
+    /// The frame's length on the wire (without FCS).
+    pub frame_length: u32,
+    /// Its first bytes (at most the configured header length).
+    pub header: Vec<u8>,
+}
+
+/// A port's counters (the generic interface counters record).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IfCounters {
+    pub index: u32,
+    /// Bits per second (0: unknown).
+    pub speed: u64,
+    pub admin_up: bool,
+    pub oper_up: bool,
+    pub in_octets: u64,
+    pub in_packets: u32,
+    pub in_discards: u32,
+    pub out_octets: u64,
+    pub out_packets: u32,
+    pub out_discards: u32,
+}
+
+/// One sample of a datagram.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sample {
+    Flow(FlowSample),
+    Counters(IfCounters),
+}
+
+fn put32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+fn put64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+/// Appends a `u32 format, u32 length, data` structure whose data `body`
+/// writes.
+fn tagged(out: &mut Vec<u8>, format: u32, body: impl FnOnce(&mut Vec<u8>)) {
+    put32(out, format);
+    let at = out.len();
+    put32(out, 0);
+    body(out);
+    let len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Encodes datagrams of one agent; keeps the sequence numbers.
+#[derive(Debug)]
+pub struct Agent {
+    pub address: Ipv4Addr,
+    pub sub_agent: u32,
+    datagrams: u32,
+    /// Per data source: flow sample and counter sample sequence numbers.
+    flow_seq: std::collections::HashMap<u32, u32>,
+    counter_seq: std::collections::HashMap<u32, u32>,
+}
+
+impl Agent {
+    pub fn new(address: Ipv4Addr, sub_agent: u32) -> Agent {
+        Agent {
+            address,
+            sub_agent,
+            datagrams: 0,
+            flow_seq: Default::default(),
+            counter_seq: Default::default(),
+        }
+    }
+
+    /// One datagram of `samples` at `uptime_ms` since the agent started.
+    pub fn datagram(&mut self, uptime_ms: u32, samples: &[Sample]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + samples.len() * 200);
+        self.datagrams = self.datagrams.wrapping_add(1);
+        put32(&mut out, 5);
+        put32(&mut out, 1); // IPv4
+        out.extend_from_slice(&self.address.octets());
+        put32(&mut out, self.sub_agent);
+        put32(&mut out, self.datagrams);
+        put32(&mut out, uptime_ms);
+        put32(&mut out, samples.len() as u32);
+        for s in samples {
+            match s {
+                Sample::Flow(f) => {
+                    let seq = self.flow_seq.entry(f.source).or_default();
+                    *seq = seq.wrapping_add(1);
+                    let seq = *seq;
+                    tagged(&mut out, 1, |o| {
+                        put32(o, seq);
+                        put32(o, f.source & 0x00ff_ffff);
+                        put32(o, f.rate);
+                        put32(o, f.pool);
+                        put32(o, f.drops);
+                        put32(o, f.input);
+                        put32(o, f.output);
+                        put32(o, 1);
+                        // Raw packet header, Ethernet.
+                        tagged(o, 1, |o| {
+                            put32(o, 1);
+                            put32(o, f.frame_length);
+                            put32(o, f.frame_length - f.header.len() as u32);
+                            put32(o, f.header.len() as u32);
+                            o.extend_from_slice(&f.header);
+                            o.resize(o.len() + (4 - f.header.len() % 4) % 4, 0);
+                        });
+                    });
+                }
+                Sample::Counters(c) => {
+                    let seq = self.counter_seq.entry(c.index).or_default();
+                    *seq = seq.wrapping_add(1);
+                    let seq = *seq;
+                    tagged(&mut out, 2, |o| {
+                        put32(o, seq);
+                        put32(o, c.index & 0x00ff_ffff);
+                        put32(o, 1);
+                        // Generic interface counters.
+                        tagged(o, 1, |o| {
+                            put32(o, c.index);
+                            put32(o, 6); // ethernetCsmacd
+                            put64(o, c.speed);
+                            put32(o, 1); // full duplex
+                            put32(o, u32::from(c.admin_up) | (u32::from(c.oper_up) << 1));
+                            put64(o, c.in_octets);
+                            put32(o, c.in_packets);
+                            put32(o, 0);
+                            put32(o, 0);
+                            put32(o, c.in_discards);
+                            put32(o, 0);
+                            put32(o, 0);
+                            put64(o, c.out_octets);
+                            put32(o, c.out_packets);
+                            put32(o, 0);
+                            put32(o, 0);
+                            put32(o, c.out_discards);
+                            put32(o, 0);
+                            put32(o, 0);
+                        });
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A flow sample of `frame` (its first `header_bytes`).
+pub fn flow_sample(
+    frame: &[u8],
+    header_bytes: usize,
+    source: u32,
+    rate: u32,
+    pool: u32,
+    drops: u32,
+    output: u32,
+) -> FlowSample {
+    FlowSample {
+        source,
+        rate,
+        pool,
+        drops,
+        input: source,
+        output,
+        frame_length: frame.len() as u32,
+        header: frame[..frame.len().min(header_bytes)].to_vec(),
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/sflow.rs"]
+mod tests;
