@@ -76,6 +76,13 @@ fn tagged(out: &mut Vec<u8>, format: u32, body: impl FnOnce(&mut Vec<u8>)) {
     out[at..at + 4].copy_from_slice(&len.to_be_bytes());
 }
 
+/// The next sequence number of `source` in `seqs` (the first is 1).
+fn next(seqs: &mut std::collections::HashMap<u32, u32>, source: u32) -> u32 {
+    let seq = seqs.entry(source).or_default();
+    *seq = seq.wrapping_add(1);
+    *seq
+}
+
 /// Encodes datagrams of one agent; keeps the sequence numbers.
 #[derive(Debug)]
 pub struct Agent {
@@ -112,9 +119,7 @@ impl Agent {
         for s in samples {
             match s {
                 Sample::Flow(f) => {
-                    let seq = self.flow_seq.entry(f.source).or_default();
-                    *seq = seq.wrapping_add(1);
-                    let seq = *seq;
+                    let seq = next(&mut self.flow_seq, f.source);
                     tagged(&mut out, 1, |o| {
                         put32(o, seq);
                         put32(o, f.source & 0x00ff_ffff);
@@ -136,9 +141,7 @@ impl Agent {
                     });
                 }
                 Sample::Counters(c) => {
-                    let seq = self.counter_seq.entry(c.index).or_default();
-                    *seq = seq.wrapping_add(1);
-                    let seq = *seq;
+                    let seq = next(&mut self.counter_seq, c.index);
                     tagged(&mut out, 2, |o| {
                         put32(o, seq);
                         put32(o, c.index & 0x00ff_ffff);

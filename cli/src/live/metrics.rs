@@ -119,6 +119,14 @@ fn gauges(reg: &mut Registry, name: &str, help: &str, values: &[(Labels, i64)]) 
     reg.register(name, help, f);
 }
 
+/// A value per path: the device's, the software's.
+fn by_path(hw: u64, sw: u64) -> [(Labels, u64); 2] {
+    [
+        (labels(&[("path", "hardware")]), hw),
+        (labels(&[("path", "software")]), sw),
+    ]
+}
+
 fn int(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -234,28 +242,19 @@ pub fn encode_snapshot(
         &mut reg,
         "packets",
         "Packets the switch handled, by the path that handled them",
-        &[
-            (labels(&[("path", "hardware")]), c.hw_handled),
-            (labels(&[("path", "software")]), c.sw_handled),
-        ],
+        &by_path(c.hw_handled, c.sw_handled),
     );
     counters(
         &mut reg,
         "dropped_packets",
         "Packets dropped by the flows' actions, by path",
-        &[
-            (labels(&[("path", "hardware")]), c.hw_drops),
-            (labels(&[("path", "software")]), c.sw_drops),
-        ],
+        &by_path(c.hw_drops, c.sw_drops),
     );
     counters(
         &mut reg,
         "sampled_packets",
         "Packets sampled, by path",
-        &[
-            (labels(&[("path", "hardware")]), c.hw_samples),
-            (labels(&[("path", "software")]), c.sw_samples),
-        ],
+        &by_path(c.hw_samples, c.sw_samples),
     );
     let st = &s.stats;
     counters(
