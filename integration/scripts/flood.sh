@@ -66,18 +66,9 @@ if [ "$max_idle_ms" -le $((flood_s * 1000 - 1000)) ]; then
   echo "flood.sh: --max-idle-ms $max_idle_ms must exceed the flood less a second" >&2
   exit 2
 fi
-if [ "$(id -u)" != 0 ]; then
-  echo "SKIP flood: needs root (network namespaces)"
-  exit 0
-fi
-for t in ip ethtool ping python3; do
-  if ! command -v "$t" >/dev/null 2>&1; then
-    echo "SKIP flood: $t is not installed"
-    exit 0
-  fi
-done
 # shellcheck source=lab-run.sh
 . "$here/lab-run.sh"
+lab_need flood ip ethtool ping python3
 lab_run flood.sh fl
 
 rx() { ip netns exec "$tag-vm$1" cat /sys/class/net/eth0/statistics/rx_packets; }

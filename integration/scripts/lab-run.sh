@@ -1,9 +1,25 @@
 # Sourced by the bench scripts that run eswitchd in a lab (flood.sh,
-# soak.sh): `lab_run NAME TAG_PREFIX` builds the release binaries unless
+# soak.sh): `lab_need WHAT TOOL...` prints `SKIP WHAT: <reason>` and exits
+# 0 without root or one of the tools; `lab_run NAME TAG_PREFIX` builds the release binaries unless
 # $build is empty, checks $bin (default target/release) has eswitchd,
 # eswitchctl and esw-pktgen, makes $tag (unique, at most 10 characters)
 # and $work, and removes the lab, $work and every PID in $pids on exit.
 # Then: mac K, ctl ARGS (eswitchctl on the lab's socket), rss_kb PID.
+
+lab_need() {
+  local what=$1 t
+  shift
+  if [ "$(id -u)" != 0 ]; then
+    echo "SKIP $what: needs root (network namespaces)"
+    exit 0
+  fi
+  for t in "$@"; do
+    if ! command -v "$t" >/dev/null 2>&1; then
+      echo "SKIP $what: $t is not installed"
+      exit 0
+    fi
+  done
+}
 
 lab_run() {
   local name=$1 prefix=$2

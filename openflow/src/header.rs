@@ -150,24 +150,30 @@ impl Framer {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// The next whole message, if one has arrived.
-    pub fn next_message(&mut self) -> Result<Option<Vec<u8>>, ParseError> {
+    /// The length of the next whole message, if one has arrived (or the
+    /// error its header is).
+    fn peek(&self) -> Result<Option<usize>, ParseError> {
         let avail = &self.buf[self.start..];
         if avail.len() < HEADER_LEN {
             return Ok(None);
         }
         let length = u16::from_be_bytes([avail[2], avail[3]]);
-        if usize::from(length) < HEADER_LEN {
+        let n = usize::from(length);
+        if n < HEADER_LEN {
             return Err(ParseError::ShortLength { length });
         }
-        let n = usize::from(length);
         if let Some(limit) = self.limit.filter(|&l| n > l) {
             return Err(ParseError::OverLimit { length, limit });
         }
-        if avail.len() < n {
+        Ok((avail.len() >= n).then_some(n))
+    }
+
+    /// The next whole message, if one has arrived.
+    pub fn next_message(&mut self) -> Result<Option<Vec<u8>>, ParseError> {
+        let Some(n) = self.peek()? else {
             return Ok(None);
-        }
-        let msg = avail[..n].to_vec();
+        };
+        let msg = self.buf[self.start..self.start + n].to_vec();
         self.start += n;
         if self.start > 1 << 16 {
             self.buf.drain(..self.start);
@@ -183,10 +189,6 @@ impl Framer {
 
     /// Whether a whole message (or a header in error) is waiting.
     pub fn ready(&self) -> bool {
-        let avail = &self.buf[self.start..];
-        avail.len() >= HEADER_LEN && {
-            let n = usize::from(u16::from_be_bytes([avail[2], avail[3]]));
-            n < HEADER_LEN || self.limit.is_some_and(|l| n > l) || avail.len() >= n
-        }
+        !matches!(self.peek(), Ok(None))
     }
 }

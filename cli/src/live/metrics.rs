@@ -25,7 +25,7 @@ use prometheus_client::registry::{Registry, Unit};
 use tracing::{debug, warn};
 
 use super::openflow::ConnInfo;
-use crate::switch::{Device, Switch};
+use crate::switch::{Device, PortStatus, PortSummary, Switch};
 
 /// Labels of one sample.
 type Labels = Vec<(String, String)>;
@@ -68,7 +68,7 @@ impl LiveMetrics {
 
 /// Everything one scrape reports, copied under the lock.
 pub struct Snapshot {
-    ports: Vec<crate::switch::PortSummary>,
+    ports: Vec<PortSummary>,
     counters: crate::switch::SwitchCounters,
     stats: ofproto::PipelineStats,
     states: Vec<(megaflow::offload::FlowState, usize)>,
@@ -127,6 +127,23 @@ fn by_path(hw: u64, sw: u64) -> [(Labels, u64); 2] {
     ]
 }
 
+/// One value per port, labelled with the port's name and number and
+/// `more`.
+fn per_port<V>(
+    rows: &[(&PortSummary, PortStatus)],
+    more: &[(&str, &str)],
+    value: impl Fn(&PortSummary, &PortStatus) -> V,
+) -> Vec<(Labels, V)> {
+    rows.iter()
+        .map(|(p, st)| {
+            let ofport = p.ofport.to_string();
+            let mut l = labels(&[("port", &p.name), ("ofport", &ofport)]);
+            l.extend(labels(more));
+            (l, value(p, st))
+        })
+        .collect()
+}
+
 fn int(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -147,95 +164,68 @@ pub fn encode_snapshot(
             ("backend", backend),
         ])),
     );
-    let port = |p: &crate::switch::PortSummary, more: &[(&str, &str)]| {
-        let ofport = p.ofport.to_string();
-        let mut l = labels(&[("port", &p.name), ("ofport", &ofport)]);
-        l.extend(labels(more));
-        l
-    };
-    let st = |p: &crate::switch::PortSummary| p.status.clone().unwrap_or_default();
+    // Each port's status once (a replay switch has none: defaults).
+    let rows: Vec<(&PortSummary, PortStatus)> = s
+        .ports
+        .iter()
+        .map(|p| (p, p.status.clone().unwrap_or_default()))
+        .collect();
+    let rows = &rows[..];
     counters(
         &mut reg,
         "port_rx_packets",
         "Packets received from the port by the software datapath (the device's own forwarding is in eswitch_port_tx_packets_total{path=\"hardware\"})",
-        &s.ports
-            .iter()
-            .map(|p| (port(p, &[("path", "software")]), p.rx_packets))
-            .collect::<Vec<_>>(),
+        &per_port(rows, &[("path", "software")], |p, _| p.rx_packets),
     );
     counters(
         &mut reg,
         "port_tx_packets",
         "Packets sent to the port, by the path that forwarded them",
-        &s.ports
-            .iter()
-            .flat_map(|p| {
-                [
-                    (port(p, &[("path", "hardware")]), p.tx_hw_packets),
-                    (port(p, &[("path", "software")]), p.tx_sw_packets),
-                ]
-            })
-            .collect::<Vec<_>>(),
+        &[
+            per_port(rows, &[("path", "hardware")], |p, _| p.tx_hw_packets),
+            per_port(rows, &[("path", "software")], |p, _| p.tx_sw_packets),
+        ]
+        .concat(),
     );
     counters(
         &mut reg,
         "port_tx_bytes",
         "Bytes sent to the port",
-        &s.ports
-            .iter()
-            .map(|p| (port(p, &[]), p.tx_bytes))
-            .collect::<Vec<_>>(),
+        &per_port(rows, &[], |p, _| p.tx_bytes),
     );
     counters(
         &mut reg,
         "port_dropped_packets",
         "Packets the port could not take: received and not delivered (rx), sends refused (tx)",
-        &s.ports
-            .iter()
-            .flat_map(|p| {
-                let d = st(p);
-                [
-                    (port(p, &[("direction", "rx")]), d.rx_dropped),
-                    (port(p, &[("direction", "tx")]), d.tx_dropped),
-                ]
-            })
-            .collect::<Vec<_>>(),
+        &[
+            per_port(rows, &[("direction", "rx")], |_, st| st.rx_dropped),
+            per_port(rows, &[("direction", "tx")], |_, st| st.tx_dropped),
+        ]
+        .concat(),
     );
     counters(
         &mut reg,
         "port_upcalls",
         "Misses of the port queued to the upcall handler",
-        &s.ports
-            .iter()
-            .map(|p| (port(p, &[]), st(p).upcalls))
-            .collect::<Vec<_>>(),
+        &per_port(rows, &[], |_, st| st.upcalls),
     );
     counters(
         &mut reg,
         "port_upcall_drops",
         "Misses of the port dropped (over its rate or its share of the queue)",
-        &s.ports
-            .iter()
-            .map(|p| (port(p, &[]), st(p).upcall_drops))
-            .collect::<Vec<_>>(),
+        &per_port(rows, &[], |_, st| st.upcall_drops),
     );
     gauges(
         &mut reg,
         "port_megaflows",
         "Megaflows whose in_port is the port",
-        &s.ports
-            .iter()
-            .map(|p| (port(p, &[]), int(st(p).megaflows)))
-            .collect::<Vec<_>>(),
+        &per_port(rows, &[], |_, st| int(st.megaflows)),
     );
     gauges(
         &mut reg,
         "port_up",
         "1 when the port's netdev is there and up",
-        &s.ports
-            .iter()
-            .map(|p| (port(p, &[]), i64::from(st(p).state == "up")))
-            .collect::<Vec<_>>(),
+        &per_port(rows, &[], |_, st| i64::from(st.state == "up")),
     );
     let c = &s.counters;
     counters(

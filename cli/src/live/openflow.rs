@@ -293,17 +293,28 @@ impl Listener {
         }
     }
 
-    fn accept(&self, tls: Option<&TlsSettings>) -> std::io::Result<(Stream, String)> {
+    /// The next connection, as it came (a `pssl:` one is TLS only once
+    /// [`secure`](Self::secure) says so: a connection refused at accept
+    /// costs no TLS state).
+    fn accept(&self) -> std::io::Result<(Stream, String)> {
         match self {
             Listener::Unix(l) => l
                 .accept()
                 .map(|(s, _)| (Stream::Unix(s), "unix".to_string())),
-            Listener::Tcp(l) => l.accept().map(|(s, a)| (Stream::Tcp(s), a.to_string())),
-            Listener::Tls(l) => {
-                let (s, a) = l.accept()?;
-                let tls = tls.ok_or_else(|| std::io::Error::other("no TLS settings"))?;
-                Ok((Stream::Tls(tls.accept(s)?), a.to_string()))
+            Listener::Tcp(l) | Listener::Tls(l) => {
+                l.accept().map(|(s, a)| (Stream::Tcp(s), a.to_string()))
             }
+        }
+    }
+
+    /// The server side of TLS over `stream`, for a `pssl:` listener.
+    fn secure(&self, stream: Stream, tls: Option<&TlsSettings>) -> std::io::Result<Stream> {
+        match (self, stream) {
+            (Listener::Tls(_), Stream::Tcp(s)) => {
+                let tls = tls.ok_or_else(|| std::io::Error::other("no TLS settings"))?;
+                Ok(Stream::Tls(tls.accept(s)?))
+            }
+            (_, stream) => Ok(stream),
         }
     }
 }
@@ -389,7 +400,7 @@ fn accept_loop<B: Device>(
     threads: &Mutex<Vec<JoinHandle<()>>>,
 ) {
     while !shared.stop.load(Ordering::Relaxed) {
-        match l.accept(shared.tls.as_ref()) {
+        match l.accept() {
             Ok((stream, peer)) => {
                 // Threads of connections that ended are joined here, so
                 // their handles do not pile up.
@@ -408,10 +419,16 @@ fn accept_loop<B: Device>(
                     stream.shutdown();
                     continue;
                 }
-                if let Err(e) = stream.prepare(shared.send_stall) {
-                    warn!(listener = name, "cannot set up a connection: {e}");
-                    continue;
-                }
+                let stream = match l
+                    .secure(stream, shared.tls.as_ref())
+                    .and_then(|s| s.prepare(shared.send_stall).map(|()| s))
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!(listener = name, "cannot set up a connection: {e}");
+                        continue;
+                    }
+                };
                 let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
                 let (core, sh, listener) = (Arc::clone(core), Arc::clone(shared), name.to_string());
                 info!(listener = name, %peer, id, "OpenFlow connection");

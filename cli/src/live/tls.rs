@@ -228,30 +228,15 @@ impl Read for TlsStream {
     /// tick), a TLS failure (a refused certificate, a bad record) as
     /// `InvalidData` naming it, after the alert is sent.
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let TlsStream { sock, tls, raw } = self;
         loop {
             {
-                let tls = Arc::clone(&self.tls);
                 let mut tls = tls.lock().unwrap_or_else(|p| p.into_inner());
-                let mut fed = 0;
-                let mut failed = None;
-                while fed < self.raw.len() {
-                    match tls.read_tls(&mut &self.raw[fed..]) {
-                        Ok(0) => break,
-                        Ok(n) => fed += n,
-                        // Its plaintext buffer is full: read that first.
-                        Err(e) if e.kind() == ErrorKind::Other => break,
-                        Err(e) => return Err(e),
-                    }
-                    if let Err(e) = tls.process_new_packets() {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-                self.raw.drain(..fed);
+                let (fed, failed) = feed(&mut tls, raw);
                 // Handshake replies and alerts go out now.
-                let sent = Self::flush_tls(&self.sock, &mut tls);
+                let sent = Self::flush_tls(sock, &mut tls);
                 if let Some(e) = failed {
-                    return Err(tls_error(e));
+                    return Err(e);
                 }
                 sent?;
                 match tls.reader().read(buf) {
@@ -261,18 +246,46 @@ impl Read for TlsStream {
                     Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(0),
                     Err(e) => return Err(e),
                 }
-                if fed > 0 && !self.raw.is_empty() {
+                if fed > 0 && !raw.is_empty() {
                     continue;
                 }
             }
-            let mut chunk = [0u8; 16 * 1024];
-            let n = (&self.sock).read(&mut chunk)?;
-            if n == 0 {
+            // Straight into the buffer rustls is fed from.
+            let start = raw.len();
+            raw.resize(start + 16 * 1024, 0);
+            let got = (&*sock).read(&mut raw[start..]);
+            raw.truncate(start + *got.as_ref().unwrap_or(&0));
+            if got? == 0 {
                 return Ok(0);
             }
-            self.raw.extend_from_slice(&chunk[..n]);
         }
     }
+}
+
+/// Feeds `raw` to rustls until it is all taken, rustls's plaintext buffer
+/// is full, or a record fails; drops what was taken. Returns how many
+/// bytes were taken and the failure (as `InvalidData`), if one.
+fn feed(tls: &mut rustls::Connection, raw: &mut Vec<u8>) -> (usize, Option<std::io::Error>) {
+    let mut fed = 0;
+    let mut failed = None;
+    while fed < raw.len() {
+        match tls.read_tls(&mut &raw[fed..]) {
+            Ok(0) => break,
+            Ok(n) => fed += n,
+            // Its plaintext buffer is full: that is read first.
+            Err(e) if e.kind() == ErrorKind::Other => break,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+        if let Err(e) = tls.process_new_packets() {
+            failed = Some(tls_error(e));
+            break;
+        }
+    }
+    raw.drain(..fed);
+    (fed, failed)
 }
 
 impl Write for TlsStream {
