@@ -54,6 +54,19 @@
 //! [metrics]                      # live mode: Prometheus
 //! listen = "127.0.0.1:9477"      # serve /metrics here (absent: no endpoint)
 //!
+//! [sflow]                        # live mode: sFlow v5 export
+//! collectors = ["127.0.0.1:6343"]   # IP:PORT of each collector (empty: no export)
+//! agent = "198.18.0.1"           # agent address (default: the one toward the first collector)
+//! sampling_rate = 1000           # 1 in N packets of every port (0: only `sample` actions)
+//! polling_interval = 20          # seconds between a port's counter samples (0: none)
+//! header_bytes = 128             # bytes of each sampled packet sent (14..=1024)
+//! max_datagram_bytes = 1400      # a datagram goes when the next sample would not fit...
+//! flush_ms = 1000                # ...or when its oldest sample is this old
+//! queue = 4096                   # samples waiting for the exporter; more are dropped, counted
+//!
+//! [sflow.ports]                  # a port's own rate, over sampling_rate (0: off)
+//! vm1 = 100
+//!
 //! [[port]]
 //! name = "vm1"                   # netdev (live) or capture interface (replay)
 //! ofport = 1
@@ -91,6 +104,8 @@ pub struct Config {
     pub openflow: OpenflowConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
+    #[serde(default)]
+    pub sflow: SflowConfig,
     #[serde(default, rename = "port")]
     pub ports: Vec<PortConfig>,
     /// Where the file was read from (for relative paths).
@@ -187,6 +202,86 @@ impl MetricsConfig {
                 })
             })
             .transpose()
+    }
+}
+
+/// sFlow export (live mode).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SflowConfig {
+    /// `IP:PORT` of each collector (empty: no export).
+    pub collectors: Vec<String>,
+    /// The agent address datagrams carry (absent: the local address of
+    /// the route to the first collector).
+    pub agent: Option<std::net::Ipv4Addr>,
+    /// 1 in this many packets of every port is sampled (0: none).
+    pub sampling_rate: u32,
+    /// Per port name: its own rate, over `sampling_rate` (0: none).
+    pub ports: std::collections::BTreeMap<String, u32>,
+    /// Seconds between counter samples of a port (0: none).
+    pub polling_interval: u64,
+    pub header_bytes: usize,
+    pub max_datagram_bytes: usize,
+    pub flush_ms: u64,
+    pub queue: usize,
+}
+
+impl Default for SflowConfig {
+    fn default() -> Self {
+        SflowConfig {
+            collectors: Vec::new(),
+            agent: None,
+            sampling_rate: 0,
+            ports: Default::default(),
+            polling_interval: 20,
+            header_bytes: crate::sflow::DEFAULT_HEADER_BYTES,
+            max_datagram_bytes: 1400,
+            flush_ms: 1000,
+            queue: 4096,
+        }
+    }
+}
+
+impl SflowConfig {
+    /// The collectors' addresses, checked.
+    pub fn collector_addrs(&self) -> anyhow::Result<Vec<std::net::SocketAddr>> {
+        self.collectors
+            .iter()
+            .map(|c| {
+                c.parse().with_context(|| {
+                    format!("sflow.collectors: \"{c}\": expected IP:PORT (127.0.0.1:6343)")
+                })
+            })
+            .collect()
+    }
+
+    /// The sampling rate of the port named `name` (0: not sampled).
+    pub fn rate_of(&self, name: &str) -> u32 {
+        if self.collectors.is_empty() {
+            return 0;
+        }
+        self.ports.get(name).copied().unwrap_or(self.sampling_rate)
+    }
+
+    fn check(&self, ports: &[PortSpec]) -> anyhow::Result<()> {
+        self.collector_addrs()?;
+        let h = self.header_bytes;
+        if !(14..=1024).contains(&h) {
+            bail!("sflow.header_bytes = {h}: expected 14 to 1024");
+        }
+        // A datagram holds at least its header and any one sample.
+        let least = 28 + 116 + h;
+        let d = self.max_datagram_bytes;
+        if !(least..=65_000).contains(&d) {
+            bail!("sflow.max_datagram_bytes = {d}: expected {least} (header_bytes + 144) to 65000");
+        }
+        if self.queue == 0 {
+            bail!("sflow.queue = 0: expected at least 1");
+        }
+        if let Some(name) = self.ports.keys().find(|n| !ports.iter().any(|p| &p.name == *n)) {
+            bail!("sflow.ports.{name}: no [[port]] named \"{name}\"");
+        }
+        Ok(())
     }
 }
 
@@ -567,6 +662,7 @@ impl Config {
         cfg.openflow.controller_addrs()?;
         cfg.openflow.check_limits()?;
         cfg.metrics.addr()?;
+        cfg.sflow.check(&cfg.port_specs()?)?;
         cfg.openflow.standalone()?;
         cfg.openflow.dpid()?;
         let t = cfg.datapath.threads;

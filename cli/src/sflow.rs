@@ -176,6 +176,21 @@ impl Agent {
     }
 }
 
+/// The bytes `sample` takes in a datagram.
+pub fn encoded_len(sample: &Sample) -> usize {
+    match sample {
+        // Tag, length, 8 words, the record's tag and length, 4 words, the
+        // header padded to a word.
+        Sample::Flow(f) => 8 + 32 + 8 + 16 + f.header.len().div_ceil(4) * 4,
+        // Tag, length, 3 words, the record's tag and length, 88 bytes of
+        // generic interface counters.
+        Sample::Counters(_) => 8 + 12 + 8 + 88,
+    }
+}
+
+/// The bytes of a datagram's header.
+pub const DATAGRAM_HEADER_LEN: usize = 28;
+
 /// A flow sample of `frame` (its first `header_bytes`).
 pub fn flow_sample(
     frame: &[u8],

@@ -45,6 +45,9 @@ pub struct PortInfo {
     /// False: the port is down or administratively disabled; nothing is
     /// sent to it.
     pub up: bool,
+    /// sFlow: 1 in this many packets received on the port is sampled
+    /// (0: none but the flows' own `sample` actions).
+    pub sample_rate: u32,
 }
 
 impl PortInfo {
@@ -56,6 +59,7 @@ impl PortInfo {
             vlan: VlanMode::Trunk,
             flood: true,
             up: true,
+            sample_rate: 0,
         }
     }
 }
@@ -111,6 +115,16 @@ impl Ports {
 
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+
+    /// Sets a port's sFlow sampling rate (0: off).
+    pub fn set_sample_rate(&mut self, no: PortNo, rate: u32) {
+        if let Some(p) = self.map.get_mut(&no) {
+            if p.sample_rate != rate {
+                p.sample_rate = rate;
+                self.generation += 1;
+            }
+        }
     }
 
     /// Bumped by every change.

@@ -37,6 +37,7 @@
 pub mod metrics;
 pub mod openflow;
 mod ports;
+pub mod sflow;
 mod run;
 pub mod tls;
 mod upcall;
@@ -267,12 +268,15 @@ struct TxArena {
     data: Vec<u8>,
     frames: Vec<(PortNo, usize, usize)>,
     packet_ins: Option<Arc<PacketIns>>,
+    /// Where sampled copies go (sFlow export on).
+    samples: Option<Arc<sflow::SampleQueue>>,
 }
 
 impl TxArena {
-    fn with_packet_ins(q: &Arc<PacketIns>) -> TxArena {
+    fn with_queues(q: &Arc<PacketIns>, samples: &Option<Arc<sflow::SampleQueue>>) -> TxArena {
         TxArena {
             packet_ins: Some(Arc::clone(q)),
+            samples: samples.clone(),
             ..TxArena::default()
         }
     }
@@ -283,6 +287,18 @@ impl Egressor for TxArena {
         let off = self.data.len();
         self.data.extend_from_slice(frame);
         self.frames.push((port, off, frame.len()));
+    }
+
+    fn sample(
+        &mut self,
+        in_port: PortNo,
+        cookie: megaflow::actions::SampleCookie,
+        frame: &[u8],
+        path: Path,
+    ) {
+        if let Some(q) = &self.samples {
+            q.offer(in_port, cookie, frame, path);
+        }
     }
 
     fn packet_in(
@@ -379,6 +395,10 @@ pub struct Daemon<B: Device = SimBackend> {
     packet_in_rx: Option<Receiver<PacketInEvent>>,
     /// What the metrics endpoint keeps between scrapes.
     metrics: Arc<metrics::LiveMetrics>,
+    /// Sampled copies for the sFlow exporter (export on), and the
+    /// queue's receiving end until the exporter takes it.
+    samples: Option<Arc<sflow::SampleQueue>>,
+    sample_rx: Option<Receiver<sflow::SampledPacket>>,
 }
 
 /// What [`Daemon::stop`] found and did.
@@ -443,6 +463,14 @@ impl<B: Device> Daemon<B> {
             sw.set_link(p.no, false);
             sw.set_netdev(p.no, None);
         }
+        let (samples, sample_rx) = if cfg.sflow.collectors.is_empty() {
+            (None, None)
+        } else {
+            let rates = cfg.sflow.clone();
+            sw.set_sample_rates(Arc::new(move |name| rates.rate_of(name)));
+            let (q, rx) = sflow::SampleQueue::new(cfg.sflow.queue, cfg.sflow.header_bytes);
+            (Some(q), Some(rx))
+        };
         let fronts: Vec<_> = (0..n).map(|_| sw.front_for_thread()).collect();
         let core: Core<B> = Arc::new(Mutex::new(sw));
         let stop = Arc::new(AtomicBool::new(false));
@@ -472,12 +500,13 @@ impl<B: Device> Daemon<B> {
                 ports: Vec::new(),
                 events: Vec::new(),
                 packet_ins: Arc::clone(&packet_ins),
+                samples: samples.clone(),
             };
             rx_threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
         }
         drop(gate);
         let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
-        let arena = TxArena::with_packet_ins(&packet_ins);
+        let arena = TxArena::with_queues(&packet_ins, &samples);
         threads.push(spawn("esw-handler", move || {
             handler(&c, clock, &s, &upcalls, &t, arena)
         })?);
@@ -510,6 +539,8 @@ impl<B: Device> Daemon<B> {
             packet_ins,
             packet_in_rx: Some(packet_in_rx),
             metrics: live_metrics,
+            samples,
+            sample_rx,
         })
     }
 
@@ -543,11 +574,32 @@ impl<B: Device> Daemon<B> {
         Arc::clone(&self.metrics)
     }
 
+    /// Starts the sFlow exporter (once; `None` when `[sflow]` names no
+    /// collector). It reads the switch only while the daemon runs.
+    pub fn sflow_exporter(&mut self, cfg: &Config) -> anyhow::Result<Option<sflow::Exporter>> {
+        let (Some(q), Some(rx)) = (self.samples.clone(), self.sample_rx.take()) else {
+            return Ok(None);
+        };
+        let Some(export) = sflow::ExportConfig::from_config(&cfg.sflow)? else {
+            return Ok(None);
+        };
+        let core = Arc::downgrade(self.shared());
+        let ports: sflow::PortsFn = Box::new(move || {
+            core.upgrade()
+                .map(|c| sflow::port_snapshots(&lock(&c)))
+                .unwrap_or_default()
+        });
+        sflow::Exporter::start(export, rx, q, ports).map(Some)
+    }
+
     /// One scrape of the metrics endpoint: the switch's counters now,
-    /// with the OpenFlow connections of `conns`.
+    /// with the OpenFlow connections of `conns`. It reads the switch only
+    /// while the daemon runs.
     pub fn scrape_fn(&self, conns: Option<openflow::ConnBoard>, backend: &str) -> metrics::Scrape {
-        let (core, m, backend) = (self.core(), self.live_metrics(), backend.to_string());
+        let core = Arc::downgrade(self.shared());
+        let (m, backend) = (self.live_metrics(), backend.to_string());
         Arc::new(move || {
+            let core = core.upgrade().ok_or("the daemon is stopping")?;
             let snap = metrics::Snapshot::of(&lock(&core));
             let conns = conns.as_ref().map(|c| c.connections()).unwrap_or_default();
             metrics::encode_snapshot(&snap, &conns, &m, &backend)
@@ -833,6 +885,7 @@ struct RxThread<F> {
     ports: Vec<RxPort>,
     events: Vec<DpEvent>,
     packet_ins: Arc<PacketIns>,
+    samples: Option<Arc<sflow::SampleQueue>>,
 }
 
 /// Commands from the slow path applied between two rounds that carried
@@ -844,7 +897,7 @@ const COMMANDS_PER_ROUND: usize = 64;
 
 impl<F: Front> RxThread<F> {
     fn run(mut self) {
-        let mut arena = TxArena::with_packet_ins(&self.packet_ins);
+        let mut arena = TxArena::with_queues(&self.packet_ins, &self.samples);
         let mut idle = 0u32;
         let mut fds: Vec<i32> = Vec::new();
         let mut last_status = Instant::now();

@@ -98,6 +98,7 @@ pub fn run_on<B: crate::switch::Device>(
         }
         None => None,
     };
+    let sflow = daemon.sflow_exporter(cfg)?;
     let (core, clock, conns) = (daemon.core(), daemon.clock(), of.board());
     let (tx, events) = mpsc::channel();
     let main = tx.clone();
@@ -170,6 +171,16 @@ pub fn run_on<B: crate::switch::Device>(
     ctl.stop();
     // The channels hold the switch; they go first.
     of.stop();
+    if let Some(e) = sflow {
+        let s = e.stop();
+        info!(
+            datagrams = s.datagrams,
+            flow_samples = s.flow_samples,
+            counter_samples = s.counter_samples,
+            send_errors = s.send_errors,
+            "sFlow export stopped"
+        );
+    }
     let report = daemon.stop();
     // The watcher returns once it can no longer send (the receiver is gone).
     if watcher.join().is_err() {

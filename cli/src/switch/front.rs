@@ -14,9 +14,10 @@
 
 use std::sync::Arc;
 
-use megaflow::actions::{ActionSink, UserspaceReason};
+use megaflow::actions::{ActionSink, SampleCookie, UserspaceReason};
 use megaflow::{MeterId, PortNo, Timestamp};
 use offload::dr::{DomainId, DrBackend};
+use offload::manager::SampleTags;
 use offload::prm::SourcePortMode;
 use offload::sim::{Egress, Output, SimBackend};
 use ofproto::pipeline::SwOutcome;
@@ -38,8 +39,9 @@ pub enum Path {
 /// transmit batch, a test's recorder, nothing.
 pub trait Egressor {
     fn tx(&mut self, port: PortNo, frame: &[u8], path: Path);
-    /// A sampled copy (to the sampling collector).
-    fn sample(&mut self, _frame: &[u8], _path: Path) {}
+    /// A sampled copy of a packet received on `in_port`, for the sFlow
+    /// exporter: `cookie` says its rate and where the packet went.
+    fn sample(&mut self, _in_port: PortNo, _cookie: SampleCookie, _frame: &[u8], _path: Path) {}
     /// A packet for the controllers (received on `in_port`; `reason` is a
     /// [`UserspaceReason::Controller`]). The default drops it (counted).
     fn packet_in(&mut self, _in_port: PortNo, _reason: &UserspaceReason, _frame: &[u8]) {}
@@ -104,8 +106,14 @@ pub trait Front: Send + 'static {
 pub trait Device: DrBackend + Sized + 'static {
     type Front: Front;
 
-    /// The front of one more thread.
-    fn front(dev: &Arc<Self>, domain: DomainId, ports: &Arc<SharedPorts>) -> Self::Front;
+    /// The front of one more thread; `samples` names the flows of the
+    /// device's sampled copies.
+    fn front(
+        dev: &Arc<Self>,
+        domain: DomainId,
+        ports: &Arc<SharedPorts>,
+        samples: &Arc<SampleTags>,
+    ) -> Self::Front;
 
     /// How the firmware marks a packet's source vport.
     fn source_port(&self) -> SourcePortMode;
@@ -120,9 +128,15 @@ pub trait Device: DrBackend + Sized + 'static {
 impl Device for SimBackend {
     type Front = SimFront;
 
-    fn front(dev: &Arc<Self>, domain: DomainId, ports: &Arc<SharedPorts>) -> SimFront {
+    fn front(
+        dev: &Arc<Self>,
+        domain: DomainId,
+        ports: &Arc<SharedPorts>,
+        samples: &Arc<SampleTags>,
+    ) -> SimFront {
         SimFront {
             sim: Arc::clone(dev),
+            samples: Arc::clone(samples),
             domain,
             ports: ports.view(),
             out: Output::new(),
@@ -213,6 +227,8 @@ impl Front for Direct {
 /// map, and this thread's counters.
 pub struct SimFront {
     sim: Arc<SimBackend>,
+    /// The sampled flows' cookies by tag.
+    samples: Arc<SampleTags>,
     domain: DomainId,
     ports: PortsView,
     out: Output,
@@ -250,7 +266,10 @@ impl Front for SimFront {
             match f.egress {
                 _ if f.sampled => {
                     self.sw.counters.hw_samples += 1;
-                    egress.sample(&f.bytes, Path::Hardware);
+                    let ingress = known.get(f.packet as usize).and_then(|k| ports.port(k.0));
+                    if let (Some(port), Some(cookie)) = (ingress, self.samples.cookie(&f.regs)) {
+                        egress.sample(port, cookie, &f.bytes, Path::Hardware);
+                    }
                 }
                 Egress::Vport(v) => {
                     *seen = true;
@@ -318,9 +337,10 @@ impl<E: Egressor> ActionSink for SwSink<'_, E> {
 
     fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {
         match reason {
-            UserspaceReason::Sample => {
+            UserspaceReason::Sample(cookie) => {
                 self.counters.sw_samples += 1;
-                self.egress.sample(pkt, Path::Software);
+                self.egress
+                    .sample(self.in_port, *cookie, pkt, Path::Software);
             }
             UserspaceReason::Controller { .. } => {
                 self.counters.to_controller += 1;
@@ -344,7 +364,7 @@ impl<E: Egressor> ActionSink for SwSink<'_, E> {
 impl Device for mlx5::Mlx5Backend {
     type Front = Direct;
 
-    fn front(_: &Arc<Self>, _: DomainId, ports: &Arc<SharedPorts>) -> Direct {
+    fn front(_: &Arc<Self>, _: DomainId, ports: &Arc<SharedPorts>, _: &Arc<SampleTags>) -> Direct {
         Direct::new(ports)
     }
 

@@ -86,7 +86,12 @@ pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
     netdevs: BTreeMap<PortNo, Netdev>,
     /// Where events go (the OpenFlow channels), once something listens.
     events: Option<std::sync::mpsc::Sender<SwitchEvent>>,
+    /// sFlow: each port's sampling rate by its name (0: none).
+    sample_rates: Option<SampleRates>,
 }
+
+/// A port's sFlow sampling rate by its name.
+pub type SampleRates = Arc<dyn Fn(&str) -> u32 + Send + Sync>;
 
 /// The switch on the `sim` eSwitch.
 pub type SimSwitch<D = LocalDatapath> = Switch<SimBackend, D>;
@@ -148,7 +153,12 @@ impl<B: Device> Switch<B, ThreadedDatapaths> {
     /// publishes its counters to.
     pub fn front_for_thread(&self) -> (B::Front, Arc<CounterBoard>) {
         (
-            B::front(&self.dev, self.domain, &self.shared_ports),
+            B::front(
+                &self.dev,
+                self.domain,
+                &self.shared_ports,
+                &self.pipeline.offloader().sample_tags(),
+            ),
             Arc::clone(&self.board),
         )
     }
@@ -191,6 +201,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         )
         .map_err(|e| anyhow::anyhow!("cannot set up the FDB: {e}"))?;
         let domain = mgr.domain();
+        let samples = mgr.sample_tags();
         let mut bridge = Bridge::new();
         for p in ports {
             bridge.ports.insert(PortInfo::new(p.no, p.name.clone()));
@@ -206,7 +217,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         }
         Ok(Switch {
             pipeline,
-            front: B::front(&dev, domain, &shared_ports),
+            front: B::front(&dev, domain, &shared_ports, &samples),
             dev,
             domain,
             ports: map,
@@ -214,6 +225,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             board: Arc::default(),
             netdevs: BTreeMap::new(),
             events: None,
+            sample_rates: None,
         })
     }
 
@@ -335,6 +347,19 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         self.rules_removed(&expired, at);
     }
 
+    /// Samples every port's packets at the rate `rates` gives its name
+    /// (sFlow), now and for ports added later. Megaflows of a port whose
+    /// rate changed are translated again.
+    pub fn set_sample_rates(&mut self, rates: SampleRates) {
+        for p in self.ports.specs() {
+            self.pipeline
+                .bridge
+                .ports
+                .set_sample_rate(p.no, rates(&p.name));
+        }
+        self.sample_rates = Some(rates);
+    }
+
     /// Adds a port while the switch runs (`eswitchctl add-port`): in the
     /// port map (every thread's, at its next batch), the bridge (link
     /// down until its netdev is up) and the offload manager; PORT_STATUS
@@ -347,6 +372,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             .set_port(spec.no, Some(spec.vport), tag);
         let mut info = PortInfo::new(spec.no, spec.name.clone());
         info.up = false;
+        info.sample_rate = self.sample_rates.as_ref().map_or(0, |r| r(&spec.name));
         self.pipeline.bridge.ports.insert(info);
         self.netdevs.insert(spec.no, Netdev::default());
         self.ports = Arc::clone(&map);
@@ -423,12 +449,22 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     }
 
     /// Every port with its counters, in configuration order.
-    pub fn port_summaries(&self) -> Vec<PortSummary> {
+    /// Each port with its counters and (live) its status.
+    pub fn port_rows(&self) -> Vec<(&PortSpec, PortCounters, Option<PortStatus>)> {
         let counters = self.counters();
         self.ports()
             .iter()
             .map(|p| {
                 let pc = counters.ports.get(&p.no).copied().unwrap_or_default();
+                (p, pc, self.status_with(p.no, pc))
+            })
+            .collect()
+    }
+
+    pub fn port_summaries(&self) -> Vec<PortSummary> {
+        self.port_rows()
+            .into_iter()
+            .map(|(p, pc, status)| {
                 PortSummary {
                     name: p.name.clone(),
                     ofport: p.no.0,
@@ -437,7 +473,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
                     tx_hw_packets: pc.tx_hw.packets,
                     tx_sw_packets: pc.tx_sw.packets,
                     tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
-                    status: self.status_with(p.no, pc),
+                    status,
                 }
             })
             .collect()

@@ -177,3 +177,16 @@ fn wireshark_decodes_the_datagram() {
     }
     assert!(!text.contains("Malformed"), "{text}");
 }
+
+#[test]
+fn encoded_len_is_what_a_sample_takes_in_a_datagram() {
+    let f = sampled_frame();
+    for cut in [14, 41, 42, 43, 44, 128] {
+        let flow = Sample::Flow(flow_sample(&f, cut, 3, 100, 1, 0, 4));
+        let counters = Sample::Counters(IfCounters::default());
+        let samples = [flow.clone(), counters.clone(), flow];
+        let d = Agent::new(Ipv4Addr::LOCALHOST, 0).datagram(0, &samples);
+        let want: usize = samples.iter().map(encoded_len).sum();
+        assert_eq!(d.len(), DATAGRAM_HEADER_LEN + want, "header cut at {cut}");
+    }
+}

@@ -72,8 +72,9 @@ pub enum UserspaceReason {
         miss: bool,
         metadata: u64,
     },
-    /// A sampled copy for flow monitoring (sFlow/IPFIX).
-    Sample,
+    /// A sampled copy for flow monitoring (sFlow): what the exporter
+    /// says about it besides the packet and its input port.
+    Sample(SampleCookie),
     /// An explicit `userspace` action of the pipeline.
     Action,
     /// The flow needs processing the datapath cannot do.
@@ -118,10 +119,72 @@ impl fmt::Display for UserspaceReason {
                 }
                 f.write_str(")")
             }
-            UserspaceReason::Sample => f.write_str("sample"),
+            UserspaceReason::Sample(c) => write!(f, "{c}"),
             UserspaceReason::Action => f.write_str("action"),
             UserspaceReason::SlowPath => f.write_str("slow_path"),
         }
+    }
+}
+
+/// What a sampled copy carries to the sFlow exporter (Open vSwitch's
+/// `user_action_cookie` of type sFlow): the rate it was sampled at and
+/// where the packet itself went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SampleCookie {
+    /// 1 packet in `rate` is sampled.
+    pub rate: u32,
+    pub output: SampleOutput,
+}
+
+impl SampleCookie {
+    /// A cookie of `rate` whose output translation has not filled in.
+    pub const fn new(rate: u32) -> SampleCookie {
+        SampleCookie {
+            rate,
+            output: SampleOutput::Unknown,
+        }
+    }
+}
+
+/// Where a sampled packet went (sFlow's `output` of a flow sample).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SampleOutput {
+    /// Not known.
+    Unknown,
+    /// To one port.
+    Port(PortNo),
+    /// To this many ports.
+    Multiple(u32),
+    /// Nowhere: the flow drops it.
+    Drop,
+}
+
+impl SampleOutput {
+    /// The output of a flow whose actions are `actions`: what its top
+    /// level outputs (sampled copies' own actions do not count).
+    pub fn of(actions: &[DpAction]) -> SampleOutput {
+        let mut ports = actions.iter().filter_map(|a| match a {
+            DpAction::Output(p) => Some(*p),
+            _ => None,
+        });
+        match (ports.next(), ports.count()) {
+            (None, _) => SampleOutput::Drop,
+            (Some(p), 0) => SampleOutput::Port(p),
+            (Some(_), more) => SampleOutput::Multiple(more as u32 + 1),
+        }
+    }
+}
+
+impl fmt::Display for SampleCookie {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sflow(rate={},output=", self.rate)?;
+        match self.output {
+            SampleOutput::Unknown => f.write_str("unknown")?,
+            SampleOutput::Port(p) => write!(f, "{p}")?,
+            SampleOutput::Multiple(n) => write!(f, "multiple:{n}")?,
+            SampleOutput::Drop => f.write_str("drop")?,
+        }
+        f.write_str(")")
     }
 }
 

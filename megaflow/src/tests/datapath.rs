@@ -1,5 +1,5 @@
 use super::*;
-use crate::actions::{CollectSink, DpAction, UserspaceReason};
+use crate::actions::{CollectSink, DpAction, SampleCookie, UserspaceReason};
 use crate::frame::{FrameSpec, L4};
 use crate::key::{Field, Mask};
 use crate::offload::MeterBand;
@@ -209,7 +209,9 @@ fn samples_draw_from_the_datapath_generator() {
     let mut dp = Datapath::new(CacheConfig::default(), 42);
     let acts = Actions::new(vec![DpAction::Sample {
         probability: u32::MAX / 2,
-        actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample)]),
+        actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample(
+            SampleCookie::new(2),
+        ))]),
     }]);
     insert(&mut dp, 1, 53, acts);
     let taken = (0..1000)

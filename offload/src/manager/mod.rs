@@ -14,7 +14,7 @@
 //! Translation of datapath actions follows the order the device runs them
 //! in (counter, pop, modify, push, destination): a list that needs another
 //! order, rewrites between two outputs, or an action the device lacks
-//! (userspace, a sample of anything but `userspace(sample)`) leaves the
+//! (userspace, a sample of anything but a copy to the sFlow exporter) leaves the
 //! flow in software with the reason ([`NotOffloaded`]).
 //!
 //! ## Meters and samplers: the level-2 table
@@ -70,6 +70,7 @@ use crate::prm::{encode_into, Encoded, PortMap, PortTable, SourcePortMode};
 use crate::Vport;
 
 use counters::Bulk;
+pub use staged::SampleTags;
 use staged::{MeterDef, Staged};
 use translate::Stage;
 
@@ -172,6 +173,9 @@ pub struct OffloadManager<B: DrBackend> {
     meter_users: HashMap<ActionId, usize>,
     /// Live tags and their flows.
     tags: HashMap<u32, HwId>,
+    /// Sampled flows' tags and cookies, for the threads that receive
+    /// their copies.
+    samplers: Arc<SampleTags>,
     next_tag: u32,
     bulks: Vec<Bulk>,
     free_counters: Vec<(usize, u32)>,
@@ -260,6 +264,7 @@ impl<B: DrBackend> OffloadManager<B> {
             meters: HashMap::new(),
             meter_users: HashMap::new(),
             tags: HashMap::new(),
+            samplers: Arc::default(),
             next_tag: 1,
             bulks: Vec::new(),
             free_counters: Vec::new(),
@@ -306,6 +311,12 @@ impl<B: DrBackend> OffloadManager<B> {
     /// software.
     pub fn tag_of(&self, id: HwId) -> Option<u32> {
         self.flows.get(&id).and_then(|h| h.staged.tag)
+    }
+
+    /// What the threads that receive the device's sampled copies read:
+    /// each sampled flow's cookie by its tag.
+    pub fn sample_tags(&self) -> Arc<SampleTags> {
+        Arc::clone(&self.samplers)
     }
 
     /// The flow a tag (reg_c_1 of a sampled copy) belongs to.

@@ -15,6 +15,10 @@
 //! rdma-core accepts among sample actions (`DR_ACTION_TYP_MISS` in
 //! `dr_action_create_sampler_term_tbl`).
 
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use megaflow::actions::SampleCookie;
 use megaflow::offload::{HwId, MeterBand, NotOffloaded};
 use megaflow::MeterId;
 
@@ -32,6 +36,41 @@ use super::{action, backend, OffloadManager, REG_COLOR, REG_FLOW_TAG};
 const RED_PRIORITY: u16 = 0;
 /// Priority of the tag matcher in the level-2 table.
 const TAG_PRIORITY: u16 = 1;
+
+/// The cookie of each sampled flow in the device, by its tag: a sampled
+/// copy reaches software with the tag in reg_c_1 ([`REG_FLOW_TAG`]) and
+/// nothing else of its flow, as Open vSwitch's sample group ids map a
+/// psample copy back to its sFlow cookie. Written by the offload thread,
+/// read by the threads that receive copies.
+#[derive(Debug, Default)]
+pub struct SampleTags(RwLock<HashMap<u32, SampleCookie>>);
+
+impl SampleTags {
+    /// The cookie of the flow whose sampled copy ended with registers
+    /// `regs`.
+    pub fn cookie(&self, regs: &[u32; 8]) -> Option<SampleCookie> {
+        let tag = regs[usize::from(REG_FLOW_TAG)];
+        let map = self.0.read().unwrap_or_else(|e| e.into_inner());
+        map.get(&tag).copied()
+    }
+
+    /// How many sampled flows are in the device.
+    pub fn len(&self) -> usize {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn set(&self, tag: u32, cookie: Option<SampleCookie>) {
+        let mut map = self.0.write().unwrap_or_else(|e| e.into_inner());
+        match cookie {
+            Some(c) => map.insert(tag, c),
+            None => map.remove(&tag),
+        };
+    }
+}
 
 /// An OpenFlow meter in hardware.
 pub(super) struct MeterDef {
@@ -219,7 +258,8 @@ impl<B: DrBackend> OffloadManager<B> {
                 );
                 m
             }
-            (Stage::Sample { ratio }, _) => {
+            (Stage::Sample { ratio, cookie }, _) => {
+                self.samplers.set(tag, Some(cookie));
                 let miss = self.shared_action(self.shared.miss, ActionSpec::DefaultMiss)?;
                 self.shared.miss = Some(miss);
                 let spec = ActionSpec::FlowSampler(FlowSamplerAttr {
@@ -260,6 +300,7 @@ impl<B: DrBackend> OffloadManager<B> {
         }
         if let Some(t) = st.tag {
             self.tags.remove(&t);
+            self.samplers.set(t, None);
         }
     }
 }

@@ -2,7 +2,7 @@
 //! starts with, header rewrites as modify-header words, and the rest in
 //! device order.
 
-use megaflow::actions::UserspaceReason;
+use megaflow::actions::{SampleCookie, UserspaceReason};
 use megaflow::offload::NotOffloaded;
 use megaflow::MeterId;
 use megaflow::{DpAction, Field, Match};
@@ -20,8 +20,9 @@ pub(super) enum Stage {
     Plain,
     /// Through an OpenFlow meter, then the rest in level 2.
     Meter(MeterId),
-    /// Through a sampler of one in `ratio`, then the rest in level 2.
-    Sample { ratio: u32 },
+    /// Through a sampler of one in `ratio` whose copies carry `cookie`,
+    /// then the rest in level 2.
+    Sample { ratio: u32, cookie: SampleCookie },
 }
 
 /// The sampler ratio of an OVS sample probability (a fraction of
@@ -34,7 +35,7 @@ pub(super) fn sample_ratio(probability: u32) -> u32 {
 /// Splits a flow's actions into its stage and the actions after it. A
 /// meter or a sample must come first (nothing but the counter runs before
 /// them in hardware), one of them at most; a sample's actions must be
-/// exactly `userspace(sample)`, which the device does by sending the copy
+/// exactly one `userspace(sflow(..))`, which the device does by sending the copy
 /// to software.
 pub(super) fn stage(actions: &[DpAction]) -> Result<(Stage, &[DpAction]), NotOffloaded> {
     let is_meter = |a: &DpAction| matches!(a, DpAction::Meter(_));
@@ -55,14 +56,15 @@ pub(super) fn stage(actions: &[DpAction]) -> Result<(Stage, &[DpAction]), NotOff
             probability,
             actions: sampled,
         } => {
-            if sampled.as_slice() != [DpAction::Userspace(UserspaceReason::Sample)] {
+            let &[DpAction::Userspace(UserspaceReason::Sample(cookie))] = sampled.as_slice() else {
                 return Err(action(&format!(
-                    "sample of actions({sampled}) (only userspace(sample) is offloaded)"
+                    "sample of actions({sampled}) (only a sampled copy to the exporter is offloaded)"
                 )));
-            }
+            };
             Ok((
                 Stage::Sample {
                     ratio: sample_ratio(*probability),
+                    cookie,
                 },
                 rest,
             ))
@@ -208,7 +210,7 @@ impl<B: DrBackend> OffloadManager<B> {
                 DpAction::Userspace(r) => {
                     let name = match r {
                         UserspaceReason::Controller { .. } => "controller",
-                        UserspaceReason::Sample => "userspace(sample)",
+                        UserspaceReason::Sample(_) => "userspace(sflow)",
                         UserspaceReason::Action => "userspace",
                         UserspaceReason::SlowPath => "slow_path",
                     };

@@ -1,6 +1,7 @@
 //! Meters and samplers through the manager, checked by sending frames
 //! through the sim.
 
+use megaflow::actions::{SampleCookie, SampleOutput};
 use megaflow::offload::MeterBand;
 use megaflow::MeterId;
 
@@ -40,10 +41,16 @@ fn quarter() -> u32 {
     (f64::from(u32::MAX) / 4.0).round() as u32
 }
 
+/// The cookie of the sampled flows here: 1 in 4, out port 2.
+const COOKIE: SampleCookie = SampleCookie {
+    rate: 4,
+    output: SampleOutput::Port(PortNo(2)),
+};
+
 fn sample(probability: u32) -> DpAction {
     DpAction::Sample {
         probability,
-        actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample)]),
+        actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample(COOKIE))]),
     }
 }
 
@@ -165,6 +172,8 @@ fn a_sampled_flow_sends_about_one_copy_in_four_to_software() {
         )
         .expect("offload");
     let tag = mgr.tag_of(id).expect("a sampled flow has a tag");
+    let cookies = mgr.sample_tags();
+    assert_eq!(cookies.len(), 1);
     let n = 4000u64;
     let f = frame(1);
     let (mut copies, mut originals) = (0u64, 0u64);
@@ -175,6 +184,7 @@ fn a_sampled_flow_sends_about_one_copy_in_four_to_software() {
                 assert_eq!(o.egress, Egress::Manager { ingress: vf(1) });
                 assert_eq!(o.regs[1], tag, "the copy names its flow");
                 assert_eq!(mgr.flow_of_tag(o.regs[1]), Some(id));
+                assert_eq!(cookies.cookie(&o.regs), Some(COOKIE), "and its cookie");
                 assert_eq!(o.bytes, f);
             } else {
                 originals += 1;
@@ -195,6 +205,8 @@ fn a_sampled_flow_sends_about_one_copy_in_four_to_software() {
         n,
         "the counter sees every packet"
     );
+    mgr.remove(id);
+    assert!(cookies.is_empty(), "a removed flow's cookie goes with it");
 }
 
 #[test]
@@ -364,7 +376,7 @@ fn meter_and_sample_refusals_name_the_reason_and_leave_nothing() {
                 },
                 DpAction::Output(PortNo(2)),
             ],
-            "action sample of actions(output:3) (only userspace(sample) is offloaded)",
+            "action sample of actions(output:3) (only a sampled copy to the exporter is offloaded)",
         ),
         (
             vec![meter(1), DpAction::Output(PortNo(9))],

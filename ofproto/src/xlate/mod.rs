@@ -34,7 +34,7 @@ mod vlan;
 
 pub use trace::{TraceEvent, TracedRule};
 
-use megaflow::actions::UserspaceReason;
+use megaflow::actions::{SampleCookie, SampleOutput, UserspaceReason};
 use megaflow::key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
 use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp};
 
@@ -201,6 +201,7 @@ impl Bridge {
 
 fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
     let mut ctx = Ctx::new(br, key, now, tracing);
+    ctx.port_sampling();
     if br.fail_open() {
         // Fail-open: the switch is a learning switch until a controller
         // is back.
@@ -261,6 +262,7 @@ impl<'a> Ctx<'a> {
         if self.error.is_some() {
             self.out.clear();
         }
+        self.sample_outputs();
         self.pin_tag_kinds();
         Translation {
             mask: self.wc.finish(),
@@ -443,11 +445,50 @@ impl<'a> Ctx<'a> {
             OfAction::Group(g) => self.group(*g),
             OfAction::Sample { probability } => {
                 self.commit();
-                self.out.push(DpAction::Sample {
-                    probability: u32::from(*probability) * 65537,
-                    actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample)]),
-                });
+                let rate = (65535.0 / f64::from((*probability).max(1))).round() as u32;
+                self.sample(u32::from(*probability) * 65537, rate);
             }
+        }
+    }
+
+    /// A sampled copy to the sFlow exporter, 1 packet in `rate`.
+    fn sample(&mut self, probability: u32, rate: u32) {
+        let cookie = SampleCookie::new(rate);
+        self.out.push(DpAction::Sample {
+            probability,
+            actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample(cookie))]),
+        });
+    }
+
+    /// The input port's sFlow sampling, first of all actions (where the
+    /// offload layer can hand it to the device's sampler).
+    fn port_sampling(&mut self) {
+        let in_port = PortNo(self.read(Field::InPort) as u32);
+        let rate = self.br.ports.get(in_port).map_or(0, |p| p.sample_rate);
+        if rate > 0 {
+            self.note(|| format!("sFlow: 1 in {rate} packets of port {in_port} sampled"));
+            self.sample((f64::from(u32::MAX) / f64::from(rate)).round() as u32, rate);
+        }
+    }
+
+    /// Fills in the output of every sampled copy's cookie: where the
+    /// packet itself goes once all actions are known.
+    fn sample_outputs(&mut self) {
+        let output = SampleOutput::of(&self.out);
+        for a in &mut self.out {
+            let DpAction::Sample { actions, .. } = a else {
+                continue;
+            };
+            let patched: Vec<DpAction> = actions
+                .iter()
+                .map(|a| match a {
+                    DpAction::Userspace(UserspaceReason::Sample(c)) => {
+                        DpAction::Userspace(UserspaceReason::Sample(SampleCookie { output, ..*c }))
+                    }
+                    other => other.clone(),
+                })
+                .collect();
+            *actions = Actions::new(patched);
         }
     }
 

@@ -84,7 +84,12 @@ fn display() {
         DpAction::Meter(MeterId(7)),
         DpAction::Sample {
             probability: u32::MAX / 2,
-            actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample)]),
+            actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample(
+                SampleCookie {
+                    rate: 2,
+                    output: SampleOutput::Multiple(2),
+                },
+            ))]),
         },
         DpAction::Userspace(UserspaceReason::controller(65535)),
     ]
@@ -95,11 +100,34 @@ fn display() {
         "pop_vlan,set(eth_src=02:00:00:00:00:aa),set(eth_dst=ff:ff:ff:ff:ff:ff),\
          set(ipv6_dst=2001:db8::1),set(ip_dscp=46),set(ip_ecn=1),set(ip_ttl=3),\
          set(tp_src=1),set(tp_dst=2),dec_ttl,meter(7),\
-         sample(sample=50.0%,actions(userspace(sample))),\
+         sample(sample=50.0%,actions(userspace(sflow(rate=2,output=multiple:2)))),\
          userspace(controller(max_len=65535))"
     );
     assert_eq!(a.len(), 13);
     assert!(!a.is_empty());
     assert_eq!(a.as_slice()[0], DpAction::PopVlan);
     assert_eq!((&a).into_iter().count(), 13);
+}
+
+#[test]
+fn a_sample_cookie_names_where_the_flow_sends_the_packet() {
+    let out = |a: Vec<DpAction>| SampleOutput::of(&a);
+    assert_eq!(out(vec![]), SampleOutput::Drop);
+    assert_eq!(out(vec![DpAction::Drop]), SampleOutput::Drop);
+    assert_eq!(
+        out(vec![DpAction::DecTtl, DpAction::Output(PortNo(4))]),
+        SampleOutput::Port(PortNo(4))
+    );
+    let three = (1..=3).map(|p| DpAction::Output(PortNo(p))).collect();
+    assert_eq!(out(three), SampleOutput::Multiple(3));
+    // A sampled copy's own actions are not where the packet went.
+    let nested = DpAction::Sample {
+        probability: 1,
+        actions: Actions::new(vec![DpAction::Output(PortNo(9))]),
+    };
+    assert_eq!(out(vec![nested]), SampleOutput::Drop);
+    assert_eq!(
+        SampleCookie::new(1000).to_string(),
+        "sflow(rate=1000,output=unknown)"
+    );
 }

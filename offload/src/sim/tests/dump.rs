@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use megaflow::actions::UserspaceReason;
+use megaflow::actions::{SampleCookie, UserspaceReason};
 use megaflow::frame::{FrameSpec, L4};
 use megaflow::offload::{FlowOffload, MeterBand};
 use megaflow::{extract, Actions, DpAction, Field, Mask, Match, MeterId, PortNo};
@@ -176,7 +176,7 @@ fn rewrites_meters_and_samplers_are_spelled_out() {
     let sampled = Actions::new(vec![
         DpAction::Sample {
             probability: u32::MAX / 4,
-            actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample)]),
+            actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample(SampleCookie::new(4)))]),
         },
         DpAction::Output(PortNo(4)),
     ]);
