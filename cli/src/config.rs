@@ -278,7 +278,11 @@ impl SflowConfig {
         if self.queue == 0 {
             bail!("sflow.queue = 0: expected at least 1");
         }
-        if let Some(name) = self.ports.keys().find(|n| !ports.iter().any(|p| &p.name == *n)) {
+        if let Some(name) = self
+            .ports
+            .keys()
+            .find(|n| !ports.iter().any(|p| &p.name == *n))
+        {
             bail!("sflow.ports.{name}: no [[port]] named \"{name}\"");
         }
         Ok(())

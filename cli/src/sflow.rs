@@ -215,4 +215,4 @@ pub fn flow_sample(
 
 #[cfg(test)]
 #[path = "tests/sflow.rs"]
-mod tests;
+pub(crate) mod tests;

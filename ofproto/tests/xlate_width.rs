@@ -4,7 +4,7 @@
 
 mod common;
 
-use megaflow::actions::UserspaceReason;
+use megaflow::actions::{SampleCookie, SampleOutput, UserspaceReason};
 use megaflow::key::VLAN_PRESENT;
 use megaflow::{DpAction, Field, FlowKey, Match, MeterId, PortNo, Timestamp};
 use ofproto::bridge::VlanMode;
@@ -564,4 +564,78 @@ fn trace_explains_tables_rules_and_wildcards() {
         text.contains("exact: eth_type; masked: ipv4_src/0xff000000"),
         "{text}"
     );
+}
+
+/// The sampled copy of a translation's first action, if it has one.
+fn sampled(t: &ofproto::Translation) -> Option<(u32, SampleCookie)> {
+    match t.actions.first()? {
+        DpAction::Sample {
+            probability,
+            actions,
+        } => match actions.as_slice() {
+            [DpAction::Userspace(UserspaceReason::Sample(c))] => Some((*probability, *c)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+#[test]
+fn port_sampling_comes_first_and_names_where_the_packet_goes() {
+    let mut br = Bridge::with_ports(1..=4);
+    rule(&mut br, 0, 2, m(&[TCP, IP]), apply(vec![out(2)]));
+    rule(&mut br, 0, 1, m(&[IP]), apply(vec![out(3), out(4)]));
+    let p = tcp_packet(1, 2, 3);
+    let t = br.translate(&p, NOW);
+    assert_eq!(t.actions, vec![DpAction::Output(PortNo(2))]);
+
+    let gen = br.generations();
+    br.ports.set_sample_rate(PortNo(1), 1000);
+    assert_ne!(
+        br.generations(),
+        gen,
+        "a rate change re-translates megaflows"
+    );
+    let t = br.translate(&p, NOW);
+    let (probability, cookie) = sampled(&t).expect("sampled first");
+    assert_eq!(probability, (f64::from(u32::MAX) / 1000.0).round() as u32);
+    assert_eq!(
+        cookie,
+        SampleCookie {
+            rate: 1000,
+            output: SampleOutput::Port(PortNo(2))
+        }
+    );
+    assert_eq!(t.actions[1..], [DpAction::Output(PortNo(2))]);
+    assert!(fields(&t).contains(&Field::InPort));
+
+    // Another port: not sampled, but its megaflow names its in_port too
+    // (a port that samples must not share it).
+    let mut q = p;
+    q.set_in_port(2);
+    let t = br.translate(&q, NOW);
+    assert_eq!(sampled(&t), None);
+    assert!(fields(&t).contains(&Field::InPort));
+
+    // Two outputs: "multiple"; none: "drop".
+    let mut udp = p;
+    udp.set_ip_proto(17);
+    let t = br.translate(&udp, NOW);
+    assert_eq!(sampled(&t).unwrap().1.output, SampleOutput::Multiple(2));
+    let mut arp = p;
+    arp.set_eth_type(0x0806);
+    let t = br.translate(&arp, NOW);
+    assert_eq!(sampled(&t).unwrap().1.output, SampleOutput::Drop);
+}
+
+#[test]
+fn an_openflow_sample_action_carries_its_rate_and_the_output() {
+    let mut br = Bridge::with_ports(1..=4);
+    let sample = OfAction::Sample { probability: 65 };
+    rule(&mut br, 0, 1, m(&[IP]), apply(vec![sample, out(3)]));
+    let t = br.translate(&tcp_packet(1, 2, 3), NOW);
+    let (probability, cookie) = sampled(&t).expect("sampled");
+    assert_eq!(probability, 65 * 65537);
+    assert_eq!(cookie.rate, 1008, "65535 / 65, rounded");
+    assert_eq!(cookie.output, SampleOutput::Port(PortNo(3)));
 }

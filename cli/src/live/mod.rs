@@ -37,8 +37,8 @@
 pub mod metrics;
 pub mod openflow;
 mod ports;
-pub mod sflow;
 mod run;
+pub mod sflow;
 pub mod tls;
 mod upcall;
 
@@ -1124,6 +1124,10 @@ mod tests;
 mod openflow_tests;
 
 #[cfg(test)]
+#[cfg(test)]
+#[path = "tests/sflow.rs"]
+mod sflow_tests;
+
 #[path = "tests/metrics.rs"]
 mod metrics_tests;
 

@@ -52,7 +52,10 @@ pub struct SampleQueue {
 impl SampleQueue {
     /// A queue of `capacity` samples of at most `header_bytes` each, and
     /// its receiving end.
-    pub fn new(capacity: usize, header_bytes: usize) -> (Arc<SampleQueue>, Receiver<SampledPacket>) {
+    pub fn new(
+        capacity: usize,
+        header_bytes: usize,
+    ) -> (Arc<SampleQueue>, Receiver<SampledPacket>) {
         let (tx, rx) = mpsc::sync_channel(capacity);
         let q = SampleQueue {
             tx,
@@ -147,8 +150,7 @@ impl ExportConfig {
         Ok(Some(ExportConfig {
             collectors,
             agent,
-            polling: (cfg.polling_interval > 0)
-                .then(|| Duration::from_secs(cfg.polling_interval)),
+            polling: (cfg.polling_interval > 0).then(|| Duration::from_secs(cfg.polling_interval)),
             max_datagram: cfg.max_datagram_bytes,
             flush: Duration::from_millis(cfg.flush_ms.max(1)),
         }))

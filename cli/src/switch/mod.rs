@@ -464,17 +464,15 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     pub fn port_summaries(&self) -> Vec<PortSummary> {
         self.port_rows()
             .into_iter()
-            .map(|(p, pc, status)| {
-                PortSummary {
-                    name: p.name.clone(),
-                    ofport: p.no.0,
-                    vport: p.vport.to_string(),
-                    rx_packets: pc.rx.packets,
-                    tx_hw_packets: pc.tx_hw.packets,
-                    tx_sw_packets: pc.tx_sw.packets,
-                    tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
-                    status,
-                }
+            .map(|(p, pc, status)| PortSummary {
+                name: p.name.clone(),
+                ofport: p.no.0,
+                vport: p.vport.to_string(),
+                rx_packets: pc.rx.packets,
+                tx_hw_packets: pc.tx_hw.packets,
+                tx_sw_packets: pc.tx_sw.packets,
+                tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
+                status,
             })
             .collect()
     }

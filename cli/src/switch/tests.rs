@@ -30,7 +30,12 @@ offload::delegate_backend!(Behind, 0);
 impl Device for Behind {
     type Front = Direct;
 
-    fn front(_: &Arc<Self>, _: DomainId, ports: &Arc<SharedPorts>) -> Direct {
+    fn front(
+        _: &Arc<Self>,
+        _: DomainId,
+        ports: &Arc<SharedPorts>,
+        _: &Arc<offload::manager::SampleTags>,
+    ) -> Direct {
         Direct::new(ports)
     }
 

@@ -121,13 +121,9 @@ fn udp_frame(payload: &[u8]) -> Vec<u8> {
     f
 }
 
-#[test]
-fn wireshark_decodes_the_datagram() {
-    const T: &str = "wireshark_decodes_the_datagram";
-    let Some(tshark) = prereq::tool(T, "tshark") else {
-        return;
-    };
-    let frame = udp_frame(&datagram());
+/// What Wireshark's sFlow dissector (`tshark -V`) prints of `datagrams`,
+/// each as a UDP frame to port 6343 in a classic pcap.
+pub(crate) fn tshark_decode(tshark: &std::path::Path, datagrams: &[Vec<u8>]) -> String {
     let mut pcap = Vec::new();
     for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
         if v == 0x0004_0002 {
@@ -137,11 +133,18 @@ fn wireshark_decodes_the_datagram() {
             pcap.extend_from_slice(&v.to_le_bytes());
         }
     }
-    for v in [1u32, 0, frame.len() as u32, frame.len() as u32] {
-        pcap.extend_from_slice(&v.to_le_bytes());
+    for (i, d) in datagrams.iter().enumerate() {
+        let frame = udp_frame(d);
+        for v in [1 + i as u32, 0, frame.len() as u32, frame.len() as u32] {
+            pcap.extend_from_slice(&v.to_le_bytes());
+        }
+        pcap.extend_from_slice(&frame);
     }
-    pcap.extend_from_slice(&frame);
-    let path = std::env::temp_dir().join(format!("esw-sflow-{}.pcap", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "esw-sflow-{}-{:?}.pcap",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::write(&path, &pcap).expect("write");
     let out = std::process::Command::new(tshark)
         .args(["-n", "-V", "-r"])
@@ -149,12 +152,21 @@ fn wireshark_decodes_the_datagram() {
         .output()
         .expect("tshark");
     let _ = std::fs::remove_file(&path);
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn wireshark_decodes_the_datagram() {
+    const T: &str = "wireshark_decodes_the_datagram";
+    let Some(tshark) = prereq::tool(T, "tshark") else {
+        return;
+    };
+    let text = tshark_decode(&tshark, &[datagram()]);
     for want in [
         "InMon sFlow",
         "Datagram version: 5",

@@ -462,7 +462,11 @@ impl<'a> Ctx<'a> {
 
     /// The input port's sFlow sampling, first of all actions (where the
     /// offload layer can hand it to the device's sampler).
+    /// The megaflow matches in_port only when some port samples.
     fn port_sampling(&mut self) {
+        if !self.br.ports.iter().any(|p| p.sample_rate > 0) {
+            return;
+        }
         let in_port = PortNo(self.read(Field::InPort) as u32);
         let rate = self.br.ports.get(in_port).map_or(0, |p| p.sample_rate);
         if rate > 0 {

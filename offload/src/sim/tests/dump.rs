@@ -176,7 +176,9 @@ fn rewrites_meters_and_samplers_are_spelled_out() {
     let sampled = Actions::new(vec![
         DpAction::Sample {
             probability: u32::MAX / 4,
-            actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample(SampleCookie::new(4)))]),
+            actions: Actions::new(vec![DpAction::Userspace(UserspaceReason::Sample(
+                SampleCookie::new(4),
+            ))]),
         },
         DpAction::Output(PortNo(4)),
     ]);
