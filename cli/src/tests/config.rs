@@ -93,6 +93,15 @@ fn errors_name_the_bad_key_or_value() {
         ("[openflow]\nmax_message_bytes = 10", "openflow.max_message_bytes = 10: expected 64 to 65535"),
         ("[openflow]\nmax_queued_bytes = 100", "openflow.max_queued_bytes = 100"),
         ("[openflow.ssl]\nprivate_key = \"k.pem\"", "missing field `certificate`"),
+        (
+            "[sflow]\ncollectors = [\"198.18.0.1\"]",
+            "sflow.collectors: \"198.18.0.1\": expected IP:PORT",
+        ),
+        ("[sflow]\nheader_bytes = 8", "sflow.header_bytes = 8: expected 14 to 1024"),
+        ("[sflow]\nmax_datagram_bytes = 200", "sflow.max_datagram_bytes = 200: expected 272"),
+        ("[sflow]\nqueue = 0", "sflow.queue = 0"),
+        ("[sflow]\nsampling_rat = 10", "sampling_rat"),
+        ("[sflow.ports]\nvm9 = 10", "sflow.ports.vm9: no [[port]] named \"vm9\""),
     ] {
         let e = format!("{:#}", Config::parse(text).expect_err(text));
         assert!(e.contains(want), "{text:?}: {e}");
@@ -174,4 +183,25 @@ fn tls_files_that_are_missing_or_wrong_are_named() {
         assert!(e.contains(want), "{e}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sflow_rates_come_from_the_port_or_the_default_and_only_with_a_collector() {
+    let text = "[sflow]\nsampling_rate = 100\n[sflow.ports]\nvm1 = 7\nvm2 = 0\n\
+                [[port]]\nname = \"vm1\"\nofport = 1\nvport = \"vf0\"\n\
+                [[port]]\nname = \"vm2\"\nofport = 2\nvport = \"vf1\"\n\
+                [[port]]\nname = \"vm3\"\nofport = 3\nvport = \"vf2\"\n";
+    let mut cfg = Config::parse(text).expect("config");
+    assert_eq!(cfg.sflow.rate_of("vm1"), 0, "no collector: no sampling");
+    cfg.sflow.collectors = vec!["127.0.0.1:6343".into()];
+    let rates: Vec<u32> = ["vm1", "vm2", "vm3", "later"]
+        .iter()
+        .map(|n| cfg.sflow.rate_of(n))
+        .collect();
+    assert_eq!(rates, [7, 0, 100, 100]);
+    let d = Config::default().sflow;
+    assert_eq!(
+        (d.polling_interval, d.header_bytes, d.max_datagram_bytes),
+        (20, 128, 1400)
+    );
 }

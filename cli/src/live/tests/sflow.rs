@@ -295,3 +295,74 @@ fn sfcapd_gets_the_sampled_headers_ports_and_rates_and_wireshark_the_counters() 
     let vm2 = last_counters(11);
     assert!(vm2.contains(&format!("Output Packets: {n1}\n")), "{vm2}");
 }
+
+fn word(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+#[test]
+fn the_exporter_fills_datagrams_to_their_limit_and_reports_what_the_queue_dropped() {
+    use megaflow::actions::{SampleCookie, SampleOutput};
+
+    use super::sflow::{ExportConfig, Exporter, PortSnapshot, PortsFn, SampleQueue};
+
+    let raw = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    raw.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    let (q, rx) = SampleQueue::new(50, 128);
+    let cookie = SampleCookie {
+        rate: 100,
+        output: SampleOutput::Port(PortNo(2)),
+    };
+    // 80 offered before anything drains the queue: 30 dropped.
+    for i in 0..80 {
+        q.offer(PortNo(1), cookie, &udp(i, 9), crate::switch::Path::Software);
+    }
+    assert_eq!(q.dropped.load(Ordering::Relaxed), 30);
+    let ports: PortsFn = Box::new(|| {
+        vec![
+            PortSnapshot {
+                no: PortNo(1),
+                ifindex: Some(21),
+                rx_packets: 5000,
+                ..PortSnapshot::default()
+            },
+            PortSnapshot {
+                no: PortNo(2),
+                ifindex: Some(22),
+                ..PortSnapshot::default()
+            },
+        ]
+    });
+    let cfg = ExportConfig {
+        collectors: vec![raw.local_addr().expect("addr")],
+        agent: std::net::Ipv4Addr::new(198, 18, 0, 254),
+        polling: None,
+        max_datagram: 500,
+        flush: Duration::from_millis(20),
+    };
+    let e = Exporter::start(cfg, rx, Arc::clone(&q), ports).expect("start");
+    let mut datagrams = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut samples = 0;
+    while samples < 50 && Instant::now() < deadline {
+        if let Ok(n) = raw.recv(&mut buf) {
+            samples += word(&buf, 24);
+            datagrams.push(buf[..n].to_vec());
+        }
+    }
+    let stats = e.stop();
+    assert_eq!((samples, stats.flow_samples), (50, 50), "{stats:?}");
+    assert_eq!(stats.datagrams as usize, datagrams.len());
+    // A flow sample here takes 64 bytes and the 60-byte frame: 3 fit in
+    // 500 bytes with the header, a 4th would not.
+    assert!(datagrams.iter().all(|d| d.len() <= 500 && word(d, 24) <= 3));
+    assert_eq!(datagrams.len(), 17, "50 samples, 3 a datagram");
+    let d = &datagrams[0];
+    assert_eq!(word(d, 16), 1, "datagram sequence");
+    let f = &d[28 + 8..];
+    // sequence, source, rate, pool, drops, input, output
+    let got: Vec<u32> = (0..7).map(|i| word(f, 4 * i)).collect();
+    assert_eq!(got, [1, 21, 100, 5000, 30, 21, 22]);
+}
