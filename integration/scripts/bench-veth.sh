@@ -38,6 +38,8 @@ if [ -n "$build" ]; then
     cargo build --release -q -p integration --bin esw-pktgen)
 fi
 bin=$root/target/release
+# rx, median, blast.
+. "$here/lab-run.sh"
 tag="bv$$"
 work=$(mktemp -d /tmp/eswitch-bench.XXXXXX)
 
@@ -54,21 +56,6 @@ trap cleanup EXIT
 # frame (rx_packets) and drops it before IP, so the receiver's stack costs the
 # same little in every setup, and it sends nothing back.
 sink_mac=02:00:00:00:99:99
-
-rx() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/rx_packets"; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-
-# blast NS IFACE PEER_NS PEER_IF DST_MAC SECONDS [pktgen args...]: Mpps received
-blast() {
-  local ns=$1 ifc=$2 pns=$3 pif=$4 dmac=$5 s=$6
-  shift 6
-  local a b
-  a=$(rx "$pns" "$pif")
-  ip netns exec "$ns" "$bin/esw-pktgen" --iface "$ifc" --dst-mac "$dmac" --seconds "$s" "$@" >/dev/null
-  sleep 0.2
-  b=$(rx "$pns" "$pif")
-  awk -v n=$((b - a)) -v s="$s" 'BEGIN {printf "%.3f\n", n / s / 1e6}'
-}
 
 # --- raw veth ---------------------------------------------------------------
 ip netns add "$tag-ra"

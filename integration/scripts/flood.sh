@@ -71,8 +71,7 @@ fi
 lab_need flood ip ethtool ping python3
 lab_run flood.sh fl
 
-rx() { ip netns exec "$tag-vm$1" cat /sys/class/net/eth0/statistics/rx_packets; }
-median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+rx_vm() { rx "$tag-vm$1" eth0; }
 
 # Table 0: a rule per UDP source port the generators use (32768 of them),
 # so each megaflow is exact on it; table 1: the destination address and
@@ -115,7 +114,7 @@ one_run() {
   local pre=4 post=2
   local stream_s=$((pre + flood_s + post))
   local r5a
-  r5a=$(rx 5)
+  r5a=$(rx_vm 5)
   # The stream, established (offloaded) before the flood.
   ip netns exec "$tag-vm2" "$bin/esw-pktgen" --iface eth0 --src-mac "$(mac 2)" --dst-mac "$(mac 5)" \
     --src-ip 198.18.0.2 --dst-ip 198.18.0.5 --rate "$stream_rate" --seconds "$stream_s" --json \
@@ -169,7 +168,7 @@ one_run() {
   wait "$stream_pid" || true
   sleep 0.3
   local r5b
-  r5b=$(rx 5)
+  r5b=$(rx_vm 5)
   # Recovery: until vm1 holds no megaflow.
   local rec=nan limit_s
   limit_s=$(awk -v i="$max_idle_ms" -v p="$interval_ms" 'BEGIN {print (i + 2 * p) / 1000 + 5}')

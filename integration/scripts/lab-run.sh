@@ -4,7 +4,10 @@
 # $build is empty, checks $bin (default target/release) has eswitchd,
 # eswitchctl and esw-pktgen, makes $tag (unique, at most 10 characters)
 # and $work, and removes the lab, $work and every PID in $pids on exit.
-# Then: mac K, ctl ARGS (eswitchctl on the lab's socket), rss_kb PID.
+# Then: mac K, ctl ARGS (eswitchctl on the lab's socket), rss_kb PID,
+# rx NS IFACE (its rx_packets), median (of numbers on stdin), and
+# blast NS IFACE PEER_NS PEER_IF DST_MAC SECONDS [esw-pktgen args...]
+# (esw-pktgen's Mpps as the peer counted them).
 
 lab_need() {
   local what=$1 t
@@ -53,3 +56,17 @@ lab_run_cleanup() {
 mac() { printf '02:00:00:00:00:%02x' "$1"; }
 ctl() { "$bin/eswitchctl" --socket "$work/lab/eswitchd.sock" "$@"; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+rx() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/rx_packets"; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+blast() {
+  local ns=$1 ifc=$2 pns=$3 pif=$4 dmac=$5 s=$6
+  shift 6
+  local a b
+  a=$(rx "$pns" "$pif")
+  ip netns exec "$ns" "$bin/esw-pktgen" --iface "$ifc" --dst-mac "$dmac" --seconds "$s" "$@" >/dev/null
+  sleep 0.2
+  b=$(rx "$pns" "$pif")
+  awk -v n=$((b - a)) -v s="$s" 'BEGIN {printf "%.3f\n", n / s / 1e6}'
+}

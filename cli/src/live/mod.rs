@@ -1128,6 +1128,7 @@ mod openflow_tests;
 #[path = "tests/sflow.rs"]
 mod sflow_tests;
 
+#[cfg(test)]
 #[path = "tests/metrics.rs"]
 mod metrics_tests;
 
