@@ -37,6 +37,8 @@ pub struct LiveMetrics {
     pub pass_seconds: Histogram,
     /// When a pass last read the hardware counters without an error.
     last_poll: Mutex<Option<Instant>>,
+    /// The sFlow sample queue, when export is on (for its drops).
+    pub sflow: std::sync::OnceLock<Arc<super::sflow::SampleQueue>>,
 }
 
 impl Default for LiveMetrics {
@@ -45,6 +47,7 @@ impl Default for LiveMetrics {
             // 50 µs to ~1.6 s.
             pass_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             last_poll: Mutex::new(None),
+            sflow: std::sync::OnceLock::new(),
         }
     }
 }
@@ -246,6 +249,14 @@ pub fn encode_snapshot(
         "Packets sampled, by path",
         &by_path(c.hw_samples, c.sw_samples),
     );
+    if let Some(q) = m.sflow.get() {
+        counters(
+            &mut reg,
+            "sflow_samples_dropped",
+            "Sampled packets the sFlow exporter's queue had no room for",
+            &[(Vec::new(), q.dropped.load(std::sync::atomic::Ordering::Relaxed))],
+        );
+    }
     let st = &s.stats;
     counters(
         &mut reg,

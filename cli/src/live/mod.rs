@@ -513,6 +513,9 @@ impl<B: Device> Daemon<B> {
         let (c, s) = (core.clone(), stop.clone());
         let every = limits.revalidator_interval;
         let live_metrics = Arc::new(metrics::LiveMetrics::default());
+        if let Some(q) = &samples {
+            let _ = live_metrics.sflow.set(Arc::clone(q));
+        }
         let m = Arc::clone(&live_metrics);
         threads.push(spawn("esw-revalidator", move || {
             revalidator(&c, clock, &s, every, &m)

@@ -42,6 +42,7 @@ pub struct SampledPacket {
 }
 
 /// Where every thread puts sampled packets.
+#[derive(Debug)]
 pub struct SampleQueue {
     tx: SyncSender<SampledPacket>,
     header_bytes: usize,

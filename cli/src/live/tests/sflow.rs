@@ -119,7 +119,9 @@ fn nfdump_records(bin: &FsPath, files: &[PathBuf]) -> Vec<Record> {
             f.display(),
             String::from_utf8_lossy(&o.stderr)
         );
-        for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let text = String::from_utf8_lossy(&o.stdout);
+        eprintln!("nfdump: {}", text.lines().take(2).collect::<Vec<_>>().join("\nnfdump: "));
+        for line in text.lines() {
             let w: Vec<&str> = line.split_whitespace().collect();
             if w.len() != 8 {
                 continue;
@@ -229,6 +231,11 @@ fn sfcapd_gets_the_sampled_headers_ports_and_rates_and_wireshark_the_counters() 
     let samples = c.hw_samples + c.sw_samples;
     assert_eq!(stats.flow_samples, samples, "{stats:?} {c:?}");
     assert_eq!(stats.send_errors, 0);
+    let text = d.scrape_fn(None, "sim")().expect("scrape");
+    assert!(
+        text.contains("eswitch_sflow_samples_dropped_total 0\n"),
+        "{text}"
+    );
     d.stop().expect("stop");
 
     let files = collector.finish();
