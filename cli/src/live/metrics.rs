@@ -254,7 +254,10 @@ pub fn encode_snapshot(
             &mut reg,
             "sflow_samples_dropped",
             "Sampled packets the sFlow exporter's queue had no room for",
-            &[(Vec::new(), q.dropped.load(std::sync::atomic::Ordering::Relaxed))],
+            &[(
+                Vec::new(),
+                q.dropped.load(std::sync::atomic::Ordering::Relaxed),
+            )],
         );
     }
     let st = &s.stats;

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -184,8 +184,9 @@ pub struct Exporter {
     thread: Option<JoinHandle<ExportStats>>,
 }
 
-/// Most time the exporter waits before looking at its stop flag.
-const TICK: Duration = Duration::from_millis(100);
+/// How often the exporter takes what the queue holds (at 1 sample in
+/// 1,000 of 10 Mpps, 200 samples; the default queue holds 4,096).
+const DRAIN_EVERY: Duration = Duration::from_millis(20);
 
 impl Exporter {
     /// Starts the exporter thread on `samples` (the [`SampleQueue`]'s
@@ -281,32 +282,24 @@ impl ExportState {
         }
     }
 
+    /// Wakes every [`DRAIN_EVERY`] (or at a deadline) and takes what the
+    /// queue holds: never blocked in a receive, the exporter is never
+    /// woken by a sender, so a sample costs its sender no system call and
+    /// the busy datapath threads no context switch per sample.
     fn run(&mut self, samples: &Receiver<SampledPacket>, stop: &AtomicBool) -> ExportStats {
         loop {
-            let now = Instant::now();
-            let mut until = now + TICK;
-            if let Some(o) = self.oldest {
-                until = until.min(o + self.cfg.flush);
-            }
-            if let Some(p) = self.next_poll {
-                until = until.min(p);
-            }
-            match samples.recv_timeout(until.saturating_duration_since(now)) {
-                Ok(s) => {
-                    self.flow_sample(s);
-                    // Whatever else is waiting, without a syscall each.
-                    while let Ok(s) = samples.try_recv() {
-                        self.flow_sample(s);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    if !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(TICK);
-                    }
+            let stopping = stop.load(Ordering::Relaxed);
+            loop {
+                match samples.try_recv() {
+                    Ok(s) => self.flow_sample(s),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
             let now = Instant::now();
+            if stopping {
+                self.send();
+                return self.stats;
+            }
             if self.oldest.is_some_and(|o| now >= o + self.cfg.flush) {
                 self.send();
             }
@@ -314,13 +307,14 @@ impl ExportState {
                 self.poll();
                 self.next_poll = self.cfg.polling.map(|p| now + p);
             }
-            if stop.load(Ordering::Relaxed) {
-                while let Ok(s) = samples.try_recv() {
-                    self.flow_sample(s);
-                }
-                self.send();
-                return self.stats;
+            let mut until = now + DRAIN_EVERY;
+            if let Some(o) = self.oldest {
+                until = until.min(o + self.cfg.flush);
             }
+            if let Some(p) = self.next_poll {
+                until = until.min(p);
+            }
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
         }
     }
 

@@ -120,7 +120,10 @@ fn nfdump_records(bin: &FsPath, files: &[PathBuf]) -> Vec<Record> {
             String::from_utf8_lossy(&o.stderr)
         );
         let text = String::from_utf8_lossy(&o.stdout);
-        eprintln!("nfdump: {}", text.lines().take(2).collect::<Vec<_>>().join("\nnfdump: "));
+        eprintln!(
+            "nfdump: {}",
+            text.lines().take(2).collect::<Vec<_>>().join("\nnfdump: ")
+        );
         for line in text.lines() {
             let w: Vec<&str> = line.split_whitespace().collect();
             if w.len() != 8 {
