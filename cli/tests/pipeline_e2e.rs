@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use cli::config::PortSpec;
 use cli::switch::{Egressor, FlowFile, Path, SimSwitch};
+use megaflow::actions::{SampleCookie, SampleOutput};
 use megaflow::frame::{FrameSpec, L4};
 use megaflow::offload::FlowState;
 use megaflow::{extract, PortNo, Timestamp};
@@ -56,15 +57,16 @@ fn switch() -> SimSwitch {
 #[derive(Default)]
 struct Rec {
     tx: Vec<(PortNo, Vec<u8>, Path)>,
-    samples: Vec<Path>,
+    /// Each sampled copy's input port, cookie and path.
+    samples: Vec<(PortNo, SampleCookie, Path)>,
 }
 
 impl Egressor for Rec {
     fn tx(&mut self, port: PortNo, frame: &[u8], path: Path) {
         self.tx.push((port, frame.to_vec(), path));
     }
-    fn sample(&mut self, _: &[u8], path: Path) {
-        self.samples.push(path);
+    fn sample(&mut self, in_port: PortNo, cookie: SampleCookie, _: &[u8], path: Path) {
+        self.samples.push((in_port, cookie, path));
     }
 }
 
@@ -258,7 +260,20 @@ fn a_sampler_delivers_about_one_in_n_to_the_sink() {
     }
     assert_eq!(state(&sw, &f), Some(FlowState::Offloaded));
     assert_eq!(rec.tx.len() as u64, n, "every original forwarded");
-    let hw = rec.samples.iter().filter(|p| **p == Path::Hardware).count() as f64;
+    let hw = rec.samples.iter().filter(|s| s.2 == Path::Hardware).count() as f64;
+    // Both paths' copies name the port the packet came in on, the rate
+    // (65535 / 16384, rounded) and where the flow sent it.
+    let cookie = SampleCookie {
+        rate: 4,
+        output: SampleOutput::Port(rec.tx[0].0),
+    };
+    assert!(
+        rec.samples
+            .iter()
+            .all(|s| (s.0, s.1) == (PortNo(1), cookie)),
+        "{:?}",
+        &rec.samples[..3]
+    );
     let total = rec.samples.len() as f64;
     // probability 16384/65535 ≈ 1/4.
     let p = 16384.0 / 65535.0;

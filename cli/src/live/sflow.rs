@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -289,11 +289,8 @@ impl ExportState {
     fn run(&mut self, samples: &Receiver<SampledPacket>, stop: &AtomicBool) -> ExportStats {
         loop {
             let stopping = stop.load(Ordering::Relaxed);
-            loop {
-                match samples.try_recv() {
-                    Ok(s) => self.flow_sample(s),
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                }
+            while let Ok(s) = samples.try_recv() {
+                self.flow_sample(s);
             }
             let now = Instant::now();
             if stopping {
