@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use megaflow::actions::{SampleCookie, SampleOutput};
+use megaflow::port::PortStats;
 use megaflow::PortNo;
 use tracing::{info, warn};
 
@@ -89,12 +90,8 @@ pub struct PortSnapshot {
     pub ifindex: Option<u32>,
     pub admin_up: bool,
     pub oper_up: bool,
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub rx_dropped: u64,
-    pub tx_dropped: u64,
+    /// Both paths' packets, and the netdev's drops.
+    pub stats: PortStats,
 }
 
 /// The ports now (called from the exporter thread).
@@ -113,12 +110,14 @@ pub fn port_snapshots<B: crate::switch::Device, D: ofproto::Datapaths>(
                 ifindex: st.ifindex,
                 admin_up: st.state != "absent",
                 oper_up: st.state == "up",
-                rx_packets: pc.rx.packets,
-                rx_bytes: pc.rx.bytes,
-                tx_packets: pc.tx_hw.packets + pc.tx_sw.packets,
-                tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
-                rx_dropped: st.rx_dropped,
-                tx_dropped: st.tx_dropped,
+                stats: PortStats {
+                    rx_packets: pc.rx.packets,
+                    rx_bytes: pc.rx.bytes,
+                    tx_packets: pc.tx_hw.packets + pc.tx_sw.packets,
+                    tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
+                    rx_dropped: st.rx_dropped,
+                    tx_dropped: st.tx_dropped,
+                },
             }
         })
         .collect()
@@ -325,7 +324,7 @@ impl ExportState {
         let ports = (self.ports)();
         self.known = ports
             .iter()
-            .map(|p| (p.no, (p.ifindex.unwrap_or(UNKNOWN_IF), p.rx_packets)))
+            .map(|p| (p.no, (p.ifindex.unwrap_or(UNKNOWN_IF), p.stats.rx_packets)))
             .collect();
         ports
     }
@@ -366,17 +365,18 @@ impl ExportState {
     /// Every port's counters.
     fn poll(&mut self) {
         for p in self.look(true) {
+            let st = p.stats;
             let c = IfCounters {
                 index: p.ifindex.unwrap_or(UNKNOWN_IF),
                 speed: 0,
                 admin_up: p.admin_up,
                 oper_up: p.oper_up,
-                in_octets: p.rx_bytes,
-                in_packets: p.rx_packets as u32,
-                in_discards: p.rx_dropped as u32,
-                out_octets: p.tx_bytes,
-                out_packets: p.tx_packets as u32,
-                out_discards: p.tx_dropped as u32,
+                in_octets: st.rx_bytes,
+                in_packets: st.rx_packets as u32,
+                in_discards: st.rx_dropped as u32,
+                out_octets: st.tx_bytes,
+                out_packets: st.tx_packets as u32,
+                out_discards: st.tx_dropped as u32,
             };
             let sample = Sample::Counters(c);
             let size = crate::sflow::encoded_len(&sample);

@@ -334,7 +334,10 @@ fn the_exporter_fills_datagrams_to_their_limit_and_reports_what_the_queue_droppe
             PortSnapshot {
                 no: PortNo(1),
                 ifindex: Some(21),
-                rx_packets: 5000,
+                stats: megaflow::port::PortStats {
+                    rx_packets: 5000,
+                    ..Default::default()
+                },
                 ..PortSnapshot::default()
             },
             PortSnapshot {
