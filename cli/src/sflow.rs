@@ -153,20 +153,18 @@ impl Agent {
                             put64(o, c.speed);
                             put32(o, 1); // full duplex
                             put32(o, u32::from(c.admin_up) | (u32::from(c.oper_up) << 1));
-                            put64(o, c.in_octets);
-                            put32(o, c.in_packets);
-                            put32(o, 0);
-                            put32(o, 0);
-                            put32(o, c.in_discards);
-                            put32(o, 0);
-                            put32(o, 0);
-                            put64(o, c.out_octets);
-                            put32(o, c.out_packets);
-                            put32(o, 0);
-                            put32(o, 0);
-                            put32(o, c.out_discards);
-                            put32(o, 0);
-                            put32(o, 0);
+                            // In, then out: octets, unicast packets,
+                            // multicast, broadcast, discards, errors, and
+                            // unknown protocols (in) or promiscuous (out).
+                            for (octets, packets, discards) in [
+                                (c.in_octets, c.in_packets, c.in_discards),
+                                (c.out_octets, c.out_packets, c.out_discards),
+                            ] {
+                                put64(o, octets);
+                                for v in [packets, 0, 0, discards, 0, 0] {
+                                    put32(o, v);
+                                }
+                            }
                         });
                     });
                 }
@@ -190,28 +188,6 @@ pub fn encoded_len(sample: &Sample) -> usize {
 
 /// The bytes of a datagram's header.
 pub const DATAGRAM_HEADER_LEN: usize = 28;
-
-/// A flow sample of `frame` (its first `header_bytes`).
-pub fn flow_sample(
-    frame: &[u8],
-    header_bytes: usize,
-    source: u32,
-    rate: u32,
-    pool: u32,
-    drops: u32,
-    output: u32,
-) -> FlowSample {
-    FlowSample {
-        source,
-        rate,
-        pool,
-        drops,
-        input: source,
-        output,
-        frame_length: frame.len() as u32,
-        header: frame[..frame.len().min(header_bytes)].to_vec(),
-    }
-}
 
 #[cfg(test)]
 #[path = "tests/sflow.rs"]

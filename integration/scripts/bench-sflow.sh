@@ -41,14 +41,14 @@ sink_mac=02:00:00:00:99:99
 mkdir -p "$work/lab"
 printf 'priority=10,in_port=1,actions=output:2\npriority=10,in_port=2,actions=output:1\n' >"$work/fwd.flows"
 printf '[sflow]\ncollectors = ["127.0.0.1:6343"]\nagent = "198.18.0.254"\nsampling_rate = %s\n' \
-  "$rate" >"$work/sflow.toml"
+  "$rate" >"$work/on.toml"
 : >"$work/off.toml"
 
 # one MODE: one run's Mpps on a fresh lab (MODE off or on).
 one() {
   local mode=$1 collector=
   "$here/lab.sh" start --name "$tag" --vms 2 --dir "$work/lab" \
-    --flows "$work/fwd.flows" --extra "$work/$([ "$mode" = on ] && echo sflow || echo off).toml" \
+    --flows "$work/fwd.flows" --extra "$work/$mode.toml" \
     --eswitchd "$bin/eswitchd" >/dev/null
   if [ "$mode" = on ]; then
     mkdir -p "$work/sfcapd"

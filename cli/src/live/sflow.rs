@@ -217,6 +217,10 @@ impl Exporter {
 
     /// Sends what is pending and stops.
     pub fn stop(mut self) -> ExportStats {
+        self.join()
+    }
+
+    fn join(&mut self) -> ExportStats {
         self.stop.store(true, Ordering::SeqCst);
         self.thread
             .take()
@@ -227,10 +231,7 @@ impl Exporter {
 
 impl Drop for Exporter {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.join();
     }
 }
 
@@ -314,13 +315,9 @@ impl ExportState {
         }
     }
 
-    /// Reads the port table again if it is older than [`LOOK_EVERY`].
-    fn look(&mut self, force: bool) -> Vec<PortSnapshot> {
-        let now = Instant::now();
-        if !force && self.looked.is_some_and(|l| now < l + LOOK_EVERY) {
-            return Vec::new();
-        }
-        self.looked = Some(now);
+    /// Reads the ports; keeps each one's ifindex and received packets.
+    fn look(&mut self) -> Vec<PortSnapshot> {
+        self.looked = Some(Instant::now());
         let ports = (self.ports)();
         self.known = ports
             .iter()
@@ -334,8 +331,9 @@ impl ExportState {
     }
 
     fn flow_sample(&mut self, s: SampledPacket) {
-        if !self.known.contains_key(&s.in_port) {
-            self.look(false);
+        // Ports (a new one's ifindex) and pools at most LOOK_EVERY old.
+        if self.looked.is_none_or(|l| l.elapsed() >= LOOK_EVERY) {
+            self.look();
         }
         let source = self.ifindex(s.in_port);
         let output = match s.cookie.output {
@@ -357,14 +355,13 @@ impl ExportState {
             frame_length: s.frame_length,
             header: s.header,
         };
-        let size = crate::sflow::encoded_len(&Sample::Flow(f.clone()));
-        self.push(Sample::Flow(f), size);
+        self.push(Sample::Flow(f));
         self.stats.flow_samples += 1;
     }
 
     /// Every port's counters.
     fn poll(&mut self) {
-        for p in self.look(true) {
+        for p in self.look() {
             let st = p.stats;
             let c = IfCounters {
                 index: p.ifindex.unwrap_or(UNKNOWN_IF),
@@ -378,16 +375,14 @@ impl ExportState {
                 out_packets: st.tx_packets as u32,
                 out_discards: st.tx_dropped as u32,
             };
-            let sample = Sample::Counters(c);
-            let size = crate::sflow::encoded_len(&sample);
-            self.push(sample, size);
+            self.push(Sample::Counters(c));
             self.stats.counter_samples += 1;
         }
     }
 
-    /// Adds a sample of `size` encoded bytes, sending what is pending
-    /// first if it would not fit.
-    fn push(&mut self, sample: Sample, size: usize) {
+    /// Adds a sample, sending what is pending first if it would not fit.
+    fn push(&mut self, sample: Sample) {
+        let size = crate::sflow::encoded_len(&sample);
         if !self.pending.is_empty() && self.pending_bytes + size > self.cfg.max_datagram {
             self.send();
         }

@@ -6,8 +6,30 @@ use megaflow::frame::{FrameSpec, L4};
 
 use super::*;
 
-fn word(b: &[u8], at: usize) -> u32 {
+pub(crate) fn word(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// A flow sample of `frame` (its first `header_bytes`).
+fn flow_sample(
+    frame: &[u8],
+    header_bytes: usize,
+    source: u32,
+    rate: u32,
+    pool: u32,
+    drops: u32,
+    output: u32,
+) -> FlowSample {
+    FlowSample {
+        source,
+        rate,
+        pool,
+        drops,
+        input: source,
+        output,
+        frame_length: frame.len() as u32,
+        header: frame[..frame.len().min(header_bytes)].to_vec(),
+    }
 }
 
 fn sampled_frame() -> Vec<u8> {

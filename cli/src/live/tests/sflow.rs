@@ -6,10 +6,13 @@
 
 use std::net::UdpSocket;
 use std::path::{Path as FsPath, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use megaflow::port::PacketMeta;
 
+use crate::sflow::tests::word;
+
+use super::openflow_tests::Child;
 use super::tests::{config, limits, rep, wait_for, MemFactory};
 use super::*;
 
@@ -19,7 +22,8 @@ fn free_udp_port() -> u16 {
     s.local_addr().expect("addr").port()
 }
 
-/// sfcapd writing into its own directory; killed and removed on drop.
+/// sfcapd writing into its own directory; killed (by [`Child`]) and
+/// its directory removed on drop.
 struct Sfcapd {
     child: Child,
     dir: PathBuf,
@@ -31,21 +35,23 @@ impl Sfcapd {
         let port = free_udp_port();
         let dir = std::env::temp_dir().join(format!("esw-sfcapd-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let child = Command::new(bin)
-            .args([
-                "-b",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-t",
-                "3600",
-                "-w",
-            ])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sfcapd");
+        let child = Child(
+            Command::new(bin)
+                .args([
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                    "-t",
+                    "3600",
+                    "-w",
+                ])
+                .arg(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("sfcapd"),
+        );
         // Bound once the port is taken.
         wait_for("sfcapd to listen", || {
             UdpSocket::bind(("127.0.0.1", port)).is_err()
@@ -57,11 +63,11 @@ impl Sfcapd {
     /// wrote.
     fn finish(&mut self) -> Vec<PathBuf> {
         let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args(["-TERM", &self.child.0.id().to_string()])
             .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = self.child.0.try_wait() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -80,8 +86,6 @@ impl Sfcapd {
 
 impl Drop for Sfcapd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -304,10 +308,6 @@ fn sfcapd_gets_the_sampled_headers_ports_and_rates_and_wireshark_the_counters() 
     assert!(vm1.contains("IfOperStatus: Up"), "{vm1}");
     let vm2 = last_counters(11);
     assert!(vm2.contains(&format!("Output Packets: {n1}\n")), "{vm2}");
-}
-
-fn word(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 #[test]
