@@ -110,6 +110,23 @@ pub trait FlowOffload {
     /// counters of every rule removed since the previous poll, appended to
     /// `out` (one bulk query per counter bulk).
     fn poll(&mut self, out: &mut Vec<(HwId, HwStats)>) -> Result<(), NotOffloaded>;
+    /// [`poll`](Self::poll) a part at a time, so a caller can let others
+    /// in between: the counters from position `*next` on (0: the start),
+    /// at least `max` of them unless none is left, appended to `out`;
+    /// `*next` moves past them. Returns whether the poll is complete
+    /// (`*next` is 0 again). A rule removed after its part was polled has
+    /// its final counters reported by the next poll. The default polls
+    /// everything at once.
+    fn poll_some(
+        &mut self,
+        next: &mut usize,
+        max: usize,
+        out: &mut Vec<(HwId, HwStats)>,
+    ) -> Result<bool, NotOffloaded> {
+        let _ = max;
+        *next = 0;
+        self.poll(out).map(|()| true)
+    }
     /// Defines (or, with `None`, deletes) OpenFlow meter `id` in hardware,
     /// so flows whose actions name it can be offloaded. Flows installed
     /// with the meter keep using it after a change of its band.

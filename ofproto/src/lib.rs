@@ -56,8 +56,8 @@ pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};
 pub use classifier::{Classifier, RuleId};
 pub use meter::{parse_meter, MeterSpec, MeterTable};
 pub use pipeline::{
-    Datapaths, FlowDump, InstallError, LocalDatapath, OffloadMode, OffloadPolicy, PassReport,
-    Pipeline, PipelineConfig, PipelineStats, RevalidatorConfig, ThreadedDatapaths,
+    Datapaths, FlowDump, InstallError, LocalDatapath, OffloadMode, OffloadPolicy, Pass, PassReport,
+    Pipeline, PipelineConfig, PipelineStats, RevalidatorConfig, ThreadedDatapaths, PASS_BATCH,
 };
 pub use rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
 pub use table::{FlowModError, FlowTables, Rule, RuleRef, RuleUid};

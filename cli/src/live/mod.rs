@@ -16,7 +16,8 @@
 //!  revalidator/offload thread ── the only thread that programs the device: every 2 ms,
 //!                        lock: fold the datapaths' counts, offload hot flows; every
 //!                        interval, lock: one pass (counters, aging, re-translation,
-//!                        offloads, flow limit)
+//!                        offloads, flow limit); both in batches, the lock handed to a
+//!                        waiting handler between two
 //!  control thread(s) ── the unix socket; each request runs under the lock
 //!  main thread ── port events (rtnetlink tracker): open/close ports (spread over the
 //!                 datapath threads), flush a removed port's flows, up/down into the
@@ -26,7 +27,9 @@
 //! The slow path ([`Switch`] over [`ThreadedDatapaths`]: the pipeline,
 //! the device, the port map) is behind one mutex, taken by the handler,
 //! the revalidator and the control socket, never by a datapath thread:
-//! a revalidator pass, however long, stops no packet. The datapath threads
+//! a revalidator pass, however long, stops no packet, and it runs in
+//! batches ([`pass_in_batches`]) so a handler waits for one batch, not
+//! the pass. The datapath threads
 //! publish their counters to a [`CounterBoard`] a few times a second.
 //!
 //! Port I/O comes from a [`PortFactory`], so the same daemon runs on
@@ -58,8 +61,9 @@ use offload::sim::{SimBackend, SimConfig};
 use offload::Vport;
 use tracing::{debug, info, warn};
 
+use megaflow::offload::FlowOffload;
 use ofproto::pipeline::SwOutcome;
-use ofproto::ThreadedDatapaths;
+use ofproto::{Datapaths, PassReport, Pipeline, ThreadedDatapaths};
 
 use crate::config::{Config, PortSpec};
 use crate::switch::{
@@ -161,13 +165,20 @@ impl LiveLimits {
 }
 
 /// The slow path, shared by the handler, the revalidator and the control
-/// socket (never by a datapath thread).
-pub type Core<B = SimBackend> = Arc<Mutex<Switch<B, ThreadedDatapaths>>>;
+/// socket (never by a datapath thread). A `parking_lot` mutex: whoever
+/// holds it for long (a revalidator pass, a burst of offloads) works in
+/// batches and hands it to a waiting thread between two
+/// ([`SlowGuard::bump`], a fair hand-off), so a handler waits for one
+/// batch, never for a pass. It does not poison: a thread that panicked
+/// holding it leaves the switch as it was between two batches, and going
+/// on is better than stopping forwarding.
+pub type Core<B = SimBackend> = Arc<parking_lot::Mutex<Switch<B, ThreadedDatapaths>>>;
 
-fn lock<B: Device>(core: &Core<B>) -> MutexGuard<'_, Switch<B, ThreadedDatapaths>> {
-    // A thread that panicked holding the lock leaves the switch as it was
-    // between two batches; going on is better than stopping forwarding.
-    core.lock().unwrap_or_else(|p| p.into_inner())
+/// The slow path, held.
+pub type SlowGuard<'a, B> = parking_lot::MutexGuard<'a, Switch<B, ThreadedDatapaths>>;
+
+fn lock<B: Device>(core: &Core<B>) -> SlowGuard<'_, B> {
+    core.lock()
 }
 
 enum RxCmd {
@@ -472,7 +483,7 @@ impl<B: Device> Daemon<B> {
             (Some(q), Some(rx))
         };
         let fronts: Vec<_> = (0..n).map(|_| sw.front_for_thread()).collect();
-        let core: Core<B> = Arc::new(Mutex::new(sw));
+        let core: Core<B> = Arc::new(parking_lot::Mutex::new(sw));
         let stop = Arc::new(AtomicBool::new(false));
         let stop_rx = Arc::new(AtomicBool::new(false));
         let (gate, upcalls) =
@@ -828,8 +839,7 @@ impl<B: Device> Daemon<B> {
             .ok_or_else(|| anyhow!("the daemon was stopped"))?;
         let sw = Arc::try_unwrap(core)
             .map_err(|_| anyhow!("the switch is still in use (control socket not stopped?)"))?
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner());
+            .into_inner();
         let rules = sw.pipeline().offloaded_len();
         let megaflows = sw.pipeline().len();
         let now = self.clock.now();
@@ -1076,9 +1086,44 @@ fn handler<B: Device>(
     }
 }
 
+/// Most offloads the offload thread makes before it hands the slow path
+/// to a waiting thread.
+pub const OFFLOAD_BATCH: usize = 256;
+
+/// One revalidator pass on the pipeline `of` finds in what `held` guards,
+/// in batches of [`PASS_BATCH`](ofproto::PASS_BATCH): between two, the
+/// lock goes to a thread waiting for it, if one is (a fair hand-off), and
+/// comes back after it.
+pub fn pass_in_batches<T, O: FlowOffload, D: Datapaths>(
+    held: &mut parking_lot::MutexGuard<'_, T>,
+    now: Timestamp,
+    of: impl Fn(&mut T) -> &mut Pipeline<O, D>,
+) -> PassReport {
+    let mut pass = of(held).pass_begin(now);
+    while !of(held).pass_step(&mut pass, now, ofproto::PASS_BATCH) {
+        parking_lot::MutexGuard::bump(held);
+    }
+    of(held).pass_end(pass, now)
+}
+
+/// The offload tick, in batches of [`OFFLOAD_BATCH`] with the same
+/// hand-off as [`pass_in_batches`].
+pub fn offload_in_batches<T, O: FlowOffload, D: Datapaths>(
+    held: &mut parking_lot::MutexGuard<'_, T>,
+    now: Timestamp,
+    of: impl Fn(&mut T) -> &mut Pipeline<O, D>,
+) {
+    while !of(held).offload_tick_some(now, OFFLOAD_BATCH) {
+        parking_lot::MutexGuard::bump(held);
+    }
+}
+
 /// The revalidator/offload thread: the one thread that programs the
 /// device. Every [`OFFLOAD_TICK`] it folds the datapath's counts and
-/// offloads the flows that turned hot; every `every` it runs a pass.
+/// offloads the flows that turned hot; every `every` it runs a pass. Both
+/// run in batches ([`PASS_BATCH`](ofproto::PASS_BATCH) records,
+/// [`OFFLOAD_BATCH`] offloads), handing the slow path to whoever waits for
+/// it between two: a handler's upcall waits for a batch, not a pass.
 fn revalidator<B: Device>(
     core: &Core<B>,
     clock: Clock,
@@ -1094,7 +1139,7 @@ fn revalidator<B: Device>(
             let mut sw = lock(core);
             // An OpenFlow BARRIER waits for a pass: run it now.
             if !sw.pipeline().pass_wanted() {
-                sw.offload_tick(clock.now());
+                offload_in_batches(&mut sw, clock.now(), Switch::pipeline_mut);
                 continue;
             }
             drop(sw);
@@ -1108,7 +1153,7 @@ fn revalidator<B: Device>(
         let now = clock.now();
         let mut sw = lock(core);
         let poll_errors = sw.pipeline().stats().poll_errors;
-        let r = sw.pipeline_mut().revalidate(now);
+        let r = pass_in_batches(&mut sw, now, Switch::pipeline_mut);
         let polled = sw.pipeline().stats().poll_errors == poll_errors;
         // Rules the pass expired, to the controllers that asked.
         sw.report_expired(now);

@@ -455,7 +455,7 @@ fn accept_loop<B: Device>(
 
 /// The switch as one connection sees it, under the slow-path lock.
 struct View<'a, B: Device> {
-    sw: MutexGuard<'a, crate::switch::Switch<B, ofproto::ThreadedDatapaths>>,
+    sw: super::SlowGuard<'a, B>,
     roles: MutexGuard<'a, Roles>,
     dpid: u64,
     clock: super::Clock,

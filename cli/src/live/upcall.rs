@@ -3,10 +3,13 @@
 //! its port's rate, or over its port's share of the queue, is dropped and
 //! counted (the next packet of the flow gets another chance).
 //!
-//! Fairness: one port's queue may hold at most `capacity / (active + 1)`
-//! misses, where `active` counts the ports with misses waiting (this one
-//! included), so a flooding port leaves room for a newcomer, and the
-//! handler takes one miss from each port in turn. A VM that floods new
+//! Fairness is for contention: a port alone with misses waiting may fill
+//! the queue but for a headroom of `capacity / 16` (a burst of new flows
+//! from one VM is not cut at half the queue); while `active` ports (this
+//! one included) have misses waiting, each may hold at most
+//! `capacity / (active + 1)`, so a flooding port leaves room for a
+//! newcomer (which enters through the headroom), and the handler takes
+//! one miss from each port in turn. A VM that floods new
 //! flows gets its share of the handler, and the others theirs, whatever
 //! it sends (Open vSwitch's single queue per handler lets the flooder
 //! crowd the others out).
@@ -135,6 +138,17 @@ pub struct UpcallReceiver {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Disconnected;
 
+/// Most misses one port may have waiting while `active` ports (itself
+/// included) have some: all but a headroom when alone, else an equal part
+/// that leaves room for one more port.
+fn share(capacity: usize, active: usize) -> usize {
+    if active <= 1 {
+        capacity - capacity / 16
+    } else {
+        capacity / (active + 1)
+    }
+}
+
 /// A gate and the handler's end, for `capacity` misses waiting in all and
 /// `rate` upcalls per second per port (`burst` above it; a rate of zero:
 /// no limit).
@@ -182,7 +196,7 @@ impl UpcallGate {
             return Admission::RateLimited;
         }
         let newly = pq.waiting.is_empty();
-        let share = sh.capacity / (active + usize::from(newly) + 1);
+        let share = share(sh.capacity, active + usize::from(newly));
         if total >= sh.capacity || pq.waiting.len() >= share.max(1) {
             return Admission::QueueFull;
         }

@@ -98,40 +98,68 @@ impl<B: DrBackend> OffloadManager<B> {
     }
 
     /// [`FlowOffload::poll`](megaflow::offload::FlowOffload::poll): every
-    /// bulk is queried first, so a failed query reports nothing and
-    /// releases nothing (the final values of removed flows wait for a poll
-    /// that succeeds); then the live flows' counts, and once each the
-    /// final counts of the flows removed since the last poll.
+    /// bulk in turn ([`poll_bulk`](Self::poll_bulk)).
     pub(super) fn poll_counters(
         &mut self,
         out: &mut Vec<(HwId, HwStats)>,
     ) -> Result<(), NotOffloaded> {
-        if !self.zombies.is_empty() {
+        let mut next = 0;
+        while !self.poll_counters_some(&mut next, usize::MAX, out)? {}
+        Ok(())
+    }
+
+    /// [`FlowOffload::poll_some`](megaflow::offload::FlowOffload::poll_some):
+    /// the bulks from `*next` on until `max` counters are reported (zombies
+    /// reaped first, at the first bulk).
+    pub(super) fn poll_counters_some(
+        &mut self,
+        next: &mut usize,
+        max: usize,
+        out: &mut Vec<(HwId, HwStats)>,
+    ) -> Result<bool, NotOffloaded> {
+        if *next == 0 && !self.zombies.is_empty() {
             let _ = self.reap();
         }
-        self.queries.resize_with(self.bulks.len(), Vec::new);
-        for (bulk, q) in self.bulks.iter().zip(self.queries.iter_mut()) {
-            self.backend
-                .counter_bulk_query(bulk.id, q)
-                .map_err(backend("counter_bulk_query"))?;
+        let mut reported = 0;
+        while *next < self.bulks.len() && reported < max {
+            let before = out.len();
+            self.poll_bulk(*next, out)?;
+            reported += (out.len() - before).max(1);
+            *next += 1;
         }
-        for (bi, (bulk, q)) in self.bulks.iter_mut().zip(&self.queries).enumerate() {
-            for ((owner, v), base) in bulk.owner.iter().zip(q).zip(&bulk.base) {
-                if let Some(id) = owner {
-                    out.push((*id, delta(*v, *base)));
-                }
+        let done = *next >= self.bulks.len();
+        if done {
+            *next = 0;
+        }
+        Ok(done)
+    }
+
+    /// One bulk: queried, then its live flows' counts, and once each the
+    /// final counts of its flows removed since its last query. A failed
+    /// query reports nothing and releases nothing (the final values of
+    /// removed flows wait for a query that succeeds).
+    fn poll_bulk(&mut self, bi: usize, out: &mut Vec<(HwId, HwStats)>) -> Result<(), NotOffloaded> {
+        self.queries.resize_with(self.bulks.len(), Vec::new);
+        let (Some(bulk), Some(q)) = (self.bulks.get_mut(bi), self.queries.get_mut(bi)) else {
+            return Ok(());
+        };
+        self.backend
+            .counter_bulk_query(bulk.id, q)
+            .map_err(backend("counter_bulk_query"))?;
+        for ((owner, v), base) in bulk.owner.iter().zip(q.iter()).zip(&bulk.base) {
+            if let Some(id) = owner {
+                out.push((*id, delta(*v, *base)));
             }
-            for (offset, report) in bulk.releasing.drain(..) {
-                if let (Some(b), Some(v)) =
-                    (bulk.base.get_mut(offset as usize), q.get(offset as usize))
-                {
-                    if let Some(id) = report {
-                        out.push((id, delta(*v, *b)));
-                    }
-                    *b = *v;
+        }
+        for (offset, report) in bulk.releasing.drain(..) {
+            if let (Some(b), Some(v)) = (bulk.base.get_mut(offset as usize), q.get(offset as usize))
+            {
+                if let Some(id) = report {
+                    out.push((id, delta(*v, *b)));
                 }
-                self.free_counters.push((bi, offset));
+                *b = *v;
             }
+            self.free_counters.push((bi, offset));
         }
         Ok(())
     }

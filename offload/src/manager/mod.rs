@@ -614,6 +614,15 @@ impl<B: DrBackend> FlowOffload for OffloadManager<B> {
         self.poll_counters(out)
     }
 
+    fn poll_some(
+        &mut self,
+        next: &mut usize,
+        max: usize,
+        out: &mut Vec<(HwId, HwStats)>,
+    ) -> Result<bool, NotOffloaded> {
+        self.poll_counters_some(next, max, out)
+    }
+
     fn set_meter(&mut self, id: MeterId, band: Option<MeterBand>) -> Result<(), NotOffloaded> {
         self.define_meter(id, band)
     }

@@ -418,3 +418,60 @@ fn a_failed_layout_leaves_the_device_empty() {
         assert_eq!(sim.snapshot(), crate::sim::Snapshot::default());
     }
 }
+
+#[test]
+fn a_poll_in_parts_reports_what_a_whole_poll_does_and_loses_no_final_count() {
+    // Two counters per bulk: six flows in three bulks, a part per bulk.
+    let config = ManagerConfig {
+        bulk_log: 1,
+        ..ManagerConfig::default()
+    };
+    let mut mgr = manager_with(SimConfig::default(), config);
+    let acts = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    let ids: Vec<HwId> = (1..=6)
+        .map(|s| mgr.install(&flow(s), &acts).expect("install"))
+        .collect();
+    for (i, s) in (1..=6).enumerate() {
+        for _ in 0..=i {
+            send(&mgr, &frame(s));
+        }
+    }
+    let mut parts = Vec::new();
+    let (mut next, mut calls) = (0, 0);
+    loop {
+        let mut out = Vec::new();
+        let done = mgr.poll_some(&mut next, 1, &mut out).expect("poll");
+        calls += 1;
+        parts.push(out);
+        if done {
+            break;
+        }
+    }
+    assert_eq!((calls, next), (3, 0), "one bulk a part, then back to 0");
+    let mut all: Vec<_> = parts.concat();
+    let mut whole = poll_all(&mut mgr);
+    all.sort_by_key(|(id, _)| id.0);
+    whole.sort_by_key(|(id, _)| id.0);
+    assert_eq!(all, whole, "the parts add up to a whole poll");
+    // One flow of the first bulk and one of the last go while a poll is
+    // between its first and second part: the last bulk's final count comes
+    // with this poll, the first bulk's with the next; each once.
+    let (mut next, mut out) = (0, Vec::new());
+    assert!(!mgr.poll_some(&mut next, 1, &mut out).expect("poll"));
+    send(&mgr, &frame(1));
+    send(&mgr, &frame(6));
+    mgr.remove(ids[0]);
+    mgr.remove(ids[5]);
+    while !mgr.poll_some(&mut next, 1, &mut out).expect("poll") {}
+    let of = |v: &[(HwId, HwStats)], id: HwId| -> Vec<u64> {
+        v.iter()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, s)| s.packets)
+            .collect()
+    };
+    assert_eq!(of(&out, ids[0]), vec![1], "polled before it went");
+    assert_eq!(of(&out, ids[5]), vec![7], "its final count");
+    let next_poll = poll_all(&mut mgr);
+    assert_eq!(of(&next_poll, ids[0]), vec![2], "its final count, later");
+    assert_eq!(of(&next_poll, ids[5]), Vec::<u64>::new());
+}

@@ -33,7 +33,7 @@
 //! receives packets calls the device. Time is the caller's: capture
 //! timestamps in replay, the monotonic clock live.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
@@ -57,7 +57,7 @@ mod fair;
 mod revalidate;
 
 pub use datapaths::{Datapaths, LocalDatapath, ThreadedDatapaths};
-pub use revalidate::PassReport;
+pub use revalidate::{Pass, PassReport, PASS_BATCH};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -250,7 +250,9 @@ struct HwEntry {
     /// The cumulative counters already folded.
     seen: HwStats,
     rules: Arc<[RuleRef]>,
-    /// Removed: its next report is its last.
+    /// Removed: its next report is its last (a pass folds each part of
+    /// its poll in the step that polled it, so no rule is removed between
+    /// a report and its fold).
     retired: bool,
 }
 
@@ -354,7 +356,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     hw: HashMap<HwId, HwEntry>,
     /// Offloaded flows by recency of hardware hits (front = most recent).
     lru: LruCache<u32, ()>,
-    pending: Vec<u32>,
+    /// Hot flows waiting for the offload thread, oldest first.
+    pending: VecDeque<u32>,
     /// Meters the hardware refused, and why.
     hw_meter_errors: BTreeMap<MeterId, NotOffloaded>,
     poll_buf: Vec<(HwId, HwStats)>,
@@ -449,7 +452,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             events: Vec::new(),
             hw: HashMap::new(),
             lru: LruCache::unbounded(),
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             hw_meter_errors: BTreeMap::new(),
             poll_buf: Vec::new(),
             stats: PipelineStats::default(),
@@ -930,7 +933,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             now,
         );
         if self.cfg.offload.mode == OffloadMode::All && self.go(idx, FlowState::Offloading) {
-            self.pending.push(idx);
+            self.pending.push_back(idx);
         }
         Ok(self.meta(idx).map_or(FlowId(0), |f| f.id))
     }
@@ -1034,17 +1037,35 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             }
         };
         if hot && self.go(idx, FlowState::Offloading) {
-            self.pending.push(idx);
+            self.pending.push_back(idx);
         }
     }
 
     /// Offloads the queued hot flows now.
     pub fn flush_offloads(&mut self, now: Timestamp) {
+        while !self.flush_offloads_some(now, usize::MAX) {}
+    }
+
+    /// Applies the meter changes waiting, then offloads at most `max` of
+    /// the queued hot flows, oldest first; returns whether none is left
+    /// (the live offload thread lets go of the slow path between two
+    /// calls).
+    pub fn flush_offloads_some(&mut self, now: Timestamp, max: usize) -> bool {
         self.apply_meter_changes();
-        let pending = std::mem::take(&mut self.pending);
-        for idx in pending {
+        for _ in 0..max {
+            let Some(idx) = self.pending.pop_front() else {
+                break;
+            };
             self.offload_one(idx, now);
         }
+        self.pending.is_empty()
+    }
+
+    /// [`offload_tick`](Self::offload_tick) with at most `max` offloads;
+    /// returns whether none is left queued.
+    pub fn offload_tick_some(&mut self, now: Timestamp, max: usize) -> bool {
+        self.fold_datapaths(now);
+        self.flush_offloads_some(now, max)
     }
 
     fn offload_one(&mut self, idx: u32, now: Timestamp) {

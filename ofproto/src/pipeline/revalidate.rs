@@ -13,10 +13,11 @@
 
 use std::time::Instant;
 
-use megaflow::offload::{FlowOffload, FlowState, HwStats};
+use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats};
 use megaflow::{DpCommand, FlowStats, Timestamp};
 
-use super::{Datapaths, Eviction, OffloadMode, Pipeline};
+use super::{Datapaths, Eviction, OffloadMode, Pipeline, PipelineStats};
+use crate::bridge::Generations;
 
 /// What one pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,9 +37,75 @@ pub struct PassReport {
     pub flow_limit: usize,
 }
 
+/// Records a pass's sweep looks at per [`Pipeline::pass_step`] in the
+/// live daemon: small enough that a handler waiting for the slow path
+/// waits well under a millisecond, large enough that a pass over 1M
+/// megaflows is not dominated by lock hand-offs.
+pub const PASS_BATCH: usize = 1024;
+
+/// An offload costs the device what sweeping this many records costs: a
+/// step's budget buys that many times fewer offloads.
+const OFFLOAD_COST: usize = 8;
+
+/// Where a pass is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Polling the hardware counters (from this position on), each part
+    /// folded in the step that polled it.
+    Poll(usize),
+    /// Looking at each megaflow record, from this slot on.
+    Sweep(u32),
+    /// Offloading what the sweep queued.
+    Offload,
+    Done,
+}
+
+/// A revalidator pass in progress: [`Pipeline::pass_begin`] starts it,
+/// [`Pipeline::pass_step`] advances it a batch at a time (the caller may
+/// let go of the slow path between two steps: handlers install megaflows
+/// and flow mods change the tables meanwhile), [`Pipeline::pass_end`]
+/// closes it. [`Pipeline::revalidate`] runs all three at once.
+///
+/// Between two steps anything may change; a step relies only on what
+/// holds whatever happened meanwhile: a slot it reaches holds a live
+/// record or none; a record installed after the pass began carries the
+/// tables' generation of its own translation (at least the pass's, so
+/// it is re-translated only if the tables moved again); the generation
+/// the pass reports as synced is the one it began with; a part of the
+/// counter poll is folded in the step that polled it, so a rule removed
+/// meanwhile has its last counts reported by a later part or pass.
+#[derive(Debug)]
+pub struct Pass {
+    started: Instant,
+    before: PipelineStats,
+    report: PassReport,
+    current: Generations,
+    over_limit: bool,
+    max_idle: u64,
+    polled: bool,
+    retry_all: bool,
+    phase: Phase,
+}
+
+impl Pass {
+    /// Whether every phase has run.
+    pub fn done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+}
+
 impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
-    /// Runs one revalidator pass at `now`.
+    /// Runs one revalidator pass at `now`, all at once.
     pub fn revalidate(&mut self, now: Timestamp) -> PassReport {
+        let mut pass = self.pass_begin(now);
+        while !self.pass_step(&mut pass, now, usize::MAX) {}
+        self.pass_end(pass, now)
+    }
+
+    /// Starts a pass: the datapaths' events folded, OpenFlow rules and
+    /// MAC entries expired. The steps poll the hardware counters, sweep
+    /// the records and offload.
+    pub fn pass_begin(&mut self, now: Timestamp) -> Pass {
         let started = Instant::now();
         let before = self.stats.clone();
         let mut report = PassReport::default();
@@ -56,11 +123,6 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         }
         self.bridge.mac.expire(now);
 
-        report.counters = self.fold_hardware(now);
-        // Without the hardware's counts, an offloaded flow's idleness is
-        // unknown: it is not aged this pass.
-        let polled = self.stats.poll_errors == before.poll_errors;
-
         let current = self.bridge.generations();
         self.pass_wanted = false;
         let over_limit = self.live > self.flow_limit;
@@ -69,55 +131,94 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         } else {
             self.cfg.revalidator.max_idle_ns
         };
-        let retry_all = self.cfg.offload.mode == OffloadMode::All;
-        for idx in 0..self.flows.len() as u32 {
-            let Some(m) = self.meta(idx) else {
-                continue;
-            };
-            report.flows += 1;
-            let st = m.stats;
-            let (dp, db) = (
-                st.packets.saturating_sub(m.credited.0),
-                st.bytes.saturating_sub(m.credited.1),
-            );
-            let last = st.used.max(m.created);
-            let in_hw = m.hw.is_some();
-            let stale = m.generations.tables != current.tables
-                || m.generations.ports != current.ports
-                || (m.uses_mac && m.generations.mac != current.mac);
-            let retry =
-                retry_all && m.state == FlowState::SoftwareOnly && m.eligible && now >= m.retry_at;
-            if dp > 0 || db > 0 {
-                let rules = std::sync::Arc::clone(&m.rules);
-                for r in rules.iter() {
-                    self.bridge.credit(*r, dp, db, st.used);
+        Pass {
+            started,
+            before,
+            report,
+            current,
+            over_limit,
+            max_idle,
+            polled: true,
+            retry_all: self.cfg.offload.mode == OffloadMode::All,
+            phase: Phase::Poll(0),
+        }
+    }
+
+    /// Advances `pass` by at most `budget` counters polled and folded or
+    /// records looked at (an offload counts as [`OFFLOAD_COST`] of them);
+    /// returns whether it is done.
+    pub fn pass_step(&mut self, pass: &mut Pass, now: Timestamp, budget: usize) -> bool {
+        let mut left = budget.max(1);
+        while left > 0 {
+            match pass.phase {
+                Phase::Poll(from) => {
+                    let mut next = from;
+                    let mut buf = std::mem::take(&mut self.poll_buf);
+                    buf.clear();
+                    let done = match self.offload.poll_some(&mut next, left, &mut buf) {
+                        Ok(done) => done,
+                        Err(_) => {
+                            // Without the hardware's counts, an offloaded
+                            // flow's idleness is unknown: it is not aged
+                            // this pass.
+                            self.stats.poll_errors += 1;
+                            pass.polled = false;
+                            true
+                        }
+                    };
+                    pass.report.counters += buf.len();
+                    self.fold_hardware(&buf, now);
+                    left = left.saturating_sub(buf.len().max(1));
+                    self.poll_buf = buf;
+                    pass.phase = if done {
+                        Phase::Sweep(0)
+                    } else {
+                        Phase::Poll(next)
+                    };
                 }
-                if let Some(m) = self.meta_mut(idx) {
-                    m.credited = (st.packets, st.bytes);
+                Phase::Sweep(from) => {
+                    let slots = self.flows.len() as u32;
+                    let to = from
+                        .saturating_add(u32::try_from(left).unwrap_or(u32::MAX))
+                        .min(slots);
+                    for idx in from..to {
+                        self.sweep_one(pass, idx, now);
+                    }
+                    left -= (to - from) as usize;
+                    pass.phase = if to >= self.flows.len() as u32 {
+                        // The last counts of the flows evicted above (a
+                        // datapath on this thread has answered already;
+                        // threads answer by the next tick).
+                        self.fold_datapaths(now);
+                        Phase::Offload
+                    } else {
+                        Phase::Sweep(to)
+                    };
                 }
-            }
-            if now.since(last) >= max_idle && (polled || !in_hw) {
-                let why = if over_limit {
-                    Eviction::Limit
-                } else {
-                    Eviction::Idle
-                };
-                self.evict(idx, why);
-            } else if stale {
-                self.revalidate_flow(idx, now);
-            } else if retry && self.go(idx, FlowState::Offloading) {
-                self.pending.push(idx);
+                Phase::Offload => {
+                    let done = self.flush_offloads_some(now, (left / OFFLOAD_COST).max(1));
+                    left = 0;
+                    if done {
+                        pass.phase = Phase::Done;
+                    }
+                }
+                Phase::Done => break,
             }
         }
-        // The last counts of the flows evicted above (a datapath on this
-        // thread has answered already; threads answer by the next tick).
-        self.fold_datapaths(now);
-        self.flush_offloads(now);
-        self.synced_tables = current.tables;
+        pass.done()
+    }
 
-        let elapsed = started.elapsed();
+    /// Closes a pass (every step run first): the tables' generation it
+    /// began with is synced, the dynamic flow limit follows how long the
+    /// pass took (from its start, steps and pauses alike).
+    pub fn pass_end(&mut self, mut pass: Pass, now: Timestamp) -> PassReport {
+        while !self.pass_step(&mut pass, now, usize::MAX) {}
+        self.synced_tables = pass.current.tables;
+
+        let elapsed = pass.started.elapsed();
         self.adjust_flow_limit(elapsed.as_millis() as u64);
         self.stats.passes += 1;
+        let (before, mut report) = (&pass.before, pass.report);
         report.aged = (self.stats.aged - before.aged) as usize;
         report.evicted_limit = (self.stats.evicted_limit - before.evicted_limit) as usize;
         report.modified = (self.stats.revalidated_modified - before.revalidated_modified) as usize;
@@ -127,16 +228,55 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         report
     }
 
-    /// Polls the hardware counters and folds each rule's new packets into
-    /// its megaflow (or, for a rule whose flow is gone, straight into the
-    /// OpenFlow rules). Returns the number of counters reported.
-    fn fold_hardware(&mut self, now: Timestamp) -> usize {
-        let mut buf = std::mem::take(&mut self.poll_buf);
-        buf.clear();
-        if self.offload.poll(&mut buf).is_err() {
-            self.stats.poll_errors += 1;
+    /// One record of the sweep: credit its new packets to its rules, then
+    /// evict it when idle, re-translate it when an input changed, or queue
+    /// it for another offload try.
+    fn sweep_one(&mut self, pass: &mut Pass, idx: u32, now: Timestamp) {
+        let Some(m) = self.meta(idx) else {
+            return;
+        };
+        pass.report.flows += 1;
+        let current = pass.current;
+        let st = m.stats;
+        let (dp, db) = (
+            st.packets.saturating_sub(m.credited.0),
+            st.bytes.saturating_sub(m.credited.1),
+        );
+        let last = st.used.max(m.created);
+        let in_hw = m.hw.is_some();
+        let stale = m.generations.tables != current.tables
+            || m.generations.ports != current.ports
+            || (m.uses_mac && m.generations.mac != current.mac);
+        let retry =
+            pass.retry_all && m.state == FlowState::SoftwareOnly && m.eligible && now >= m.retry_at;
+        if dp > 0 || db > 0 {
+            let rules = std::sync::Arc::clone(&m.rules);
+            for r in rules.iter() {
+                self.bridge.credit(*r, dp, db, st.used);
+            }
+            if let Some(m) = self.meta_mut(idx) {
+                m.credited = (st.packets, st.bytes);
+            }
         }
-        for &(hw, cum) in &buf {
+        if now.since(last) >= pass.max_idle && (pass.polled || !in_hw) {
+            let why = if pass.over_limit {
+                Eviction::Limit
+            } else {
+                Eviction::Idle
+            };
+            self.evict(idx, why);
+        } else if stale {
+            self.revalidate_flow(idx, now);
+        } else if retry && self.go(idx, FlowState::Offloading) {
+            self.pending.push_back(idx);
+        }
+    }
+
+    /// Folds polled counters: each rule's new packets into its megaflow
+    /// (or, for a rule whose flow is gone, straight into the OpenFlow
+    /// rules).
+    fn fold_hardware(&mut self, counters: &[(HwId, HwStats)], now: Timestamp) {
+        for &(hw, cum) in counters {
             let Some(e) = self.hw.get_mut(&hw) else {
                 continue;
             };
@@ -146,7 +286,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             };
             e.seen = cum;
             let (idx, id, retired) = (e.idx, e.id, e.retired);
-            let rules = e.retired.then(|| std::sync::Arc::clone(&e.rules));
+            let rules = retired.then(|| std::sync::Arc::clone(&e.rules));
             if retired {
                 self.hw.remove(&hw);
             }
@@ -175,9 +315,6 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 }
             }
         }
-        let n = buf.len();
-        self.poll_buf = buf;
-        n
     }
 
     /// Re-translates a flow whose inputs changed: keep it, update its

@@ -490,3 +490,137 @@ fn dump_lines_say_what_is_in_hardware_and_why_not() {
         "{lines:?}"
     );
 }
+
+/// Packets credited to the OpenFlow rules, all tables.
+fn credited(p: &Pipeline<Model>) -> u64 {
+    p.bridge
+        .tables
+        .tables()
+        .flat_map(|t| t.rules().map(|(_, r)| r.packets))
+        .sum()
+}
+
+/// A pipeline with two offloaded flows (one busy in hardware), one idle
+/// software flow and one flow made stale by a table change.
+fn busy_pipeline() -> Pipeline<Model> {
+    let mut p = pipeline(&BY_DST, hot());
+    for i in 0..3 {
+        send(&mut p, 1, 2, i);
+        send(&mut p, 2, 3, i);
+    }
+    send(&mut p, 3, 4, 5);
+    for i in 0..7 {
+        assert!(send(&mut p, 1, 2, 10 + i));
+    }
+    let fm = parse_flow(
+        "priority=10,ip,nw_dst=198.18.0.3,actions=output:4",
+        FlowModCommand::Modify,
+    )
+    .expect("parses");
+    p.bridge.tables.apply(&fm, at(20)).expect("applies");
+    p
+}
+
+#[test]
+fn a_pass_in_steps_of_one_does_what_a_pass_at_once_does() {
+    for now in [at(100), at(20_000)] {
+        let (mut whole, mut steps) = (busy_pipeline(), busy_pipeline());
+        let a = whole.revalidate(now);
+        let mut pass = steps.pass_begin(now);
+        let mut n = 0;
+        while !steps.pass_step(&mut pass, now, 1) {
+            n += 1;
+        }
+        let b = steps.pass_end(pass, now);
+        assert!(n >= 4, "one step per counter and per record: {n}");
+        assert_eq!((a.flows, a.counters, a.aged), (b.flows, b.counters, b.aged));
+        assert_eq!((a.modified, a.deleted), (b.modified, b.deleted));
+        assert_eq!(whole.dump(), steps.dump());
+        assert_eq!(whole.stats(), steps.stats());
+        assert_eq!(credited(&whole), credited(&steps));
+        assert_eq!(whole.synced_tables(), steps.synced_tables());
+    }
+}
+
+#[test]
+fn upcalls_and_flow_mods_go_on_between_the_steps_of_a_pass() {
+    let mut p = busy_pipeline();
+    let begun = p.bridge.generations().tables;
+    let mut pass = p.pass_begin(at(100));
+    assert!(!p.pass_step(&mut pass, at(100), 1));
+    // A handler's upcall and a controller's flow mod between two steps.
+    send(&mut p, 9, 2, 101);
+    let fm = parse_flow(
+        "priority=10,ip,nw_dst=198.18.0.2,actions=output:3",
+        FlowModCommand::Modify,
+    )
+    .expect("parses");
+    p.bridge.tables.apply(&fm, at(102)).expect("applies");
+    while !p.pass_step(&mut pass, at(100), 1) {}
+    p.pass_end(pass, at(100));
+    assert!(p.find(&key(9, 2)).is_some(), "the upcall's megaflow stays");
+    // The pass synced the tables it began with, not the flow mod's.
+    assert_eq!(p.synced_tables(), begun);
+    assert!(p.synced_tables() < p.bridge.generations().tables);
+    p.revalidate(at(200));
+    assert_eq!(p.synced_tables(), p.bridge.generations().tables);
+    for sport in [1, 9] {
+        let d = p.find(&key(sport, 2)).expect("kept");
+        assert_eq!(d.actions.to_string(), "output:3", "flow {sport}");
+    }
+    assert_eq!(p.stats().illegal_transitions, 0);
+}
+
+#[test]
+fn counts_of_a_rule_removed_while_a_pass_is_under_way_are_not_lost() {
+    let mut p = pipeline(&BY_DST, hot());
+    for i in 0..3 {
+        send(&mut p, 1, 2, i);
+    }
+    for i in 0..5 {
+        assert!(send(&mut p, 1, 2, 10 + i));
+    }
+    // The pass polls (5 hardware packets so far)...
+    let mut pass = p.pass_begin(at(100));
+    assert!(!p.pass_step(&mut pass, at(100), 1));
+    assert_eq!(credited(&p), 0, "polled and folded, not credited yet");
+    // ...two more go through hardware, then the port goes away before
+    // the pass has swept the flow.
+    for i in 0..2 {
+        assert!(send(&mut p, 1, 2, 101 + i));
+    }
+    assert_eq!(p.flush_port(PortNo(2)), 1);
+    while !p.pass_step(&mut pass, at(100), 1) {}
+    p.pass_end(pass, at(100));
+    // The poll after the removal reports the rule's last counts.
+    p.revalidate(at(200));
+    assert_eq!(credited(&p), 10, "3 software + 7 hardware packets");
+    p.revalidate(at(300));
+    assert_eq!(credited(&p), 10, "and nothing twice");
+}
+
+#[test]
+fn offloads_drain_in_bounded_batches_oldest_first() {
+    let mut p = pipeline(
+        &BY_DST,
+        OffloadPolicy {
+            mode: OffloadMode::All,
+            ..OffloadPolicy::default()
+        },
+    );
+    let mask = megaflow::Mask::exact_fields(megaflow::Mask::IPV4_5TUPLE);
+    let out = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    for sport in 0..10 {
+        let m = Match::new(&key(sport, 2), &mask);
+        p.install_flow(&m, out.clone(), at(1)).expect("installs");
+    }
+    assert!(!p.offload_tick_some(at(2), 4));
+    assert_eq!(p.offloaded_len(), 4);
+    let first: Vec<_> = (0..4)
+        .map(|s| p.find(&key(s, 2)).expect("flow").hw)
+        .collect();
+    assert!(first.iter().all(Option::is_some), "the oldest went first");
+    assert!(!p.offload_tick_some(at(3), 4));
+    assert!(p.offload_tick_some(at(4), 4));
+    assert_eq!(p.offloaded_len(), 10);
+}

@@ -80,11 +80,14 @@ fn a_flooding_port_leaves_room_and_turns_for_the_others() {
     let queued = (0..1_000)
         .filter(|_| gate.offer(now, flood, &[1]) == Admission::Queued)
         .count();
-    // Alone, it gets half the queue: the other half is for newcomers.
-    assert_eq!(queued, 32);
-    for p in [2, 3, 4, 2, 3, 4] {
+    // Alone, it gets all of the queue but a sixteenth of headroom, which
+    // is for newcomers.
+    assert_eq!(queued, 60);
+    for p in [2, 3, 4, 2] {
         assert_eq!(gate.offer(now, PortNo(p), &[p as u8]), Admission::Queued);
     }
+    // The headroom is used up: the queue is full for everyone.
+    assert_eq!(gate.offer(now, PortNo(3), &[3]), Admission::QueueFull);
     // The handler's first batch of 4 has one of each port.
     let mut batch = Vec::new();
     rx.recv_batch(&mut batch, 4, Duration::ZERO).expect("batch");
@@ -94,8 +97,8 @@ fn a_flooding_port_leaves_room_and_turns_for_the_others() {
     // With four ports waiting, the flooder's share is a fifth: until the
     // handler drains it below, it gets nothing more.
     assert_eq!(gate.offer(now, flood, &[1]), Admission::QueueFull);
-    assert_eq!(rx.len(), 34);
-    assert_eq!(drain(&rx).len(), 34);
+    assert_eq!(rx.len(), 60);
+    assert_eq!(drain(&rx).len(), 60);
     assert_eq!(gate.offer(now, flood, &[1]), Admission::Queued);
 }
 
