@@ -6,8 +6,9 @@
 //! pipeline of the translation bench (`ofproto/fixtures/workload.rs`). It
 //! sits behind the daemon's slow-path lock (a `parking_lot` mutex). A
 //! handler thread upcalls the workload's packets, each translated and
-//! installed as a megaflow under that lock, while a revalidator thread
-//! runs passes back to back:
+//! installed as a megaflow, as the daemon's handler does it (parsed and
+//! translated without the lock, installed and executed under it), while a
+//! revalidator thread runs passes back to back:
 //!
 //! - `slowpath.upcall_p99_us_during_pass` (and `_max_`): from a miss
 //!   handed to the handler to its megaflow installed, p99 and worst, the
@@ -19,6 +20,8 @@
 //!   with each pass run whole under the lock, as eswitch did before (the
 //!   baseline, in the same run);
 //! - `slowpath.upcall_p99_us_idle`: with no pass running;
+//! - `slowpath.handlers_2_vs_1`: translate+install throughput of two
+//!   handler threads over one, no pass running;
 //! - `slowpath.setup_during_pass_ratio`: upcalls per second by a handler
 //!   that never pauses (`HANDLER_BATCH` upcalls per lock, as the daemon's),
 //!   passes back to back (batched) over none.
@@ -37,7 +40,7 @@ use megaflow::frame::{FrameSpec, L4};
 use megaflow::{FlowKey, PortNo, Timestamp};
 use offload::manager::OffloadManager;
 use offload::sim::SimBackend;
-use ofproto::{Pipeline, ThreadedDatapaths};
+use ofproto::{translate_miss, Miss, Pipeline, SharedBridge, ThreadedDatapaths};
 use parking_lot::Mutex;
 
 #[path = "common/mod.rs"]
@@ -100,6 +103,31 @@ fn revalidator(slow: &Mutex<Slow>, passes: Passes, stop: &AtomicBool, count: &At
     }
 }
 
+/// What the daemon's handler does with a batch of misses: parse and
+/// translate each without the slow path, then install and execute them
+/// all under it.
+fn handle(
+    slow: &Mutex<Slow>,
+    bridge: &SharedBridge,
+    batch: &[(PortNo, Vec<u8>)],
+    sink: &mut CountSink,
+) {
+    let now = Timestamp(T0.0 + SEC);
+    let translated: Vec<_> = batch
+        .iter()
+        .map(|(port, frame)| {
+            let miss = Miss::parse(*port, frame);
+            let t = translate_miss(bridge, &miss.key, now);
+            (miss, t)
+        })
+        .collect();
+    let mut g = slow.lock();
+    for ((_, frame), (miss, t)) in batch.iter().zip(&translated) {
+        let mut f = frame.clone();
+        g.upcall_translated(now, miss, t, &mut f, sink);
+    }
+}
+
 /// Runs the handler's loop with the revalidator in `passes` mode; returns
 /// the upcall latencies (µs), the upcalls done, the loop's seconds and
 /// the passes completed.
@@ -118,6 +146,7 @@ fn run(
     };
     // Let the first pass begin.
     std::thread::sleep(Duration::from_millis(20));
+    let bridge = slow.lock().bridge_handle();
     let mut lat = Vec::with_capacity(pkts.len());
     let mut sink = CountSink::default();
     let started = Instant::now();
@@ -135,17 +164,9 @@ fn run(
             next += p;
         }
         let t = Instant::now();
-        let mut g = slow.lock();
-        // Paced: one upcall per lock. Unpaced: as the daemon's handler,
-        // up to HANDLER_BATCH per lock.
-        let n = if pace.is_some() { 1 } else { HANDLER_BATCH };
-        for (port, frame) in chunk.iter().take(n) {
-            let mut f = frame.clone();
-            g.upcall(Timestamp(T0.0 + SEC), *port, &mut f, &mut sink);
-        }
-        drop(g);
+        handle(slow, &bridge, chunk, &mut sink);
         lat.push(t.elapsed().as_secs_f64() * 1e6);
-        done += n.min(chunk.len());
+        done += chunk.len();
     }
     let secs = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
@@ -175,7 +196,7 @@ fn main() {
     let rules = workload::acl_rules(&mut r);
     let (_sim, mgr) = common::device();
     let mut cfg = common::config();
-    cfg.revalidator.flow_limit = flows as usize + 1_000_000;
+    cfg.revalidator.flow_limit = flows as usize + 4_000_000;
     // No per-port quota: the installed flows are all port 1's.
     cfg.revalidator.port_flow_limit = 0;
     let mut p: Slow = Pipeline::with_datapaths(
@@ -237,6 +258,54 @@ fn main() {
         "bench: slowpath.setup_during_pass_ratio {:.2}",
         busy / idle.max(1.0)
     );
+    // Handlers: translate+install throughput of 2 handler threads over
+    // 1, no pass running, 2 s each, alternating (three of each; medians).
+    let mut handlers = |n: usize| {
+        let pkts: Vec<_> = (0..n).map(|_| fresh(600_000)).collect();
+        let stop = AtomicBool::new(false);
+        let started = Instant::now();
+        let done: usize = std::thread::scope(|s| {
+            let threads: Vec<_> = pkts
+                .iter()
+                .map(|pkts| {
+                    let (slow, stop) = (&slow, &stop);
+                    s.spawn(move || {
+                        let bridge = slow.lock().bridge_handle();
+                        let mut sink = CountSink::default();
+                        let mut done = 0;
+                        for chunk in pkts.chunks(HANDLER_BATCH) {
+                            if stop.load(Ordering::Relaxed) || started.elapsed() > rate_budget {
+                                break;
+                            }
+                            handle(slow, &bridge, chunk, &mut sink);
+                            done += chunk.len();
+                        }
+                        // The first to run out stops the others: every
+                        // handler is busy for the whole measure.
+                        stop.store(true, Ordering::Relaxed);
+                        done
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| t.join().expect("handler"))
+                .sum()
+        });
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!("{n} handler(s): {done} upcalls in {secs:.2} s");
+        done as f64 / secs
+    };
+    let (mut one, mut two) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        one.push(handlers(1));
+        two.push(handlers(2));
+    }
+    let (one, two) = (quantile(&one, 0.5), quantile(&two, 0.5));
+    println!("bench: slowpath.setup_per_s_1_handler {one:.0} upcalls/s");
+    println!("bench: slowpath.setup_per_s_2_handlers {two:.0} upcalls/s");
+    println!("bench: slowpath.handlers_2_vs_1 {:.2}", two / one.max(1.0));
+
     let g = slow.lock();
     eprintln!(
         "{} megaflows at the end, {} passes, flow limit {}",

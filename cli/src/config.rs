@@ -34,6 +34,10 @@
 //! control_socket = "/run/eswitch/eswitchd.sock"
 //! threads = 1                    # datapath threads (1..64); ports spread over them
 //!
+//! [slowpath]                     # live mode
+//! handlers = 1                   # upcall handler threads (1..16): each translates
+//!                                # its misses without the slow-path lock
+//!
 //! [openflow]                     # live mode: OpenFlow 1.3 channels
 //! listen = ["punix:/run/eswitch/br0.mgmt"]   # punix:PATH | ptcp:PORT[:IP] | pssl:PORT[:IP] (IP default 127.0.0.1)
 //! controllers = ["tcp:127.0.0.1:6653"]      # tcp:IP:PORT | ssl:IP:PORT; the switch connects, with backoff
@@ -100,6 +104,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub datapath: DatapathConfig,
+    #[serde(default)]
+    pub slowpath: SlowpathConfig,
     #[serde(default)]
     pub openflow: OpenflowConfig,
     #[serde(default)]
@@ -548,6 +554,23 @@ pub struct DatapathConfig {
 /// The most datapath threads a config may ask for.
 pub const MAX_DATAPATH_THREADS: usize = 64;
 
+/// Slow-path settings (live mode).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlowpathConfig {
+    /// Upcall handler threads sharing the upcall queues.
+    pub handlers: usize,
+}
+
+/// The most handler threads a config may ask for.
+pub const MAX_HANDLERS: usize = 16;
+
+impl Default for SlowpathConfig {
+    fn default() -> Self {
+        SlowpathConfig { handlers: 1 }
+    }
+}
+
 impl Default for DatapathConfig {
     fn default() -> Self {
         DatapathConfig {
@@ -672,6 +695,10 @@ impl Config {
         let t = cfg.datapath.threads;
         if !(1..=MAX_DATAPATH_THREADS).contains(&t) {
             bail!("datapath.threads = {t}: expected 1 to {MAX_DATAPATH_THREADS}");
+        }
+        let h = cfg.slowpath.handlers;
+        if !(1..=MAX_HANDLERS).contains(&h) {
+            bail!("slowpath.handlers = {h}: expected 1 to {MAX_HANDLERS}");
         }
         Ok(cfg)
     }

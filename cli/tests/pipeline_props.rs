@@ -536,11 +536,11 @@ impl Scenario {
                     mac: vm_mac(p),
                     port: PortNo(p),
                 };
-                sw.pipeline_mut().bridge.mac.learn(l, at(0));
+                sw.pipeline_mut().bridge_mut().mac.learn(l, at(0));
                 reference.mac.learn(l, at(0));
             }
         }
-        let mac_gen_at_pass = sw.pipeline().bridge.mac.generation();
+        let mac_gen_at_pass = sw.pipeline().bridge().mac.generation();
         Ok(Scenario {
             sw,
             reference,
@@ -572,7 +572,7 @@ impl Scenario {
             return Ok(());
         }
         self.passes = passes;
-        self.mac_gen_at_pass = self.sw.pipeline().bridge.mac.generation();
+        self.mac_gen_at_pass = self.sw.pipeline().bridge().mac.generation();
         self.unfolded = false;
         self.table_stale = false;
         self.check_consistent()
@@ -588,7 +588,7 @@ impl Scenario {
             // matches, translate to its actions now. (The masked key's
             // translation may read other bits than the packet that made
             // the megaflow did: no subset check on its mask.)
-            let t = p.bridge.translate(d.matched.key(), now);
+            let t = p.bridge().translate(d.matched.key(), now);
             prop_assert_eq!(
                 &t.datapath_actions(),
                 &d.actions,
@@ -596,7 +596,7 @@ impl Scenario {
                 d.line(now)
             );
             for key in self.pool_keys.iter().filter(|k| d.matched.matches(k)) {
-                let t = p.bridge.translate(key, now);
+                let t = p.bridge().translate(key, now);
                 prop_assert_eq!(
                     &t.datapath_actions(),
                     &d.actions,
@@ -685,13 +685,13 @@ impl Scenario {
         // NORMAL decisions may be stale until the next pass when the MAC
         // table changed since the last one (learning during this batch
         // included).
-        let mac_dirty = self.sw.pipeline().bridge.mac.generation() != self.mac_gen_at_pass;
+        let mac_dirty = self.sw.pipeline().bridge().mac.generation() != self.mac_gen_at_pass;
         if stale {
             // Stale megaflows may have kept packets from NORMAL (and from
             // learning) that the reference ran through it: take the
             // switch's MAC table as it is.
             let mut mac = MacTable::default();
-            for (vlan, m, e) in self.sw.pipeline().bridge.mac.iter() {
+            for (vlan, m, e) in self.sw.pipeline().bridge().mac.iter() {
                 mac.learn(
                     MacLearn {
                         vlan,
@@ -767,7 +767,7 @@ impl Scenario {
                     .map(|(_, x)| x.uid.0)
             })
             .flatten();
-        let a = self.sw.pipeline_mut().bridge.tables.apply(&fm, now);
+        let a = self.sw.pipeline_mut().bridge_mut().tables.apply(&fm, now);
         let b = self.reference.tables.apply(&fm, now);
         match (&a, &b) {
             (Ok(a), Ok(b)) => {
@@ -846,7 +846,7 @@ impl Scenario {
             );
         }
         // Every OpenFlow rule counted exactly the packets that hit it.
-        for t in p.bridge.tables.tables() {
+        for t in p.bridge().tables.tables() {
             for (_, r) in t.rules() {
                 let want = self.per_rule.get(&r.uid.0).copied().unwrap_or(0);
                 let same = self
@@ -1089,10 +1089,10 @@ fn an_add_that_replaces_a_rule_keeps_the_hits_not_yet_credited() {
     sw.receive(at(1), &[(PortNo(2), &f)], &mut Rec::default());
     let fm = ofproto::text::parse_flow(table, FlowModCommand::Add).expect("parses");
     let p = sw.pipeline_mut();
-    p.bridge.tables.apply(&fm, at(2)).expect("applies");
+    p.bridge_mut().tables.apply(&fm, at(2)).expect("applies");
     p.revalidate(at(3));
     let packets: Vec<u64> = p
-        .bridge
+        .bridge()
         .tables
         .tables()
         .flat_map(|t| t.rules().map(|(_, r)| r.packets))
@@ -1120,7 +1120,7 @@ fn an_unrelated_table_change_keeps_a_sound_megaflow() {
     let fm = ofproto::text::parse_flow("priority=5,tcp,actions=drop", FlowModCommand::Add)
         .expect("parses");
     let p = sw.pipeline_mut();
-    p.bridge.tables.apply(&fm, at(2)).expect("applies");
+    p.bridge_mut().tables.apply(&fm, at(2)).expect("applies");
     let r = p.revalidate(at(3));
     sw.finish(at(4)).expect("clean teardown");
     assert_eq!((r.deleted, r.modified), (0, 0), "{before:?}: {r:?}");

@@ -215,7 +215,7 @@ fn run<B: Device, D: Datapaths>(
         Request::DumpOf => {
             let rules: Vec<Value> = sw
                 .pipeline()
-                .bridge
+                .bridge()
                 .tables
                 .tables()
                 .flat_map(|t| t.rules().map(|(_, r)| r))
@@ -241,7 +241,7 @@ fn run<B: Device, D: Datapaths>(
         Request::Trace { packet } => {
             let m = parse_match(packet).map_err(|e| e.to_string())?;
             let key = *m.key();
-            let t = sw.pipeline().bridge.trace(&key, now);
+            let t = sw.pipeline().bridge().trace(&key, now);
             let actions = t.datapath_actions();
             Ok(json!({
                 "trace": t.explain(&key),
@@ -300,7 +300,7 @@ fn apply_text<B: Device, D: Datapaths>(
 ) -> Result<ofproto::table::FlowModOutcome, String> {
     let fm = parse_flow(text, cmd).map_err(|e| e.to_string())?;
     sw.pipeline_mut()
-        .bridge
+        .bridge_mut()
         .apply_flow_mod(&fm, now)
         .map_err(|e| e.to_string())
 }

@@ -150,6 +150,8 @@ pub struct LiveLimits {
     pub revalidator_interval: Duration,
     /// Datapath threads (`[datapath] threads`).
     pub datapath_threads: usize,
+    /// Handler threads (`[slowpath] handlers`).
+    pub handlers: usize,
 }
 
 impl LiveLimits {
@@ -160,6 +162,7 @@ impl LiveLimits {
             upcall_queue: cfg.limits.upcall_queue,
             revalidator_interval: Duration::from_millis(cfg.limits.revalidator_interval_ms.max(1)),
             datapath_threads: cfg.datapath.threads.max(1),
+            handlers: cfg.slowpath.handlers.max(1),
         }
     }
 }
@@ -516,11 +519,16 @@ impl<B: Device> Daemon<B> {
             rx_threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
         }
         drop(gate);
-        let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
-        let arena = TxArena::with_queues(&packet_ins, &samples);
-        threads.push(spawn("esw-handler", move || {
-            handler(&c, clock, &s, &upcalls, &t, arena)
-        })?);
+        let upcalls = Arc::new(upcalls);
+        let bridge = lock(&core).bridge_handle();
+        for h in 0..limits.handlers.max(1) {
+            let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
+            let (b, q) = (Arc::clone(&bridge), Arc::clone(&upcalls));
+            let arena = TxArena::with_queues(&packet_ins, &samples);
+            threads.push(spawn(&format!("esw-handler{h}"), move || {
+                handler(&c, &b, clock, &s, &q, &t, arena)
+            })?);
+        }
         let (c, s) = (core.clone(), stop.clone());
         let every = limits.revalidator_interval;
         let live_metrics = Arc::new(metrics::LiveMetrics::default());
@@ -1055,8 +1063,14 @@ impl SoftwarePath for LivePath<'_> {
     }
 }
 
+/// One handler thread (`[slowpath] handlers` of them share the queue):
+/// takes a batch of misses, parses and translates them on `bridge`
+/// without the slow path (concurrently with the other handlers and with a
+/// revalidator pass), then takes the slow path once to install their
+/// megaflows and execute them, and sends what they produced.
 fn handler<B: Device>(
     core: &Core<B>,
+    bridge: &ofproto::SharedBridge,
     clock: Clock,
     stop: &AtomicBool,
     upcalls: &UpcallReceiver,
@@ -1064,6 +1078,7 @@ fn handler<B: Device>(
     mut arena: TxArena,
 ) {
     let mut batch: Vec<Upcall> = Vec::with_capacity(HANDLER_BATCH);
+    let mut translated = Vec::with_capacity(HANDLER_BATCH);
     loop {
         match upcalls.recv_batch(&mut batch, HANDLER_BATCH, Duration::from_millis(50)) {
             // Stopping: the datapath threads have stopped first, so the
@@ -1073,11 +1088,17 @@ fn handler<B: Device>(
             Ok(()) => {}
             Err(Disconnected) => return,
         }
+        let now = clock.now();
+        translated.clear();
+        translated.extend(batch.iter().map(|u| {
+            let miss = ofproto::Miss::parse(u.port, &u.frame);
+            let t = ofproto::translate_miss(bridge, &miss.key, now);
+            (miss, t)
+        }));
         {
-            let now = clock.now();
             let mut sw = lock(core);
-            for u in &mut batch {
-                sw.upcall(now, u.port, &mut u.frame, &mut arena);
+            for (u, (miss, t)) in batch.iter_mut().zip(&translated) {
+                sw.upcall_translated(now, u.port, miss, t, &mut u.frame, &mut arena);
             }
         }
         batch.clear();

@@ -510,8 +510,13 @@ impl<B: Device> OfSwitch for View<'_, B> {
         &mut self.roles
     }
 
-    fn bridge(&mut self) -> &mut ofproto::Bridge {
-        &mut self.sw.pipeline_mut().bridge
+    type BridgeRef<'r>
+        = parking_lot::RwLockWriteGuard<'r, ofproto::Bridge>
+    where
+        Self: 'r;
+
+    fn bridge(&mut self) -> Self::BridgeRef<'_> {
+        self.sw.pipeline_mut().bridge_mut()
     }
 
     fn now(&self) -> megaflow::Timestamp {
@@ -815,8 +820,8 @@ fn fail_mode<B: Device>(core: &Core<B>, sh: &Shared) {
         let (open, since) = *guard(&sh.controllers_open);
         let want = open == 0 && since.elapsed() >= grace;
         let mut sw = lock(core);
-        if sw.pipeline().bridge.fail_open() != want {
-            sw.pipeline_mut().bridge.set_fail_open(want);
+        if sw.pipeline().bridge().fail_open() != want {
+            sw.pipeline_mut().bridge_mut().set_fail_open(want);
             sw.pipeline_mut().request_pass();
             drop(sw);
             if want {

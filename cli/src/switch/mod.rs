@@ -271,7 +271,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// bridge's port table, which translation reads, is the one place
     /// that keeps it.
     pub fn set_link(&mut self, port: PortNo, up: bool) {
-        self.pipeline.bridge.ports.set_up(port, up);
+        self.pipeline.bridge_mut().ports.set_up(port, up);
     }
 
     /// A live port's netdev appeared (`Some`) or vanished (`None`): what
@@ -307,7 +307,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// A port's link, from the bridge and what is known of its netdev (a
     /// port with no netdev record, in replay, is up).
     fn link(&self, port: PortNo) -> Link {
-        let up = self.pipeline.bridge.ports.get(port).is_some_and(|p| p.up);
+        let up = self.pipeline.bridge().ports.get(port).is_some_and(|p| p.up);
         match self.netdevs.get(&port).map(|nd| nd.ifindex) {
             Some(None) => Link::Absent,
             Some(Some(_)) if !up => Link::Down,
@@ -353,7 +353,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     pub fn set_sample_rates(&mut self, rates: SampleRates) {
         for p in self.ports.specs() {
             self.pipeline
-                .bridge
+                .bridge_mut()
                 .ports
                 .set_sample_rate(p.no, rates(&p.name));
         }
@@ -373,7 +373,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let mut info = PortInfo::new(spec.no, spec.name.clone());
         info.up = false;
         info.sample_rate = self.sample_rates.as_ref().map_or(0, |r| r(&spec.name));
-        self.pipeline.bridge.ports.insert(info);
+        self.pipeline.bridge_mut().ports.insert(info);
         self.netdevs.insert(spec.no, Netdev::default());
         self.ports = Arc::clone(&map);
         self.shared_ports.replace(map);
@@ -390,9 +390,9 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             bail!("no port {no}");
         };
         let desc = self.of_port(&spec);
-        self.pipeline.bridge.ports.set_up(no, false);
+        self.pipeline.bridge_mut().ports.set_up(no, false);
         let flushed = self.pipeline.flush_port(no);
-        self.pipeline.bridge.ports.remove(no);
+        self.pipeline.bridge_mut().ports.remove(no);
         self.pipeline.offloader_mut().set_port(no, None, None);
         self.netdevs.remove(&no);
         self.ports = Arc::new(self.ports.without(no));
@@ -497,6 +497,36 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         };
         let r = self.pipeline.upcall(now, port, pkt, &mut sink);
         count_sw_drop(self.front.counters_mut(), &r);
+    }
+
+    /// [`upcall`](Self::upcall) of a miss a handler translated before it
+    /// took the slow path ([`ofproto::translate_miss`] on
+    /// [`bridge_handle`](Self::bridge_handle)).
+    pub fn upcall_translated<E: Egressor>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        miss: &ofproto::Miss,
+        t: &ofproto::xlate::Translation,
+        pkt: &mut Vec<u8>,
+        egress: &mut E,
+    ) {
+        let counters = self.front.counters_mut();
+        let mut sink = SwSink {
+            egress,
+            counters,
+            in_port: port,
+        };
+        let r = self
+            .pipeline
+            .upcall_translated(now, miss, t, pkt, &mut sink);
+        count_sw_drop(self.front.counters_mut(), &r);
+    }
+
+    /// The bridge, for threads that translate before they take the slow
+    /// path.
+    pub fn bridge_handle(&self) -> ofproto::SharedBridge {
+        self.pipeline.bridge_handle()
     }
 
     /// A controller's PACKET_OUT: `actions` on `frame` as received on

@@ -79,8 +79,15 @@ pub trait OfSwitch {
     fn ports(&self) -> Vec<Port>;
     /// The controllers' roles.
     fn roles(&mut self) -> &mut Roles;
-    /// The tables FLOW_MOD changes and FLOW stats read.
-    fn bridge(&mut self) -> &mut Bridge;
+    /// The bridge as [`bridge`](Self::bridge) hands it out: `&mut Bridge`,
+    /// or a lock's guard where the bridge is shared with threads that
+    /// translate.
+    type BridgeRef<'a>: std::ops::DerefMut<Target = Bridge>
+    where
+        Self: 'a;
+    /// The tables FLOW_MOD changes and FLOW stats read (held until the
+    /// reference is dropped: take it for one change or one read).
+    fn bridge(&mut self) -> Self::BridgeRef<'_>;
     /// Now, on the switch's clock.
     fn now(&self) -> Timestamp;
     /// The tables' generation every megaflow already agrees with.
@@ -597,7 +604,7 @@ impl Connection {
                     }
                     MpRequest::Flow(req) => {
                         let now = sw.now();
-                        let entries: Vec<FlowStats> = selected_rules(sw.bridge(), &req)?
+                        let entries: Vec<FlowStats> = selected_rules(&sw.bridge(), &req)?
                             .into_iter()
                             .map(|(t, r)| flow_stats_entry(t, r, now))
                             .collect();
@@ -605,7 +612,8 @@ impl Connection {
                         return Ok(None);
                     }
                     MpRequest::Aggregate(req) => {
-                        let rules = selected_rules(sw.bridge(), &req)?;
+                        let br = sw.bridge();
+                        let rules = selected_rules(&br, &req)?;
                         Message::MultipartReply {
                             flags: 0,
                             body: MpReply::Aggregate(AggregateReply {
@@ -686,7 +694,7 @@ impl Connection {
                     }
                     MpRequest::Table => Message::MultipartReply {
                         flags: 0,
-                        body: MpReply::Table(table_stats(sw.bridge())),
+                        body: MpReply::Table(table_stats(&sw.bridge())),
                     },
                     MpRequest::TableFeatures(set) => {
                         if !set.is_empty() {
@@ -699,7 +707,7 @@ impl Connection {
                     }
                     MpRequest::Group(id) => {
                         let now = sw.now();
-                        let v = groups::group_stats(sw.bridge(), id, now);
+                        let v = groups::group_stats(&sw.bridge(), id, now);
                         self.send_parts(xid, mp_type::GROUP, &v, openflow::GroupStats::emit);
                         return Ok(None);
                     }
@@ -742,10 +750,11 @@ impl Connection {
             }
             Message::GroupMod(gm) => {
                 let now = sw.now();
-                let removed = groups::group_mod(sw.bridge(), &gm, now).map_err(|(e, why)| {
-                    self.last_error = Some(why);
-                    e
-                })?;
+                let removed =
+                    groups::group_mod(&mut sw.bridge(), &gm, now).map_err(|(e, why)| {
+                        self.last_error = Some(why);
+                        e
+                    })?;
                 if !removed.is_empty() {
                     sw.rules_removed(&removed);
                 }

@@ -37,6 +37,7 @@ impl OfSwitch for Sw {
     fn roles(&mut self) -> &mut Roles {
         &mut self.roles
     }
+    type BridgeRef<'a> = &'a mut Bridge;
     fn bridge(&mut self) -> &mut Bridge {
         &mut self.bridge
     }

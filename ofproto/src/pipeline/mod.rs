@@ -48,6 +48,15 @@ use megaflow::{
 };
 
 use crate::bridge::{Bridge, Generations};
+use crate::xlate::Translation;
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The bridge as the slow path and its handlers share it: translations
+/// read it (one consistent version each: the read lock is held for the
+/// whole translation), flow mods, port changes, MAC learning, rule
+/// credits and expiry write it, one short change at a time.
+pub type SharedBridge = Arc<RwLock<Bridge>>;
 use crate::meter::{MeterSpec, MeterTable};
 use crate::table::{RemovedRule, RuleRef};
 use crate::text::format_match;
@@ -150,6 +159,9 @@ pub struct PipelineStats {
     pub upcalls: u64,
     /// Megaflows installed.
     pub megaflows_created: u64,
+    /// Upcalls translated outside the slow path whose tables or ports
+    /// changed before they were installed (translated again).
+    pub retranslated: u64,
     /// Upcalls whose megaflow was not installed (flow limit).
     pub flow_limit_hits: u64,
     /// Upcalls whose megaflow was not installed: its in_port holds its
@@ -331,8 +343,9 @@ pub struct SwOutcome {
 /// The slow path of one bridge: upcalls, offload and revalidation over the
 /// megaflows it owns, installed in the datapaths `D`.
 pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
-    /// Tables, ports and MAC table.
-    pub bridge: Bridge,
+    /// Tables, ports and MAC table, shared with the threads that translate
+    /// outside the slow path ([`bridge_handle`](Self::bridge_handle)).
+    bridge: SharedBridge,
     meters: MeterTable,
     dps: D,
     offload: O,
@@ -433,7 +446,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let limit = cfg.revalidator.flow_limit;
         dps.send(None, &DpCommand::SetFlowLimit(limit));
         Pipeline {
-            bridge,
+            bridge: Arc::new(RwLock::new(bridge)),
             meters: MeterTable::new(),
             dps,
             offload,
@@ -476,6 +489,22 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     pub fn config(&self) -> &PipelineConfig {
         &self.cfg
+    }
+
+    /// The bridge, read (held: no flow mod, port change or learning meanwhile).
+    pub fn bridge(&self) -> RwLockReadGuard<'_, Bridge> {
+        self.bridge.read_recursive()
+    }
+
+    /// The bridge, to change (held: no translation meanwhile).
+    pub fn bridge_mut(&mut self) -> RwLockWriteGuard<'_, Bridge> {
+        self.bridge.write()
+    }
+
+    /// The bridge for threads that translate outside the slow path
+    /// ([`translate_miss`]).
+    pub fn bridge_handle(&self) -> SharedBridge {
+        Arc::clone(&self.bridge)
     }
 
     /// The tables' generation every megaflow agrees with: a flow mod of a
@@ -732,12 +761,40 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
-        let mut key = FlowKey::ZERO;
-        let ex = extract_into(in_port.0, pkt, &mut key);
+        let miss = Miss::parse(in_port, pkt);
+        let t = translate_miss(&self.bridge, &miss.key, now);
+        self.upcall_translated(now, &miss, &t, pkt, sink)
+    }
+
+    /// [`upcall`](Self::upcall) of a miss translated outside the slow path
+    /// (a handler thread: [`Miss::parse`], then [`translate_miss`] on the
+    /// [`bridge_handle`](Self::bridge_handle)): installs its megaflow and
+    /// executes the packet into `sink`.
+    pub fn upcall_translated<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        miss: &Miss,
+        t: &Translation,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> SwOutcome {
         self.stats.packets += 1;
         self.stats.upcalls += 1;
-        let actions = self.translate_and_install(&key, pkt.len(), now);
-        let mut layout = ex.layout;
+        // Translated before a flow mod or a port change that came since:
+        // again, now, so no megaflow of an older table version is
+        // installed behind a pass that already swept its slot (a BARRIER
+        // would be answered with it in place).
+        let current = self.bridge.read().generations();
+        let fresh;
+        let t = if t.generations.tables == current.tables && t.generations.ports == current.ports {
+            t
+        } else {
+            self.stats.retranslated += 1;
+            fresh = translate_miss(&self.bridge, &miss.key, now);
+            &fresh
+        };
+        let actions = self.install_translated(&miss.key, t, pkt.len(), now);
+        let mut layout = miss.layout;
         let exec = self.run_actions(now, &actions, pkt, &mut layout, sink);
         SwOutcome { upcall: true, exec }
     }
@@ -775,25 +832,30 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     ) -> Result<ExecOutcome, crate::xlate::XlateError> {
         let mut key = FlowKey::ZERO;
         let ex = extract_into(in_port, pkt, &mut key);
-        let t = self.bridge.translate_actions(&key, actions, now);
+        let t = self.bridge.read().translate_actions(&key, actions, now);
         if let Some(e) = t.error.clone() {
             return Err(e);
         }
         if !t.learned.is_empty() {
-            self.bridge.learn(&t.learned, now);
+            self.bridge.write().learn(&t.learned, now);
         }
         let actions = t.datapath_actions();
         let mut layout = ex.layout;
         Ok(self.run_actions(now, &actions, pkt, &mut layout, sink))
     }
 
-    /// Translates a missed key, installs its megaflow (counting the packet
-    /// in it) and returns the actions.
-    fn translate_and_install(&mut self, key: &FlowKey, len: usize, now: Timestamp) -> Actions {
-        let t = self.bridge.translate(key, now);
-        if !t.learned.is_empty() {
-            self.bridge.learn(&t.learned, now);
-        }
+    /// Installs the megaflow of a missed key translated outside the slow
+    /// path ([`translate_miss`]), counting the packet in it; returns the
+    /// actions to run on the packet. A translation of an older version of
+    /// the tables is installed like any other: the next pass brings it up
+    /// to date (its generations say which version it read).
+    fn install_translated(
+        &mut self,
+        key: &FlowKey,
+        t: &Translation,
+        len: usize,
+        now: Timestamp,
+    ) -> Actions {
         let m = t.megaflow(key);
         let actions = t.datapath_actions();
         let one = FlowStats {
@@ -822,8 +884,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             return self.def(idx).map_or(actions, |d| d.actions.clone());
         }
         if !self.make_room(&m) {
+            let mut br = self.bridge.write();
             for r in t.rules.iter() {
-                self.bridge.credit(*r, 1, len as u64, now);
+                br.credit(*r, 1, len as u64, now);
             }
             return actions;
         }
@@ -921,7 +984,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 limit: self.flow_limit,
             });
         }
-        let gens = self.bridge.generations();
+        let gens = self.bridge.read().generations();
         self.stats.megaflows_created += 1;
         let idx = self.new_flow(
             *m,
@@ -993,9 +1056,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             return;
         };
         if delta.packets > 0 || delta.bytes > 0 {
+            let mut br = self.bridge.write();
             for rule in r.rules.iter() {
-                self.bridge
-                    .credit(*rule, delta.packets, delta.bytes, delta.used);
+                br.credit(*rule, delta.packets, delta.bytes, delta.used);
             }
         }
         if last {
@@ -1204,8 +1267,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             m.stats.bytes.saturating_sub(m.credited.1),
         );
         if dp > 0 || db > 0 {
+            let mut br = self.bridge.write();
             for r in m.rules.iter() {
-                self.bridge.credit(*r, dp, db, m.stats.used);
+                br.credit(*r, dp, db, m.stats.used);
             }
         }
         self.ids.remove(&m.id);
@@ -1312,6 +1376,38 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.next_pass = Timestamp(now.0.saturating_add(self.cfg.revalidator.interval_ns));
         Some(report)
     }
+}
+
+/// A missed packet, parsed once: its key and the header layout execution
+/// needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Miss {
+    pub key: FlowKey,
+    pub layout: megaflow::Layout,
+}
+
+impl Miss {
+    /// Parses `pkt`, received on `in_port`.
+    pub fn parse(in_port: PortNo, pkt: &[u8]) -> Miss {
+        let mut key = FlowKey::ZERO;
+        let ex = extract_into(in_port.0, pkt, &mut key);
+        Miss {
+            key,
+            layout: ex.layout,
+        }
+    }
+}
+
+/// Translates a missed key through `bridge` (one consistent version: the
+/// read lock is held throughout), then applies what NORMAL learned. What
+/// a handler does before it needs the slow path
+/// ([`Pipeline::install_translated`]).
+pub fn translate_miss(bridge: &RwLock<Bridge>, key: &FlowKey, now: Timestamp) -> Translation {
+    let t = bridge.read().translate(key, now);
+    if !t.learned.is_empty() {
+        bridge.write().learn(&t.learned, now);
+    }
+    t
 }
 
 fn names_port(a: &DpAction, port: PortNo) -> bool {

@@ -111,7 +111,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let mut report = PassReport::default();
         self.fold_datapaths(now);
 
-        let expired = self.bridge.tables.expire(now);
+        let mut br = self.bridge.write();
+        let expired = br.tables.expire(now);
         report.rules_expired = expired.len();
         self.stats.rules_expired += expired.len() as u64;
         self.expired.extend(expired);
@@ -121,9 +122,10 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             self.expired.drain(..extra);
             self.stats.expired_unreported += extra as u64;
         }
-        self.bridge.mac.expire(now);
+        br.mac.expire(now);
+        let current = br.generations();
+        drop(br);
 
-        let current = self.bridge.generations();
         self.pass_wanted = false;
         let over_limit = self.live > self.flow_limit;
         let max_idle = if over_limit {
@@ -250,10 +252,11 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let retry =
             pass.retry_all && m.state == FlowState::SoftwareOnly && m.eligible && now >= m.retry_at;
         if dp > 0 || db > 0 {
-            let rules = std::sync::Arc::clone(&m.rules);
-            for r in rules.iter() {
-                self.bridge.credit(*r, dp, db, st.used);
+            let mut br = self.bridge.write();
+            for r in m.rules.iter() {
+                br.credit(*r, dp, db, st.used);
             }
+            drop(br);
             if let Some(m) = self.meta_mut(idx) {
                 m.credited = (st.packets, st.bytes);
             }
@@ -310,8 +313,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                     self.lru.get(&idx);
                 }
             } else if let Some(rules) = rules {
+                let mut br = self.bridge.write();
                 for r in rules.iter() {
-                    self.bridge.credit(*r, delta.packets, delta.bytes, now);
+                    br.credit(*r, delta.packets, delta.bytes, now);
                 }
             }
         }
@@ -335,7 +339,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         // As Open vSwitch does: translate the packet that made the flow;
         // the result holds for every packet the megaflow matches as long
         // as the new translation reads no bit outside its mask.
-        let t = self.bridge.translate(&key, now);
+        let t = self.bridge.read().translate(&key, now);
         if !t.mask.is_subset_of(matched.mask()) {
             // The flow now depends on bits it does not match: unsound.
             self.evict(idx, Eviction::Unsound);

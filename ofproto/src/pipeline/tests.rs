@@ -214,14 +214,15 @@ fn hardware_counts_fold_into_megaflows_and_openflow_rules() {
     assert_eq!(d.stats.packets, 53, "3 in software + 50 in hardware");
     assert_eq!(d.stats.bytes, 53 * len);
     assert_eq!(p.stats().hw_packets, 50);
-    let rule = p
-        .bridge
+    let br = p.bridge();
+    let rule = br
         .tables
         .tables()
         .flat_map(|t| t.rules().map(|(_, r)| r))
         .find(|r| r.spec.priority.0 == 10 && r.packets > 0)
         .expect("credited rule");
     assert_eq!(rule.packets, 53);
+    drop(br);
     // A second pass adds nothing twice.
     p.revalidate(at(200));
     assert_eq!(p.find(&key(7, 2)).expect("flow").stats.packets, 53);
@@ -267,7 +268,7 @@ fn table_change_modifies_or_deletes_exactly_the_affected_flows() {
         FlowModCommand::Modify,
     )
     .expect("parses");
-    p.bridge.tables.apply(&fm, at(10)).expect("applies");
+    p.bridge_mut().tables.apply(&fm, at(10)).expect("applies");
     let r = p.revalidate(at(20));
     assert_eq!((r.modified, r.deleted), (1, 0));
     let d2 = p.find(&key(1, 2)).expect("kept");
@@ -282,7 +283,7 @@ fn table_change_modifies_or_deletes_exactly_the_affected_flows() {
         FlowModCommand::Add,
     )
     .expect("parses");
-    p.bridge.tables.apply(&fm, at(30)).expect("applies");
+    p.bridge_mut().tables.apply(&fm, at(30)).expect("applies");
     let r = p.revalidate(at(40));
     assert!(r.deleted >= 1, "{r:?}");
     assert!(p.find(&key(2, 3)).is_none(), "unsound flow deleted");
@@ -392,7 +393,7 @@ fn counts_of_a_removed_rule_are_not_lost() {
     // ...and the next poll still credits its 5 hardware packets.
     p.revalidate(at(100));
     let credited: u64 = p
-        .bridge
+        .bridge()
         .tables
         .tables()
         .flat_map(|t| t.rules().map(|(_, r)| r.packets))
@@ -493,7 +494,7 @@ fn dump_lines_say_what_is_in_hardware_and_why_not() {
 
 /// Packets credited to the OpenFlow rules, all tables.
 fn credited(p: &Pipeline<Model>) -> u64 {
-    p.bridge
+    p.bridge()
         .tables
         .tables()
         .flat_map(|t| t.rules().map(|(_, r)| r.packets))
@@ -517,7 +518,7 @@ fn busy_pipeline() -> Pipeline<Model> {
         FlowModCommand::Modify,
     )
     .expect("parses");
-    p.bridge.tables.apply(&fm, at(20)).expect("applies");
+    p.bridge_mut().tables.apply(&fm, at(20)).expect("applies");
     p
 }
 
@@ -545,7 +546,7 @@ fn a_pass_in_steps_of_one_does_what_a_pass_at_once_does() {
 #[test]
 fn upcalls_and_flow_mods_go_on_between_the_steps_of_a_pass() {
     let mut p = busy_pipeline();
-    let begun = p.bridge.generations().tables;
+    let begun = p.bridge().generations().tables;
     let mut pass = p.pass_begin(at(100));
     assert!(!p.pass_step(&mut pass, at(100), 1));
     // A handler's upcall and a controller's flow mod between two steps.
@@ -555,15 +556,15 @@ fn upcalls_and_flow_mods_go_on_between_the_steps_of_a_pass() {
         FlowModCommand::Modify,
     )
     .expect("parses");
-    p.bridge.tables.apply(&fm, at(102)).expect("applies");
+    p.bridge_mut().tables.apply(&fm, at(102)).expect("applies");
     while !p.pass_step(&mut pass, at(100), 1) {}
     p.pass_end(pass, at(100));
     assert!(p.find(&key(9, 2)).is_some(), "the upcall's megaflow stays");
     // The pass synced the tables it began with, not the flow mod's.
     assert_eq!(p.synced_tables(), begun);
-    assert!(p.synced_tables() < p.bridge.generations().tables);
+    assert!(p.synced_tables() < p.bridge().generations().tables);
     p.revalidate(at(200));
-    assert_eq!(p.synced_tables(), p.bridge.generations().tables);
+    assert_eq!(p.synced_tables(), p.bridge().generations().tables);
     for sport in [1, 9] {
         let d = p.find(&key(sport, 2)).expect("kept");
         assert_eq!(d.actions.to_string(), "output:3", "flow {sport}");
@@ -623,4 +624,35 @@ fn offloads_drain_in_bounded_batches_oldest_first() {
     assert!(!p.offload_tick_some(at(3), 4));
     assert!(p.offload_tick_some(at(4), 4));
     assert_eq!(p.offloaded_len(), 10);
+}
+
+#[test]
+fn a_miss_translated_before_a_flow_mod_is_translated_again_at_install() {
+    let mut p = pipeline(&BY_DST, hot());
+    let bridge = p.bridge_handle();
+    let mut f = frame(5, 2);
+    // A handler translates without the slow path...
+    let miss = Miss::parse(PortNo(1), &f);
+    let t = translate_miss(&bridge, &miss.key, at(1));
+    assert_eq!(t.datapath_actions().to_string(), "output:2");
+    // ...a controller changes the rule before the handler installs...
+    let fm = parse_flow(
+        "priority=10,ip,nw_dst=198.18.0.2,actions=output:3",
+        FlowModCommand::Modify,
+    )
+    .expect("parses");
+    p.bridge_mut().tables.apply(&fm, at(2)).expect("applies");
+    let mut sink = CollectSink::new();
+    p.upcall_translated(at(3), &miss, &t, &mut f, &mut sink);
+    // ...so the megaflow and the packet follow the new rule.
+    let d = p.find(&key(5, 2)).expect("installed");
+    assert_eq!(d.actions.to_string(), "output:3");
+    assert_eq!(p.stats().retranslated, 1);
+    // A translation of the tables in force is installed as it is.
+    let mut g = frame(6, 3);
+    let miss = Miss::parse(PortNo(1), &g);
+    let t = translate_miss(&bridge, &miss.key, at(4));
+    p.upcall_translated(at(5), &miss, &t, &mut g, &mut sink);
+    assert_eq!(p.stats().retranslated, 1);
+    assert!(p.find(&key(6, 3)).is_some());
 }

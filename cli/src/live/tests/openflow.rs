@@ -787,7 +787,7 @@ fn standalone_falls_back_to_normal_without_a_controller_and_reconnects() {
     // answered: after the probe interval it switches with NORMAL, so
     // vm2's frame, which the table drops, floods to vm1.
     let core = d.core();
-    wait_for("fail-open", || lock(&core).pipeline().bridge.fail_open());
+    wait_for("fail-open", || lock(&core).pipeline().bridge().fail_open());
     assert!(
         vm2_reaches_vm1(&h, 100, Duration::from_secs(5)),
         "NORMAL floods"
@@ -802,12 +802,13 @@ fn standalone_falls_back_to_normal_without_a_controller_and_reconnects() {
             .any(|x| x.listener.starts_with("tcp:") && x.state == "open")
     });
     wait_for("fail-open left", || {
-        !lock(&core).pipeline().bridge.fail_open()
+        !lock(&core).pipeline().bridge().fail_open()
     });
     // The pass the change asked for re-translates the cached megaflows.
     wait_for("the megaflows revalidated", || {
         let sw = lock(&core);
-        sw.pipeline().synced_tables() >= sw.pipeline().bridge.generations().tables
+        let tables = sw.pipeline().bridge().generations().tables;
+        sw.pipeline().synced_tables() >= tables
     });
     std::thread::sleep(Duration::from_millis(20));
     assert!(
@@ -901,7 +902,7 @@ fn an_os_ken_learning_switch_programs_eswitchd() {
     // The table-miss entry is in before traffic (an echo round trip
     // through the switch after the app's flow mod).
     wait_for("the app's table-miss entry", || {
-        lock(&d.core()).pipeline().bridge.tables.len() == 1
+        lock(&d.core()).pipeline().bridge().tables.len() == 1
     });
     // vm1 → vm2: unknown, flooded by the app to vm2 and vm3.
     let a = l2_frame(1, 2, 1000);
@@ -921,8 +922,8 @@ fn an_os_ken_learning_switch_programs_eswitchd() {
     let core = d.core();
     wait_for("the learned flows in force", || {
         let sw = lock(&core);
-        sw.pipeline().bridge.tables.len() == 3
-            && sw.pipeline().synced_tables() >= sw.pipeline().bridge.generations().tables
+        sw.pipeline().bridge().tables.len() == 3
+            && sw.pipeline().synced_tables() >= sw.pipeline().bridge().generations().tables
     });
     let packet_ins = seen("packet_in");
     // From now on the flows forward without the controller, and the hot
@@ -1302,7 +1303,7 @@ fn a_second_controller_in_slave_role_cannot_modify_flows_until_it_becomes_master
         "{r:?}"
     );
     let core = d.core();
-    let rules = || lock(&core).pipeline().bridge.tables.len();
+    let rules = || lock(&core).pipeline().bridge().tables.len();
     let before = rules();
     // The slave's flow mod is refused with IS_SLAVE and changes nothing.
     let add = flow_mod("priority=50,udp,actions=drop", ofproto::FlowModCommand::Add);
