@@ -74,7 +74,9 @@
 //! [[port]]
 //! name = "vm1"                   # netdev (live) or capture interface (replay)
 //! ofport = 1
-//! vport = "vf0"                  # pf | uplink | vfN | pf0vfN | number
+//! vport = "vf0"                  # pf | vfN | pf0vfN | number (a representor's)
+//! type = "representor"           # representor (default) | uplink (vport: uplink)
+//!                                # | internal (the host's own netdev; no vport)
 //! ```
 //!
 //! Unknown keys are errors (a typo must not silently fall back to a
@@ -86,6 +88,8 @@ use anyhow::{bail, Context};
 use megaflow::PortNo;
 use offload::Vport;
 use ofproto::{OffloadMode, OffloadPolicy, PipelineConfig, RevalidatorConfig};
+
+use crate::switch::PortKind;
 use serde::Deserialize;
 
 const MS: u64 = 1_000_000;
@@ -611,7 +615,13 @@ impl std::str::FromStr for PortType {
 pub struct PortConfig {
     pub name: String,
     pub ofport: u32,
-    pub vport: String,
+    /// Its vport (`vfN`, `pf`, ...): a representor's; an uplink's is
+    /// `uplink`; an internal port has none.
+    #[serde(default)]
+    pub vport: Option<String>,
+    /// `representor` (the default), `uplink` or `internal`.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
 }
 
 /// A port as the switch uses it.
@@ -619,7 +629,9 @@ pub struct PortConfig {
 pub struct PortSpec {
     pub name: String,
     pub no: PortNo,
-    pub vport: Vport,
+    pub kind: PortKind,
+    /// `None`: a port the device does not see (an internal port).
+    pub vport: Option<Vport>,
 }
 
 impl PortSpec {
@@ -633,21 +645,26 @@ impl PortSpec {
                 self.no
             );
         }
-        if let Some(q) = others
-            .iter()
-            .find(|q| q.name == self.name || q.no == self.no || q.vport == self.vport)
-        {
+        if let Some(q) = others.iter().find(|q| {
+            q.name == self.name || q.no == self.no || (q.vport.is_some() && q.vport == self.vport)
+        }) {
             bail!(
                 "port \"{}\" (ofport {}, vport {}) clashes with port \"{}\" (ofport {}, vport {})",
                 self.name,
                 self.no,
-                self.vport,
+                self.vport_name(),
                 q.name,
                 q.no,
-                q.vport
+                q.vport_name()
             );
         }
         Ok(())
+    }
+
+    /// The vport as `show` prints it (`-` for none).
+    pub fn vport_name(&self) -> String {
+        self.vport
+            .map_or_else(|| "-".to_string(), |v| v.to_string())
     }
 }
 
@@ -716,7 +733,9 @@ impl Config {
     pub fn representors(&self) -> anyhow::Result<offload::representor::RepresentorConfig> {
         let mut rc = offload::representor::RepresentorConfig::default();
         for p in self.port_specs()? {
-            rc = rc.with(&p.name, p.vport);
+            if p.kind.spec().has_netdev() {
+                rc = rc.with_netdev(&p.name, p.vport);
+            }
         }
         Ok(rc)
     }
@@ -725,14 +744,24 @@ impl Config {
     pub fn port_specs(&self) -> anyhow::Result<Vec<PortSpec>> {
         let mut out: Vec<PortSpec> = Vec::new();
         for p in &self.ports {
-            let vport: Vport = p
-                .vport
-                .parse()
+            let typed: Option<PortKind> = p
+                .kind
+                .as_deref()
+                .map(str::parse)
+                .transpose()
                 .with_context(|| format!("port \"{}\"", p.name))?;
+            let given: Option<Vport> = p
+                .vport
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .with_context(|| format!("port \"{}\"", p.name))?;
+            let kind = PortKind::infer(typed, given);
             let spec = PortSpec {
                 name: p.name.clone(),
                 no: PortNo(p.ofport),
-                vport,
+                kind,
+                vport: kind.spec().vport(&p.name, given, None)?,
             };
             spec.check(&out)?;
             out.push(spec);

@@ -159,7 +159,8 @@ pub fn default_ports(n: u32) -> Vec<PortSpec> {
             Some(PortSpec {
                 name: format!("vm{}", i + 1),
                 no: PortNo(i + 1),
-                vport: Vport::vf(u16::try_from(i).ok()?)?,
+                kind: crate::switch::PortKind::Representor,
+                vport: Some(Vport::vf(u16::try_from(i).ok()?)?),
             })
         })
         .collect()

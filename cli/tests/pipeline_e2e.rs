@@ -29,7 +29,8 @@ fn ports() -> Vec<PortSpec> {
         .map(|i| PortSpec {
             name: format!("vm{i}"),
             no: PortNo(i),
-            vport: Vport::vf((i - 1) as u16).expect("vf"),
+            kind: cli::switch::PortKind::Representor,
+            vport: Some(Vport::vf((i - 1) as u16).expect("vf")),
         })
         .collect()
 }

@@ -75,10 +75,17 @@ enum Cmd {
         /// OpenFlow port number [default: the lowest free one].
         #[arg(long)]
         ofport: Option<u32>,
-        /// eSwitch vport (`vf3`, `pf`, `uplink`, a number) [default: the
-        /// representor's own, from its phys_port_name].
+        /// eSwitch vport (`vf3`, `pf`, a number) [default: a representor's
+        /// own, from its phys_port_name; `uplink` for an uplink; none for
+        /// an internal port].
         #[arg(long)]
         vport: Option<String>,
+        /// The port's type: `representor` (a VF representor), `uplink`
+        /// (the wire side of the eSwitch) or `internal` (a netdev of the
+        /// host's own IP stack, which the device does not see) [default:
+        /// `uplink` for `--vport uplink`, else `representor`].
+        #[arg(long = "type")]
+        kind: Option<String>,
     },
     /// Removes a port from the running daemon: its megaflows and hardware
     /// rules go with it.
@@ -128,12 +135,14 @@ impl Cmd {
                 name,
                 ofport,
                 vport,
+                kind,
             } => (
                 "add-port",
                 Request::AddPort {
                     name,
                     ofport,
                     vport,
+                    kind,
                 },
             ),
             Cmd::DelPort { name } => ("del-port", Request::DelPort { name }),

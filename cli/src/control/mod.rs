@@ -74,6 +74,9 @@ pub enum Request {
         ofport: Option<u32>,
         #[serde(default)]
         vport: Option<String>,
+        /// `representor` (the default), `uplink`, `internal`.
+        #[serde(default, rename = "type")]
+        kind: Option<String>,
     },
     /// Removes a port while the daemon runs.
     DelPort { name: String },

@@ -71,8 +71,9 @@ fn field<'a>(v: &'a Value, key: &str) -> &'a Value {
     v.get(key).unwrap_or(&Value::Null)
 }
 
-/// `show`: NAME OFPORT VPORT IFINDEX STATE TYPE RX TX(hw) TX(sw) DROPS. The
-/// live columns are `-` for a port without status (replay).
+/// `show`: NAME OFPORT TYPE VPORT IFINDEX STATE IO RX TX(hw) TX(sw) DROPS
+/// (TYPE: the port's kind; IO: how the daemon receives on it). The live
+/// columns are `-` for a port without status (replay).
 pub fn show(v: &Value) -> String {
     let rows: Vec<Vec<String>> = array(v, "ports")
         .iter()
@@ -87,6 +88,7 @@ pub fn show(v: &Value) -> String {
             vec![
                 text(field(p, "name")),
                 text(field(p, "ofport")),
+                text(field(p, "type")),
                 text(field(p, "vport")),
                 text(field(p, "ifindex")),
                 text(field(p, "state")),
@@ -101,7 +103,7 @@ pub fn show(v: &Value) -> String {
     let mut out = table(
         "",
         &[
-            "NAME", "OFPORT", "VPORT", "IFINDEX", "STATE", "TYPE", "RX", "TX(hw)", "TX(sw)",
+            "NAME", "OFPORT", "TYPE", "VPORT", "IFINDEX", "STATE", "IO", "RX", "TX(hw)", "TX(sw)",
             "DROPS",
         ],
         &rows,

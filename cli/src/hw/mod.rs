@@ -20,7 +20,10 @@ pub mod wire;
 /// representors are on.
 pub fn mlx5_backend(cfg: &Config) -> anyhow::Result<Arc<mlx5::Mlx5Backend>> {
     let specs = cfg.port_specs()?;
-    let reps: Vec<(String, Vport)> = specs.iter().map(|p| (p.name.clone(), p.vport)).collect();
+    let reps: Vec<(String, Vport)> = specs
+        .iter()
+        .filter_map(|p| Some((p.name.clone(), p.vport?)))
+        .collect();
     open(cfg.backend.device.as_deref(), &reps).map(Arc::new)
 }
 

@@ -130,8 +130,8 @@ fn by_path(hw: u64, sw: u64) -> [(Labels, u64); 2] {
     ]
 }
 
-/// One value per port, labelled with the port's name and number and
-/// `more`.
+/// One value per port, labelled with the port's name, number and type
+/// (`representor`, `uplink`, `internal`) and `more`.
 fn per_port<V>(
     rows: &[(&PortSummary, PortStatus)],
     more: &[(&str, &str)],
@@ -140,7 +140,7 @@ fn per_port<V>(
     rows.iter()
         .map(|(p, st)| {
             let ofport = p.ofport.to_string();
-            let mut l = labels(&[("port", &p.name), ("ofport", &ofport)]);
+            let mut l = labels(&[("port", &p.name), ("ofport", &ofport), ("type", &p.kind)]);
             l.extend(labels(more));
             (l, value(p, st))
         })

@@ -67,7 +67,8 @@ use ofproto::{Datapaths, PassReport, Pipeline, ThreadedDatapaths};
 
 use crate::config::{Config, PortSpec};
 use crate::switch::{
-    sim_device, CounterBoard, Device, Egressor, FlowFile, Front, Netdev, Path, SoftwarePath, Switch,
+    sim_device, CounterBoard, Device, Egressor, FlowFile, Front, Netdev, Path, PortKind,
+    SoftwarePath, Switch,
 };
 
 pub use ports::NetdevFactory;
@@ -729,7 +730,7 @@ impl<B: Device> Daemon<B> {
             }
         };
         let thread = self.least_loaded();
-        info!(port = %spec.name, ofport = %spec.no, vport = %spec.vport, ifindex = rep.ifindex, kind = %opened.kind, up = rep.oper_up, thread, "port opened");
+        info!(port = %spec.name, ofport = %spec.no, r#type = %spec.kind, vport = %spec.vport_name(), ifindex = rep.ifindex, kind = %opened.kind, up = rep.oper_up, thread, "port opened");
         {
             let mut sw = lock(self.shared());
             sw.pipeline_mut()
@@ -778,35 +779,33 @@ impl<B: Device> Daemon<B> {
     }
 
     /// Adds a port while running (`eswitchctl add-port`; not written to
-    /// the config). Without `ofport`, the lowest free number; without
-    /// `vport`, the one its representor reports. The port opens as soon
+    /// the config), of `kind`. Without `ofport`, the lowest free number;
+    /// without `vport`, the one its kind gives it (a representor's own,
+    /// as its netdev reports it; `uplink`; none). The port opens as soon
     /// as its netdev is here (now, if it already is).
     pub fn add_port(
         &mut self,
         name: &str,
+        kind: PortKind,
         ofport: Option<u32>,
         vport: Option<Vport>,
     ) -> anyhow::Result<PortSpec> {
         let known = self.known.get(name).cloned();
-        let vport = vport
-            .or_else(|| known.as_ref().and_then(|r| r.vport))
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "port \"{name}\": no representor of that name with a vport is known; give --vport"
-                )
-            })?;
+        let reported = known.as_ref().and_then(|r| r.vport);
+        let vport = kind.spec().vport(name, vport, reported)?;
         let spec = {
             let mut sw = lock(self.shared());
             let no = ofport.map_or_else(|| sw.free_port_number(), PortNo);
             let spec = PortSpec {
                 name: name.to_string(),
                 no,
+                kind,
                 vport,
             };
             sw.add_port(spec.clone())?;
             spec
         };
-        info!(port = %spec.name, ofport = %spec.no, vport = %spec.vport, "port added");
+        info!(port = %spec.name, ofport = %spec.no, r#type = %spec.kind, vport = %spec.vport_name(), "port added");
         if let Some(t) = &self.tracker {
             t.track(name, vport);
         }

@@ -237,6 +237,7 @@ fn port_cmd<B: crate::switch::Device>(
             name,
             ofport,
             vport,
+            kind,
         } => vport
             .as_deref()
             .map(|v| {
@@ -244,8 +245,23 @@ fn port_cmd<B: crate::switch::Device>(
                     .map_err(|e| anyhow::anyhow!("port \"{name}\": {e}"))
             })
             .transpose()
-            .and_then(|v| daemon.add_port(name, *ofport, v))
-            .map(|p| serde_json::json!({"added": p.name, "ofport": p.no.0, "vport": p.vport.to_string()})),
+            .and_then(|v| {
+                let typed = kind
+                    .as_deref()
+                    .map(str::parse)
+                    .transpose()
+                    .map_err(|e: anyhow::Error| anyhow::anyhow!("port \"{name}\": {e}"))?;
+                let kind = crate::switch::PortKind::infer(typed, v);
+                daemon.add_port(name, kind, *ofport, v)
+            })
+            .map(|p| {
+                serde_json::json!({
+                    "added": p.name,
+                    "ofport": p.no.0,
+                    "type": p.kind.to_string(),
+                    "vport": p.vport_name(),
+                })
+            }),
         Request::DelPort { name } => daemon
             .del_port(name)
             .map(|(p, flushed)| serde_json::json!({"removed": p.name, "ofport": p.no.0, "flushed": flushed})),

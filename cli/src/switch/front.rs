@@ -24,6 +24,7 @@ use ofproto::pipeline::SwOutcome;
 use ofproto::{LocalDatapath, Pipeline};
 
 use super::counters::SwitchCounters;
+use super::ports::Ingress;
 use super::ports::{PortsView, SharedPorts};
 
 /// Where a packet went.
@@ -208,7 +209,9 @@ impl Front for Direct {
         let ports = self.ports.get();
         for &(port, frame) in pkts {
             self.sw.counters.received(port, frame.len());
-            if ports.vport(port).is_some() {
+            // What the NIC did not forward, and what a host-stack port
+            // sent (the NIC never saw it): software.
+            if ports.ingress(port) != Ingress::Unknown {
                 self.sw.run(now, port, frame, egress, sw);
             }
         }
@@ -250,8 +253,11 @@ impl Front for SimFront {
         let mut known = Vec::with_capacity(pkts.len());
         for &(port, frame) in pkts {
             self.sw.counters.received(port, frame.len());
-            if let Some(v) = ports.vport(port) {
-                known.push((v, frame));
+            match ports.ingress(port) {
+                Ingress::Device(v) => known.push((v, frame)),
+                // A host-stack port: the eSwitch never sees its frames.
+                Ingress::Software => self.sw.run(now, port, frame, egress, sw),
+                Ingress::Unknown => {}
             }
         }
         self.sim

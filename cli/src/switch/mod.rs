@@ -12,6 +12,7 @@
 
 mod counters;
 mod front;
+mod kind;
 mod ports;
 
 use std::collections::BTreeMap;
@@ -29,8 +30,9 @@ use crate::config::PortSpec;
 
 pub use counters::{Count, CounterBoard, PortCounters, SwitchCounters};
 pub use front::{Device, Direct, Discard, Egressor, Front, Path, SimFront, SoftwarePath};
+pub use kind::{Kind, PortKind};
 pub use ofproto::text::FlowFile;
-pub use ports::{Netdev, PortMap, PortStatus, PortSummary, PortsView, SharedPorts};
+pub use ports::{Ingress, Netdev, PortMap, PortStatus, PortSummary, PortsView, SharedPorts};
 
 use front::{count_sw_drop, SwSink};
 
@@ -99,9 +101,9 @@ pub type SimSwitch<D = LocalDatapath> = Switch<SimBackend, D>;
 /// The sim device for `ports`: `cfg` with every port's vport.
 pub fn sim_device(ports: &[PortSpec], cfg: SimConfig) -> Arc<SimBackend> {
     let mut cfg = cfg;
-    for p in ports {
-        if !cfg.vports.contains(&p.vport) {
-            cfg.vports.push(p.vport);
+    for v in ports.iter().filter_map(|p| p.vport) {
+        if !cfg.vports.contains(&v) {
+            cfg.vports.push(v);
         }
     }
     Arc::new(SimBackend::new(cfg))
@@ -186,9 +188,9 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let map = Arc::new(PortMap::new(ports)?);
         let shared_ports = SharedPorts::new(Arc::clone(&map));
         let mut table = map.table();
-        for p in ports {
-            if let Some(t) = dev.vport_tag(p.vport) {
-                table.set_tag(p.vport, t);
+        for v in ports.iter().filter_map(|p| p.vport) {
+            if let Some(t) = dev.vport_tag(v) {
+                table.set_tag(v, t);
             }
         }
         let mgr = OffloadManager::new(
@@ -366,10 +368,10 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// ADD to the controllers.
     pub fn add_port(&mut self, spec: PortSpec) -> anyhow::Result<()> {
         let map = Arc::new(self.ports.with(spec.clone())?);
-        let tag = self.dev.vport_tag(spec.vport);
+        let tag = spec.vport.and_then(|v| self.dev.vport_tag(v));
         self.pipeline
             .offloader_mut()
-            .set_port(spec.no, Some(spec.vport), tag);
+            .set_port(spec.no, spec.vport, tag);
         let mut info = PortInfo::new(spec.no, spec.name.clone());
         info.up = false;
         info.sample_rate = self.sample_rates.as_ref().map_or(0, |r| r(&spec.name));
@@ -467,7 +469,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             .map(|(p, pc, status)| PortSummary {
                 name: p.name.clone(),
                 ofport: p.no.0,
-                vport: p.vport.to_string(),
+                kind: p.kind.to_string(),
+                vport: p.vport_name(),
                 rx_packets: pc.rx.packets,
                 tx_hw_packets: pc.tx_hw.packets,
                 tx_sw_packets: pc.tx_sw.packets,

@@ -16,6 +16,8 @@ use offload::Vport;
 
 use crate::config::PortSpec;
 
+use super::PortKind;
+
 /// The ports of a switch: OpenFlow port ↔ vport, in configuration order.
 /// The one place that maps them (the offload manager's `PortTable` is
 /// built from it).
@@ -31,8 +33,9 @@ impl PortMap {
     pub fn new(ports: &[PortSpec]) -> anyhow::Result<PortMap> {
         let mut by_vport = BTreeMap::new();
         for p in ports {
-            if by_vport.insert(p.vport, p.no).is_some() {
-                bail!("two ports on vport {}", p.vport);
+            let Some(v) = p.vport else { continue };
+            if by_vport.insert(v, p.no).is_some() {
+                bail!("two ports on vport {v}");
             }
         }
         Ok(PortMap {
@@ -71,8 +74,26 @@ impl PortMap {
         &self.specs
     }
 
+    /// The port's vport; `None` for a port the device does not see (an
+    /// internal port) or no port at all.
     pub fn vport(&self, port: PortNo) -> Option<Vport> {
         self.by_port.get(&port).copied()
+    }
+
+    /// How a received frame of `port` enters the switch: through the
+    /// device (a port with a vport), straight to software (a port the
+    /// device does not see), or not at all (no such port).
+    pub fn ingress(&self, port: PortNo) -> Ingress {
+        match self.by_port.get(&port) {
+            Some(v) => Ingress::Device(*v),
+            None if self.specs.iter().any(|p| p.no == port) => Ingress::Software,
+            None => Ingress::Unknown,
+        }
+    }
+
+    /// The port's kind.
+    pub fn kind(&self, port: PortNo) -> Option<PortKind> {
+        self.specs.iter().find(|p| p.no == port).map(|p| p.kind)
     }
 
     pub fn port(&self, vport: Vport) -> Option<PortNo> {
@@ -80,11 +101,24 @@ impl PortMap {
     }
 
     /// The table the offload manager compiles rules with.
+    /// A port the device does not see is not in it: flows that name it
+    /// stay in software.
     pub(crate) fn table(&self) -> PortTable {
-        self.specs
+        self.by_port
             .iter()
-            .fold(PortTable::new(), |t, p| t.with(p.no, p.vport))
+            .fold(PortTable::new(), |t, (no, v)| t.with(*no, *v))
     }
+}
+
+/// How a received frame enters the switch ([`PortMap::ingress`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ingress {
+    /// Through the eSwitch, from this vport (its FDB first).
+    Device(Vport),
+    /// Straight to software (a host-stack port: the device never saw it).
+    Software,
+    /// From no port of the switch: dropped.
+    Unknown,
 }
 
 /// What the daemon knows of a live port's netdev (absent in replay). Its
@@ -121,6 +155,9 @@ pub struct PortStatus {
 pub struct PortSummary {
     pub name: String,
     pub ofport: u32,
+    /// The port's kind: `representor`, `uplink`, `internal`.
+    #[serde(rename = "type")]
+    pub kind: String,
     pub vport: String,
     pub rx_packets: u64,
     pub tx_hw_packets: u64,

@@ -32,8 +32,8 @@ fn a_full_config_gives_ports_and_pipeline_settings() {
     let c = Config::parse(FULL).expect("parses");
     let ports = c.port_specs().expect("ports");
     assert_eq!(ports.len(), 2);
-    assert_eq!((ports[0].no, ports[0].vport), (PortNo(1), Vport(1)));
-    assert_eq!(ports[1].vport, Vport::UPLINK);
+    assert_eq!((ports[0].no, ports[0].vport), (PortNo(1), Some(Vport(1))));
+    assert_eq!(ports[1].vport, Some(Vport::UPLINK));
     let p = c.pipeline().expect("pipeline");
     assert_eq!(
         p.offload.mode,

@@ -36,7 +36,9 @@ pub enum LinkMsg {
 /// from a port name (needed for SFs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RepresentorConfig {
-    pub by_name: HashMap<String, Vport>,
+    /// `None`: a netdev of the switch with no vport (a host-stack port),
+    /// tracked by name all the same.
+    pub by_name: HashMap<String, Option<Vport>>,
 }
 
 impl RepresentorConfig {
@@ -48,13 +50,18 @@ impl RepresentorConfig {
     {
         let mut by_name = HashMap::new();
         for (name, vport) in pairs {
-            by_name.insert(name.to_string(), vport.parse()?);
+            by_name.insert(name.to_string(), Some(vport.parse()?));
         }
         Ok(RepresentorConfig { by_name })
     }
 
     /// Adds one mapping.
-    pub fn with(mut self, name: &str, vport: Vport) -> RepresentorConfig {
+    pub fn with(self, name: &str, vport: Vport) -> RepresentorConfig {
+        self.with_netdev(name, Some(vport))
+    }
+
+    /// Adds a netdev tracked by name, with its vport if it has one.
+    pub fn with_netdev(mut self, name: &str, vport: Option<Vport>) -> RepresentorConfig {
         self.by_name.insert(name.to_string(), vport);
         self
     }
@@ -175,6 +182,7 @@ impl Representors {
     /// not in the config).
     fn classify(&self, link: &LinkInfo) -> Option<Representor> {
         let configured = |name: &str| self.config.by_name.get(name).copied();
+        let configured_vport = |name: &str| configured(name).flatten();
         let switchdev = link.switch_id.is_some() && link.port_name.is_some();
         let known = self.ports.get(&link.ifindex);
         let by_ifname = configured(&link.ifname);
@@ -183,7 +191,8 @@ impl Representors {
         }
         let parsed_name = link.port_name.as_deref().and_then(parse_port_name);
         let vport = by_ifname
-            .or_else(|| link.port_name.as_deref().and_then(configured))
+            .flatten()
+            .or_else(|| link.port_name.as_deref().and_then(configured_vport))
             .or_else(|| parsed_name.and_then(|p| p.vport()))
             .or_else(|| known.and_then(|k| k.vport));
         Some(Representor {
@@ -266,7 +275,7 @@ impl Representors {
 
     /// Takes `name` as the representor of `vport` (a port added while
     /// running); a resync applies it to the links present.
-    pub fn track(&mut self, name: &str, vport: Vport) {
+    pub fn track(&mut self, name: &str, vport: Option<Vport>) {
         self.config.by_name.insert(name.to_string(), vport);
     }
 

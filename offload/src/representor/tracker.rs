@@ -125,7 +125,7 @@ impl TrackerHandle {
     /// Tracks the netdev `name` as the representor of `vport` (a veth or
     /// other non-switchdev netdev is a representor only by name); a
     /// resync reports it if it exists.
-    pub fn track(&self, name: &str, vport: Vport) {
+    pub fn track(&self, name: &str, vport: Option<Vport>) {
         self.shared.table().track(name, vport);
         self.shared.resync_request.notify_one();
     }

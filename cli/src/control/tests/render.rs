@@ -30,9 +30,9 @@ fn tables_align_columns_and_right_align_numbers() {
 #[test]
 fn show_fills_live_columns_or_dashes() {
     let v = json!({"ports": [
-        {"name": "vm1", "ofport": 1, "vport": "vf0", "rx_packets": 10,
+        {"name": "vm1", "ofport": 1, "type": "representor", "vport": "vf0", "rx_packets": 10,
          "tx_hw_packets": 3, "tx_sw_packets": 4, "tx_bytes": 700},
-        {"name": "vm2-long", "ofport": 2, "vport": "vf1", "rx_packets": 0,
+        {"name": "vm2-long", "ofport": 2, "type": "uplink", "vport": "uplink", "rx_packets": 0,
          "tx_hw_packets": 0, "tx_sw_packets": 0, "tx_bytes": 0,
          "ifindex": 42, "state": "up", "kind": "af_packet",
          "rx_dropped": 2, "tx_dropped": 1},
@@ -41,7 +41,8 @@ fn show_fills_live_columns_or_dashes() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3);
     for h in [
-        "NAME", "OFPORT", "VPORT", "IFINDEX", "STATE", "TYPE", "RX", "TX(hw)", "TX(sw)", "DROPS",
+        "NAME", "OFPORT", "TYPE", "VPORT", "IFINDEX", "STATE", "IO", "RX", "TX(hw)", "TX(sw)",
+        "DROPS",
     ] {
         assert!(lines[0].contains(h), "{h}: {}", lines[0]);
     }
@@ -49,7 +50,19 @@ fn show_fills_live_columns_or_dashes() {
     let cells: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(
         cells,
-        ["vm1", "1", "vf0", "-", "-", "-", "10", "3", "4", "-"]
+        [
+            "vm1",
+            "1",
+            "representor",
+            "vf0",
+            "-",
+            "-",
+            "-",
+            "10",
+            "3",
+            "4",
+            "-"
+        ]
     );
     let cells: Vec<&str> = lines[2].split_whitespace().collect();
     assert_eq!(
@@ -57,7 +70,8 @@ fn show_fills_live_columns_or_dashes() {
         [
             "vm2-long",
             "2",
-            "vf1",
+            "uplink",
+            "uplink",
             "42",
             "up",
             "af_packet",
@@ -69,7 +83,7 @@ fn show_fills_live_columns_or_dashes() {
     );
     // Columns line up: VPORT starts at the same place in every line.
     assert_eq!(col(lines[0], "VPORT"), col(lines[1], "vf0"));
-    assert_eq!(col(lines[0], "VPORT"), col(lines[2], "vf1"));
+    assert_eq!(col(lines[0], "TYPE"), col(lines[2], "uplink"));
     // No ports: just the header.
     assert_eq!(show(&json!({"ports": []})).lines().count(), 1);
     assert_eq!(show(&json!({})).lines().count(), 1);

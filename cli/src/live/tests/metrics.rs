@@ -42,7 +42,9 @@ fn a_scrape_counts_what_traffic_did_and_http_serves_it() {
     let tx = |path: &str| {
         sample(
             &text,
-            &format!("eswitch_port_tx_packets_total{{port=\"vm2\",ofport=\"2\",path=\"{path}\"}}"),
+            &format!(
+                "eswitch_port_tx_packets_total{{port=\"vm2\",ofport=\"2\",type=\"representor\",path=\"{path}\"}}"
+            ),
         )
         .unwrap_or_else(|| panic!("no vm2 {path} tx in:\n{text}"))
     };

@@ -300,3 +300,22 @@ fn oper_state_unknown_falls_back_to_lower_up() {
     m.header.flags = LinkFlags::Up | LinkFlags::LowerUp;
     assert_eq!(link_info(&m).map(|l| l.oper_up), Some(false));
 }
+
+#[test]
+fn a_netdev_named_without_a_vport_is_tracked_as_a_host_port() {
+    // An internal (host-stack) port: tracked by name, no vport of its own
+    // even when it happens to carry a port name.
+    let cfg = RepresentorConfig::default()
+        .with_netdev("host0", None)
+        .with("vm1-rep", Vport(1));
+    let mut t = Representors::new(cfg);
+    let ev = t.apply(LinkMsg::New(plain(20, "host0")));
+    assert_eq!(added(&ev), vec![(20, None)]);
+    let ev = t.apply(LinkMsg::New(plain(21, "vm1-rep")));
+    assert_eq!(added(&ev), vec![(21, Some(Vport(1)))]);
+    assert!(t.apply(LinkMsg::New(plain(22, "other"))).is_empty());
+    t.untrack("host0");
+    t.track("host1", None);
+    let ev = t.apply(LinkMsg::New(plain(23, "host1")));
+    assert_eq!(added(&ev), vec![(23, None)]);
+}
