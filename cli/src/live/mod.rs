@@ -67,7 +67,7 @@ use ofproto::{Datapaths, PassReport, Pipeline, ThreadedDatapaths};
 
 use crate::config::{Config, PortSpec};
 use crate::switch::{
-    sim_device, CounterBoard, Device, Egressor, FlowFile, Front, Netdev, Path, PortKind,
+    sim_device, CounterBoard, Detach, Device, Egressor, FlowFile, Front, Netdev, Path, PortKind,
     SoftwarePath, Switch,
 };
 
@@ -375,10 +375,6 @@ fn send(port: &mut Box<dyn Port>, refs: &[&[u8]]) {
         debug!("{e}");
     }
 }
-
-/// `OFPPR_MODIFY`: a configured port's netdev appeared, vanished, or its
-/// link changed (the OpenFlow port itself stays, as the config has it).
-const PORT_MODIFY: u8 = ::openflow::port::reason::MODIFY;
 
 /// The send side of every open port (what the handler and PACKET_OUT
 /// transmit through).
@@ -690,10 +686,13 @@ impl<B: Device> Daemon<B> {
             }
             PortEvent::Up { ifindex } | PortEvent::Down { ifindex } => {
                 let up = matches!(ev, PortEvent::Up { .. });
+                // Known netdevs that are no port yet too: an add-port
+                // later opens them with the link they have.
+                for rep in self.known.values_mut().filter(|r| r.ifindex == *ifindex) {
+                    rep.oper_up = up;
+                }
                 if let Some(no) = self.spec_of_ifindex(*ifindex) {
-                    let mut sw = lock(self.shared());
-                    sw.set_link(no, up);
-                    sw.port_changed(no, PORT_MODIFY);
+                    lock(self.shared()).link_changed(no, up);
                     info!(port = %no, "link {}", state_name(up));
                 }
             }
@@ -731,21 +730,11 @@ impl<B: Device> Daemon<B> {
         };
         let thread = self.least_loaded();
         info!(port = %spec.name, ofport = %spec.no, r#type = %spec.kind, vport = %spec.vport_name(), ifindex = rep.ifindex, kind = %opened.kind, up = rep.oper_up, thread, "port opened");
-        {
-            let mut sw = lock(self.shared());
-            sw.pipeline_mut()
-                .datapaths_mut()
-                .assign(spec.no, Some(thread));
-            sw.set_link(spec.no, rep.oper_up);
-            sw.set_netdev(
-                spec.no,
-                Some(Netdev {
-                    ifindex: Some(rep.ifindex),
-                    kind: opened.kind.clone(),
-                }),
-            );
-            sw.port_changed(spec.no, PORT_MODIFY);
-        }
+        let netdev = Netdev {
+            ifindex: Some(rep.ifindex),
+            kind: opened.kind.clone(),
+        };
+        lock(self.shared()).attach(spec.no, netdev, rep.oper_up, thread);
         lock_tx(&self.handler_tx).insert(spec.no, opened.tx);
         let port = RxPort::new(spec.no, opened.rx);
         if self.rx_cmds[thread]
@@ -760,17 +749,17 @@ impl<B: Device> Daemon<B> {
         let Some(no) = self.spec_of_ifindex(rep.ifindex) else {
             return;
         };
-        self.close(no);
-        let flushed = {
-            let mut sw = lock(self.shared());
-            sw.set_link(no, false);
-            let n = sw.pipeline_mut().flush_port(no);
-            sw.pipeline_mut().datapaths_mut().assign(no, None);
-            sw.set_netdev(no, None);
-            sw.port_changed(no, PORT_MODIFY);
-            n
-        };
+        let flushed = self.detach(no, Detach::NetdevGone);
         info!(port = %rep.ifname, ofport = %no, flushed, "netdev removed; its megaflows and rules flushed");
+    }
+
+    /// The one way a port stops, whatever asked (its netdev vanished, a
+    /// `del-port`): its I/O closed (its datapath thread drops it, the
+    /// handlers its send side), then the slow path told
+    /// ([`Switch::detach`]). Returns how many megaflows went.
+    fn detach(&mut self, no: PortNo, why: Detach) -> usize {
+        self.close(no);
+        lock(self.shared()).detach(no, why)
     }
 
     /// Tracks the netdevs of ports added from now on through `t`.
@@ -822,12 +811,8 @@ impl<B: Device> Daemon<B> {
         let spec = self
             .spec_named(name)
             .ok_or_else(|| anyhow::anyhow!("no port named \"{name}\""))?;
-        self.close(spec.no);
-        let flushed = {
-            let mut sw = lock(self.shared());
-            sw.pipeline_mut().datapaths_mut().assign(spec.no, None);
-            sw.del_port(spec.no)?
-        };
+        let flushed =
+            self.detach(spec.no, Detach::Removing) + lock(self.shared()).del_port(spec.no)?;
         if let Some(t) = &self.tracker {
             t.untrack(name);
         }
@@ -1207,3 +1192,7 @@ mod openflow_tls_tests;
 #[cfg(test)]
 #[path = "tests/openflow_hostile.rs"]
 mod openflow_hostile_tests;
+
+#[cfg(test)]
+#[path = "tests/ports.rs"]
+mod ports_tests;

@@ -68,6 +68,10 @@ impl Link {
     }
 }
 
+/// `OFPPR_MODIFY`: a configured port's netdev appeared, vanished, or its
+/// link changed (the OpenFlow port itself stays).
+const PORT_MODIFY: u8 = openflow::port::reason::MODIFY;
+
 /// 10 Gb/s in kb/s, as a VF representor reports it.
 const SPEED_KBPS: u32 = 10_000_000;
 
@@ -166,6 +170,61 @@ impl<B: Device> Switch<B, ThreadedDatapaths> {
     }
 }
 
+/// Why a port stops ([`Switch::detach`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detach {
+    /// Its netdev vanished; the port stays, absent.
+    NetdevGone,
+    /// The port is being removed (`del-port`).
+    Removing,
+}
+
+/// The port lifecycle as the slow path sees it (live: one datapath thread
+/// per open port). Each event tells every part of the slow path in one
+/// order, whoever reported it (rtnetlink, `eswitchctl`, a controller,
+/// shutdown): the datapath threads' assignment, the bridge (what
+/// translation reads), the megaflows and hardware rules, the netdev
+/// record (`show`), the controllers (PORT_STATUS).
+impl<B: Device> Switch<B, ThreadedDatapaths> {
+    /// A port's netdev is open for I/O on datapath thread `thread`.
+    pub fn attach(&mut self, no: PortNo, netdev: Netdev, up: bool, thread: usize) {
+        self.pipeline.datapaths_mut().assign(no, Some(thread));
+        self.set_link(no, up);
+        self.set_netdev(no, Some(netdev));
+        self.port_changed(no, PORT_MODIFY);
+    }
+
+    /// A port's netdev is gone, or the port is being removed: its link
+    /// down, its megaflows and hardware rules flushed (only its own), no
+    /// thread receives it, its netdev absent; PORT_STATUS MODIFY for a
+    /// port that stays (one being removed gets DELETE from
+    /// [`del_port`](Self::del_port), as Open vSwitch sends). Returns how
+    /// many megaflows went.
+    pub fn detach(&mut self, no: PortNo, why: Detach) -> usize {
+        self.set_link(no, false);
+        let flushed = self.pipeline.flush_port(no);
+        self.pipeline.datapaths_mut().assign(no, None);
+        if self.netdevs.contains_key(&no) {
+            self.set_netdev(no, None);
+        }
+        if why == Detach::NetdevGone {
+            self.port_changed(no, PORT_MODIFY);
+        }
+        flushed
+    }
+
+    /// A port's link went up or down: PORT_STATUS MODIFY.
+    pub fn link_changed(&mut self, no: PortNo, up: bool) {
+        self.set_link(no, up);
+        self.port_changed(no, PORT_MODIFY);
+    }
+
+    /// The datapath thread that receives `no`.
+    pub fn thread_of(&self, no: PortNo) -> Option<usize> {
+        self.pipeline.datapaths().home(no)
+    }
+}
+
 impl<D: Datapaths> SimSwitch<D> {
     /// The simulated device (for fault injection and what only the model
     /// can tell: snapshots, callers).
@@ -253,6 +312,11 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
 
     pub fn ports(&self) -> &[PortSpec] {
         self.ports.specs()
+    }
+
+    /// The port map as the datapath threads read it (the last published).
+    pub fn published_ports(&self) -> Arc<PortMap> {
+        self.shared_ports.current()
     }
 
     /// The switch's counters: the front's (replay), or the handler's plus
@@ -392,6 +456,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             bail!("no port {no}");
         };
         let desc = self.of_port(&spec);
+        // Live, the port was detached first (Switch::detach): this finds
+        // nothing left to flush.
         self.pipeline.bridge_mut().ports.set_up(no, false);
         let flushed = self.pipeline.flush_port(no);
         self.pipeline.bridge_mut().ports.remove(no);

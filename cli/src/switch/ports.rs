@@ -186,7 +186,8 @@ impl SharedPorts {
         })
     }
 
-    fn current(&self) -> Arc<PortMap> {
+    /// The map published last.
+    pub fn current(&self) -> Arc<PortMap> {
         Arc::clone(&self.map.lock().unwrap_or_else(|e| e.into_inner()))
     }
 

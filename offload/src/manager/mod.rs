@@ -339,6 +339,12 @@ impl<B: DrBackend> OffloadManager<B> {
         }
     }
 
+    /// The vport rules use for `port` (`None`: the device has no such
+    /// port, flows naming it stay in software).
+    pub fn port_vport(&self, port: PortNo) -> Option<Vport> {
+        self.ports.vport(port)
+    }
+
     fn vport_of(&self, port: PortNo) -> Result<Vport, NotOffloaded> {
         self.ports
             .vport(port)
