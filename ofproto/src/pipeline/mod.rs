@@ -262,9 +262,8 @@ struct HwEntry {
     /// The cumulative counters already folded.
     seen: HwStats,
     rules: Arc<[RuleRef]>,
-    /// Removed: its next report is its last (a pass folds each part of
-    /// its poll in the step that polled it, so no rule is removed between
-    /// a report and its fold).
+    /// Removed: the report of a query made after its removal
+    /// ([`Pipeline::retired_at`]) is its last.
     retired: bool,
 }
 
@@ -374,6 +373,13 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     /// Meters the hardware refused, and why.
     hw_meter_errors: BTreeMap<MeterId, NotOffloaded>,
     poll_buf: Vec<(HwId, HwStats)>,
+    /// Counter queries made; the number of the last one before each
+    /// removed rule went (a pass folds a query's reports in batches, so a
+    /// rule can be removed between its report and the report's fold: only
+    /// a later query's report is its last). Apart from [`HwEntry`], which
+    /// the fold of every report reads: few rules are retired at a time.
+    queries: u64,
+    retired_at: HashMap<HwId, u64, FastBuild>,
     stats: PipelineStats,
     flow_limit: usize,
     /// Megaflows per home port ([`fair`]).
@@ -468,6 +474,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             pending: VecDeque::new(),
             hw_meter_errors: BTreeMap::new(),
             poll_buf: Vec::new(),
+            queries: 0,
+            retired_at: HashMap::default(),
             stats: PipelineStats::default(),
             next_pass: Timestamp::NEVER,
             rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
@@ -1200,6 +1208,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     fn retire(&mut self, hw: HwId) {
         if let Some(e) = self.hw.get_mut(&hw) {
             e.retired = true;
+            self.retired_at.insert(hw, self.queries);
         }
     }
 

@@ -50,8 +50,9 @@ const OFFLOAD_COST: usize = 8;
 /// Where a pass is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// Polling the hardware counters (from this position on), each part
-    /// folded in the step that polled it.
+    /// Polling the hardware counters a part at a time (the next part from
+    /// this position on), each part folded in batches before the next is
+    /// queried.
     Poll(usize),
     /// Looking at each megaflow record, from this slot on.
     Sweep(u32),
@@ -71,9 +72,10 @@ enum Phase {
 /// record or none; a record installed after the pass began carries the
 /// tables' generation of its own translation (at least the pass's, so
 /// it is re-translated only if the tables moved again); the generation
-/// the pass reports as synced is the one it began with; a part of the
-/// counter poll is folded in the step that polled it, so a rule removed
-/// meanwhile has its last counts reported by a later part or pass.
+/// the pass reports as synced is the one it began with; a rule removed
+/// after the query of its counter and before the fold of that report is
+/// told apart by the query's number (its last counts come with a later
+/// query: [`HwEntry::retired`]).
 #[derive(Debug)]
 pub struct Pass {
     started: Instant,
@@ -84,6 +86,11 @@ pub struct Pass {
     max_idle: u64,
     polled: bool,
     retry_all: bool,
+    /// The number of the last counter query (`Pipeline::retired_at`), how
+    /// much of what it returned is folded, and whether it was the last.
+    query: u64,
+    folded: usize,
+    polled_all: bool,
     phase: Phase,
 }
 
@@ -142,6 +149,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             max_idle,
             polled: true,
             retry_all: self.cfg.offload.mode == OffloadMode::All,
+            query: 0,
+            folded: 0,
+            polled_all: false,
             phase: Phase::Poll(0),
         }
     }
@@ -154,29 +164,42 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         while left > 0 {
             match pass.phase {
                 Phase::Poll(from) => {
+                    // Fold what the last query returned, a budget at a
+                    // time; query the next part once it is all folded.
+                    if pass.folded < self.poll_buf.len() {
+                        let to = pass.folded.saturating_add(left).min(self.poll_buf.len());
+                        let buf = std::mem::take(&mut self.poll_buf);
+                        self.fold_hardware(&buf[pass.folded..to], pass.query, now);
+                        self.poll_buf = buf;
+                        left -= to - pass.folded;
+                        pass.folded = to;
+                        continue;
+                    }
+                    if pass.polled_all {
+                        pass.phase = Phase::Sweep(0);
+                        continue;
+                    }
                     let mut next = from;
-                    let mut buf = std::mem::take(&mut self.poll_buf);
-                    buf.clear();
-                    let done = match self.offload.poll_some(&mut next, left, &mut buf) {
-                        Ok(done) => done,
-                        Err(_) => {
-                            // Without the hardware's counts, an offloaded
-                            // flow's idleness is unknown: it is not aged
-                            // this pass.
-                            self.stats.poll_errors += 1;
-                            pass.polled = false;
-                            true
-                        }
-                    };
-                    pass.report.counters += buf.len();
-                    self.fold_hardware(&buf, now);
-                    left = left.saturating_sub(buf.len().max(1));
-                    self.poll_buf = buf;
-                    pass.phase = if done {
-                        Phase::Sweep(0)
-                    } else {
-                        Phase::Poll(next)
-                    };
+                    self.poll_buf.clear();
+                    self.queries += 1;
+                    pass.query = self.queries;
+                    pass.folded = 0;
+                    pass.polled_all =
+                        match self.offload.poll_some(&mut next, left, &mut self.poll_buf) {
+                            Ok(done) => done,
+                            Err(_) => {
+                                // Without the hardware's counts, an offloaded
+                                // flow's idleness is unknown: it is not aged
+                                // this pass.
+                                self.stats.poll_errors += 1;
+                                pass.polled = false;
+                                true
+                            }
+                        };
+                    pass.report.counters += self.poll_buf.len();
+                    // A query costs its part's fold, which follows.
+                    left -= 1;
+                    pass.phase = Phase::Poll(next);
                 }
                 Phase::Sweep(from) => {
                     let slots = self.flows.len() as u32;
@@ -278,7 +301,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Folds polled counters: each rule's new packets into its megaflow
     /// (or, for a rule whose flow is gone, straight into the OpenFlow
     /// rules).
-    fn fold_hardware(&mut self, counters: &[(HwId, HwStats)], now: Timestamp) {
+    fn fold_hardware(&mut self, counters: &[(HwId, HwStats)], query: u64, now: Timestamp) {
         for &(hw, cum) in counters {
             let Some(e) = self.hw.get_mut(&hw) else {
                 continue;
@@ -290,8 +313,11 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             e.seen = cum;
             let (idx, id, retired) = (e.idx, e.id, e.retired);
             let rules = retired.then(|| std::sync::Arc::clone(&e.rules));
-            if retired {
+            // The report of a query made after the removal is the rule's
+            // last; one made before it (folded later) is not.
+            if retired && self.retired_at.get(&hw).is_none_or(|&at| query > at) {
                 self.hw.remove(&hw);
+                self.retired_at.remove(&hw);
             }
             if delta.packets == 0 && delta.bytes == 0 {
                 continue;

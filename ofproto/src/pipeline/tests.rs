@@ -581,12 +581,13 @@ fn counts_of_a_rule_removed_while_a_pass_is_under_way_are_not_lost() {
     for i in 0..5 {
         assert!(send(&mut p, 1, 2, 10 + i));
     }
-    // The pass polls (5 hardware packets so far)...
+    // The pass queries the counters (5 hardware packets so far) and has
+    // not folded the report yet...
     let mut pass = p.pass_begin(at(100));
     assert!(!p.pass_step(&mut pass, at(100), 1));
-    assert_eq!(credited(&p), 0, "polled and folded, not credited yet");
-    // ...two more go through hardware, then the port goes away before
-    // the pass has swept the flow.
+    assert_eq!(credited(&p), 0, "queried, not folded");
+    // ...two more go through hardware, then the port goes away: the
+    // report the pass still holds is not the rule's last.
     for i in 0..2 {
         assert!(send(&mut p, 1, 2, 101 + i));
     }
