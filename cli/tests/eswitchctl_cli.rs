@@ -104,7 +104,8 @@ fn every_subcommand_prints_what_the_daemon_knows() {
     assert_eq!(lines.len(), 4, "{show}");
     let vm1: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(vm1[0], "vm1");
-    assert_eq!(vm1[6], "4", "rx: {show}");
+    assert_eq!(vm1[2], "representor", "type: {show}");
+    assert_eq!(vm1[7], "4", "rx: {show}");
 
     let flows = stdout(&ctl(&sock, &["dump-flows"]));
     assert_eq!(flows.lines().count(), 1, "{flows}");
