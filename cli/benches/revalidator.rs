@@ -6,6 +6,11 @@
 //! deltas into megaflow stats, the idle check; nothing to re-translate).
 //! Between passes, 100,000 packets of random flows go through the sim so
 //! the fold has deltas to add. Set `REVALIDATOR_FLOWS` to change the size.
+//!
+//! Also `bench: slowpath.bytes_per_megaflow_1m`: the growth of the
+//! process's resident set while the 1M megaflows are installed and
+//! offloaded, per megaflow (slow-path record, datapath cache, offload
+//! manager and sim device together).
 
 use std::time::Instant;
 
@@ -18,6 +23,13 @@ use ofproto::Pipeline;
 #[path = "common/mod.rs"]
 mod common;
 
+/// The process's resident set, from /proc/self/statm (pages of 4 KiB).
+fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
 fn main() {
     let flows = flows();
     let (sim, mgr) = common::device();
@@ -25,11 +37,24 @@ fn main() {
     let mut p = Pipeline::new(common::bridge(), mgr, common::config());
     let t0 = T0;
     let setup = Instant::now();
+    let rss_before = rss_bytes();
     common::install_offloaded(&mut p, flows);
+    let rss_after = rss_bytes();
     eprintln!(
         "setup: {flows} megaflows offloaded in {:.1} s",
         setup.elapsed().as_secs_f64()
     );
+    // What a megaflow costs the whole slow path: its record, the datapath
+    // cache's copy, the offload manager's and the sim device's rule.
+    if let (Some(a), Some(b)) = (rss_before, rss_after) {
+        let per = b.saturating_sub(a) as f64 / f64::from(flows.max(1));
+        let name = if flows == 1_000_000 {
+            "slowpath.bytes_per_megaflow_1m".to_string()
+        } else {
+            format!("slowpath.bytes_per_megaflow_{flows}")
+        };
+        println!("bench: {name} {per:.0} B");
+    }
     let frames: Vec<Vec<u8>> = (0..100_000u32)
         .map(|j| frame(j.wrapping_mul(2_654_435_761) % flows))
         .collect();
