@@ -744,19 +744,8 @@ impl Config {
     pub fn port_specs(&self) -> anyhow::Result<Vec<PortSpec>> {
         let mut out: Vec<PortSpec> = Vec::new();
         for p in &self.ports {
-            let typed: Option<PortKind> = p
-                .kind
-                .as_deref()
-                .map(str::parse)
-                .transpose()
-                .with_context(|| format!("port \"{}\"", p.name))?;
-            let given: Option<Vport> = p
-                .vport
-                .as_deref()
-                .map(str::parse)
-                .transpose()
-                .with_context(|| format!("port \"{}\"", p.name))?;
-            let kind = PortKind::infer(typed, given);
+            let (kind, given) =
+                PortKind::parse_words(&p.name, p.kind.as_deref(), p.vport.as_deref())?;
             let spec = PortSpec {
                 name: p.name.clone(),
                 no: PortNo(p.ofport),

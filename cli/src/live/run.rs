@@ -238,22 +238,8 @@ fn port_cmd<B: crate::switch::Device>(
             ofport,
             vport,
             kind,
-        } => vport
-            .as_deref()
-            .map(|v| {
-                v.parse::<offload::Vport>()
-                    .map_err(|e| anyhow::anyhow!("port \"{name}\": {e}"))
-            })
-            .transpose()
-            .and_then(|v| {
-                let typed = kind
-                    .as_deref()
-                    .map(str::parse)
-                    .transpose()
-                    .map_err(|e: anyhow::Error| anyhow::anyhow!("port \"{name}\": {e}"))?;
-                let kind = crate::switch::PortKind::infer(typed, v);
-                daemon.add_port(name, kind, *ofport, v)
-            })
+        } => crate::switch::PortKind::parse_words(name, kind.as_deref(), vport.as_deref())
+            .and_then(|(kind, v)| daemon.add_port(name, kind, *ofport, v))
             .map(|p| {
                 serde_json::json!({
                     "added": p.name,

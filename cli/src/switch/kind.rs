@@ -134,6 +134,27 @@ impl PortKind {
         self.spec().name()
     }
 
+    /// A port's type and vport as the user wrote them (`type =` and
+    /// `vport =` in the config, `--type` and `--vport` of `add-port`):
+    /// the type (given, else [`infer`](Self::infer)red) and the vport
+    /// given, each error naming the port.
+    pub fn parse_words(
+        port: &str,
+        kind: Option<&str>,
+        vport: Option<&str>,
+    ) -> anyhow::Result<(PortKind, Option<Vport>)> {
+        let named = |e: anyhow::Error| e.context(format!("port \"{port}\""));
+        let typed = kind
+            .map(str::parse::<PortKind>)
+            .transpose()
+            .map_err(named)?;
+        let given = vport
+            .map(str::parse::<Vport>)
+            .transpose()
+            .map_err(|e| named(e.into()))?;
+        Ok((PortKind::infer(typed, given), given))
+    }
+
     /// The kind a port is of: the one given, else the one its vport
     /// implies (a port on vport `uplink` is the uplink, as configs written
     /// before port types said), else a representor.

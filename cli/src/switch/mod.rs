@@ -546,31 +546,13 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             .collect()
     }
 
-    /// The upcall handler's side of the live datapath threads: translates a
-    /// missed packet, installs its megaflow in the datapath(s) and executes
-    /// it. Nothing here calls the device: the offload thread does
-    /// ([`offload_tick`](Self::offload_tick)). The packet was counted on
-    /// receive.
-    pub fn upcall<E: Egressor>(
-        &mut self,
-        now: Timestamp,
-        port: PortNo,
-        pkt: &mut Vec<u8>,
-        egress: &mut E,
-    ) {
-        let counters = self.front.counters_mut();
-        let mut sink = SwSink {
-            egress,
-            counters,
-            in_port: port,
-        };
-        let r = self.pipeline.upcall(now, port, pkt, &mut sink);
-        count_sw_drop(self.front.counters_mut(), &r);
-    }
-
-    /// [`upcall`](Self::upcall) of a miss a handler translated before it
-    /// took the slow path ([`ofproto::translate_miss`] on
-    /// [`bridge_handle`](Self::bridge_handle)).
+    /// The upcall handlers' side of the live datapath threads: a missed
+    /// packet the handler parsed and translated before it took the slow
+    /// path ([`ofproto::translate_miss`] on
+    /// [`bridge_handle`](Self::bridge_handle)) gets its megaflow installed
+    /// in the datapath(s) and is executed. Nothing here calls the device:
+    /// the offload thread does ([`offload_tick`](Self::offload_tick)). The
+    /// packet was counted on receive.
     pub fn upcall_translated<E: Egressor>(
         &mut self,
         now: Timestamp,

@@ -47,19 +47,19 @@ use megaflow::{
     FlowStats, Lookup, Match, MeterId, PortNo, SplitMix64, Timestamp,
 };
 
-use crate::bridge::{Bridge, Generations};
-use crate::xlate::Translation;
-
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::bridge::{Bridge, Generations};
+use crate::meter::{MeterSpec, MeterTable};
+use crate::table::{RemovedRule, RuleRef};
+use crate::text::format_match;
+use crate::xlate::Translation;
 
 /// The bridge as the slow path and its handlers share it: translations
 /// read it (one consistent version each: the read lock is held for the
 /// whole translation), flow mods, port changes, MAC learning, rule
 /// credits and expiry write it, one short change at a time.
 pub type SharedBridge = Arc<RwLock<Bridge>>;
-use crate::meter::{MeterSpec, MeterTable};
-use crate::table::{RemovedRule, RuleRef};
-use crate::text::format_match;
 
 mod datapaths;
 mod fair;
@@ -892,10 +892,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             return self.def(idx).map_or(actions, |d| d.actions.clone());
         }
         if !self.make_room(&m) {
-            let mut br = self.bridge.write();
-            for r in t.rules.iter() {
-                br.credit(*r, 1, len as u64, now);
-            }
+            credit_rules(&self.bridge, &t.rules, 1, len as u64, now);
             return actions;
         }
         self.stats.megaflows_created += 1;
@@ -1024,10 +1021,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// that turned hot. The only place, with [`revalidate`](Self::revalidate),
     /// that calls the device.
     pub fn offload_tick(&mut self, now: Timestamp) {
-        self.fold_datapaths(now);
-        if !self.pending.is_empty() || !self.meter_changes.is_empty() {
-            self.flush_offloads(now);
-        }
+        self.offload_tick_some(now, usize::MAX);
     }
 
     /// Folds the datapaths' events.
@@ -1063,12 +1057,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let Some(r) = self.retired.get_mut(&id) else {
             return;
         };
-        if delta.packets > 0 || delta.bytes > 0 {
-            let mut br = self.bridge.write();
-            for rule in r.rules.iter() {
-                br.credit(*rule, delta.packets, delta.bytes, delta.used);
-            }
-        }
+        credit_rules(
+            &self.bridge,
+            &r.rules,
+            delta.packets,
+            delta.bytes,
+            delta.used,
+        );
         if last {
             r.pending = r.pending.saturating_sub(1);
             if r.pending == 0 {
@@ -1275,12 +1270,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             m.stats.packets.saturating_sub(m.credited.0),
             m.stats.bytes.saturating_sub(m.credited.1),
         );
-        if dp > 0 || db > 0 {
-            let mut br = self.bridge.write();
-            for r in m.rules.iter() {
-                br.credit(*r, dp, db, m.stats.used);
-            }
-        }
+        credit_rules(&self.bridge, &m.rules, dp, db, m.stats.used);
         self.ids.remove(&m.id);
         if let Some(d) = def {
             let h = match_hash(&d.matched);
@@ -1404,6 +1394,24 @@ impl Miss {
             key,
             layout: ex.layout,
         }
+    }
+}
+
+/// Credits `packets` and `bytes` used at `used` to OpenFlow rules `rules`
+/// (the bridge's write lock taken only when there is something to credit).
+fn credit_rules(
+    bridge: &RwLock<Bridge>,
+    rules: &[RuleRef],
+    packets: u64,
+    bytes: u64,
+    used: Timestamp,
+) {
+    if rules.is_empty() || (packets == 0 && bytes == 0) {
+        return;
+    }
+    let mut br = bridge.write();
+    for r in rules {
+        br.credit(*r, packets, bytes, used);
     }
 }
 

@@ -75,7 +75,7 @@ enum Phase {
 /// the pass reports as synced is the one it began with; a rule removed
 /// after the query of its counter and before the fold of that report is
 /// told apart by the query's number (its last counts come with a later
-/// query: [`HwEntry::retired`]).
+/// query: `Pipeline::retired_at`).
 #[derive(Debug)]
 pub struct Pass {
     started: Instant,
@@ -275,11 +275,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let retry =
             pass.retry_all && m.state == FlowState::SoftwareOnly && m.eligible && now >= m.retry_at;
         if dp > 0 || db > 0 {
-            let mut br = self.bridge.write();
-            for r in m.rules.iter() {
-                br.credit(*r, dp, db, st.used);
-            }
-            drop(br);
+            super::credit_rules(&self.bridge, &m.rules, dp, db, st.used);
             if let Some(m) = self.meta_mut(idx) {
                 m.credited = (st.packets, st.bytes);
             }
@@ -339,10 +335,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                     self.lru.get(&idx);
                 }
             } else if let Some(rules) = rules {
-                let mut br = self.bridge.write();
-                for r in rules.iter() {
-                    br.credit(*r, delta.packets, delta.bytes, now);
-                }
+                super::credit_rules(&self.bridge, &rules, delta.packets, delta.bytes, now);
             }
         }
     }
