@@ -4,8 +4,9 @@
 //! the flood must not do, whatever the machine's speed: the well-behaved
 //! VM's new flows all get megaflows, its established stream loses nothing,
 //! the flooder stops at its quota, memory stays bounded, and the flood's
-//! megaflows are gone within max-idle plus a pass. The RTT ratio is
-//! printed, not asserted (a timing on a shared machine).
+//! megaflows are gone within max-idle plus a pass, counted in passes. The
+//! RTT ratio and the recovery seconds are printed, not asserted (timings on
+//! a shared machine).
 //!
 //! Needs root, iproute2, ethtool, ping, python3 and esw-pktgen (built by
 //! `cargo test --workspace`: integration/tests/pktgen.rs). Only
@@ -69,12 +70,16 @@ fn flood_of_new_flows_spares_the_other_vms() {
     assert!(v("megaflows_peak") <= quota + 600.0, "{out}");
     assert!(v("rss_growth_mb") <= 64.0, "eswitchd grew too much:\n{out}");
     assert!(v("attacker_upcalls_admitted") > 0.0 && v("attacker_upcalls_dropped") >= 0.0);
-    // Every flood megaflow gone within max-idle plus a pass (and the
-    // polling of this check).
-    let bound = (MAX_IDLE_MS + 2.0 * INTERVAL_MS) / 1e3 + 0.5;
-    let rec = v("recovery_s");
+    // Every flood megaflow gone within max-idle plus a pass, counted in
+    // revalidator passes, not seconds: its last use is folded by the next
+    // pass at the latest, it expires at the first pass max-idle after
+    // that, and one more may run while the script reads the count. A
+    // slow machine runs fewer passes in max-idle, never more, so the bound
+    // holds at any speed; the seconds are printed (a bench figure).
+    let bound = (MAX_IDLE_MS / INTERVAL_MS).ceil() + 3.0;
+    let passes = v("recovery_passes");
     assert!(
-        rec.is_finite() && rec <= bound,
-        "recovery {rec} s > {bound} s:\n{out}"
+        passes.is_finite() && passes <= bound,
+        "the flood's megaflows took {passes} passes to go (bound {bound}):\n{out}"
     );
 }
