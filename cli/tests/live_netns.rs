@@ -360,3 +360,67 @@ fn eswitchctl_del_port_and_add_port_change_the_running_switch() {
         "NORMAL now outputs to port 7"
     );
 }
+
+/// Each port kind end to end: an `uplink` port forwards a VM's traffic to
+/// a host on the wire (its own namespace) and its flows go to the device;
+/// an `internal` port carries the host's own ping through the switch, and
+/// the flows that name it stay in software (the device has no vport for
+/// the host stack).
+#[test]
+fn an_uplink_reaches_the_wire_and_an_internal_port_the_host_stack() {
+    const T: &str = "an_uplink_reaches_the_wire_and_an_internal_port_the_host_stack";
+    if !can_run(T, "auto") {
+        return;
+    }
+    let lab = LiveLab::start_with(2, "auto", None, "", &["--uplink", "--internal"]);
+    for (port, kind, vport) in [
+        ("vm1", "representor", "vf0"),
+        ("wire0", "uplink", "uplink"),
+        ("host0", "internal", "-"),
+    ] {
+        let p = lab.port(port);
+        assert_eq!(p["type"], kind, "{port}: {p}");
+        assert_eq!(p["vport"], vport, "{port}: {p}");
+        assert_eq!(p["state"], "up", "{port}: {p}");
+    }
+    let flow_of = |in_port: u32, dl_dst: &str| {
+        lab.flows().into_iter().find(|f| {
+            let m = f["match"].as_str().unwrap_or("");
+            m.contains(&format!("in_port={in_port},")) && m.contains(&format!("dl_dst={dl_dst}"))
+        })
+    };
+    // The uplink: both ways through NORMAL, and UDP to the wire host
+    // offloaded (a VF to the uplink vport is what the FDB is for).
+    assert!(lab.ping_addr("vm1", "198.18.1.1", 3), "vm1 → the wire");
+    assert!(lab.ping_addr("wire", "198.18.0.2", 3), "the wire → vm2");
+    let before = lab.udp_received_in("wire");
+    lab.udp_addr("vm1", "198.18.1.1", 9, 200);
+    lab.wait_for("200 datagrams on the wire", || {
+        lab.udp_received_in("wire") >= before + 200
+    });
+    lab.wait_for("vm1 → wire offloaded", || {
+        flow_of(1, "02:00:00:00:ff:01").is_some_and(|f| f["offloaded"] == "yes")
+    });
+    let up = lab.port("wire0");
+    assert!(u(&up["rx_packets"]) > 0, "{up}");
+    // The internal port: the host's own address answers a VM and the
+    // wire, and what enters or leaves by host0 stays in software.
+    assert!(lab.ping_addr("vm1", "198.18.2.1", 10), "vm1 → the host");
+    assert!(
+        lab.ping_addr("wire", "198.18.2.1", 3),
+        "the wire → the host"
+    );
+    assert!(lab.ping_addr("sw", "198.18.0.2", 3), "the host → vm2");
+    let to_host = flow_of(1, "02:00:00:00:fe:01").expect("vm1 → host megaflow");
+    let from_host = flow_of(200, "02:00:00:00:00:01").expect("host → vm1 megaflow");
+    for f in [&to_host, &from_host] {
+        let why = f["offloaded"].as_str().unwrap_or("");
+        assert!(
+            why.starts_with("no (") && why.contains("no vport"),
+            "a flow naming the internal port stays in software, saying why: {f}"
+        );
+    }
+    let host = lab.port("host0");
+    assert!(u(&host["tx_sw_packets"]) >= 10, "{host}");
+    assert_eq!(u(&host["tx_hw_packets"]), 0, "{host}");
+}

@@ -5,13 +5,18 @@
 #
 #   lab.sh up    [--name TAG] [--vms N] [--dir DIR] [--port-type T] [--flows FILE]
 #                [--extra TOML]   (TOML tables appended to the config, e.g. [limits])
+#                [--uplink] [--internal]   (an uplink port and an internal port too)
 #   lab.sh start [same options]   up, then eswitchd in the switch namespace
 #   lab.sh stop  [--name TAG] [--dir DIR]   SIGTERM eswitchd (by PID), then down
 #   lab.sh down  [--name TAG]     delete the namespaces (and so the veths)
 #   lab.sh env   [--name TAG] [--dir DIR]   print the commands to use the lab
 #
 # Namespaces: TAG-sw (eswitchd, netdevs vm1..vmN) and TAG-vm1..TAG-vmN (eth0,
-# 198.18.0.K/24, MAC 02:00:00:00:00:KK). DIR (default /tmp/eswitch-TAG)
+# 198.18.0.K/16, MAC 02:00:00:00:00:KK). --uplink adds the port "wire0"
+# (type uplink, ofport 100) whose peer is eth0 of TAG-wire, a host on the
+# wire (198.18.1.1/16, MAC 02:00:00:00:ff:01). --internal adds the port
+# "host0" (type internal, ofport 200) whose peer "host0h" stays in TAG-sw as
+# the host's own interface (198.18.2.1/16, MAC 02:00:00:00:fe:01). DIR (default /tmp/eswitch-TAG)
 # gets eswitch.toml, eswitchd.sock, eswitchd.pid and eswitchd.log. Only
 # addresses from 198.18.0.0/15 (the benchmarking range) are used.
 set -euo pipefail
@@ -24,6 +29,8 @@ dir=
 port_type=auto
 flows=
 extra=
+uplink=0
+internal=0
 eswitchd=${ESWITCHD:-}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,6 +40,8 @@ while [ $# -gt 0 ]; do
   --port-type) port_type=$2; shift 2 ;;
   --flows) flows=$2; shift 2 ;;
   --extra) extra=$2; shift 2 ;;
+  --uplink) uplink=1; shift ;;
+  --internal) internal=1; shift ;;
   --eswitchd) eswitchd=$2; shift 2 ;;
   *) echo "lab.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -117,12 +126,40 @@ up() {
       echo "vport = \"vf$((k - 1))\""
     } >>"$cfg"
   done
-  echo "lab '$name': $vms VMs, config $cfg"
+  if [ "$uplink" = 1 ]; then
+    # The wire: a host beyond the uplink.
+    local wire="$name-wire"
+    ip netns add "$wire"
+    ip -n "$wire" link set lo up
+    ip link add wire0 netns "$sw" type veth peer name eth0 netns "$wire"
+    ip -n "$wire" link set eth0 address 02:00:00:00:ff:01
+    ip -n "$wire" addr add 198.18.1.1/16 dev eth0
+    ip netns exec "$wire" ethtool -K eth0 tx off >/dev/null
+    ip netns exec "$wire" sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1
+    ip -n "$wire" link set eth0 up
+    ip netns exec "$sw" sysctl -qw net.ipv6.conf.wire0.disable_ipv6=1
+    ip -n "$sw" link set wire0 up
+    printf '\n[[port]]\nname = "wire0"\nofport = 100\ntype = "uplink"\n' >>"$cfg"
+  fi
+  if [ "$internal" = 1 ]; then
+    # The host's own interface: host0 is the switch's end, host0h the
+    # host stack's (in the switch namespace, which stands for the host).
+    ip -n "$sw" link add host0 type veth peer name host0h
+    ip -n "$sw" link set host0h address 02:00:00:00:fe:01
+    ip -n "$sw" addr add 198.18.2.1/16 dev host0h
+    ip netns exec "$sw" ethtool -K host0h tx off >/dev/null
+    ip netns exec "$sw" sysctl -qw net.ipv6.conf.host0h.disable_ipv6=1
+    ip netns exec "$sw" sysctl -qw net.ipv6.conf.host0.disable_ipv6=1
+    ip -n "$sw" link set host0h up
+    ip -n "$sw" link set host0 up
+    printf '\n[[port]]\nname = "host0"\nofport = 200\ntype = "internal"\n' >>"$cfg"
+  fi
+  echo "lab '$name': $vms VMs$([ "$uplink" = 1 ] && echo ", uplink wire0")$([ "$internal" = 1 ] && echo ", internal host0"), config $cfg"
 }
 
 down() {
   need_root
-  for ns in $(ip netns list | awk '{print $1}' | grep -E "^$name-(sw|vm[0-9]+)$" || true); do
+  for ns in $(ip netns list | awk '{print $1}' | grep -E "^$name-(sw|wire|vm[0-9]+)$" || true); do
     ip netns del "$ns"
   done
 }
@@ -157,7 +194,7 @@ start() {
     for _ in $(seq 1 100); do
       local n
       n=$("$ctl" --socket "$dir/eswitchd.sock" --json show 2>/dev/null | grep -c '"state": "up"' || true)
-      [ "$n" = "$vms" ] && break
+      [ "$n" = "$((vms + uplink + internal))" ] && break
       sleep 0.1
     done
   fi

@@ -45,6 +45,19 @@ impl LiveLab {
     /// `vms` VMs, the given port type, optional flow file text and extra
     /// config tables.
     pub fn start(vms: u32, port_type: &str, flows: Option<&str>, extra: &str) -> LiveLab {
+        LiveLab::start_with(vms, port_type, flows, extra, &[])
+    }
+
+    /// As [`start`](Self::start), with lab.sh's port flags (`--uplink`:
+    /// the port `wire0` to the namespace `wire`; `--internal`: the port
+    /// `host0` whose peer is the switch namespace's own `host0h`).
+    pub fn start_with(
+        vms: u32,
+        port_type: &str,
+        flows: Option<&str>,
+        extra: &str,
+        flags: &[&str],
+    ) -> LiveLab {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let name = format!("el{}x{n}", std::process::id() % 100_000);
         let tmp = TempDir::new("eswitch-live").expect("lab dir");
@@ -78,6 +91,7 @@ impl LiveLab {
             std::fs::write(&flows_path, f).expect("flow file");
             args.extend(["--flows", &flows_s]);
         }
+        args.extend(flags);
         let script_s = script.display().to_string();
         run(&script_s, &args).expect("lab.sh up");
         let log = std::fs::File::create(lab.dir().join("eswitchd.log")).expect("log");
@@ -96,7 +110,8 @@ impl LiveLab {
         lab.wait_for("every port open", || {
             lab.ctl(&["show"]).ok().is_some_and(|v| {
                 let ports = v["ports"].as_array().cloned().unwrap_or_default();
-                ports.len() == vms as usize && ports.iter().all(|p| p["state"] == "up")
+                ports.len() == vms as usize + flags.len()
+                    && ports.iter().all(|p| p["state"] == "up")
             })
         });
         lab
@@ -149,24 +164,18 @@ impl LiveLab {
 
     /// `count` pings from VM `from` to VM `to`; true if all came back.
     pub fn ping(&self, from: u32, to: u32, count: u32) -> bool {
-        run(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &self.ns(&format!("vm{from}")),
-                "ping",
-                "-q",
-                "-c",
-                &count.to_string(),
-                "-i",
-                "0.05",
-                "-W",
-                "1",
-                &format!("198.18.0.{to}"),
-            ],
-        )
-        .is_ok()
+        self.ping_addr(&format!("vm{from}"), &format!("198.18.0.{to}"), count)
+    }
+
+    /// `count` pings from the lab namespace `from` (`vm1`, `wire`, `sw`)
+    /// to `addr`; true if all came back.
+    pub fn ping_addr(&self, from: &str, addr: &str, count: u32) -> bool {
+        let count = count.to_string();
+        let ns = self.ns(from);
+        let args = [
+            "netns", "exec", &ns, "ping", "-q", "-c", &count, "-i", "0.05", "-W", "1", addr,
+        ];
+        run("ip", &args).is_ok()
     }
 
     /// `count` UDP datagrams from VM `from` to VM `to` port 9 (bash's
@@ -177,34 +186,31 @@ impl LiveLab {
 
     /// `count` UDP datagrams from VM `from` to VM `to`, UDP port `port`.
     pub fn udp_to_port(&self, from: u32, to: u32, port: u16, count: u32) {
-        let script = format!(
-            "for i in $(seq 1 {count}); do echo eswitch >/dev/udp/198.18.0.{to}/{port}; done"
-        );
+        self.udp_addr(&format!("vm{from}"), &format!("198.18.0.{to}"), port, count);
+    }
+
+    /// `count` UDP datagrams from the lab namespace `from` to `addr`, UDP
+    /// port `port`.
+    pub fn udp_addr(&self, from: &str, addr: &str, port: u16, count: u32) {
+        let script =
+            format!("for i in $(seq 1 {count}); do echo eswitch >/dev/udp/{addr}/{port}; done");
         run(
             "ip",
-            &[
-                "netns",
-                "exec",
-                &self.ns(&format!("vm{from}")),
-                "bash",
-                "-c",
-                &script,
-            ],
+            &["netns", "exec", &self.ns(from), "bash", "-c", &script],
         )
         .expect("udp");
     }
 
     /// UDP datagrams VM `vm` has received (its eth0 counter).
     pub fn udp_received(&self, vm: u32) -> u64 {
+        self.udp_received_in(&format!("vm{vm}"))
+    }
+
+    /// UDP datagrams the lab namespace `ns` has received.
+    pub fn udp_received_in(&self, ns: &str) -> u64 {
         let out = run(
             "ip",
-            &[
-                "netns",
-                "exec",
-                &self.ns(&format!("vm{vm}")),
-                "cat",
-                "/proc/net/snmp",
-            ],
+            &["netns", "exec", &self.ns(ns), "cat", "/proc/net/snmp"],
         )
         .expect("snmp");
         // "Udp: InDatagrams NoPorts ..." header then values; a datagram
