@@ -479,6 +479,48 @@ impl fmt::Debug for Mask {
     }
 }
 
+/// A key with its zero words left out (as Open vSwitch's miniflow): what a
+/// million stored keys cost. A packet's key has a dozen non-zero words of
+/// [`KEY_WORDS`]; a megaflow's masked key, fewer.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct PackedKey {
+    /// Bit `i`: word `i` is non-zero, and in `words`.
+    map: u32,
+    words: Box<[u64]>,
+}
+
+const _: () = assert!(KEY_WORDS <= 32, "PackedKey's map has 32 bits");
+
+impl PackedKey {
+    pub fn pack(key: &FlowKey) -> PackedKey {
+        let mut map = 0u32;
+        for (i, &w) in key.w.iter().enumerate() {
+            if w != 0 {
+                map |= 1 << i;
+            }
+        }
+        let words = key.w.iter().copied().filter(|&w| w != 0).collect();
+        PackedKey { map, words }
+    }
+
+    pub fn unpack(&self) -> FlowKey {
+        let mut w = [0u64; KEY_WORDS];
+        let mut next = self.words.iter();
+        for (i, slot) in w.iter_mut().enumerate() {
+            if self.map & (1 << i) != 0 {
+                *slot = next.next().copied().unwrap_or(0);
+            }
+        }
+        FlowKey { w }
+    }
+}
+
+impl From<&FlowKey> for PackedKey {
+    fn from(k: &FlowKey) -> PackedKey {
+        PackedKey::pack(k)
+    }
+}
+
 /// A key and a mask, with every wildcarded key bit zero.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Match {
@@ -698,6 +740,22 @@ pub type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Packing keeps every word, zero or not, at its place.
+        #[test]
+        fn a_packed_key_unpacks_to_itself(words in proptest::collection::vec(
+            proptest::prop_oneof![3 => proptest::strategy::Just(0u64), 1 => proptest::num::u64::ANY],
+            KEY_WORDS,
+        )) {
+            let mut w = [0u64; KEY_WORDS];
+            w.copy_from_slice(&words);
+            let k = FlowKey::from_words(w);
+            let p = PackedKey::pack(&k);
+            proptest::prop_assert_eq!(p.unpack(), k);
+            proptest::prop_assert_eq!(p.words.len(), words.iter().filter(|&&w| w != 0).count());
+        }
+    }
 
     #[test]
     fn fields_do_not_overlap_and_fit() {

@@ -51,6 +51,6 @@ pub use actions::{Actions, DpAction};
 pub use cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
 pub use datapath::{Datapath, DpCommand, DpEvent, FlowId, Lookup};
 pub use extract::{extract, extract_into, Extracted, Layout, ParseCounters, ParseError};
-pub use key::{Field, FlowKey, Mask, Match, KEY_WORDS};
+pub use key::{Field, FlowKey, Mask, Match, PackedKey, KEY_WORDS};
 pub use rand::SplitMix64;
 pub use types::{MeterId, PortNo, Timestamp};

@@ -124,16 +124,21 @@ struct Shared {
 struct Held {
     /// The level-1 rule.
     rule: Option<RuleId>,
-    /// The level-1 matcher's key.
-    matcher: Option<(u8, Vec<u8>)>,
+    /// The level-1 matcher's key (shared with every flow on that matcher:
+    /// a mask's encoding is hundreds of bytes).
+    matcher: Option<MatcherKey>,
     /// The counter action and its (bulk, offset).
     counter: Option<(ActionId, (usize, u32))>,
     /// The shared modify-header of the flow's rewrites (in the level-1
     /// rule, or in the level-2 rule of a metered or sampled flow).
     modify: Option<Vec<u8>>,
-    /// The meter or sampler stage.
-    staged: Staged,
+    /// The meter or sampler stage (boxed: most flows have none, and a
+    /// million flows' records stay small).
+    staged: Option<Box<Staged>>,
 }
+
+/// A level-1 matcher's criteria and encoded mask.
+type MatcherKey = Arc<(u8, Vec<u8>)>;
 
 /// Attempts at destroying the rules the device kept, at shutdown (the
 /// last waits 10 << 4 ms).
@@ -160,7 +165,7 @@ pub struct OffloadManager<B: DrBackend> {
     root_matcher: MatcherId,
     jump: ActionId,
     jump_rule: RuleId,
-    matchers: HashMap<(u8, Vec<u8>), (MatcherId, usize)>,
+    matchers: HashMap<MatcherKey, (MatcherId, usize)>,
     /// Level 2, on (reg_c_1, reg_c_2): a metered flow's red packets.
     red_matcher: Option<MatcherId>,
     /// Level 2, on reg_c_1: the rest of a flow's actions.
@@ -310,7 +315,9 @@ impl<B: DrBackend> OffloadManager<B> {
     /// packets carry into the level-2 table and its sampled copies carry to
     /// software.
     pub fn tag_of(&self, id: HwId) -> Option<u32> {
-        self.flows.get(&id).and_then(|h| h.staged.tag)
+        self.flows
+            .get(&id)
+            .and_then(|h| h.staged.as_ref().and_then(|s| s.tag))
     }
 
     /// What the threads that receive the device's sampled copies read:
@@ -389,21 +396,25 @@ impl<B: DrBackend> OffloadManager<B> {
         }
     }
 
-    /// The matcher for an encoded mask, created on first use.
-    fn matcher(&mut self, key: &(u8, Vec<u8>)) -> Result<MatcherId, NotOffloaded> {
-        if let Some((m, n)) = self.matchers.get_mut(key) {
-            *n += 1;
-            return Ok(*m);
+    /// The matcher for an encoded mask, created on first use, and its
+    /// shared key.
+    fn matcher(&mut self, key: (u8, &[u8])) -> Result<(MatcherId, MatcherKey), NotOffloaded> {
+        let wanted = (key.0, key.1.to_vec());
+        if let Some((k, (m, n))) = self.matchers.get_key_value(&wanted) {
+            let (k, m, n) = (Arc::clone(k), *m, *n);
+            self.matchers.insert(Arc::clone(&k), (m, n + 1));
+            return Ok((m, k));
         }
         let m = self
             .backend
-            .matcher_create(self.table, self.config.priority, key.0, &key.1)
+            .matcher_create(self.table, self.config.priority, key.0, key.1)
             .map_err(backend("matcher_create"))?;
-        self.matchers.insert(key.clone(), (m, 1));
-        Ok(m)
+        let k = Arc::new(wanted);
+        self.matchers.insert(Arc::clone(&k), (m, 1));
+        Ok((m, k))
     }
 
-    fn release_matcher(&mut self, key: &(u8, Vec<u8>)) {
+    fn release_matcher(&mut self, key: &MatcherKey) {
         let gone = match self.matchers.get_mut(key) {
             Some((m, n)) => {
                 *n -= 1;
@@ -428,12 +439,13 @@ impl<B: DrBackend> OffloadManager<B> {
                 reason: u.reason,
             }
         })?;
-        let key = (self.scratch.criteria(), self.scratch.mask().to_vec());
+        let criteria = self.scratch.criteria();
+        let mask = self.scratch.mask().to_vec();
         let value = self.scratch.value().to_vec();
         let (stage, rest) = translate::stage(actions.as_slice())?;
         let id = HwId(self.next_id);
         let mut held = Held::default();
-        match self.build(id, m, stage, rest, key, &value, &mut held) {
+        match self.build(id, m, stage, rest, (criteria, &mask), &value, &mut held) {
             Ok(()) => {
                 self.next_id += 1;
                 self.flows.insert(id, held);
@@ -455,7 +467,7 @@ impl<B: DrBackend> OffloadManager<B> {
         m: &Match,
         stage: Stage,
         rest: &[DpAction],
-        key: (u8, Vec<u8>),
+        key: (u8, &[u8]),
         value: &[u8],
         held: &mut Held,
     ) -> Result<(), NotOffloaded> {
@@ -468,12 +480,15 @@ impl<B: DrBackend> OffloadManager<B> {
         held.modify = modify;
         let mut first = match stage {
             Stage::Plain => list,
-            _ => self.stage2(id, stage, meter, &list, &mut held.staged)?,
+            _ => {
+                let st = held.staged.insert(Box::default());
+                self.stage2(id, stage, meter, &list, st)?
+            }
         };
         let (counter, slot) = self.counter(id)?;
         held.counter = Some((counter, slot));
         first.insert(0, counter);
-        let matcher = self.matcher(&key)?;
+        let (matcher, key) = self.matcher(key)?;
         held.matcher = Some(key);
         let rule = self
             .backend
@@ -506,7 +521,9 @@ impl<B: DrBackend> OffloadManager<B> {
         if let Some((a, slot)) = held.counter {
             self.release_counter(a, slot, report);
         }
-        self.release_staged(held.staged);
+        if let Some(st) = held.staged {
+            self.release_staged(*st);
+        }
         self.release_modify(held.modify);
         if let Some(k) = held.matcher {
             self.release_matcher(&k);

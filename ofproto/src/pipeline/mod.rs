@@ -44,7 +44,7 @@ use megaflow::meter::MeteredSink;
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
-    FlowStats, Lookup, Match, MeterId, PortNo, SplitMix64, Timestamp,
+    FlowStats, Lookup, Mask, Match, MeterId, PackedKey, PortNo, SplitMix64, Timestamp,
 };
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -238,11 +238,38 @@ struct FlowMeta {
 }
 
 /// A megaflow's match and actions (apart from [`FlowMeta`]: a pass rarely
-/// needs them).
+/// needs them), compact: the masked key without its zero words, the mask
+/// shared with every megaflow of that shape ([`Masks`]).
 #[derive(Clone, Debug)]
 struct FlowDef {
-    matched: Match,
+    key: PackedKey,
+    mask: Arc<Mask>,
     actions: Actions,
+}
+
+impl FlowDef {
+    fn matched(&self) -> Match {
+        Match::new(&self.key.unpack(), &self.mask)
+    }
+}
+
+/// The masks of the live megaflows, one copy of each (a few hundred
+/// shapes for a million megaflows).
+#[derive(Debug, Default)]
+struct Masks(HashMap<Mask, Arc<Mask>, FastBuild>);
+
+impl Masks {
+    /// The shared copy of `m`.
+    fn get(&mut self, m: &Mask) -> Arc<Mask> {
+        Arc::clone(self.0.entry(*m).or_insert_with(|| Arc::new(*m)))
+    }
+
+    /// A megaflow gave its copy back: forgets the mask with no other user.
+    fn put(&mut self, m: Arc<Mask>) {
+        if Arc::strong_count(&m) == 2 {
+            self.0.remove(&*m);
+        }
+    }
 }
 
 /// An evicted megaflow whose datapaths have not all answered its removal:
@@ -355,7 +382,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     /// revalidation re-translates it (the masked key could take other
     /// paths through the classifier and read bits the megaflow does not
     /// match). Apart from the metadata, which every pass walks.
-    keys: Vec<FlowKey>,
+    keys: Vec<PackedKey>,
+    masks: Masks,
     free: Vec<u32>,
     /// Live megaflows by id, and by the hash of their match (both keys are
     /// hashes or sequence numbers already: a fast hash is enough).
@@ -462,6 +490,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             flows: Vec::new(),
             defs: Vec::new(),
             keys: Vec::new(),
+            masks: Masks::default(),
             free: Vec::new(),
             ids: HashMap::default(),
             by_match: HashMap::default(),
@@ -720,18 +749,22 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             generations,
             uses_mac,
         };
-        let def = FlowDef { matched, actions };
+        let def = FlowDef {
+            key: PackedKey::pack(matched.key()),
+            mask: self.masks.get(matched.mask()),
+            actions,
+        };
         let idx = match self.free.pop() {
             Some(i) => {
                 self.flows[i as usize] = Some(meta);
                 self.defs[i as usize] = Some(def);
-                self.keys[i as usize] = *key;
+                self.keys[i as usize] = PackedKey::pack(key);
                 i
             }
             None => {
                 self.flows.push(Some(meta));
                 self.defs.push(Some(def));
-                self.keys.push(*key);
+                self.keys.push(PackedKey::pack(key));
                 (self.flows.len() - 1) as u32
             }
         };
@@ -746,7 +779,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// The live flow whose match is `m`.
     fn find_match(&self, m: &Match) -> Option<u32> {
         let idx = *self.by_match.get(&match_hash(m))?;
-        let same = self.def(idx).is_some_and(|d| d.matched == *m);
+        let same = self.def(idx).is_some_and(|d| d.matched() == *m);
         same.then_some(idx)
     }
 
@@ -882,7 +915,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             if let Some(d) = self.def(idx) {
                 let cmd = DpCommand::Insert {
                     id,
-                    matched: Box::new(d.matched),
+                    matched: Box::new(d.matched()),
                     actions: d.actions.clone(),
                 };
                 self.dps
@@ -1009,7 +1042,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// The match and actions a flow has now.
     fn cached(&self, idx: u32) -> Option<(Match, Actions)> {
         let d = self.def(idx)?;
-        Some((d.matched, d.actions.clone()))
+        Some((d.matched(), d.actions.clone()))
     }
 
     // ------------------------------------------------------------------
@@ -1273,10 +1306,11 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         credit_rules(&self.bridge, &m.rules, dp, db, m.stats.used);
         self.ids.remove(&m.id);
         if let Some(d) = def {
-            let h = match_hash(&d.matched);
+            let h = match_hash(&d.matched());
             if self.by_match.get(&h) == Some(&idx) {
                 self.by_match.remove(&h);
             }
+            self.masks.put(d.mask);
         }
         self.shares.remove(m.home.unwrap_or(fair::NO_HOME), idx);
         self.live -= 1;
@@ -1312,8 +1346,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             .filter_map(|(i, m)| {
                 m.as_ref()?;
                 let d = self.defs.get(i)?.as_ref()?;
-                let names = (d.matched.mask().is_exact(megaflow::Field::InPort)
-                    && d.matched.key().in_port() == u64::from(port.0))
+                let names = (d.mask.is_exact(megaflow::Field::InPort)
+                    && d.key.unpack().in_port() == u64::from(port.0))
                     || d.actions.iter().any(|a| names_port(a, port));
                 names.then_some(i as u32)
             })
@@ -1332,7 +1366,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             .filter_map(|(m, d)| {
                 let (m, d) = (m.as_ref()?, d.as_ref()?);
                 Some(FlowDump {
-                    matched: d.matched,
+                    matched: d.matched(),
                     actions: d.actions.clone(),
                     stats: m.stats,
                     state: m.state,

@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats};
-use megaflow::{DpCommand, FlowStats, Timestamp};
+use megaflow::{DpCommand, FlowStats, PackedKey, Timestamp};
 
 use super::{Datapaths, Eviction, OffloadMode, Pipeline, PipelineStats};
 use crate::bridge::Generations;
@@ -347,13 +347,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             return;
         };
         let (id, home) = (m.id, m.home);
-        let Some(&key) = self.keys.get(idx as usize) else {
+        let Some(key) = self.keys.get(idx as usize).map(PackedKey::unpack) else {
             return;
         };
         let Some(d) = self.def(idx) else {
             return;
         };
-        let matched = d.matched;
+        let matched = d.matched();
         let old = d.actions.clone();
         // As Open vSwitch does: translate the packet that made the flow;
         // the result holds for every packet the megaflow matches as long

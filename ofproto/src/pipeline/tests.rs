@@ -657,3 +657,33 @@ fn a_miss_translated_before_a_flow_mod_is_translated_again_at_install() {
     assert_eq!(p.stats().retranslated, 1);
     assert!(p.find(&key(6, 3)).is_some());
 }
+
+#[test]
+fn megaflows_of_one_shape_share_one_mask_that_goes_with_the_last() {
+    let mut p = pipeline(&BY_DST, hot());
+    let five = megaflow::Mask::exact_fields(megaflow::Mask::IPV4_5TUPLE);
+    let dst = megaflow::Mask::exact_fields(&[
+        megaflow::Field::InPort,
+        megaflow::Field::EthType,
+        megaflow::Field::Ipv4Dst,
+    ]);
+    let out = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    for sport in 0..5 {
+        p.install_flow(&Match::new(&key(sport, 2), &five), out.clone(), at(1))
+            .expect("installs");
+    }
+    let wide = Match::new(&key(0, 3), &dst);
+    let out3 = Actions::new(vec![DpAction::Output(PortNo(3))]);
+    p.install_flow(&wide, out3, at(1)).expect("installs");
+    assert_eq!(p.masks.0.len(), 2, "one copy per shape");
+    // Stored compact, dumped whole.
+    let dumped: Vec<Match> = p.dump().into_iter().map(|d| d.matched).collect();
+    assert!(dumped.contains(&wide));
+    assert!(dumped.contains(&Match::new(&key(4, 2), &five)));
+    assert_eq!(p.find(&key(9, 3)).map(|d| d.matched), Some(wide));
+    // The wide flow goes: its shape with it; the 5-tuples' stays.
+    assert_eq!(p.flush_port(PortNo(3)), 1);
+    assert_eq!(p.masks.0.len(), 1);
+    assert_eq!(p.flush_port(PortNo(2)), 5);
+    assert!(p.masks.0.is_empty(), "no megaflow, no mask kept");
+}
