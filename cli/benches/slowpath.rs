@@ -24,7 +24,10 @@
 //!   handler threads over one, no pass running;
 //! - `slowpath.setup_during_pass_ratio`: upcalls per second by a handler
 //!   that never pauses (`HANDLER_BATCH` upcalls per lock, as the daemon's),
-//!   passes back to back (batched) over none.
+//!   passes back to back (batched) over none;
+//! - `slowpath.pass_batched_vs_whole`: the time of a pass run in batches
+//!   with no one waiting over the time of the same pass at once (what the
+//!   hand-offs cost; medians of six each, alternating).
 //!
 //! Set `REVALIDATOR_FLOWS` to change the size, `SLOWPATH_UPCALLS` the
 //! paced upcalls per mode (default 4,000).
@@ -305,6 +308,43 @@ fn main() {
     println!("bench: slowpath.setup_per_s_1_handler {one:.0} upcalls/s");
     println!("bench: slowpath.setup_per_s_2_handlers {two:.0} upcalls/s");
     println!("bench: slowpath.handlers_2_vs_1 {:.2}", two / one.max(1.0));
+
+    // What the batches cost a pass no one waits for, once the flows the
+    // handlers made are offloaded (a pass offloads what is pending).
+    {
+        let mut g = slow.lock();
+        g.flush_offloads(Timestamp(T0.0 + SEC));
+        g.revalidate(Timestamp(T0.0 + SEC));
+    }
+    let mut pass_ms = |batched: bool| {
+        let mut g = slow.lock();
+        let now = Timestamp(T0.0 + SEC);
+        let t = Instant::now();
+        if batched {
+            pass_in_batches(&mut g, now, |p| p);
+        } else {
+            g.revalidate(now);
+        }
+        t.elapsed().as_secs_f64() * 1e3
+    };
+    let (mut batched, mut whole) = (Vec::new(), Vec::new());
+    for i in 0..6 {
+        // Alternating which goes first.
+        if i % 2 == 0 {
+            batched.push(pass_ms(true));
+            whole.push(pass_ms(false));
+        } else {
+            whole.push(pass_ms(false));
+            batched.push(pass_ms(true));
+        }
+    }
+    let (batched, whole) = (quantile(&batched, 0.5), quantile(&whole, 0.5));
+    println!("bench: slowpath.pass_ms_batched {batched:.0} ms");
+    println!("bench: slowpath.pass_ms_whole {whole:.0} ms");
+    println!(
+        "bench: slowpath.pass_batched_vs_whole {:.2}",
+        batched / whole.max(1e-9)
+    );
 
     let g = slow.lock();
     eprintln!(

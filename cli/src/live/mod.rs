@@ -1092,8 +1092,9 @@ fn handler<B: Device>(
 }
 
 /// Most offloads the offload thread makes before it hands the slow path
-/// to a waiting thread.
-pub const OFFLOAD_BATCH: usize = 256;
+/// to a waiting thread: as a pass's step ([`PASS_BATCH`](ofproto::PASS_BATCH))
+/// costs, a handler waits for a few dozen device calls at most.
+pub const OFFLOAD_BATCH: usize = 32;
 
 /// One revalidator pass on the pipeline `of` finds in what `held` guards,
 /// in batches of [`PASS_BATCH`](ofproto::PASS_BATCH): between two, the
