@@ -38,9 +38,10 @@ use std::sync::Arc;
 use crate::actions::{execute, ActionSink, Actions, ExecOutcome};
 use crate::cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
 use crate::extract::extract_into;
-use crate::key::{FastBuild, FlowKey, Match};
+use crate::key::{FlowKey, Match};
 use crate::meter::{Meter, MeteredSink};
 use crate::rand::SplitMix64;
+use crate::shard::ShardedMap;
 use crate::types::{MeterId, PortNo, Timestamp};
 
 /// The slow path's name for a megaflow, the same in every datapath.
@@ -115,7 +116,7 @@ struct Slot {
 pub struct Datapath {
     cache: MegaflowCache,
     /// By id (ids are the slow path's sequence numbers: a fast hash).
-    flows: HashMap<FlowId, Slot, FastBuild>,
+    flows: ShardedMap<FlowId, Slot>,
     /// Flows hit since the last report (each once).
     dirty: Vec<FlowId>,
     /// Removals and refusals waiting for the next report.
@@ -131,7 +132,7 @@ impl Datapath {
     pub fn new(cfg: CacheConfig, seed: u64) -> Self {
         Datapath {
             cache: MegaflowCache::new(cfg),
-            flows: HashMap::default(),
+            flows: ShardedMap::new(),
             dirty: Vec::new(),
             events: Vec::new(),
             meters: HashMap::new(),

@@ -45,6 +45,7 @@ pub mod meter;
 pub mod offload;
 pub mod port;
 pub mod rand;
+pub mod shard;
 mod types;
 
 pub use actions::{Actions, DpAction};

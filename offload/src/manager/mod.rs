@@ -59,6 +59,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use megaflow::offload::{FlowOffload, HwId, HwStats, MeterBand, NotOffloaded};
+use megaflow::shard::ShardedMap;
 use megaflow::MeterId;
 use megaflow::{Actions, DpAction, Match, PortNo};
 
@@ -184,7 +185,7 @@ pub struct OffloadManager<B: DrBackend> {
     next_tag: u32,
     bulks: Vec<Bulk>,
     free_counters: Vec<(usize, u32)>,
-    flows: HashMap<HwId, Held>,
+    flows: ShardedMap<HwId, Held>,
     next_id: u64,
     scratch: Encoded,
     /// One query buffer per bulk.
@@ -273,7 +274,7 @@ impl<B: DrBackend> OffloadManager<B> {
             next_tag: 1,
             bulks: Vec::new(),
             free_counters: Vec::new(),
-            flows: HashMap::new(),
+            flows: ShardedMap::new(),
             next_id: 1,
             scratch: Encoded::EMPTY,
             queries: Vec::new(),

@@ -42,6 +42,7 @@ use megaflow::actions::{execute, ActionSink, ExecOutcome};
 use megaflow::key::{hash_words, FastBuild};
 use megaflow::meter::MeteredSink;
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
+use megaflow::shard::{ChunkedVec, ShardedMap};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
     FlowStats, Lookup, Mask, Match, MeterId, PackedKey, PortNo, SplitMix64, Timestamp,
@@ -376,24 +377,24 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     dps: D,
     offload: O,
     cfg: PipelineConfig,
-    flows: Vec<Option<FlowMeta>>,
-    defs: Vec<Option<FlowDef>>,
+    flows: ChunkedVec<Option<FlowMeta>>,
+    defs: ChunkedVec<Option<FlowDef>>,
     /// Per flow slot, the key of the packet whose upcall made the flow:
     /// revalidation re-translates it (the masked key could take other
     /// paths through the classifier and read bits the megaflow does not
     /// match). Apart from the metadata, which every pass walks.
-    keys: Vec<PackedKey>,
+    keys: ChunkedVec<PackedKey>,
     masks: Masks,
     free: Vec<u32>,
     /// Live megaflows by id, and by the hash of their match (both keys are
     /// hashes or sequence numbers already: a fast hash is enough).
-    ids: HashMap<FlowId, u32, FastBuild>,
-    by_match: HashMap<u64, u32, FastBuild>,
+    ids: ShardedMap<FlowId, u32>,
+    by_match: ShardedMap<u64, u32>,
     next_id: u64,
     live: usize,
     retired: HashMap<FlowId, Retired>,
     events: Vec<DpEvent>,
-    hw: HashMap<HwId, HwEntry>,
+    hw: ShardedMap<HwId, HwEntry>,
     /// Offloaded flows by recency of hardware hits (front = most recent).
     lru: LruCache<u32, ()>,
     /// Hot flows waiting for the offload thread, oldest first.
@@ -487,18 +488,18 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             flow_limit: limit,
             shares: fair::PortShares::default(),
             cfg,
-            flows: Vec::new(),
-            defs: Vec::new(),
-            keys: Vec::new(),
+            flows: ChunkedVec::new(),
+            defs: ChunkedVec::new(),
+            keys: ChunkedVec::new(),
             masks: Masks::default(),
             free: Vec::new(),
-            ids: HashMap::default(),
-            by_match: HashMap::default(),
+            ids: ShardedMap::new(),
+            by_match: ShardedMap::new(),
             next_id: 1,
             live: 0,
             retired: HashMap::new(),
             events: Vec::new(),
-            hw: HashMap::new(),
+            hw: ShardedMap::new(),
             lru: LruCache::unbounded(),
             pending: VecDeque::new(),
             hw_meter_errors: BTreeMap::new(),
