@@ -41,7 +41,7 @@ use lru::LruCache;
 use megaflow::actions::{execute, ActionSink, ExecOutcome};
 use megaflow::key::{hash_words, FastBuild};
 use megaflow::meter::MeteredSink;
-use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
+use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, MeterBand, NotOffloaded};
 use megaflow::shard::{ChunkedVec, ShardedMap};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
@@ -295,6 +295,92 @@ struct HwEntry {
     retired: bool,
 }
 
+/// A hot flow to put into the device ([`Pipeline::take_offloads`]).
+#[derive(Clone, Debug)]
+pub struct OffloadJob {
+    idx: u32,
+    id: FlowId,
+    matched: Match,
+    actions: Actions,
+    rules: Arc<[RuleRef]>,
+}
+
+/// What the device did with an [`OffloadJob`].
+#[derive(Debug)]
+pub struct OffloadDone {
+    job: OffloadJob,
+    result: Result<HwId, NotOffloaded>,
+}
+
+impl OffloadJob {
+    /// Installs the flow in `dev` (the device call; no slow-path state is
+    /// touched).
+    pub fn run<O: FlowOffload + ?Sized>(self, dev: &mut O) -> OffloadDone {
+        let result = dev.install(&self.matched, &self.actions);
+        OffloadDone { job: self, result }
+    }
+}
+
+/// An offloader shared between the slow path and the thread that runs its
+/// device calls outside the slow path's lock ([`OffloadJob`]): each call
+/// locks it for its own length.
+pub struct SharedOffload<O>(Arc<parking_lot::Mutex<O>>);
+
+impl<O> SharedOffload<O> {
+    pub fn new(o: O) -> Self {
+        SharedOffload(Arc::new(parking_lot::Mutex::new(o)))
+    }
+
+    /// The offloader, for a call or a batch of them.
+    pub fn lock(&self) -> parking_lot::MutexGuard<'_, O> {
+        self.0.lock()
+    }
+
+    /// The offloader back, if no other handle is left.
+    pub fn into_inner(self) -> Result<O, Self> {
+        Arc::try_unwrap(self.0)
+            .map(parking_lot::Mutex::into_inner)
+            .map_err(SharedOffload)
+    }
+}
+
+impl<O> Clone for SharedOffload<O> {
+    fn clone(&self) -> Self {
+        SharedOffload(Arc::clone(&self.0))
+    }
+}
+
+impl<O: FlowOffload> FlowOffload for SharedOffload<O> {
+    fn install(&mut self, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
+        self.lock().install(m, actions)
+    }
+
+    fn replace(&mut self, old: HwId, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
+        self.lock().replace(old, m, actions)
+    }
+
+    fn remove(&mut self, id: HwId) {
+        self.lock().remove(id);
+    }
+
+    fn poll(&mut self, out: &mut Vec<(HwId, HwStats)>) -> Result<(), NotOffloaded> {
+        self.lock().poll(out)
+    }
+
+    fn poll_some(
+        &mut self,
+        next: &mut usize,
+        max: usize,
+        out: &mut Vec<(HwId, HwStats)>,
+    ) -> Result<bool, NotOffloaded> {
+        self.lock().poll_some(next, max, out)
+    }
+
+    fn set_meter(&mut self, id: MeterId, band: Option<MeterBand>) -> Result<(), NotOffloaded> {
+        self.lock().set_meter(id, band)
+    }
+}
+
 /// One megaflow as a dump shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowDump {
@@ -427,6 +513,10 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     synced_tables: u64,
     /// A pass was asked for before its time (a BARRIER is waiting).
     pass_wanted: bool,
+    /// A pass's last phase offloads what is queued (replay, tests); the
+    /// live daemon leaves that to its offload thread, which runs the
+    /// device calls outside the slow path's lock.
+    offload_in_passes: bool,
 }
 
 impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
@@ -512,6 +602,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             expired: Vec::new(),
             synced_tables: 0,
             pass_wanted: false,
+            offload_in_passes: true,
             meter_changes: Vec::new(),
         }
     }
@@ -555,6 +646,12 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Asks the revalidator for a pass now ([`pass_wanted`](Self::pass_wanted)).
     pub fn request_pass(&mut self) {
         self.pass_wanted = true;
+    }
+
+    /// Whether a pass offloads what it queued (the default), or leaves it
+    /// to [`take_offloads`](Self::take_offloads).
+    pub fn set_offload_in_passes(&mut self, on: bool) {
+        self.offload_in_passes = on;
     }
 
     /// Whether a pass was asked for before its time.
@@ -1151,13 +1248,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// (the live offload thread lets go of the slow path between two
     /// calls).
     pub fn flush_offloads_some(&mut self, now: Timestamp, max: usize) -> bool {
-        self.apply_meter_changes();
-        for _ in 0..max {
-            let Some(idx) = self.pending.pop_front() else {
-                break;
-            };
-            self.offload_one(idx, now);
-        }
+        let jobs = self.take_offloads(now, max);
+        let done: Vec<OffloadDone> = jobs.into_iter().map(|j| j.run(&mut self.offload)).collect();
+        self.finish_offloads(done, now);
         self.pending.is_empty()
     }
 
@@ -1168,31 +1261,95 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.flush_offloads_some(now, max)
     }
 
-    fn offload_one(&mut self, idx: u32, now: Timestamp) {
-        let Some(m) = self.meta(idx) else {
-            return;
-        };
-        if m.state != FlowState::Offloading {
-            return;
-        }
-        let Some((matched, actions)) = self.cached(idx) else {
-            return;
-        };
-        if let Some(budget) = self.cfg.offload.budget {
-            if budget == 0 {
-                self.fail(idx, NotOffloaded::Disabled, now);
-                return;
+    /// Takes at most `max` queued hot flows out of the slow path as jobs
+    /// for the device, oldest first, making room under the rule budget
+    /// first. The live offload thread runs them
+    /// ([`OffloadJob::run`]) without the slow path's lock, so no handler
+    /// waits for the device, then hands them back
+    /// ([`finish_offloads`](Self::finish_offloads)); the flows stay
+    /// `offloading` meanwhile.
+    pub fn take_offloads(&mut self, now: Timestamp, max: usize) -> Vec<OffloadJob> {
+        self.apply_meter_changes();
+        let mut jobs = Vec::new();
+        while jobs.len() < max {
+            let Some(idx) = self.pending.pop_front() else {
+                break;
+            };
+            let Some(m) = self.meta(idx) else {
+                continue;
+            };
+            if m.state != FlowState::Offloading {
+                continue;
             }
-            while self.lru.len() >= budget {
-                match self.lru.pop_lru() {
-                    Some((victim, ())) => self.demote(victim, budget, now),
-                    None => break,
+            let (id, rules) = (m.id, Arc::clone(&m.rules));
+            let Some((matched, actions)) = self.cached(idx) else {
+                continue;
+            };
+            if let Some(budget) = self.cfg.offload.budget {
+                if budget == 0 {
+                    self.fail(idx, NotOffloaded::Disabled, now);
+                    continue;
+                }
+                // The jobs under way count against the budget too: when
+                // they fill it, this flow waits for the next batch.
+                while self.lru.len() + jobs.len() >= budget {
+                    match self.lru.pop_lru() {
+                        Some((victim, ())) => self.demote(victim, budget, now),
+                        None => break,
+                    }
+                }
+                if self.lru.len() + jobs.len() >= budget {
+                    self.pending.push_front(idx);
+                    break;
                 }
             }
+            jobs.push(OffloadJob {
+                idx,
+                id,
+                matched,
+                actions,
+                rules,
+            });
         }
-        match self.offload.install(&matched, &actions) {
-            Ok(hw) => self.installed(idx, hw),
-            Err(r) => self.fail(idx, r, now),
+        jobs
+    }
+
+    /// Takes back what the device did with [`take_offloads`]' jobs. A flow
+    /// installed: offloaded. A flow refused: in software with the reason.
+    /// A flow whose actions changed meanwhile: its rule goes and it is
+    /// queued again with the new ones. A flow gone meanwhile: its rule
+    /// goes too, its last counts still credited to its rules.
+    pub fn finish_offloads(&mut self, done: Vec<OffloadDone>, now: Timestamp) {
+        for OffloadDone { job, result } in done {
+            let alive = self
+                .meta(job.idx)
+                .is_some_and(|m| m.id == job.id && m.state == FlowState::Offloading);
+            match result {
+                Ok(hw) if alive && self.def(job.idx).is_some_and(|d| d.actions == job.actions) => {
+                    self.installed(job.idx, hw);
+                }
+                Ok(hw) => {
+                    // Out of date: the rule goes, what it counted meanwhile
+                    // is folded in (to the flow, or to its rules if gone).
+                    self.hw.insert(
+                        hw,
+                        HwEntry {
+                            idx: job.idx,
+                            id: job.id,
+                            seen: HwStats::default(),
+                            rules: Arc::clone(&job.rules),
+                            retired: false,
+                        },
+                    );
+                    self.offload.remove(hw);
+                    self.retire(hw);
+                    if alive {
+                        self.pending.push_back(job.idx);
+                    }
+                }
+                Err(r) if alive => self.fail(job.idx, r, now),
+                Err(_) => {}
+            }
         }
     }
 

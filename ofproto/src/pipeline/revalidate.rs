@@ -224,6 +224,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                         Phase::Sweep(to)
                     };
                 }
+                Phase::Offload if !self.offload_in_passes => pass.phase = Phase::Done,
                 Phase::Offload => {
                     let done = self.flush_offloads_some(now, (left / OFFLOAD_COST).max(1));
                     left = 0;

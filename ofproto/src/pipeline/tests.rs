@@ -687,3 +687,95 @@ fn megaflows_of_one_shape_share_one_mask_that_goes_with_the_last() {
     assert_eq!(p.flush_port(PortNo(2)), 5);
     assert!(p.masks.0.is_empty(), "no megaflow, no mask kept");
 }
+
+/// A pipeline that offloads every flow, with one flow (sport 5 to
+/// 198.18.0.2) upcalled and queued for the device, not offloaded yet.
+fn queued_flow(budget: Option<usize>) -> Pipeline<Model> {
+    let mut p = pipeline(
+        &BY_DST,
+        OffloadPolicy {
+            mode: OffloadMode::All,
+            budget,
+            ..OffloadPolicy::default()
+        },
+    );
+    let bridge = p.bridge_handle();
+    let mut f = frame(5, 2);
+    let miss = Miss::parse(PortNo(1), &f);
+    let t = translate_miss(&bridge, &miss.key, at(1));
+    p.upcall_translated(at(1), &miss, &t, &mut f, &mut CollectSink::new());
+    assert_eq!(p.find(&key(5, 2)).expect("flow").state, FlowState::Offloading);
+    p
+}
+
+/// Runs offload jobs on the pipeline's own device, as the live offload
+/// thread runs them on the shared one.
+fn run_jobs(p: &mut Pipeline<Model>, jobs: Vec<OffloadJob>) -> Vec<OffloadDone> {
+    jobs.into_iter().map(|j| j.run(p.offloader_mut())).collect()
+}
+
+#[test]
+fn a_flow_evicted_while_its_offload_runs_leaves_no_rule_and_loses_no_count() {
+    let mut p = queued_flow(None);
+    let jobs = p.take_offloads(at(2), 8);
+    assert_eq!(jobs.len(), 1);
+    // The device installs it; meanwhile the slow path flushes the flow...
+    let done = run_jobs(&mut p, jobs);
+    assert_eq!(p.flush_port(PortNo(2)), 1);
+    // ...and the new rule forwards 4 packets before anyone removes it.
+    assert!(p.offloader_mut().forward(&key(5, 2), 4, 60));
+    p.finish_offloads(done, at(3));
+    assert!(p.offloader().rules.is_empty(), "the rule of a gone flow is removed");
+    assert_eq!(p.offloaded_len(), 0);
+    p.revalidate(at(4));
+    assert_eq!(credited(&p), 1 + 4, "the upcalled packet and the 4 in hardware");
+}
+
+#[test]
+fn a_flow_whose_actions_change_while_its_offload_runs_gets_the_new_ones() {
+    let mut p = queued_flow(None);
+    let jobs = p.take_offloads(at(2), 8);
+    let done = run_jobs(&mut p, jobs);
+    // A controller changes the rule while the device installs output:2.
+    let fm = parse_flow(
+        "priority=10,ip,nw_dst=198.18.0.2,actions=output:3",
+        FlowModCommand::Modify,
+    )
+    .expect("parses");
+    p.bridge_mut().tables.apply(&fm, at(2)).expect("applies");
+    p.revalidate(at(3));
+    p.finish_offloads(done, at(4));
+    assert!(p.offloader().rules.is_empty(), "the stale rule went");
+    // Queued again: the next batch installs the new actions.
+    assert!(p.flush_offloads_some(at(5), 8));
+    let d = p.find(&key(5, 2)).expect("flow");
+    assert_eq!((d.state, d.actions.to_string()), (FlowState::Offloaded, "output:3".into()));
+    let rules: Vec<String> = p.offloader().rules.values().map(|r| r.1.to_string()).collect();
+    assert_eq!(rules, ["output:3"]);
+}
+
+#[test]
+fn offloads_under_way_count_against_the_rule_budget() {
+    let mut p = queued_flow(Some(2));
+    let mask = megaflow::Mask::exact_fields(megaflow::Mask::IPV4_5TUPLE);
+    let out = Actions::new(vec![DpAction::Output(PortNo(2))]);
+    for sport in 6..9 {
+        p.install_flow(&Match::new(&key(sport, 2), &mask), out.clone(), at(1))
+            .expect("installs");
+    }
+    let jobs = p.take_offloads(at(2), 8);
+    assert_eq!(jobs.len(), 2, "the budget's worth, not the batch's");
+    let done = run_jobs(&mut p, jobs);
+    p.finish_offloads(done, at(3));
+    assert_eq!(p.offloaded_len(), 2);
+    // The next batch makes room by demoting the least recently hit: the
+    // device never holds more than the budget, jobs under way included.
+    let jobs = p.take_offloads(at(4), 8);
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(p.stats().demoted, 2);
+    assert!(p.offloader().rules.is_empty());
+    let done = run_jobs(&mut p, jobs);
+    p.finish_offloads(done, at(5));
+    assert_eq!(p.offloaded_len(), 2);
+    assert_eq!(p.offloader().rules.len(), 2);
+}
