@@ -316,7 +316,7 @@ fn main() {
         g.flush_offloads(Timestamp(T0.0 + SEC));
         g.revalidate(Timestamp(T0.0 + SEC));
     }
-    let mut pass_ms = |batched: bool| {
+    let pass_ms = |batched: bool| {
         let mut g = slow.lock();
         let now = Timestamp(T0.0 + SEC);
         let t = Instant::now();

@@ -277,7 +277,7 @@ fn run<B: Device, D: Datapaths>(
                 "megaflows_created": st.megaflows_created,
                 "offloaded": sw.pipeline().offloaded_len(),
                 "offload_failures": st.offload_failures,
-                "hw_undestroyed": sw.pipeline().offloader().undestroyed(),
+                "hw_undestroyed": sw.pipeline().offloader().lock().undestroyed(),
                 "poll_errors": st.poll_errors,
                 "demoted": st.demoted,
                 "aged": st.aged,

@@ -90,7 +90,7 @@ impl Snapshot {
             stats: p.stats().clone(),
             states: p.state_counts(),
             offloaded: p.offloaded_len(),
-            undestroyed: p.offloader().undestroyed(),
+            undestroyed: p.offloader().lock().undestroyed(),
             flow_limit: p.flow_limit(),
             port_flow_limit: p.config().revalidator.port_flow_limit,
         }

@@ -63,7 +63,7 @@ use tracing::{debug, info, warn};
 
 use megaflow::offload::FlowOffload;
 use ofproto::pipeline::SwOutcome;
-use ofproto::{Datapaths, PassReport, Pipeline, ThreadedDatapaths};
+use ofproto::{Datapaths, OffloadDone, PassReport, Pipeline, SharedOffload, ThreadedDatapaths};
 
 use crate::config::{Config, PortSpec};
 use crate::switch::{
@@ -1091,9 +1091,10 @@ fn handler<B: Device>(
     }
 }
 
-/// Most offloads the offload thread makes before it hands the slow path
-/// to a waiting thread: as a pass's step ([`PASS_BATCH`](ofproto::PASS_BATCH))
-/// costs, a handler waits for a few dozen device calls at most.
+/// Most offloads the offload thread takes from the slow path at a time:
+/// it takes them under the slow path's lock (no device call), runs them
+/// on the device without it, and hands the results back under it
+/// ([`offload_outside`]).
 pub const OFFLOAD_BATCH: usize = 32;
 
 /// One revalidator pass on the pipeline `of` finds in what `held` guards,
@@ -1112,16 +1113,35 @@ pub fn pass_in_batches<T, O: FlowOffload, D: Datapaths>(
     of(held).pass_end(pass, now)
 }
 
-/// The offload tick, in batches of [`OFFLOAD_BATCH`] with the same
-/// hand-off as [`pass_in_batches`].
-pub fn offload_in_batches<T, O: FlowOffload, D: Datapaths>(
-    held: &mut parking_lot::MutexGuard<'_, T>,
+/// The offload tick: the datapaths' counts folded, then the queued hot
+/// flows offloaded [`OFFLOAD_BATCH`] at a time, each batch's device calls
+/// made on `dev` without the slow path's lock (a handler installing
+/// megaflows never waits for the device). Returns the offloads made.
+pub fn offload_outside<T, O: FlowOffload, D: Datapaths>(
+    slow: &parking_lot::Mutex<T>,
+    dev: &SharedOffload<O>,
     now: Timestamp,
-    of: impl Fn(&mut T) -> &mut Pipeline<O, D>,
-) {
-    while !of(held).offload_tick_some(now, OFFLOAD_BATCH) {
-        parking_lot::MutexGuard::bump(held);
+    of: impl Fn(&mut T) -> &mut Pipeline<SharedOffload<O>, D>,
+) -> usize {
+    let mut made = 0;
+    let mut jobs = {
+        let mut g = slow.lock();
+        let p = of(&mut g);
+        p.fold_datapaths(now);
+        p.take_offloads(now, OFFLOAD_BATCH)
+    };
+    while !jobs.is_empty() {
+        made += jobs.len();
+        let done: Vec<OffloadDone> = {
+            let mut d = dev.lock();
+            jobs.into_iter().map(|j| j.run(&mut *d)).collect()
+        };
+        let mut g = slow.lock();
+        let p = of(&mut g);
+        p.finish_offloads(done, now);
+        jobs = p.take_offloads(now, OFFLOAD_BATCH);
     }
+    made
 }
 
 /// The revalidator/offload thread: the one thread that programs the
@@ -1138,17 +1158,22 @@ fn revalidator<B: Device>(
     m: &metrics::LiveMetrics,
 ) {
     let mut next = Instant::now() + every;
+    let dev = {
+        let mut sw = lock(core);
+        // Passes leave the offloads to the tick, which makes the device
+        // calls without the slow path's lock.
+        sw.pipeline_mut().set_offload_in_passes(false);
+        sw.offloader_handle()
+    };
     while !stop.load(Ordering::Relaxed) {
         let left = next.saturating_duration_since(Instant::now());
         if !left.is_zero() {
             std::thread::sleep(left.min(OFFLOAD_TICK));
-            let mut sw = lock(core);
             // An OpenFlow BARRIER waits for a pass: run it now.
-            if !sw.pipeline().pass_wanted() {
-                offload_in_batches(&mut sw, clock.now(), Switch::pipeline_mut);
+            if !lock(core).pipeline().pass_wanted() {
+                offload_outside(core, &dev, clock.now(), Switch::pipeline_mut);
                 continue;
             }
-            drop(sw);
             next = Instant::now() + every;
         } else {
             next += every;

@@ -24,7 +24,9 @@ use offload::dr::{DeviceDump, DomainId};
 use offload::manager::{ManagerConfig, OffloadManager};
 use offload::sim::{SimBackend, SimConfig};
 use ofproto::bridge::PortInfo;
-use ofproto::{Bridge, Datapaths, LocalDatapath, Pipeline, PipelineConfig, ThreadedDatapaths};
+use ofproto::{
+    Bridge, Datapaths, LocalDatapath, Pipeline, PipelineConfig, SharedOffload, ThreadedDatapaths,
+};
 
 use crate::config::PortSpec;
 
@@ -77,7 +79,7 @@ const SPEED_KBPS: u32 = 10_000_000;
 
 /// The switch as the slow path holds it.
 pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
-    pipeline: Pipeline<OffloadManager<B>, D>,
+    pipeline: Pipeline<Offloader<B>, D>,
     dev: Arc<B>,
     domain: DomainId,
     /// The port map, and where the datapath threads read it (the same
@@ -98,6 +100,10 @@ pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
 
 /// A port's sFlow sampling rate by its name.
 pub type SampleRates = Arc<dyn Fn(&str) -> u32 + Send + Sync>;
+
+/// The offload manager of a switch on device `B`, shared by the slow path
+/// and the thread that runs its offloads outside the slow path's lock.
+pub type Offloader<B> = SharedOffload<OffloadManager<B>>;
 
 /// The switch on the `sim` eSwitch.
 pub type SimSwitch<D = LocalDatapath> = Switch<SimBackend, D>;
@@ -163,7 +169,7 @@ impl<B: Device> Switch<B, ThreadedDatapaths> {
                 &self.dev,
                 self.domain,
                 &self.shared_ports,
-                &self.pipeline.offloader().sample_tags(),
+                &self.pipeline.offloader().lock().sample_tags(),
             ),
             Arc::clone(&self.board),
         )
@@ -272,7 +278,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
                 .apply_flow_mod(fm, now)
                 .map_err(|e| anyhow::anyhow!("flow {}: {e}", i + 1))?;
         }
-        let mut pipeline = Pipeline::with_datapaths(bridge, mgr, cfg, dps);
+        let mut pipeline = Pipeline::with_datapaths(bridge, SharedOffload::new(mgr), cfg, dps);
         for m in &flows.meters {
             pipeline.set_meter(*m);
         }
@@ -290,12 +296,18 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         })
     }
 
-    pub fn pipeline(&self) -> &Pipeline<OffloadManager<B>, D> {
+    pub fn pipeline(&self) -> &Pipeline<Offloader<B>, D> {
         &self.pipeline
     }
 
-    pub fn pipeline_mut(&mut self) -> &mut Pipeline<OffloadManager<B>, D> {
+    pub fn pipeline_mut(&mut self) -> &mut Pipeline<Offloader<B>, D> {
         &mut self.pipeline
+    }
+
+    /// The offload manager, for the thread that runs offload jobs outside
+    /// the slow path ([`ofproto::OffloadJob`]).
+    pub fn offloader_handle(&self) -> Offloader<B> {
+        self.pipeline.offloader().clone()
     }
 
     /// The device.
@@ -434,7 +446,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let map = Arc::new(self.ports.with(spec.clone())?);
         let tag = spec.vport.and_then(|v| self.dev.vport_tag(v));
         self.pipeline
-            .offloader_mut()
+            .offloader()
+            .lock()
             .set_port(spec.no, spec.vport, tag);
         let mut info = PortInfo::new(spec.no, spec.name.clone());
         info.up = false;
@@ -461,7 +474,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         self.pipeline.bridge_mut().ports.set_up(no, false);
         let flushed = self.pipeline.flush_port(no);
         self.pipeline.bridge_mut().ports.remove(no);
-        self.pipeline.offloader_mut().set_port(no, None, None);
+        self.pipeline.offloader().lock().set_port(no, None, None);
         self.netdevs.remove(&no);
         self.ports = Arc::new(self.ports.without(no));
         self.shared_ports.replace(Arc::clone(&self.ports));
@@ -620,7 +633,10 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let stats = self.pipeline.stats().clone();
         let counters = self.counters();
         let dev = Arc::clone(&self.dev);
-        let mgr = self.pipeline.into_offloader();
+        let mgr =
+            self.pipeline.into_offloader().into_inner().map_err(|_| {
+                anyhow::anyhow!("FDB teardown: the offload manager is still in use")
+            })?;
         mgr.shutdown()
             .map_err(|e| anyhow::anyhow!("FDB teardown: {e}"))?;
         let left = dev

@@ -37,7 +37,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
-use lru::LruCache;
 use megaflow::actions::{execute, ActionSink, ExecOutcome};
 use megaflow::key::{hash_words, FastBuild};
 use megaflow::meter::MeteredSink;
@@ -64,6 +63,7 @@ pub type SharedBridge = Arc<RwLock<Bridge>>;
 
 mod datapaths;
 mod fair;
+mod recency;
 mod revalidate;
 
 pub use datapaths::{Datapaths, LocalDatapath, ThreadedDatapaths};
@@ -482,7 +482,7 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     events: Vec<DpEvent>,
     hw: ShardedMap<HwId, HwEntry>,
     /// Offloaded flows by recency of hardware hits (front = most recent).
-    lru: LruCache<u32, ()>,
+    lru: recency::Recency,
     /// Hot flows waiting for the offload thread, oldest first.
     pending: VecDeque<u32>,
     /// Meters the hardware refused, and why.
@@ -590,7 +590,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             retired: HashMap::new(),
             events: Vec::new(),
             hw: ShardedMap::new(),
-            lru: LruCache::unbounded(),
+            lru: recency::Recency::default(),
             pending: VecDeque::new(),
             hw_meter_errors: BTreeMap::new(),
             poll_buf: Vec::new(),
@@ -1156,7 +1156,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     }
 
     /// Folds the datapaths' events.
-    fn fold_datapaths(&mut self, now: Timestamp) {
+    pub fn fold_datapaths(&mut self, now: Timestamp) {
         let mut events = std::mem::take(&mut self.events);
         events.clear();
         self.dps.collect(&mut events);
@@ -1293,8 +1293,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 // The jobs under way count against the budget too: when
                 // they fill it, this flow waits for the next batch.
                 while self.lru.len() + jobs.len() >= budget {
-                    match self.lru.pop_lru() {
-                        Some((victim, ())) => self.demote(victim, budget, now),
+                    match self.lru.pop_oldest() {
+                        Some(victim) => self.demote(victim, budget, now),
                         None => break,
                     }
                 }
@@ -1367,7 +1367,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             retired: false,
         };
         self.hw.insert(hw, entry);
-        self.lru.put(idx, ());
+        self.lru.touch(idx);
         self.stats.offloaded += 1;
         self.go(idx, FlowState::Offloaded);
     }
@@ -1426,13 +1426,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             Ok(new) => {
                 self.retire(old);
                 self.stats.offloaded += 1;
-                self.lru.pop(&idx);
+                self.lru.remove(idx);
                 self.installed(idx, new);
             }
             Err(r) => {
                 self.offload.remove(old);
                 self.retire(old);
-                self.lru.pop(&idx);
+                self.lru.remove(idx);
                 if let Some(m) = self.meta_mut(idx) {
                     m.hw = None;
                 }
@@ -1455,7 +1455,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         if let Some(hw) = m.hw {
             self.offload.remove(hw);
             self.retire(hw);
-            self.lru.pop(&idx);
+            self.lru.remove(idx);
         }
         let (dp, db) = (
             m.stats.packets.saturating_sub(m.credited.0),

@@ -337,7 +337,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                     m.stats.merge(&stats);
                 }
                 if !retired {
-                    self.lru.get(&idx);
+                    self.lru.hit(idx);
                 }
             } else if let Some(rules) = rules {
                 super::credit_rules(&self.bridge, &rules, delta.packets, delta.bytes, now);

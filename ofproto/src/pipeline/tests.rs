@@ -704,7 +704,10 @@ fn queued_flow(budget: Option<usize>) -> Pipeline<Model> {
     let miss = Miss::parse(PortNo(1), &f);
     let t = translate_miss(&bridge, &miss.key, at(1));
     p.upcall_translated(at(1), &miss, &t, &mut f, &mut CollectSink::new());
-    assert_eq!(p.find(&key(5, 2)).expect("flow").state, FlowState::Offloading);
+    assert_eq!(
+        p.find(&key(5, 2)).expect("flow").state,
+        FlowState::Offloading
+    );
     p
 }
 
@@ -725,10 +728,17 @@ fn a_flow_evicted_while_its_offload_runs_leaves_no_rule_and_loses_no_count() {
     // ...and the new rule forwards 4 packets before anyone removes it.
     assert!(p.offloader_mut().forward(&key(5, 2), 4, 60));
     p.finish_offloads(done, at(3));
-    assert!(p.offloader().rules.is_empty(), "the rule of a gone flow is removed");
+    assert!(
+        p.offloader().rules.is_empty(),
+        "the rule of a gone flow is removed"
+    );
     assert_eq!(p.offloaded_len(), 0);
     p.revalidate(at(4));
-    assert_eq!(credited(&p), 1 + 4, "the upcalled packet and the 4 in hardware");
+    assert_eq!(
+        credited(&p),
+        1 + 4,
+        "the upcalled packet and the 4 in hardware"
+    );
 }
 
 #[test]
@@ -749,8 +759,16 @@ fn a_flow_whose_actions_change_while_its_offload_runs_gets_the_new_ones() {
     // Queued again: the next batch installs the new actions.
     assert!(p.flush_offloads_some(at(5), 8));
     let d = p.find(&key(5, 2)).expect("flow");
-    assert_eq!((d.state, d.actions.to_string()), (FlowState::Offloaded, "output:3".into()));
-    let rules: Vec<String> = p.offloader().rules.values().map(|r| r.1.to_string()).collect();
+    assert_eq!(
+        (d.state, d.actions.to_string()),
+        (FlowState::Offloaded, "output:3".into())
+    );
+    let rules: Vec<String> = p
+        .offloader()
+        .rules
+        .values()
+        .map(|r| r.1.to_string())
+        .collect();
     assert_eq!(rules, ["output:3"]);
 }
 

@@ -151,7 +151,7 @@ fn check(d: &Daemon, m: &Model) {
         };
         assert_eq!(st.state, state, "{name}: show");
         assert_eq!(
-            sw.pipeline().offloader().port_vport(no),
+            sw.pipeline().offloader().lock().port_vport(no),
             vport(i),
             "{name}: the offload port table"
         );
@@ -167,7 +167,11 @@ fn check(d: &Daemon, m: &Model) {
             sw.pipeline().bridge().ports.get(no).is_none(),
             "{no}: bridge"
         );
-        assert_eq!(sw.pipeline().offloader().port_vport(no), None, "{no}");
+        assert_eq!(
+            sw.pipeline().offloader().lock().port_vport(no),
+            None,
+            "{no}"
+        );
         assert_eq!(sw.thread_of(no), None, "{no}: thread");
     }
 }
