@@ -343,28 +343,58 @@ impl TxArena {
     /// up to [`TX_CHUNK`]); frames for a port that is not open are
     /// dropped (the port is gone or down).
     fn flush<'p>(&mut self, ports: impl Iterator<Item = (PortNo, &'p mut Box<dyn Port>)>) {
-        if !self.frames.is_empty() {
-            let mut refs: [&[u8]; TX_CHUNK] = [&[]; TX_CHUNK];
-            for (no, port) in ports {
-                let mut n = 0;
-                for &(p, off, len) in &self.frames {
-                    if p != no {
-                        continue;
-                    }
-                    refs[n] = &self.data[off..off + len];
-                    n += 1;
-                    if n == TX_CHUNK {
-                        send(port, &refs);
-                        n = 0;
-                    }
-                }
-                if n > 0 {
-                    send(port, &refs[..n]);
-                }
+        for (no, port) in ports {
+            self.send_to(no, port);
+        }
+        self.data.clear();
+        self.frames.clear();
+    }
+
+    /// [`flush`](Self::flush) for a datapath thread: frames for its own
+    /// ports through them; frames for ports another thread serves through
+    /// those ports' shared handles (`shared`, the handlers' too; locked
+    /// once, and only when there are such frames).
+    fn flush_own_and_shared<'p>(
+        &mut self,
+        own: impl Iterator<Item = (PortNo, &'p mut Box<dyn Port>)>,
+        shared: &Mutex<BTreeMap<PortNo, Box<dyn Port>>>,
+    ) {
+        if self.frames.is_empty() {
+            return;
+        }
+        let mut mine: Vec<PortNo> = Vec::new();
+        for (no, port) in own {
+            self.send_to(no, port);
+            mine.push(no);
+        }
+        if self.frames.iter().any(|(p, _, _)| !mine.contains(p)) {
+            let mut others = lock_tx(shared);
+            for (no, port) in others.iter_mut().filter(|(no, _)| !mine.contains(no)) {
+                self.send_to(*no, port);
             }
         }
         self.data.clear();
         self.frames.clear();
+    }
+
+    /// Sends the frames for port `no` through `port`.
+    fn send_to(&self, no: PortNo, port: &mut Box<dyn Port>) {
+        let mut refs: [&[u8]; TX_CHUNK] = [&[]; TX_CHUNK];
+        let mut n = 0;
+        for &(p, off, len) in &self.frames {
+            if p != no {
+                continue;
+            }
+            refs[n] = &self.data[off..off + len];
+            n += 1;
+            if n == TX_CHUNK {
+                send(port, &refs);
+                n = 0;
+            }
+        }
+        if n > 0 {
+            send(port, &refs[..n]);
+        }
     }
 }
 
@@ -512,6 +542,7 @@ impl<B: Device> Daemon<B> {
                 events: Vec::new(),
                 packet_ins: Arc::clone(&packet_ins),
                 samples: samples.clone(),
+                shared_tx: Arc::clone(&handler_tx),
             };
             rx_threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
         }
@@ -891,6 +922,9 @@ struct RxThread<F> {
     events: Vec<DpEvent>,
     packet_ins: Arc<PacketIns>,
     samples: Option<Arc<sflow::SampleQueue>>,
+    /// Every open port's shared sending handle: frames for ports another
+    /// thread serves go out through them.
+    shared_tx: TxPorts,
 }
 
 /// Commands from the slow path applied between two rounds that carried
@@ -984,7 +1018,10 @@ impl<F: Front> RxThread<F> {
             pc.upcall_drops += t.rate + t.full;
         }
         drop(pkts);
-        arena.flush(self.ports.iter_mut().map(|p| (p.no, &mut p.port)));
+        arena.flush_own_and_shared(
+            self.ports.iter_mut().map(|p| (p.no, &mut p.port)),
+            &self.shared_tx,
+        );
     }
 
     /// This thread's counters and port drops, for `show` and `stats`.

@@ -560,3 +560,57 @@ fn each_port_kind_forwards_and_only_what_the_device_sees_is_offloaded() {
     let report = d.stop().expect("stop");
     assert_eq!(report.stats.illegal_transitions, 0);
 }
+
+/// A frame whose output port is served by another datapath thread reaches
+/// it, from software (cache hits) and from the sim's FDB alike.
+#[test]
+fn frames_cross_from_one_datapath_thread_to_another() {
+    let names = ["vm1", "vm2", "vm3", "vm4"];
+    let (factory, h) = MemFactory::new(&names);
+    let mut table = String::new();
+    for k in 1..=4 {
+        table.push_str(&format!(
+            "priority=10,ip,nw_dst=198.18.0.{k},actions=output:{k}\n"
+        ));
+    }
+    let flows = FlowFile::parse(&table).expect("flows");
+    let lim = LiveLimits {
+        datapath_threads: 2,
+        ..limits()
+    };
+    let mut d = Daemon::start(&config_two_threads(), &flows, factory, lim).expect("start");
+    for (i, n) in names.iter().enumerate() {
+        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
+    }
+    let core = d.core();
+    let (src, dst) = {
+        let sw = lock(&core);
+        let home = |k| sw.pipeline().datapaths().home(PortNo(k));
+        let dst = (2..=4)
+            .find(|&k| home(k) != home(1))
+            .expect("a port on the other thread");
+        (1u64, u64::from(dst))
+    };
+    let mut got = 0;
+    for i in 0..200u16 {
+        // One flow: a miss, then cache hits, then (hot) the sim's FDB.
+        let f = vm_frame(src, dst, 100);
+        assert!(h["vm1"].rx.inject(&f, PacketMeta::default()));
+        if i % 20 == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        got += h[names[dst as usize - 1]].received().len();
+    }
+    wait_for("all 200 delivered", || {
+        got += h[names[dst as usize - 1]].received().len();
+        got >= 200
+    });
+    assert_eq!(got, 200);
+    let c = lock(&core).counters();
+    assert!(
+        c.sw_handled > 1 && c.hw_handled > 0,
+        "both paths crossed: {c:?}"
+    );
+    drop(core);
+    d.stop().expect("stop");
+}
