@@ -98,8 +98,12 @@ struct Queues {
     active: usize,
     /// The port the handler served last (the next turn starts after it).
     last: Option<PortNo>,
-    /// The handler sleeps on `ready`.
-    sleeping: bool,
+    /// Handlers asleep on `ready`, and of them, those woken and not yet
+    /// running: a miss wakes one more handler while some sleep that no
+    /// one has woken (with one flag for all, a second handler slept
+    /// through a burst until its timeout).
+    sleeping: usize,
+    woken: usize,
     /// Gates alive.
     gates: usize,
     /// The handler's end is gone.
@@ -159,7 +163,8 @@ pub fn channel(capacity: usize, rate: u64, burst: u64) -> (UpcallGate, UpcallRec
             total: 0,
             active: 0,
             last: None,
-            sleeping: false,
+            sleeping: 0,
+            woken: 0,
             gates: 1,
             closed: false,
         }),
@@ -206,8 +211,8 @@ impl UpcallGate {
         });
         q.total += 1;
         q.active += usize::from(newly);
-        if q.sleeping {
-            q.sleeping = false;
+        if q.sleeping > q.woken {
+            q.woken += 1;
             sh.ready.notify_one();
         }
         Admission::Queued
@@ -259,13 +264,15 @@ impl UpcallReceiver {
             if q.gates == 0 {
                 return Err(Disconnected);
             }
-            q.sleeping = true;
+            q.sleeping += 1;
             q = sh
                 .ready
                 .wait_timeout(q, timeout)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
-            q.sleeping = false;
+            q.sleeping -= 1;
+            // Woken or timed out: either way one fewer is on its way.
+            q.woken = q.woken.saturating_sub(1).min(q.sleeping);
         }
         let mut taken = 0;
         while taken < max && q.total > 0 {

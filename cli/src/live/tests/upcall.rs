@@ -126,3 +126,45 @@ fn the_handler_wakes_for_a_miss_and_ends_when_the_gates_are_gone() {
         Err(Disconnected)
     );
 }
+
+/// Two handlers asleep: two misses wake both, not one (the other would
+/// sleep through the burst until its timeout).
+#[test]
+fn each_miss_wakes_a_sleeping_handler_while_one_sleeps() {
+    let (mut gate, rx) = channel(64, 0, 1);
+    let rx = std::sync::Arc::new(rx);
+    let (tx_done, done) = std::sync::mpsc::channel();
+    let handlers: Vec<_> = (0..2)
+        .map(|_| {
+            let (rx, tx_done) = (std::sync::Arc::clone(&rx), tx_done.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                // A timeout far longer than the test waits below.
+                let _ = rx.recv_batch(&mut out, 1, Duration::from_secs(600));
+                let _ = tx_done.send(out.len());
+            })
+        })
+        .collect();
+    // Both asleep before the misses come.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rx.shared.lock().sleeping < 2 {
+        assert!(std::time::Instant::now() < deadline, "handlers never slept");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for p in 1..=2 {
+        assert_eq!(
+            gate.offer(Timestamp(0), PortNo(p), &[p as u8]),
+            Admission::Queued
+        );
+    }
+    let got: Vec<usize> = (0..2)
+        .map(|_| {
+            done.recv_timeout(Duration::from_secs(10))
+                .expect("a handler woke")
+        })
+        .collect();
+    assert_eq!(got, [1, 1], "each took one miss");
+    for h in handlers {
+        h.join().expect("handler");
+    }
+}
