@@ -294,7 +294,9 @@ fn run<B: Device, D: Datapaths>(
     }
 }
 
-/// Parses a flow in ovs-ofctl syntax and applies it as `cmd`.
+/// Parses a flow in ovs-ofctl syntax and applies it as `cmd`; the
+/// megaflows follow at a pass run now, not at the next one due (as after
+/// an OpenFlow flow mod).
 fn apply_text<B: Device, D: Datapaths>(
     sw: &mut Switch<B, D>,
     text: &str,
@@ -302,10 +304,13 @@ fn apply_text<B: Device, D: Datapaths>(
     now: Timestamp,
 ) -> Result<ofproto::table::FlowModOutcome, String> {
     let fm = parse_flow(text, cmd).map_err(|e| e.to_string())?;
-    sw.pipeline_mut()
+    let out = sw
+        .pipeline_mut()
         .bridge_mut()
         .apply_flow_mod(&fm, now)
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    sw.pipeline_mut().request_pass();
+    Ok(out)
 }
 
 #[cfg(test)]

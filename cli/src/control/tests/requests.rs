@@ -106,6 +106,8 @@ fn add_and_delete_flows_change_the_tables_and_bad_ones_change_nothing() {
         at(1),
     ));
     assert_eq!(v["added"], 1);
+    // The megaflows follow now, not at the next pass due.
+    assert!(sw.pipeline().pass_wanted());
     let of = ok(handle(&mut sw, &Request::DumpOf, at(2)));
     assert_eq!(of["rules"].as_array().expect("rules").len(), 3);
     let bad = handle(
