@@ -6,18 +6,21 @@
 //!  datapath threads 0..N ── each owns its ports' RX, its Datapath (cache shard) and a
 //!     │   sim front; per round: recv_batch on its ports (TPACKET_V3 ring or AF_XDP), the
 //!     │   sim eSwitch step (offloaded flows forwarded "in hardware"), datapath hits
-//!     │   executed; misses offered to the upcall gate; transmit batched per port;
+//!     │   executed; misses offered to the upcall gate; transmit batched per port
+//!     │   (ports of other threads through their shared send-only handles);
 //!     │   between rounds: apply the slow path's commands, report stats deltas.
 //!     │   Never takes the switch lock, never calls the device.
 //!     ├─ gate: token bucket per port + bounded queue (full: drop and count, never wait)
-//!  handler thread ── drains the queue in batches, lock: translate, install (commands to
-//!                    the datapath threads), execute; unlock; transmits through its own
-//!                    send-only socket per port
-//!  revalidator/offload thread ── the only thread that programs the device: every 2 ms,
-//!                        lock: fold the datapaths' counts, offload hot flows; every
-//!                        interval, lock: one pass (counters, aging, re-translation,
-//!                        offloads, flow limit); both in batches, the lock handed to a
-//!                        waiting handler between two
+//!  handler threads ── drain the queue in batches; without the lock: parse and
+//!                    translate on the shared bridge; lock: install (commands to the
+//!                    datapath threads), execute; unlock; transmit through the
+//!                    send-only socket of each port
+//!  revalidator/offload thread ── programs the device: every 2 ms, lock: fold the
+//!                        datapaths' counts, take hot flows as offload jobs; unlock:
+//!                        run them on the device; lock: take the results back
+//!                        ([`offload_outside`]); every interval, lock: one pass
+//!                        (counters, aging, re-translation, flow limit) in steps, the
+//!                        lock handed to a waiting handler between two
 //!  control thread(s) ── the unix socket; each request runs under the lock
 //!  main thread ── port events (rtnetlink tracker): open/close ports (spread over the
 //!                 datapath threads), flush a removed port's flows, up/down into the
@@ -25,11 +28,14 @@
 //! ```
 //!
 //! The slow path ([`Switch`] over [`ThreadedDatapaths`]: the pipeline,
-//! the device, the port map) is behind one mutex, taken by the handler,
-//! the revalidator and the control socket, never by a datapath thread:
-//! a revalidator pass, however long, stops no packet, and it runs in
-//! batches ([`pass_in_batches`]) so a handler waits for one batch, not
-//! the pass. The datapath threads
+//! the port map) is behind one mutex, taken by the handlers (to install
+//! what they translated without it), the revalidator and the control
+//! socket, never by a datapath thread: a revalidator pass, however long,
+//! stops no cache hit, and it runs in steps ([`pass_in_batches`]) so a
+//! handler waits for one step, not the pass. The offload manager has a
+//! mutex of its own ([`ofproto::SharedOffload`]): offloads run on the
+//! device without the slow path's lock. docs/ARCHITECTURE.md has the whole
+//! lock map. The datapath threads
 //! publish their counters to a [`CounterBoard`] a few times a second.
 //!
 //! Port I/O comes from a [`PortFactory`], so the same daemon runs on

@@ -9,10 +9,10 @@
 //!    (by default an eighth of the flow limit: 25,000 of 200,000). A
 //!    flooder's extra flows still forward, through the slow path, but are
 //!    not cached, so what it costs in memory is bounded by its quota
-//!    whatever it sends. A megaflow costs eswitchd about 1.8 KB (its
-//!    match, the upcall's key, its actions and state in the slow path; its
-//!    entry in the datapath's cache), so a flooder at its default quota
-//!    costs about 45 MB.
+//!    whatever it sends. A megaflow costs eswitchd about 1.5 KB (its
+//!    packed match and upcall key, its actions and state in the slow path;
+//!    its entry in the datapath's cache; its rule in the offload manager and
+//!    the sim), so a flooder at its default quota costs about 37 MB.
 //! 2. **Max-min sharing when full.** When the whole table is full, a port
 //!    holding less than its fair share (the limit over the ports holding
 //!    flows) takes the room of the stalest of a few sampled flows of the

@@ -28,8 +28,11 @@
 //! Who calls what: replay and tests own a [`LocalDatapath`] and call
 //! [`Pipeline::process`] (datapath, then upcall, then offload tick) per
 //! packet; the live daemon's datapath threads own their datapaths, its
-//! handler calls [`Pipeline::upcall`], and its revalidator/offload thread
-//! [`Pipeline::offload_tick`] and [`Pipeline::revalidate`]: no path that
+//! handlers call [`translate_miss`] without the slow path and
+//! [`Pipeline::upcall_translated`] with it, and its revalidator/offload
+//! thread [`Pipeline::take_offloads`] and [`Pipeline::finish_offloads`]
+//! around the device calls ([`OffloadJob::run`], made without the slow
+//! path) and a pass in steps ([`Pipeline::pass_step`]): no path that
 //! receives packets calls the device. Time is the caller's: capture
 //! timestamps in replay, the monotonic clock live.
 
