@@ -519,6 +519,15 @@ impl<B: Device> OfSwitch for View<'_, B> {
         self.sw.pipeline_mut().bridge_mut()
     }
 
+    type BridgeView<'r>
+        = parking_lot::RwLockReadGuard<'r, ofproto::Bridge>
+    where
+        Self: 'r;
+
+    fn bridge_view(&mut self) -> Self::BridgeView<'_> {
+        self.sw.pipeline().bridge()
+    }
+
     fn now(&self) -> megaflow::Timestamp {
         self.clock.now()
     }

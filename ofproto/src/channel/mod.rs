@@ -88,6 +88,13 @@ pub trait OfSwitch {
     /// The tables FLOW_MOD changes and FLOW stats read (held until the
     /// reference is dropped: take it for one change or one read).
     fn bridge(&mut self) -> Self::BridgeRef<'_>;
+    /// The bridge for reading only (stats and group replies, checks): a
+    /// shared guard where the bridge is shared, so the threads that
+    /// translate go on while a large reply is built.
+    type BridgeView<'a>: std::ops::Deref<Target = Bridge>
+    where
+        Self: 'a;
+    fn bridge_view(&mut self) -> Self::BridgeView<'_>;
     /// Now, on the switch's clock.
     fn now(&self) -> Timestamp;
     /// The tables' generation every megaflow already agrees with.
@@ -531,7 +538,7 @@ impl Connection {
                 return Ok(None);
             }
             Message::BarrierRequest => {
-                let gen = sw.bridge().generations().tables;
+                let gen = sw.bridge_view().generations().tables;
                 if sw.tables_synced() >= gen {
                     Message::BarrierReply
                 } else {
@@ -581,7 +588,7 @@ impl Connection {
                     return Err(OfpError::BAD_PACKET);
                 }
                 let actions = convert::packet_out_actions(&po.actions)?;
-                groups::check_groups(&sw.bridge().groups, &actions)?;
+                groups::check_groups(&sw.bridge_view().groups, &actions)?;
                 sw.packet_out(in_port, &actions, &po.data)?;
                 return Ok(None);
             }
@@ -604,7 +611,7 @@ impl Connection {
                     }
                     MpRequest::Flow(req) => {
                         let now = sw.now();
-                        let entries: Vec<FlowStats> = selected_rules(&sw.bridge(), &req)?
+                        let entries: Vec<FlowStats> = selected_rules(&sw.bridge_view(), &req)?
                             .into_iter()
                             .map(|(t, r)| flow_stats_entry(t, r, now))
                             .collect();
@@ -612,7 +619,7 @@ impl Connection {
                         return Ok(None);
                     }
                     MpRequest::Aggregate(req) => {
-                        let br = sw.bridge();
+                        let br = sw.bridge_view();
                         let rules = selected_rules(&br, &req)?;
                         Message::MultipartReply {
                             flags: 0,
@@ -694,7 +701,7 @@ impl Connection {
                     }
                     MpRequest::Table => Message::MultipartReply {
                         flags: 0,
-                        body: MpReply::Table(table_stats(&sw.bridge())),
+                        body: MpReply::Table(table_stats(&sw.bridge_view())),
                     },
                     MpRequest::TableFeatures(set) => {
                         if !set.is_empty() {
@@ -707,12 +714,12 @@ impl Connection {
                     }
                     MpRequest::Group(id) => {
                         let now = sw.now();
-                        let v = groups::group_stats(&sw.bridge(), id, now);
+                        let v = groups::group_stats(&sw.bridge_view(), id, now);
                         self.send_parts(xid, mp_type::GROUP, &v, openflow::GroupStats::emit);
                         return Ok(None);
                     }
                     MpRequest::GroupDesc => {
-                        let v = groups::group_desc(&sw.bridge().groups);
+                        let v = groups::group_desc(&sw.bridge_view().groups);
                         self.send_parts(xid, mp_type::GROUP_DESC, &v, openflow::GroupDesc::emit);
                         return Ok(None);
                     }

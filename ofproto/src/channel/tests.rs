@@ -41,6 +41,10 @@ impl OfSwitch for Sw {
     fn bridge(&mut self) -> &mut Bridge {
         &mut self.bridge
     }
+    type BridgeView<'a> = &'a Bridge;
+    fn bridge_view(&mut self) -> &Bridge {
+        &self.bridge
+    }
     fn now(&self) -> Timestamp {
         Timestamp(5_000_000_000)
     }
