@@ -133,7 +133,7 @@ fn after_the_threshold_packets_are_forwarded_by_the_fdb_and_counted_exactly() {
     let rule_packets: u64 = sw
         .pipeline()
         .bridge()
-        .tables
+        .tables()
         .tables()
         .flat_map(|t| t.rules().map(|(_, r)| r.packets))
         .sum();
@@ -207,7 +207,7 @@ fn a_table_change_rewrites_or_removes_exactly_the_affected_flows_and_rules() {
         ),
     ] {
         let fm = ofproto::text::parse_flow(text, cmd).expect("parses");
-        p.bridge_mut().tables.apply(&fm, at(10)).expect("applies");
+        p.bridge_mut().apply_flow_mod(&fm, at(10)).expect("applies");
     }
     let r = p.revalidate(at(20));
     assert_eq!(r.modified, 2, "{r:?}");

@@ -525,10 +525,12 @@ impl Scenario {
             .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
         let mut reference = Bridge::new();
         for p in ports() {
-            reference.ports.insert(PortInfo::new(p.no, p.name.clone()));
+            reference.add_port(PortInfo::new(p.no, p.name.clone()));
         }
         for fm in &flows.flows {
-            reference.tables.apply(fm, at(0)).expect("reference table");
+            reference
+                .apply_flow_mod(fm, at(0))
+                .expect("reference table");
         }
         for p in 1..=N_PORTS {
             if setup.prelearn & (1 << (p - 1)) != 0 {
@@ -537,11 +539,11 @@ impl Scenario {
                     mac: vm_mac(p),
                     port: PortNo(p),
                 };
-                sw.pipeline_mut().bridge_mut().mac.learn(l, at(0));
-                reference.mac.learn(l, at(0));
+                sw.pipeline_mut().bridge_mut().learn(&[l], at(0));
+                reference.learn(&[l], at(0));
             }
         }
-        let mac_gen_at_pass = sw.pipeline().bridge().mac.generation();
+        let mac_gen_at_pass = sw.pipeline().bridge().mac().generation();
         Ok(Scenario {
             sw,
             reference,
@@ -573,7 +575,7 @@ impl Scenario {
             return Ok(());
         }
         self.passes = passes;
-        self.mac_gen_at_pass = self.sw.pipeline().bridge().mac.generation();
+        self.mac_gen_at_pass = self.sw.pipeline().bridge().mac().generation();
         self.unfolded = false;
         self.table_stale = false;
         self.check_consistent()
@@ -686,13 +688,13 @@ impl Scenario {
         // NORMAL decisions may be stale until the next pass when the MAC
         // table changed since the last one (learning during this batch
         // included).
-        let mac_dirty = self.sw.pipeline().bridge().mac.generation() != self.mac_gen_at_pass;
+        let mac_dirty = self.sw.pipeline().bridge().mac().generation() != self.mac_gen_at_pass;
         if stale {
             // Stale megaflows may have kept packets from NORMAL (and from
             // learning) that the reference ran through it: take the
             // switch's MAC table as it is.
             let mut mac = MacTable::default();
-            for (vlan, m, e) in self.sw.pipeline().bridge().mac.iter() {
+            for (vlan, m, e) in self.sw.pipeline().bridge().mac().iter() {
                 mac.learn(
                     MacLearn {
                         vlan,
@@ -702,7 +704,7 @@ impl Scenario {
                     e.seen,
                 );
             }
-            self.reference.mac = mac;
+            self.reference.set_mac_table(mac);
             TALLY.batches.add(0, 1);
             TALLY.packets.add(0, refs.len() as u64);
         } else {
@@ -759,7 +761,7 @@ impl Scenario {
         let replaced = (cmd == FlowModCommand::Add)
             .then(|| {
                 self.reference
-                    .tables
+                    .tables()
                     .table(fm.rule.table)?
                     .rules()
                     .find(|(_, x)| {
@@ -768,8 +770,8 @@ impl Scenario {
                     .map(|(_, x)| x.uid.0)
             })
             .flatten();
-        let a = self.sw.pipeline_mut().bridge_mut().tables.apply(&fm, now);
-        let b = self.reference.tables.apply(&fm, now);
+        let a = self.sw.pipeline_mut().bridge_mut().apply_flow_mod(&fm, now);
+        let b = self.reference.apply_flow_mod(&fm, now);
         match (&a, &b) {
             (Ok(a), Ok(b)) => {
                 prop_assert_eq!(
@@ -784,7 +786,7 @@ impl Scenario {
             // The new rule carries the old one's counters (no reset_counts).
             let new = self
                 .reference
-                .tables
+                .tables()
                 .table(fm.rule.table)
                 .and_then(|t| {
                     t.rules().find(|(_, x)| {
@@ -847,12 +849,12 @@ impl Scenario {
             );
         }
         // Every OpenFlow rule counted exactly the packets that hit it.
-        for t in p.bridge().tables.tables() {
+        for t in p.bridge().tables().tables() {
             for (_, r) in t.rules() {
                 let want = self.per_rule.get(&r.uid.0).copied().unwrap_or(0);
                 let same = self
                     .reference
-                    .tables
+                    .tables()
                     .tables()
                     .any(|rt| rt.rules().any(|(_, x)| x.uid == r.uid && x.spec == r.spec));
                 prop_assert!(same, "rule {:?} not in the reference", r.spec);
@@ -1090,11 +1092,11 @@ fn an_add_that_replaces_a_rule_keeps_the_hits_not_yet_credited() {
     sw.receive(at(1), &[(PortNo(2), &f)], &mut Rec::default());
     let fm = ofproto::text::parse_flow(table, FlowModCommand::Add).expect("parses");
     let p = sw.pipeline_mut();
-    p.bridge_mut().tables.apply(&fm, at(2)).expect("applies");
+    p.bridge_mut().apply_flow_mod(&fm, at(2)).expect("applies");
     p.revalidate(at(3));
     let packets: Vec<u64> = p
         .bridge()
-        .tables
+        .tables()
         .tables()
         .flat_map(|t| t.rules().map(|(_, r)| r.packets))
         .collect();
@@ -1121,7 +1123,7 @@ fn an_unrelated_table_change_keeps_a_sound_megaflow() {
     let fm = ofproto::text::parse_flow("priority=5,tcp,actions=drop", FlowModCommand::Add)
         .expect("parses");
     let p = sw.pipeline_mut();
-    p.bridge_mut().tables.apply(&fm, at(2)).expect("applies");
+    p.bridge_mut().apply_flow_mod(&fm, at(2)).expect("applies");
     let r = p.revalidate(at(3));
     sw.finish(at(4)).expect("clean teardown");
     assert_eq!((r.deleted, r.modified), (0, 0), "{before:?}: {r:?}");

@@ -632,8 +632,7 @@ fn eswitch_bridge(flows: &[String]) -> Bridge {
         .unwrap_or_else(|e| panic!("eswitch parse: {e}"));
     let mut br = Bridge::with_ports(1..=4);
     for fm in &fms {
-        br.tables
-            .apply(fm, NOW)
+        br.apply_flow_mod(fm, NOW)
             .unwrap_or_else(|e| panic!("eswitch flow mod {fm:?}: {e:?}"));
     }
     br
@@ -655,7 +654,7 @@ fn run(ovs: &Ovs, sc: &Scenario, seed: u64) -> Summary {
     let mut s = Summary {
         name: sc.name,
         narrower_allowed: sc.narrower_allowed,
-        rules: br.tables.len(),
+        rules: br.tables().len(),
         packets: sc.packets.len(),
         ..Default::default()
     };
@@ -1044,12 +1043,12 @@ fn acl_scenario(packets: usize) -> Scenario {
     let rules = acl_rules(&mut r);
     let br = acl_bridge(&rules);
     let mut flows = Vec::new();
-    for table in br.tables.tables() {
+    for table in br.tables().tables() {
         for (_, rule) in table.rules() {
             flows.push(format_rule(&rule.spec));
         }
     }
-    assert_eq!(flows.len(), br.tables.len());
+    assert_eq!(flows.len(), br.tables().len());
     let packets = (0..packets).map(|_| acl_packet(&mut r, &rules)).collect();
     Scenario {
         name: "e: workload ACL pipeline",

@@ -72,17 +72,18 @@ fn main() {
         port: OfPort::Normal,
         max_len: 0,
     });
-    nb.tables.add(s, Timestamp(0)).expect("normal rule");
+    nb.apply_flow_mod(&ofproto::FlowMod::add(s), Timestamp(0))
+        .expect("normal rule");
     let learned: Vec<(u64, u32)> = (0..10_000u64)
         .map(|i| (mac(0x10_0000 + i), 1 + (i % 8) as u32))
         .collect();
     for &(m, p) in &learned {
-        nb.mac.learn(
-            MacLearn {
+        nb.learn(
+            &[MacLearn {
                 vlan: 0,
                 mac: m,
                 port: PortNo(p),
-            },
+            }],
             Timestamp(1),
         );
     }
@@ -131,7 +132,7 @@ fn main() {
     );
 
     // The ACL table alone: staged classifier vs linear reference.
-    let acl = br.tables.table(TableId(1)).expect("table 1");
+    let acl = br.tables().table(TableId(1)).expect("table 1");
     let mut reference = ReferenceClassifier::new();
     for (id, rule) in acl.rules() {
         reference.insert(id, &rule.spec.matched, rule.spec.priority);

@@ -19,10 +19,11 @@ use std::collections::BTreeMap;
 
 use megaflow::{PortNo, Timestamp};
 
-use crate::group::{GroupTable, GROUP_TABLE};
+use crate::group::{GroupError, GroupSpec, GroupTable, GROUP_TABLE};
 use crate::mac::{MacLearn, MacTable};
-use crate::rule::{FlowMod, FlowModCommand};
-use crate::table::{FlowModError, FlowModOutcome, FlowTables, RuleRef};
+use crate::rule::{FlowMod, FlowModCommand, OfPort, RuleSpec};
+use crate::table::{FlowModError, FlowModOutcome, FlowTables, RemovedReason, RemovedRule, RuleRef};
+use crate::{Priority, TableId};
 
 /// How a port carries VLANs for NORMAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -144,11 +145,11 @@ pub struct Generations {
 /// Tables, ports and MAC table of one switch.
 #[derive(Debug, Default)]
 pub struct Bridge {
-    pub tables: FlowTables,
+    pub(crate) tables: FlowTables,
     /// The groups `group:N` actions run.
-    pub groups: GroupTable,
-    pub ports: Ports,
-    pub mac: MacTable,
+    pub(crate) groups: GroupTable,
+    pub(crate) ports: Ports,
+    pub(crate) mac: MacTable,
     /// Fail-open (OpenFlow fail mode `standalone` with no controller
     /// reachable): every packet is switched by NORMAL, the tables aside.
     fail_open: bool,
@@ -174,6 +175,98 @@ impl Bridge {
     /// Whether NORMAL switches every packet (fail-open).
     pub fn fail_open(&self) -> bool {
         self.fail_open
+    }
+
+    /// The flow tables (changed by [`apply_flow_mod`](Self::apply_flow_mod)).
+    pub fn tables(&self) -> &FlowTables {
+        &self.tables
+    }
+
+    /// The groups (changed by group mods).
+    pub fn groups(&self) -> &GroupTable {
+        &self.groups
+    }
+
+    /// The ports (changed by [`add_port`](Self::add_port),
+    /// [`remove_port`](Self::remove_port), [`set_port_up`](Self::set_port_up),
+    /// [`set_port_sample_rate`](Self::set_port_sample_rate)).
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    /// The MAC table NORMAL learns into.
+    pub fn mac(&self) -> &MacTable {
+        &self.mac
+    }
+
+    /// Replaces the MAC table whole (a model kept in step with a switch's
+    /// learning; its generation moves, so megaflows that read it are
+    /// translated again).
+    pub fn set_mac_table(&mut self, mut mac: MacTable) {
+        mac.bump_generation_past(self.mac.generation());
+        self.mac = mac;
+    }
+
+    /// Adds a group (an OpenFlow GROUP_MOD add).
+    pub fn add_group(&mut self, spec: GroupSpec, now: Timestamp) -> Result<(), GroupError> {
+        self.groups.add(spec, now)
+    }
+
+    /// Changes a group (an OpenFlow GROUP_MOD modify).
+    pub fn modify_group(&mut self, spec: GroupSpec) -> Result<(), GroupError> {
+        self.groups.modify(spec)
+    }
+
+    /// Deletes group `which` (`None`: every group) and every rule that runs
+    /// a deleted group, as Open vSwitch does; returns the rules removed.
+    pub fn delete_groups(&mut self, which: Option<u32>, now: Timestamp) -> Vec<RemovedRule> {
+        let mut removed = Vec::new();
+        for g in self.groups.delete(which) {
+            let fm = FlowMod {
+                command: FlowModCommand::Delete,
+                table: None,
+                rule: RuleSpec::new(TableId(0), Priority(0), megaflow::Match::catch_all()),
+                cookie_mask: 0,
+                out_port: OfPort::Any,
+                out_group: Some(g),
+            };
+            // A delete of every table with no filter but the group cannot
+            // be refused.
+            if let Ok(o) = self.tables.apply(&fm, now) {
+                removed.extend(o.removed.into_iter().map(|mut r| {
+                    r.reason = RemovedReason::GroupDelete;
+                    r
+                }));
+            }
+        }
+        removed
+    }
+
+    /// Adds or replaces a port.
+    pub fn add_port(&mut self, port: PortInfo) {
+        self.ports.insert(port);
+    }
+
+    /// Removes a port, and forgets the MACs learned behind it (NORMAL
+    /// floods to find them again rather than send into a port that is not
+    /// there). Returns it if it was there.
+    pub fn remove_port(&mut self, no: PortNo) -> Option<PortInfo> {
+        self.mac.flush_port(no);
+        self.ports.remove(no)
+    }
+
+    /// Sets a port's link up or down; down forgets the MACs learned behind
+    /// it, as a removal does.
+    pub fn set_port_up(&mut self, no: PortNo, up: bool) {
+        if !up {
+            self.mac.flush_port(no);
+        }
+        self.ports.set_up(no, up);
+    }
+
+    /// Sets a port's sFlow sampling rate (0: off).
+    pub fn set_port_sample_rate(&mut self, no: PortNo, rate: u32) {
+        self.ports.set_sample_rate(no, rate);
     }
 
     /// Enters or leaves fail-open; every megaflow is re-translated at the
@@ -233,5 +326,39 @@ impl Bridge {
         for l in learned {
             self.mac.learn(*l, now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn learned(br: &Bridge, mac: u64, now: Timestamp) -> Option<PortNo> {
+        br.mac().lookup(0, mac, now)
+    }
+
+    /// A port that goes away or down takes the MACs learned behind it
+    /// with it (NORMAL floods to find them again instead of sending into
+    /// a dead port), and translations that read them are redone.
+    #[test]
+    fn a_port_removed_or_down_forgets_its_macs() {
+        let mut br = Bridge::with_ports(1..=3);
+        let now = Timestamp(1);
+        let learn = |p: u32, mac: u64| MacLearn {
+            vlan: 0,
+            mac,
+            port: PortNo(p),
+        };
+        br.learn(&[learn(1, 0xa1), learn(2, 0xa2), learn(3, 0xa3)], now);
+        let before = br.generations();
+        assert!(br.remove_port(PortNo(2)).is_some());
+        assert_eq!(learned(&br, 0xa2, now), None);
+        assert_eq!(learned(&br, 0xa1, now), Some(PortNo(1)));
+        assert!(br.generations().mac > before.mac && br.generations().ports > before.ports);
+        br.set_port_up(PortNo(3), true);
+        assert_eq!(learned(&br, 0xa3, now), Some(PortNo(3)), "up keeps them");
+        br.set_port_up(PortNo(3), false);
+        assert_eq!(learned(&br, 0xa3, now), None, "down forgets them");
+        assert!(!br.ports().get(PortNo(3)).expect("port 3").up);
     }
 }

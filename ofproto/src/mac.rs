@@ -147,6 +147,12 @@ impl MacTable {
         n
     }
 
+    /// Moves the generation past `other` (a table that replaces another
+    /// must not look unchanged to those that read the old one).
+    pub(crate) fn bump_generation_past(&mut self, other: u64) {
+        self.generation = self.generation.max(other) + 1;
+    }
+
     /// Forgets every MAC behind `port` (the port went away).
     pub fn flush_port(&mut self, port: PortNo) {
         let before = self.map.len();

@@ -280,3 +280,18 @@ pub struct FlowMod {
     /// Modify and delete: only rules that run this group (`None`: any).
     pub out_group: Option<u32>,
 }
+
+impl FlowMod {
+    /// Adds `spec` to its table (an add with no filters: tests, flow
+    /// files, fixtures).
+    pub fn add(spec: RuleSpec) -> FlowMod {
+        FlowMod {
+            command: FlowModCommand::Add,
+            table: Some(spec.table),
+            rule: spec,
+            cookie_mask: 0,
+            out_port: OfPort::Any,
+            out_group: None,
+        }
+    }
+}

@@ -341,15 +341,7 @@ impl FlowTables {
     /// Adds a rule (an add flow mod with no filters); the convenient form for
     /// tests and flow files.
     pub fn add(&mut self, spec: RuleSpec, now: Timestamp) -> Result<FlowModOutcome, FlowModError> {
-        let fm = FlowMod {
-            command: FlowModCommand::Add,
-            table: Some(spec.table),
-            rule: spec,
-            cookie_mask: 0,
-            out_port: OfPort::Any,
-            out_group: None,
-        };
-        self.apply(&fm, now)
+        self.apply(&FlowMod::add(spec), now)
     }
 
     /// Applies one flow mod. On error nothing changed.

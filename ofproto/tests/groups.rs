@@ -5,7 +5,7 @@ mod common;
 
 use common::tcp;
 use megaflow::{DpAction, Field, FlowKey, Match, PortNo, Timestamp};
-use ofproto::group::{Bucket, GroupError, GroupSpec, GroupType, GROUP_TABLE};
+use ofproto::group::{Bucket, GroupError, GroupSpec, GroupTable, GroupType, GROUP_TABLE};
 use ofproto::rule::{Instructions, OfAction, OfPort, RuleSpec};
 use ofproto::{Bridge, Priority, TableId};
 
@@ -27,8 +27,7 @@ fn bucket(actions: Vec<OfAction>) -> Bucket {
 }
 
 fn group(br: &mut Bridge, id: u32, ty: GroupType, buckets: Vec<Bucket>) {
-    br.groups
-        .add(GroupSpec { id, ty, buckets }, NOW)
+    br.add_group(GroupSpec { id, ty, buckets }, NOW)
         .expect("valid group");
 }
 
@@ -39,7 +38,8 @@ fn run_all(br: &mut Bridge, actions: Vec<OfAction>) {
         apply: actions,
         ..Default::default()
     };
-    br.tables.add(s, NOW).expect("rule");
+    br.apply_flow_mod(&ofproto::FlowMod::add(s), NOW)
+        .expect("rule");
 }
 
 #[test]
@@ -110,14 +110,20 @@ fn each_bucket_of_an_all_group_gets_its_own_copy_of_the_packet() {
 }
 
 #[test]
-fn an_indirect_group_runs_its_bucket_and_a_missing_group_drops() {
+fn an_indirect_group_runs_its_bucket_and_no_rule_can_name_a_missing_one() {
     let mut br = Bridge::with_ports(1..=4);
     group(&mut br, 2, GroupType::Indirect, vec![bucket(vec![out(4)])]);
-    run_all(&mut br, vec![OfAction::Group(2), OfAction::Group(99)]);
+    run_all(&mut br, vec![OfAction::Group(2)]);
     let t = br.translate(&tcp(1, 2, 3, 4), NOW);
     assert_eq!(t.actions, vec![DpAction::Output(PortNo(4))]);
-    let trace = br.trace(&tcp(1, 2, 3, 4), NOW).explain(&tcp(1, 2, 3, 4));
-    assert!(trace.contains("group:99 skipped: no such group"), "{trace}");
+    // A rule naming a group that does not exist is refused; deleting a
+    // group deletes the rules that run it: no translation meets one.
+    let mut s = RuleSpec::new(TableId(0), Priority(2), Match::catch_all());
+    s.instructions.apply = vec![OfAction::Group(99)];
+    assert!(br.apply_flow_mod(&ofproto::FlowMod::add(s), NOW).is_err());
+    let removed = br.delete_groups(Some(2), NOW);
+    assert_eq!(removed.len(), 1, "the rule that ran group 2 went with it");
+    assert!(br.translate(&tcp(1, 2, 3, 4), NOW).actions.is_empty());
 }
 
 #[test]
@@ -141,13 +147,13 @@ fn a_fast_failover_group_takes_the_first_bucket_whose_port_is_up() {
         vec![DpAction::Output(PortNo(2))]
     );
     let before = br.generations();
-    br.ports.set_up(PortNo(2), false);
+    br.set_port_up(PortNo(2), false);
     assert_ne!(br.generations(), before, "megaflows through it go stale");
     assert_eq!(
         br.translate(&k, NOW).actions,
         vec![DpAction::Output(PortNo(3))]
     );
-    br.ports.set_up(PortNo(3), false);
+    br.set_port_up(PortNo(3), false);
     assert!(
         br.translate(&k, NOW).actions.is_empty(),
         "no live bucket drops"
@@ -217,13 +223,12 @@ fn removing_a_select_bucket_moves_only_its_connections() {
     run_all(&mut br, vec![OfAction::Group(5)]);
     let keys: Vec<FlowKey> = (0..600).map(|i| tcp(i, 0x0a01_0000, 4000, 80)).collect();
     let before: Vec<_> = keys.iter().map(|k| br.translate(k, NOW).actions).collect();
-    br.groups
-        .modify(GroupSpec {
-            id: 5,
-            ty: GroupType::Select,
-            buckets: vec![weighted(2), weighted(3)],
-        })
-        .expect("modify");
+    br.modify_group(GroupSpec {
+        id: 5,
+        ty: GroupType::Select,
+        buckets: vec![weighted(2), weighted(3)],
+    })
+    .expect("modify");
     for (k, b) in keys.iter().zip(&before) {
         let a = br.translate(k, NOW).actions;
         if *b != vec![DpAction::Output(PortNo(4))] {
@@ -238,7 +243,8 @@ fn a_group_in_the_action_set_wins_over_an_output() {
     group(&mut br, 1, GroupType::Indirect, vec![bucket(vec![out(3)])]);
     let mut s = RuleSpec::new(TableId(0), Priority(1), Match::catch_all());
     s.instructions.write = Some(vec![out(2), OfAction::Group(1)]);
-    br.tables.add(s, NOW).expect("rule");
+    br.apply_flow_mod(&ofproto::FlowMod::add(s), NOW)
+        .expect("rule");
     let t = br.translate(&tcp(1, 2, 3, 4), NOW);
     assert_eq!(t.actions, vec![DpAction::Output(PortNo(3))]);
 }
@@ -259,47 +265,45 @@ fn translation_credits_the_group_and_the_buckets_it_ran() {
     for r in &t.rules {
         br.credit(*r, 10, 1000, NOW);
     }
-    let g = br.groups.get(1).expect("group");
+    let g = br.groups().get(1).expect("group");
     assert_eq!((g.packets, g.bytes), (10, 1000));
     assert_eq!(g.bucket_stats, vec![(10, 1000), (10, 1000)]);
     // A modify is a new incarnation: old megaflows no longer credit the
     // buckets (they are not the new ones), but the group's total goes on
     // counting (the revalidator credits a megaflow's last counts before
     // it re-translates it), and a deleted group's life ends.
-    br.groups
-        .modify(GroupSpec {
+    br.modify_group(GroupSpec {
+        id: 1,
+        ty: GroupType::All,
+        buckets: vec![bucket(vec![out(4)])],
+    })
+    .expect("modify");
+    for r in &t.rules {
+        br.credit(*r, 1, 1, NOW);
+    }
+    let g = br.groups().get(1).expect("group");
+    assert_eq!((g.packets, g.bucket_stats.clone()), (11, vec![(0, 0)]));
+    br.delete_groups(Some(1), NOW);
+    br.add_group(
+        GroupSpec {
             id: 1,
             ty: GroupType::All,
-            buckets: vec![bucket(vec![out(4)])],
-        })
-        .expect("modify");
+            buckets: vec![],
+        },
+        NOW,
+    )
+    .expect("re-add");
     for r in &t.rules {
         br.credit(*r, 1, 1, NOW);
     }
-    let g = br.groups.get(1).expect("group");
-    assert_eq!((g.packets, g.bucket_stats.clone()), (11, vec![(0, 0)]));
-    br.groups.delete(Some(1));
-    br.groups
-        .add(
-            GroupSpec {
-                id: 1,
-                ty: GroupType::All,
-                buckets: vec![],
-            },
-            NOW,
-        )
-        .expect("re-add");
-    for r in &t.rules {
-        br.credit(*r, 1, 1, NOW);
-    }
-    assert_eq!(br.groups.get(1).expect("group").packets, 0, "a new group");
+    assert_eq!(br.groups().get(1).expect("group").packets, 0, "a new group");
 }
 
 #[test]
 fn group_mods_are_checked() {
-    let mut br = Bridge::new();
+    let mut table = GroupTable::new();
     let spec = |id, ty, buckets| GroupSpec { id, ty, buckets };
-    let g = &mut br.groups;
+    let g = &mut table;
     assert_eq!(
         g.add(spec(1, GroupType::Indirect, vec![]), NOW),
         Err(GroupError::IndirectBuckets(0))
@@ -363,8 +367,8 @@ fn a_flow_naming_a_group_that_does_not_exist_is_refused_wherever_it_comes_from()
     let e = br.apply_flow_mod(&fm, NOW).expect_err("no group 3");
     assert_eq!(e, ofproto::table::FlowModError::UnknownGroup(3));
     assert_eq!(e.of_error(), (2, 9), "OFPBAC_BAD_OUT_GROUP");
-    assert!(br.tables.is_empty());
+    assert!(br.tables().is_empty());
     group(&mut br, 3, GroupType::Indirect, vec![bucket(vec![out(2)])]);
     br.apply_flow_mod(&fm, NOW).expect("now it exists");
-    assert_eq!(br.tables.len(), 1);
+    assert_eq!(br.tables().len(), 1);
 }

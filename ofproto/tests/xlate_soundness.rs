@@ -227,23 +227,23 @@ fn random_bridge(r: &mut Rng) -> Bridge {
     let mut br = Bridge::with_ports(1..=4);
     let now = Timestamp::from_millis(1);
     for (i, &mac) in MACS[..3].iter().enumerate() {
-        br.mac.learn(
-            MacLearn {
+        br.learn(
+            &[MacLearn {
                 vlan: 0,
                 mac,
                 port: PortNo(1 + i as u32),
-            },
+            }],
             now,
         );
     }
     let n_tables = 1 + r.below(4) as u8;
     for id in 1..=N_GROUPS as u32 {
         let g = random_group(r, id, n_tables);
-        br.groups.add(g, now).expect("valid random group");
+        br.add_group(g, now).expect("valid random group");
     }
     for p in 1..=4 {
         if r.chance(20) {
-            br.ports.set_up(PortNo(p), false);
+            br.set_port_up(PortNo(p), false);
         }
     }
     for t in 0..n_tables {
@@ -267,7 +267,8 @@ fn random_bridge(r: &mut Rng) -> Bridge {
                 ins.goto_table = Some(TableId(t + 1 + r.below(u64::from(n_tables - t - 1)) as u8));
             }
             spec.instructions = ins;
-            br.tables.add(spec, now).expect("valid random rule");
+            br.apply_flow_mod(&ofproto::FlowMod::add(spec), now)
+                .expect("valid random rule");
         }
     }
     br
@@ -336,7 +337,7 @@ fn agreeing_packet(r: &mut Rng, p: &FlowKey, mask: &Mask, near: &FlowKey) -> Flo
 
 fn dump(br: &Bridge) -> String {
     let mut s = String::new();
-    for t in br.tables.tables() {
+    for t in br.tables().tables() {
         for (_, rule) in t.rules() {
             s += &format!(
                 "table={} prio={} {:?} -> {:?}\n",
@@ -347,7 +348,7 @@ fn dump(br: &Bridge) -> String {
             );
         }
     }
-    for g in br.groups.iter() {
+    for g in br.groups().iter() {
         s += &format!("{}\n", g.spec);
     }
     s
@@ -477,7 +478,7 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
 /// Every field the bridge's actions may read, wherever they are.
 fn actions_read(br: &Bridge) -> Mask {
     let mut mask = Mask::EMPTY;
-    for t in br.tables.tables() {
+    for t in br.tables().tables() {
         for (_, rule) in t.rules() {
             let ins = &rule.spec.instructions;
             for a in ins.apply.iter().chain(ins.write.iter().flatten()) {
@@ -485,7 +486,7 @@ fn actions_read(br: &Bridge) -> Mask {
             }
         }
     }
-    for g in br.groups.iter() {
+    for g in br.groups().iter() {
         for a in g.spec.buckets.iter().flat_map(|b| &b.actions) {
             action_reads(a, &mut mask);
         }
@@ -501,7 +502,7 @@ fn actions_read(br: &Bridge) -> Mask {
 /// its trie checks read no bit beyond the prefix of the subtable they skip,
 /// so it reads no more than that.
 fn lookup_reads(br: &Bridge, table: TableId, hit: Option<Priority>) -> Mask {
-    br.tables
+    br.tables()
         .table(table)
         .map(|t| {
             t.rules()

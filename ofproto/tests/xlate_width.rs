@@ -23,7 +23,8 @@ fn out(p: u32) -> OfAction {
 fn rule(br: &mut Bridge, table: u8, prio: u16, m: Match, ins: Instructions) {
     let mut s = RuleSpec::new(TableId(table), Priority(prio), m);
     s.instructions = ins;
-    br.tables.add(s, NOW).expect("rule");
+    br.apply_flow_mod(&ofproto::FlowMod::add(s), NOW)
+        .expect("rule");
 }
 
 fn apply(actions: Vec<OfAction>) -> Instructions {
@@ -328,7 +329,7 @@ fn output_to_input_port_needs_in_port_and_flood_skips_it() {
     assert_eq!(t.actions, vec![DpAction::Output(PortNo(2))]);
 
     let mut br = Bridge::with_ports(1..=4);
-    br.ports.insert(PortInfo {
+    br.add_port(PortInfo {
         flood: false,
         ..PortInfo::new(PortNo(4), "p4")
     });
@@ -458,7 +459,7 @@ fn resubmit_loops_are_cut_and_drop() {
 #[test]
 fn normal_learns_floods_and_forwards_per_vlan() {
     let mut br = Bridge::with_ports(1..=3);
-    br.ports.insert(PortInfo {
+    br.add_port(PortInfo {
         vlan: VlanMode::Access(10),
         ..PortInfo::new(PortNo(4), "p4")
     });
@@ -491,7 +492,7 @@ fn normal_learns_floods_and_forwards_per_vlan() {
     );
     assert_eq!(t.mask.field(Field::VlanTci), u128::from(VLAN_PRESENT));
     br.learn(&t.learned, NOW);
-    let gen = br.mac.generation();
+    let gen = br.mac().generation();
 
     // b answers from port 3: goes straight to port 1, where a was learned.
     let mut r = k;
@@ -501,7 +502,10 @@ fn normal_learns_floods_and_forwards_per_vlan() {
     let t = br.translate(&r, NOW);
     assert_eq!(t.actions, vec![DpAction::Output(PortNo(1))]);
     br.learn(&t.learned, NOW);
-    assert!(br.mac.generation() > gen, "a new MAC bumps the generation");
+    assert!(
+        br.mac().generation() > gen,
+        "a new MAC bumps the generation"
+    );
 
     // VLAN 10 traffic from the trunk reaches the access port untagged.
     let mut v = k;
@@ -553,7 +557,8 @@ fn trace_explains_tables_rules_and_wildcards() {
         goto_table: Some(TableId(1)),
         ..Default::default()
     };
-    br.tables.add(s, NOW).expect("rule");
+    br.apply_flow_mod(&ofproto::FlowMod::add(s), NOW)
+        .expect("rule");
     let k = tcp_packet(0x0a01_0101, 2, 3);
     let t = br.trace(&k, NOW);
     let text = t.explain(&k);
@@ -590,7 +595,7 @@ fn port_sampling_comes_first_and_names_where_the_packet_goes() {
     assert_eq!(t.actions, vec![DpAction::Output(PortNo(2))]);
 
     let gen = br.generations();
-    br.ports.set_sample_rate(PortNo(1), 1000);
+    br.set_port_sample_rate(PortNo(1), 1000);
     assert_ne!(
         br.generations(),
         gen,

@@ -219,7 +219,7 @@ fn run<B: Device, D: Datapaths>(
             let rules: Vec<Value> = sw
                 .pipeline()
                 .bridge()
-                .tables
+                .tables()
                 .tables()
                 .flat_map(|t| t.rules().map(|(_, r)| r))
                 .map(|r| {

@@ -271,7 +271,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let samples = mgr.sample_tags();
         let mut bridge = Bridge::new();
         for p in ports {
-            bridge.ports.insert(PortInfo::new(p.no, p.name.clone()));
+            bridge.add_port(PortInfo::new(p.no, p.name.clone()));
         }
         for (i, fm) in flows.flows.iter().enumerate() {
             bridge
@@ -349,7 +349,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// bridge's port table, which translation reads, is the one place
     /// that keeps it.
     pub fn set_link(&mut self, port: PortNo, up: bool) {
-        self.pipeline.bridge_mut().ports.set_up(port, up);
+        self.pipeline.bridge_mut().set_port_up(port, up);
     }
 
     /// A live port's netdev appeared (`Some`) or vanished (`None`): what
@@ -385,7 +385,12 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// A port's link, from the bridge and what is known of its netdev (a
     /// port with no netdev record, in replay, is up).
     fn link(&self, port: PortNo) -> Link {
-        let up = self.pipeline.bridge().ports.get(port).is_some_and(|p| p.up);
+        let up = self
+            .pipeline
+            .bridge()
+            .ports()
+            .get(port)
+            .is_some_and(|p| p.up);
         match self.netdevs.get(&port).map(|nd| nd.ifindex) {
             Some(None) => Link::Absent,
             Some(Some(_)) if !up => Link::Down,
@@ -432,8 +437,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         for p in self.ports.specs() {
             self.pipeline
                 .bridge_mut()
-                .ports
-                .set_sample_rate(p.no, rates(&p.name));
+                .set_port_sample_rate(p.no, rates(&p.name));
         }
         self.sample_rates = Some(rates);
     }
@@ -452,7 +456,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let mut info = PortInfo::new(spec.no, spec.name.clone());
         info.up = false;
         info.sample_rate = self.sample_rates.as_ref().map_or(0, |r| r(&spec.name));
-        self.pipeline.bridge_mut().ports.insert(info);
+        self.pipeline.bridge_mut().add_port(info);
         self.netdevs.insert(spec.no, Netdev::default());
         self.ports = Arc::clone(&map);
         self.shared_ports.replace(map);
@@ -471,9 +475,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let desc = self.of_port(&spec);
         // Live, the port was detached first (Switch::detach): this finds
         // nothing left to flush.
-        self.pipeline.bridge_mut().ports.set_up(no, false);
         let flushed = self.pipeline.flush_port(no);
-        self.pipeline.bridge_mut().ports.remove(no);
+        self.pipeline.bridge_mut().remove_port(no);
         self.pipeline.offloader().lock().set_port(no, None, None);
         self.netdevs.remove(&no);
         self.ports = Arc::new(self.ports.without(no));

@@ -167,7 +167,7 @@ fn a_ports_link_state_lives_in_the_bridge_and_show_derives_it() {
     let p = PortNo(2);
     // Replay: no netdev known, no status.
     assert_eq!(sw.port_status(p), None);
-    let up = |sw: &SimSwitch| sw.pipeline().bridge().ports.get(p).map(|i| i.up);
+    let up = |sw: &SimSwitch| sw.pipeline().bridge().ports().get(p).map(|i| i.up);
     sw.set_netdev(p, None);
     sw.set_link(p, false);
     assert_eq!(sw.port_status(p).map(|s| s.state), Some("absent".into()));

@@ -10,9 +10,8 @@ use openflow::{GroupDesc, GroupFeatures, GroupMod, GroupStats, OfpError};
 use super::convert;
 use crate::bridge::Bridge;
 use crate::group::{Bucket, GroupError, GroupSpec, GroupTable, GroupType, MAX_GROUPS};
-use crate::rule::{FlowMod, FlowModCommand, OfAction, OfPort, RuleSpec};
-use crate::table::{RemovedReason, RemovedRule};
-use crate::{Priority, TableId};
+use crate::rule::{OfAction, OfPort};
+use crate::table::RemovedRule;
 
 /// `OFPET_GROUP_MOD_FAILED`.
 const GROUP_MOD_FAILED: u16 = 6;
@@ -46,11 +45,7 @@ pub fn group_mod(
     match gm.command {
         group_command::DELETE => {
             let which = (gm.group_id != GROUP_ALL).then_some(gm.group_id);
-            let mut removed = Vec::new();
-            for g in br.groups.delete(which) {
-                removed.extend(remove_rules_of(br, g, now));
-            }
-            Ok(removed)
+            Ok(br.delete_groups(which, now))
         }
         group_command::ADD | group_command::MODIFY => {
             let ty = GroupType::from_number(gm.group_type).ok_or((
@@ -81,9 +76,9 @@ pub fn group_mod(
                 buckets,
             };
             if gm.command == group_command::ADD {
-                br.groups.add(spec, now).map_err(refuse)?;
+                br.add_group(spec, now).map_err(refuse)?;
             } else {
-                br.groups.modify(spec).map_err(refuse)?;
+                br.modify_group(spec).map_err(refuse)?;
             }
             Ok(Vec::new())
         }
@@ -91,31 +86,6 @@ pub fn group_mod(
             OfpError::new(GROUP_MOD_FAILED, 11),
             format!("group mod refused: unknown command {c}"),
         )),
-    }
-}
-
-/// Removes every rule that runs group `g`.
-fn remove_rules_of(br: &mut Bridge, g: u32, now: Timestamp) -> Vec<RemovedRule> {
-    let fm = FlowMod {
-        command: FlowModCommand::Delete,
-        table: None,
-        rule: RuleSpec::new(TableId(0), Priority(0), megaflow::Match::catch_all()),
-        cookie_mask: 0,
-        out_port: OfPort::Any,
-        out_group: Some(g),
-    };
-    match br.tables.apply(&fm, now) {
-        Ok(o) => o
-            .removed
-            .into_iter()
-            .map(|mut r| {
-                r.reason = RemovedReason::GroupDelete;
-                r
-            })
-            .collect(),
-        // A delete of every table with no filter but the group cannot be
-        // refused.
-        Err(_) => Vec::new(),
     }
 }
 

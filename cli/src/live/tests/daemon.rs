@@ -194,7 +194,7 @@ fn forwards_offloads_flushes_a_removed_port_and_stops_clean() {
         let sw = lock(&core);
         let state = sw.port_status(PortNo(2)).map(|s| s.state);
         assert_eq!(state.as_deref(), Some("down"));
-        let up = sw.pipeline().bridge().ports.get(PortNo(2)).map(|p| p.up);
+        let up = sw.pipeline().bridge().ports().get(PortNo(2)).map(|p| p.up);
         assert_eq!(up, Some(false));
     }
     d.apply(&PortEvent::Up { ifindex: 11 });

@@ -902,7 +902,7 @@ fn an_os_ken_learning_switch_programs_eswitchd() {
     // The table-miss entry is in before traffic (an echo round trip
     // through the switch after the app's flow mod).
     wait_for("the app's table-miss entry", || {
-        lock(&d.core()).pipeline().bridge().tables.len() == 1
+        lock(&d.core()).pipeline().bridge().tables().len() == 1
     });
     // vm1 → vm2: unknown, flooded by the app to vm2 and vm3.
     let a = l2_frame(1, 2, 1000);
@@ -922,7 +922,7 @@ fn an_os_ken_learning_switch_programs_eswitchd() {
     let core = d.core();
     wait_for("the learned flows in force", || {
         let sw = lock(&core);
-        sw.pipeline().bridge().tables.len() == 3
+        sw.pipeline().bridge().tables().len() == 3
             && sw.pipeline().synced_tables() >= sw.pipeline().bridge().generations().tables
     });
     let packet_ins = seen("packet_in");
@@ -1303,7 +1303,7 @@ fn a_second_controller_in_slave_role_cannot_modify_flows_until_it_becomes_master
         "{r:?}"
     );
     let core = d.core();
-    let rules = || lock(&core).pipeline().bridge().tables.len();
+    let rules = || lock(&core).pipeline().bridge().tables().len();
     let before = rules();
     // The slave's flow mod is refused with IS_SLAVE and changes nothing.
     let add = flow_mod("priority=50,udp,actions=drop", ofproto::FlowModCommand::Add);

@@ -265,7 +265,7 @@ fn an_os_ken_controller_over_tls_programs_eswitchd() {
         "{conns:?}"
     );
     wait_for("the app's table-miss entry", || {
-        lock(&d.core()).pipeline().bridge().tables.len() == 1
+        lock(&d.core()).pipeline().bridge().tables().len() == 1
     });
     // vm1 → vm2: a packet-in over TLS, flooded back by the app.
     let a = l2_frame(1, 2, 1000);

@@ -126,7 +126,7 @@ fn check(d: &Daemon, m: &Model) {
             continue;
         };
         let open = m.netdevs.get(&i);
-        let bridge_up = sw.pipeline().bridge().ports.get(no).map(|p| p.up);
+        let bridge_up = sw.pipeline().bridge().ports().get(no).map(|p| p.up);
         assert_eq!(
             bridge_up,
             Some(open.is_some_and(|(_, up)| *up)),
@@ -164,7 +164,7 @@ fn check(d: &Daemon, m: &Model) {
     );
     for no in (1..=8).map(PortNo).filter(|no| !nos.contains(no)) {
         assert!(
-            sw.pipeline().bridge().ports.get(no).is_none(),
+            sw.pipeline().bridge().ports().get(no).is_none(),
             "{no}: bridge"
         );
         assert_eq!(
