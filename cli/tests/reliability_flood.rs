@@ -70,10 +70,12 @@ fn flood_of_new_flows_spares_the_other_vms() {
     assert!(v("megaflows_peak") <= quota + 600.0, "{out}");
     assert!(v("rss_growth_mb") <= 64.0, "eswitchd grew too much:\n{out}");
     assert!(v("attacker_upcalls_admitted") > 0.0 && v("attacker_upcalls_dropped") >= 0.0);
-    // Every flood megaflow gone within max-idle plus a pass, counted in
-    // revalidator passes, not seconds: its last use is folded by the next
-    // pass at the latest, it expires at the first pass max-idle after
-    // that, and one more may run while the script reads the count. A
+    // Every flood megaflow gone within max-idle plus a pass once the
+    // handler has drained the flood's queued misses (each may refresh a
+    // megaflow's last use), counted in revalidator passes, not seconds:
+    // its last use is folded by the next pass at the latest, it expires at
+    // the first pass max-idle after that, and one more may run while the
+    // script reads the count. A
     // slow machine runs fewer passes in max-idle, never more, so the bound
     // holds at any speed; the seconds are printed (a bench figure).
     let bound = (MAX_IDLE_MS / INTERVAL_MS).ceil() + 3.0;
