@@ -68,26 +68,12 @@ printf '[limits]\nmax_idle_ms = 300\nrevalidator_interval_ms = 100\n\n[slowpath]
 mkdir -p "$work/lab"
 "$here/lab.sh" start --name "$tag" --vms 2 --dir "$work/lab" --port-type "$port_type" \
   --flows "$work/burst.flows" --extra "$work/burst.toml" --eswitchd "$bin/eswitchd" >/dev/null
-stat() { ctl --json stats | awk -F'[:,]' -v k="\"$1\"" '$1 ~ k {gsub(/ /, "", $2); print $2; exit}'; }
 
 bests=()
 for run in $(seq 1 "$runs"); do
   best=0
   for rate in 80000 160000 240000 320000 400000 480000 640000 800000; do
-    for _ in $(seq 1 100); do
-      [ "$(stat megaflows)" = 0 ] && break
-      sleep 0.1
-    done
-    c0=$(stat megaflows_created)
-    r0=$(rx "$tag-vm2" eth0)
-    out=$(ip netns exec "$tag-vm1" "$bin/esw-pktgen" --iface eth0 --dst-mac "$sink_mac" \
-      --flows "$flows" --count "$flows" --rate "$rate" --seconds 30 --json)
-    sleep 0.5
-    c1=$(stat megaflows_created)
-    r1=$(rx "$tag-vm2" eth0)
-    made=$((c1 - c0))
-    got=$((r1 - r0))
-    pps=$(echo "$out" | sed -n 's/.*"pps":\([0-9.]*\).*/\1/p')
+    read -r made got pps < <(setup_trial "$flows" "$rate" "$sink_mac")
     echo "# run $run: offered $rate/s (sent at $pps/s): $made of $flows flows created, $got delivered"
     # The sender does not always reach the rate offered: the best is the
     # highest rate it reached in a loss-free step before the first loss.

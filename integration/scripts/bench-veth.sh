@@ -77,7 +77,6 @@ mkdir -p "$work/lab"
 printf 'priority=10,in_port=1,actions=output:2\npriority=10,in_port=2,actions=output:1\n' >"$work/fwd.flows"
 "$here/lab.sh" start --name "$tag" --vms 2 --dir "$work/lab" --port-type "$port_type" \
   --flows "$work/fwd.flows" --eswitchd "$bin/eswitchd" >/dev/null
-ctl() { "$bin/eswitchctl" --socket "$work/lab/eswitchd.sock" "$@"; }
 # Warm up: the flow turns hot and is offloaded.
 ip netns exec "$tag-vm1" "$bin/esw-pktgen" --iface eth0 --dst-mac "$sink_mac" --rate 1000 --seconds 0.5 >/dev/null
 sleep 0.6
@@ -85,8 +84,8 @@ kind=$(ctl --json show | awk -F'"' '/"kind"/ {print $4; exit}')
 fwd=$(for _ in $(seq 1 "$runs"); do
   blast "$tag-vm1" eth0 "$tag-vm2" eth0 "$sink_mac" "$secs"
 done | median)
-hw=$(ctl --json stats | awk -F'[:,]' '/"hw_handled"/ {gsub(/ /, "", $2); print $2}')
-all=$(ctl --json stats | awk -F'[:,]' '/"packets"/ {gsub(/ /, "", $2); print $2; exit}')
+hw=$(lab_stat hw_handled)
+all=$(lab_stat packets)
 echo "bench: datapath.fwd_mpps $fwd Mpps"
 awk -v f="$fwd" -v r="$raw" 'BEGIN {printf "bench: datapath.fwd_vs_raw %.2f ratio\n", (r > 0) ? f / r : 0}'
 echo "# ports: $kind; the sim eSwitch handled $hw of $all received packets"
@@ -106,23 +105,9 @@ nflows=32768
 printf '[limits]\nflow_limit = 400000\nmax_idle_ms = 300\nrevalidator_interval_ms = 100\nupcall_rate = 0\nupcall_queue = 65536\n' >"$work/setup.toml"
 "$here/lab.sh" start --name "$tag" --vms 2 --dir "$work/lab" --port-type "$port_type" \
   --flows "$work/setup.flows" --extra "$work/setup.toml" --eswitchd "$bin/eswitchd" >/dev/null
-stat() { ctl --json stats | awk -F'[:,]' -v k="\"$1\"" '$1 ~ k {gsub(/ /, "", $2); print $2; exit}'; }
 best=0
 for rate in 50000 100000 150000 200000 250000 300000 400000 500000; do
-  for _ in $(seq 1 50); do
-    [ "$(stat megaflows)" = 0 ] && break
-    sleep 0.1
-  done
-  c0=$(stat megaflows_created)
-  r0=$(rx "$tag-vm2" eth0)
-  out=$(ip netns exec "$tag-vm1" "$bin/esw-pktgen" --iface eth0 --dst-mac "$sink_mac" \
-    --flows "$nflows" --count "$nflows" --rate "$rate" --seconds 30 --json)
-  sleep 0.5
-  c1=$(stat megaflows_created)
-  r1=$(rx "$tag-vm2" eth0)
-  made=$((c1 - c0))
-  got=$((r1 - r0))
-  pps=$(echo "$out" | sed -n 's/.*"pps":\([0-9.]*\).*/\1/p')
+  read -r made got pps < <(setup_trial "$nflows" "$rate" "$sink_mac")
   echo "# offered $rate/s (sent at $pps/s): $made of $nflows flows created, $got delivered"
   if [ "$made" -eq "$nflows" ] && [ "$got" -eq "$nflows" ]; then
     best=$(awk -v p="$pps" 'BEGIN {printf "%d", p}')

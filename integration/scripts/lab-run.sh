@@ -5,9 +5,11 @@
 # eswitchctl and esw-pktgen, makes $tag (unique, at most 10 characters)
 # and $work, and removes the lab, $work and every PID in $pids on exit.
 # Then: mac K, ctl ARGS (eswitchctl on the lab's socket), rss_kb PID,
-# rx NS IFACE (its rx_packets), median (of numbers on stdin), and
+# rx NS IFACE (its rx_packets), median (of numbers on stdin),
 # blast NS IFACE PEER_NS PEER_IF DST_MAC SECONDS [esw-pktgen args...]
-# (esw-pktgen's Mpps as the peer counted them).
+# (esw-pktgen's Mpps as the peer counted them), lab_stat KEY (a number of
+# `eswitchctl stats`), and setup_trial FLOWS RATE DST_MAC (new flows from
+# vm1 of lab $tag: prints "MADE DELIVERED PPS").
 
 lab_need() {
   local what=$1 t
@@ -69,4 +71,27 @@ blast() {
   sleep 0.2
   b=$(rx "$pns" "$pif")
   awk -v n=$((b - a)) -v s="$s" 'BEGIN {printf "%.3f\n", n / s / 1e6}'
+}
+
+lab_stat() { ctl --json stats | awk -F'[:,]' -v k="\"$1\"" '$1 ~ k {gsub(/ /, "", $2); print $2; exit}'; }
+
+# FLOWS new 5-tuples, one packet each, from vm1's eth0 to DST_MAC at RATE
+# once the daemon holds no megaflow (at most 10 s of waiting): prints the
+# megaflows created, the frames vm2 received and the rate esw-pktgen
+# reached.
+setup_trial() {
+  local flows=$1 rate=$2 dmac=$3 c0 r0 c1 r1 out pps
+  for _ in $(seq 1 100); do
+    [ "$(lab_stat megaflows)" = 0 ] && break
+    sleep 0.1
+  done
+  c0=$(lab_stat megaflows_created)
+  r0=$(rx "$tag-vm2" eth0)
+  out=$(ip netns exec "$tag-vm1" "$bin/esw-pktgen" --iface eth0 --dst-mac "$dmac" \
+    --flows "$flows" --count "$flows" --rate "$rate" --seconds 30 --json)
+  sleep 0.5
+  c1=$(lab_stat megaflows_created)
+  r1=$(rx "$tag-vm2" eth0)
+  pps=$(echo "$out" | sed -n 's/.*"pps":\([0-9.]*\).*/\1/p')
+  echo "$((c1 - c0)) $((r1 - r0)) $pps"
 }

@@ -71,14 +71,6 @@ impl<K: Hash + Eq, V> ShardedMap<K, V> {
         self.shards[shard_of(k)].get_mut(k)
     }
 
-    pub fn contains_key<Q>(&self, k: &Q) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.get(k).is_some()
-    }
-
     pub fn insert(&mut self, k: K, v: V) -> Option<V> {
         let old = self.shards[shard_of(&k)].insert(k, v);
         if old.is_none() {
@@ -104,41 +96,8 @@ impl<K: Hash + Eq, V> ShardedMap<K, V> {
         self.shards.iter().flat_map(|s| s.iter())
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
-        self.shards.iter_mut().flat_map(|s| s.iter_mut())
-    }
-
     pub fn keys(&self) -> impl Iterator<Item = &K> {
         self.iter().map(|(k, _)| k)
-    }
-
-    pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.iter().map(|(_, v)| v)
-    }
-
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        self.iter_mut().map(|(_, v)| v)
-    }
-
-    /// Keeps the entries `f` says yes to.
-    pub fn retain(&mut self, mut f: impl FnMut(&K, &mut V) -> bool) {
-        for s in self.shards.iter_mut() {
-            s.retain(&mut f);
-        }
-        self.len = self.shards.iter().map(HashMap::len).sum();
-    }
-
-    /// Takes every entry out.
-    pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
-        self.len = 0;
-        self.shards.iter_mut().flat_map(|s| s.drain())
-    }
-
-    pub fn clear(&mut self) {
-        for s in self.shards.iter_mut() {
-            s.clear();
-        }
-        self.len = 0;
     }
 }
 
@@ -196,10 +155,6 @@ impl<T> ChunkedVec<T> {
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flatten()
     }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.chunks.iter_mut().flatten()
-    }
 }
 
 impl<T> std::ops::Index<usize> for ChunkedVec<T> {
@@ -238,7 +193,6 @@ mod tests {
         Insert(u64, u32),
         Remove(u64),
         Get(u64),
-        Retain(u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -247,7 +201,6 @@ mod tests {
             4 => (0u64..512, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             2 => (0u64..512).prop_map(Op::Remove),
             2 => (0u64..512).prop_map(Op::Get),
-            1 => (2u64..5).prop_map(Op::Retain),
         ]
     }
 
@@ -262,10 +215,6 @@ mod tests {
                     Op::Insert(k, v) => prop_assert_eq!(s.insert(k, v), m.insert(k, v)),
                     Op::Remove(k) => prop_assert_eq!(s.remove(&k), m.remove(&k)),
                     Op::Get(k) => prop_assert_eq!(s.get(&k), m.get(&k)),
-                    Op::Retain(d) => {
-                        s.retain(|k, _| k % d != 0);
-                        m.retain(|k, _| k % d != 0);
-                    }
                 }
                 prop_assert_eq!(s.len(), m.len());
             }
@@ -273,10 +222,7 @@ mod tests {
             all.sort_unstable();
             let mut want: Vec<_> = m.into_iter().collect();
             want.sort_unstable();
-            let n = want.len();
             prop_assert_eq!(all, want);
-            prop_assert_eq!(s.drain().count(), n);
-            prop_assert!(s.is_empty());
         }
 
         /// A chunked vector keeps every pushed value at its index, across

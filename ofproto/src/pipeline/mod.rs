@@ -1,6 +1,13 @@
 //! The slow path: upcall handling, the offload policy and the revalidator
 //! around the megaflows it owns, driving the datapaths through commands.
 //!
+//! By job: this module holds the records' registry and the upcall path;
+//! `record` the record types and dumps; `offload` the offload jobs and the
+//! rule budget; `meters` the meter sync; `revalidate` the pass in steps
+//! and the BARRIER sync point; `fair` the per-port quotas and fair
+//! eviction; `recency` the offloaded flows' recency; `datapaths` the
+//! datapaths the pipeline drives.
+//!
 //! ```text
 //! datapath thread k: parse ─► its cache shard ─hit─► execute, count
 //!                                └─miss─► upcall (handler thread, or inline)
@@ -37,17 +44,16 @@
 //! timestamps in replay, the monotonic clock live.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fmt;
 use std::sync::Arc;
 
 use megaflow::actions::{execute, ActionSink, ExecOutcome};
 use megaflow::key::{hash_words, FastBuild};
 use megaflow::meter::MeteredSink;
-use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, MeterBand, NotOffloaded};
+use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
 use megaflow::shard::{ChunkedVec, ShardedMap};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
-    FlowStats, Lookup, Mask, Match, MeterId, PackedKey, PortNo, SplitMix64, Timestamp,
+    FlowStats, Lookup, Match, MeterId, PackedKey, PortNo, SplitMix64, Timestamp,
 };
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -55,7 +61,6 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::bridge::{Bridge, Generations};
 use crate::meter::{MeterSpec, MeterTable};
 use crate::table::{RemovedRule, RuleRef};
-use crate::text::format_match;
 use crate::xlate::Translation;
 
 /// The bridge as the slow path and its handlers share it: translations
@@ -66,10 +71,16 @@ pub type SharedBridge = Arc<RwLock<Bridge>>;
 
 mod datapaths;
 mod fair;
+mod meters;
+mod offload;
 mod recency;
+mod record;
 mod revalidate;
 
 pub use datapaths::{Datapaths, LocalDatapath, ThreadedDatapaths};
+pub use offload::{OffloadDone, OffloadJob, SharedOffload};
+pub use record::FlowDump;
+use record::{FlowDef, FlowMeta, HwEntry, Masks, Retired};
 pub use revalidate::{Pass, PassReport, PASS_BATCH};
 
 const SEC: u64 = 1_000_000_000;
@@ -214,227 +225,6 @@ enum Eviction {
     Unsound,
     Flush,
     Fair,
-}
-
-/// What the slow path keeps per megaflow (compact: a pass walks these).
-#[derive(Clone, Debug)]
-struct FlowMeta {
-    id: FlowId,
-    /// The in_port the megaflow is exact on: its datapath ([`Datapaths`]).
-    home: Option<PortNo>,
-    /// Cumulative counts: upcalled packets, datapath and hardware deltas.
-    stats: FlowStats,
-    state: FlowState,
-    hw: Option<HwId>,
-    reason: Option<NotOffloaded>,
-    /// May be offloaded again (always, unless the device can never take it
-    /// and its actions have not changed since).
-    eligible: bool,
-    created: Timestamp,
-    window_start: Timestamp,
-    window_packets: u32,
-    retry_at: Timestamp,
-    /// Packets and bytes already credited to the OpenFlow rules.
-    credited: (u64, u64),
-    rules: Arc<[RuleRef]>,
-    generations: Generations,
-    uses_mac: bool,
-}
-
-/// A megaflow's match and actions (apart from [`FlowMeta`]: a pass rarely
-/// needs them), compact: the masked key without its zero words, the mask
-/// shared with every megaflow of that shape ([`Masks`]).
-#[derive(Clone, Debug)]
-struct FlowDef {
-    key: PackedKey,
-    mask: Arc<Mask>,
-    actions: Actions,
-}
-
-impl FlowDef {
-    fn matched(&self) -> Match {
-        Match::new(&self.key.unpack(), &self.mask)
-    }
-}
-
-/// The masks of the live megaflows, one copy of each (a few hundred
-/// shapes for a million megaflows).
-#[derive(Debug, Default)]
-struct Masks(HashMap<Mask, Arc<Mask>, FastBuild>);
-
-impl Masks {
-    /// The shared copy of `m`.
-    fn get(&mut self, m: &Mask) -> Arc<Mask> {
-        Arc::clone(self.0.entry(*m).or_insert_with(|| Arc::new(*m)))
-    }
-
-    /// A megaflow gave its copy back: forgets the mask with no other user.
-    fn put(&mut self, m: Arc<Mask>) {
-        if Arc::strong_count(&m) == 2 {
-            self.0.remove(&*m);
-        }
-    }
-}
-
-/// An evicted megaflow whose datapaths have not all answered its removal:
-/// their last counts still go to its OpenFlow rules.
-#[derive(Clone, Debug)]
-struct Retired {
-    rules: Arc<[RuleRef]>,
-    /// Removal answers still to come.
-    pending: u32,
-}
-
-/// A hardware rule the pipeline knows about.
-#[derive(Clone, Debug)]
-struct HwEntry {
-    idx: u32,
-    id: FlowId,
-    /// The cumulative counters already folded.
-    seen: HwStats,
-    rules: Arc<[RuleRef]>,
-    /// Removed: the report of a query made after its removal
-    /// ([`Pipeline::retired_at`]) is its last.
-    retired: bool,
-}
-
-/// A hot flow to put into the device ([`Pipeline::take_offloads`]).
-#[derive(Clone, Debug)]
-pub struct OffloadJob {
-    idx: u32,
-    id: FlowId,
-    matched: Match,
-    actions: Actions,
-    rules: Arc<[RuleRef]>,
-}
-
-/// What the device did with an [`OffloadJob`].
-#[derive(Debug)]
-pub struct OffloadDone {
-    job: OffloadJob,
-    result: Result<HwId, NotOffloaded>,
-}
-
-impl OffloadJob {
-    /// Installs the flow in `dev` (the device call; no slow-path state is
-    /// touched).
-    pub fn run<O: FlowOffload + ?Sized>(self, dev: &mut O) -> OffloadDone {
-        let result = dev.install(&self.matched, &self.actions);
-        OffloadDone { job: self, result }
-    }
-}
-
-/// An offloader shared between the slow path and the thread that runs its
-/// device calls outside the slow path's lock ([`OffloadJob`]): each call
-/// locks it for its own length.
-pub struct SharedOffload<O>(Arc<parking_lot::Mutex<O>>);
-
-impl<O> SharedOffload<O> {
-    pub fn new(o: O) -> Self {
-        SharedOffload(Arc::new(parking_lot::Mutex::new(o)))
-    }
-
-    /// The offloader, for a call or a batch of them.
-    pub fn lock(&self) -> parking_lot::MutexGuard<'_, O> {
-        self.0.lock()
-    }
-
-    /// The offloader back, if no other handle is left.
-    pub fn into_inner(self) -> Result<O, Self> {
-        Arc::try_unwrap(self.0)
-            .map(parking_lot::Mutex::into_inner)
-            .map_err(SharedOffload)
-    }
-}
-
-impl<O> Clone for SharedOffload<O> {
-    fn clone(&self) -> Self {
-        SharedOffload(Arc::clone(&self.0))
-    }
-}
-
-impl<O: FlowOffload> FlowOffload for SharedOffload<O> {
-    fn install(&mut self, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
-        self.lock().install(m, actions)
-    }
-
-    fn replace(&mut self, old: HwId, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
-        self.lock().replace(old, m, actions)
-    }
-
-    fn remove(&mut self, id: HwId) {
-        self.lock().remove(id);
-    }
-
-    fn poll(&mut self, out: &mut Vec<(HwId, HwStats)>) -> Result<(), NotOffloaded> {
-        self.lock().poll(out)
-    }
-
-    fn poll_some(
-        &mut self,
-        next: &mut usize,
-        max: usize,
-        out: &mut Vec<(HwId, HwStats)>,
-    ) -> Result<bool, NotOffloaded> {
-        self.lock().poll_some(next, max, out)
-    }
-
-    fn set_meter(&mut self, id: MeterId, band: Option<MeterBand>) -> Result<(), NotOffloaded> {
-        self.lock().set_meter(id, band)
-    }
-}
-
-/// One megaflow as a dump shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FlowDump {
-    pub matched: Match,
-    pub actions: Actions,
-    pub stats: FlowStats,
-    pub state: FlowState,
-    pub hw: Option<HwId>,
-    /// Why it is not in hardware (for a software-only flow).
-    pub reason: Option<NotOffloaded>,
-    pub created: Timestamp,
-}
-
-impl FlowDump {
-    /// `yes`, or why not.
-    pub fn offloaded(&self) -> String {
-        match (self.state, &self.reason) {
-            (FlowState::Offloaded, _) => "yes".to_string(),
-            (_, Some(r)) => format!("no ({r})"),
-            (FlowState::Installed, None) => "no (not hot)".to_string(),
-            (s, None) => format!("no ({})", s.name()),
-        }
-    }
-
-    /// The line `dump-flows` prints, at time `now`.
-    pub fn line(&self, now: Timestamp) -> String {
-        let used = if self.stats.used == Timestamp::NEVER {
-            "never".to_string()
-        } else {
-            format!("{:.3}s", now.since(self.stats.used) as f64 / SEC as f64)
-        };
-        let m = format_match(&self.matched);
-        format!(
-            "{}, packets:{}, bytes:{}, used:{used}, offloaded:{}, actions:{}",
-            if m.is_empty() { "any" } else { &m },
-            self.stats.packets,
-            self.stats.bytes,
-            self.offloaded(),
-            if self.actions.is_empty() {
-                "drop".to_string()
-            } else {
-                self.actions.to_string()
-            }
-        )
-    }
-}
-
-impl fmt::Display for FlowDump {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.line(self.stats.used))
-    }
 }
 
 /// Why [`Pipeline::install_flow`] refused a megaflow.
@@ -704,84 +494,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.flow_limit
     }
 
-    pub fn meters(&self) -> &MeterTable {
-        &self.meters
-    }
-
-    /// Why the hardware refused a meter, if it did.
-    pub fn meter_error(&self, id: MeterId) -> Option<&NotOffloaded> {
-        self.hw_meter_errors.get(&id)
-    }
-
     /// Rules removed by idle or hard timeouts since the last call.
     pub fn take_expired(&mut self) -> Vec<RemovedRule> {
         std::mem::take(&mut self.expired)
-    }
-
-    /// Adds or changes a meter: in software at once, in hardware at the
-    /// offload thread's next step (offloaded flows that use it move to the
-    /// new band, hitless).
-    pub fn set_meter(&mut self, spec: MeterSpec) {
-        let shared = self.meters.set(spec);
-        self.dps.send(None, &DpCommand::SetMeter(shared));
-        self.meter_changes.push((spec.id, Some(spec)));
-    }
-
-    /// Deletes a meter; flows naming it drop from now on (in software at
-    /// once, in hardware once the offload thread has refreshed their
-    /// rules).
-    pub fn remove_meter(&mut self, id: MeterId) -> Option<MeterSpec> {
-        let spec = self.meters.remove(id)?;
-        self.dps.send(None, &DpCommand::DeleteMeter(id));
-        self.meter_changes.push((id, None));
-        Some(spec)
-    }
-
-    /// The offload thread's side of meter changes: the device's meters,
-    /// then the offloaded flows that use them.
-    fn apply_meter_changes(&mut self) {
-        for (id, spec) in std::mem::take(&mut self.meter_changes) {
-            match spec {
-                Some(spec) => {
-                    match self.offload.set_meter(id, Some(spec.band())) {
-                        Ok(()) => {
-                            self.hw_meter_errors.remove(&id);
-                        }
-                        Err(e) => {
-                            self.hw_meter_errors.insert(id, e);
-                        }
-                    }
-                    self.refresh_meter_users(id, Timestamp::NEVER);
-                }
-                None => {
-                    self.refresh_meter_users(id, Timestamp::NEVER);
-                    let _ = self.offload.set_meter(id, None);
-                    self.hw_meter_errors.remove(&id);
-                }
-            }
-        }
-    }
-
-    /// Re-installs the offloaded flows whose actions name meter `id`.
-    fn refresh_meter_users(&mut self, id: MeterId, now: Timestamp) {
-        let users: Vec<u32> = self
-            .flows
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                m.as_ref()?;
-                let acts = &self.defs.get(i)?.as_ref()?.actions;
-                let uses = acts.contains(&DpAction::Meter(id));
-                uses.then_some(i as u32)
-            })
-            .collect();
-        for idx in users {
-            if self.meta(idx).is_some_and(|m| m.hw.is_some()) {
-                self.rehome(idx, now);
-            } else if let Some(m) = self.meta_mut(idx) {
-                m.eligible = true;
-            }
-        }
     }
 
     // ------------------------------------------------------------------
@@ -1238,209 +953,6 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         };
         if hot && self.go(idx, FlowState::Offloading) {
             self.pending.push_back(idx);
-        }
-    }
-
-    /// Offloads the queued hot flows now.
-    pub fn flush_offloads(&mut self, now: Timestamp) {
-        while !self.flush_offloads_some(now, usize::MAX) {}
-    }
-
-    /// Applies the meter changes waiting, then offloads at most `max` of
-    /// the queued hot flows, oldest first; returns whether none is left
-    /// (the live offload thread lets go of the slow path between two
-    /// calls).
-    pub fn flush_offloads_some(&mut self, now: Timestamp, max: usize) -> bool {
-        let jobs = self.take_offloads(now, max);
-        let done: Vec<OffloadDone> = jobs.into_iter().map(|j| j.run(&mut self.offload)).collect();
-        self.finish_offloads(done, now);
-        self.pending.is_empty()
-    }
-
-    /// [`offload_tick`](Self::offload_tick) with at most `max` offloads;
-    /// returns whether none is left queued.
-    pub fn offload_tick_some(&mut self, now: Timestamp, max: usize) -> bool {
-        self.fold_datapaths(now);
-        self.flush_offloads_some(now, max)
-    }
-
-    /// Takes at most `max` queued hot flows out of the slow path as jobs
-    /// for the device, oldest first, making room under the rule budget
-    /// first. The live offload thread runs them
-    /// ([`OffloadJob::run`]) without the slow path's lock, so no handler
-    /// waits for the device, then hands them back
-    /// ([`finish_offloads`](Self::finish_offloads)); the flows stay
-    /// `offloading` meanwhile.
-    pub fn take_offloads(&mut self, now: Timestamp, max: usize) -> Vec<OffloadJob> {
-        self.apply_meter_changes();
-        let mut jobs = Vec::new();
-        while jobs.len() < max {
-            let Some(idx) = self.pending.pop_front() else {
-                break;
-            };
-            let Some(m) = self.meta(idx) else {
-                continue;
-            };
-            if m.state != FlowState::Offloading {
-                continue;
-            }
-            let (id, rules) = (m.id, Arc::clone(&m.rules));
-            let Some((matched, actions)) = self.cached(idx) else {
-                continue;
-            };
-            if let Some(budget) = self.cfg.offload.budget {
-                if budget == 0 {
-                    self.fail(idx, NotOffloaded::Disabled, now);
-                    continue;
-                }
-                // The jobs under way count against the budget too: when
-                // they fill it, this flow waits for the next batch.
-                while self.lru.len() + jobs.len() >= budget {
-                    match self.lru.pop_oldest() {
-                        Some(victim) => self.demote(victim, budget, now),
-                        None => break,
-                    }
-                }
-                if self.lru.len() + jobs.len() >= budget {
-                    self.pending.push_front(idx);
-                    break;
-                }
-            }
-            jobs.push(OffloadJob {
-                idx,
-                id,
-                matched,
-                actions,
-                rules,
-            });
-        }
-        jobs
-    }
-
-    /// Takes back what the device did with [`take_offloads`]' jobs. A flow
-    /// installed: offloaded. A flow refused: in software with the reason.
-    /// A flow whose actions changed meanwhile: its rule goes and it is
-    /// queued again with the new ones. A flow gone meanwhile: its rule
-    /// goes too, its last counts still credited to its rules.
-    pub fn finish_offloads(&mut self, done: Vec<OffloadDone>, now: Timestamp) {
-        for OffloadDone { job, result } in done {
-            let alive = self
-                .meta(job.idx)
-                .is_some_and(|m| m.id == job.id && m.state == FlowState::Offloading);
-            match result {
-                Ok(hw) if alive && self.def(job.idx).is_some_and(|d| d.actions == job.actions) => {
-                    self.installed(job.idx, hw);
-                }
-                Ok(hw) => {
-                    // Out of date: the rule goes, what it counted meanwhile
-                    // is folded in (to the flow, or to its rules if gone).
-                    self.hw.insert(
-                        hw,
-                        HwEntry {
-                            idx: job.idx,
-                            id: job.id,
-                            seen: HwStats::default(),
-                            rules: Arc::clone(&job.rules),
-                            retired: false,
-                        },
-                    );
-                    self.offload.remove(hw);
-                    self.retire(hw);
-                    if alive {
-                        self.pending.push_back(job.idx);
-                    }
-                }
-                Err(r) if alive => self.fail(job.idx, r, now),
-                Err(_) => {}
-            }
-        }
-    }
-
-    fn installed(&mut self, idx: u32, hw: HwId) {
-        let Some(m) = self.flows.get_mut(idx as usize).and_then(Option::as_mut) else {
-            return;
-        };
-        m.hw = Some(hw);
-        m.reason = None;
-        let entry = HwEntry {
-            idx,
-            id: m.id,
-            seen: HwStats::default(),
-            rules: Arc::clone(&m.rules),
-            retired: false,
-        };
-        self.hw.insert(hw, entry);
-        self.lru.touch(idx);
-        self.stats.offloaded += 1;
-        self.go(idx, FlowState::Offloaded);
-    }
-
-    fn fail(&mut self, idx: u32, r: NotOffloaded, now: Timestamp) {
-        *self
-            .stats
-            .offload_failures
-            .entry(r.to_string())
-            .or_default() += 1;
-        let retry = self.cfg.offload.retry_ns;
-        if let Some(m) = self.meta_mut(idx) {
-            m.eligible = r.is_transient();
-            m.retry_at = Timestamp(now.0.saturating_add(retry));
-            m.window_packets = 0;
-            m.window_start = now;
-            m.reason = Some(r);
-        }
-        self.go(idx, FlowState::SoftwareOnly);
-    }
-
-    /// Marks a hardware rule removed: its last counts arrive with the next
-    /// poll.
-    fn retire(&mut self, hw: HwId) {
-        if let Some(e) = self.hw.get_mut(&hw) {
-            e.retired = true;
-            self.retired_at.insert(hw, self.queries);
-        }
-    }
-
-    /// Takes an offloaded flow out of hardware (it stays in software).
-    fn demote(&mut self, idx: u32, budget: usize, now: Timestamp) {
-        let Some(hw) = self.meta_mut(idx).and_then(|m| m.hw.take()) else {
-            return;
-        };
-        self.offload.remove(hw);
-        self.retire(hw);
-        self.stats.demoted += 1;
-        self.fail(idx, NotOffloaded::Demoted { budget }, now);
-    }
-
-    /// Puts an offloaded flow's current actions into hardware again
-    /// (hitless), or takes it out if the device refuses them now.
-    fn rehome(&mut self, idx: u32, now: Timestamp) {
-        let Some(m) = self.meta(idx) else {
-            return;
-        };
-        let Some(old) = m.hw else {
-            return;
-        };
-        let Some((matched, actions)) = self.cached(idx) else {
-            return;
-        };
-        self.go(idx, FlowState::Offloading);
-        match self.offload.replace(old, &matched, &actions) {
-            Ok(new) => {
-                self.retire(old);
-                self.stats.offloaded += 1;
-                self.lru.remove(idx);
-                self.installed(idx, new);
-            }
-            Err(r) => {
-                self.offload.remove(old);
-                self.retire(old);
-                self.lru.remove(idx);
-                if let Some(m) = self.meta_mut(idx) {
-                    m.hw = None;
-                }
-                self.fail(idx, r, now);
-            }
         }
     }
 

@@ -314,6 +314,30 @@ fn config_two_threads() -> Config {
     Config::parse(&text).expect("config")
 }
 
+/// The daemon of [`config_two_threads`] on memory ports vm1..vm4, flows
+/// by destination address (`nw_dst=198.18.0.K` to port K) and `extra`,
+/// every port's netdev added.
+fn two_thread_daemon(
+    extra: &str,
+    lim: LiveLimits,
+) -> (Daemon, HashMap<String, Handles>, [&'static str; 4]) {
+    let names = ["vm1", "vm2", "vm3", "vm4"];
+    let (factory, h) = MemFactory::new(&names);
+    let mut table = String::new();
+    for k in 1..=4 {
+        table.push_str(&format!(
+            "priority=10,ip,nw_dst=198.18.0.{k},actions=output:{k}\n"
+        ));
+    }
+    table.push_str(extra);
+    let flows = FlowFile::parse(&table).expect("flows");
+    let mut d = Daemon::start(&config_two_threads(), &flows, factory, lim).expect("start");
+    for (i, n) in names.iter().enumerate() {
+        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
+    }
+    (d, h, names)
+}
+
 fn vm_frame(src: u64, dst: u64, sport: u16) -> Vec<u8> {
     FrameSpec::ipv4(
         0xc612_0000 | src as u32,
@@ -332,26 +356,13 @@ fn vm_frame(src: u64, dst: u64, sport: u16) -> Vec<u8> {
 /// the end.
 #[test]
 fn two_datapath_threads_racing_the_slow_path_account_every_packet_once() {
-    let names = ["vm1", "vm2", "vm3", "vm4"];
-    let (factory, h) = MemFactory::new(&names);
-    let mut table = String::new();
-    for k in 1..=4 {
-        table.push_str(&format!(
-            "priority=10,ip,nw_dst=198.18.0.{k},actions=output:{k}\n"
-        ));
-    }
-    table.push_str("priority=0,actions=drop\n");
-    let flows = FlowFile::parse(&table).expect("flows");
     let lim = LiveLimits {
         upcall_queue: 4096,
         revalidator_interval: Duration::from_millis(10),
         datapath_threads: 2,
         ..limits()
     };
-    let mut d = Daemon::start(&config_two_threads(), &flows, factory, lim).expect("start");
-    for (i, n) in names.iter().enumerate() {
-        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
-    }
+    let (mut d, h, names) = two_thread_daemon("priority=0,actions=drop\n", lim);
     let core = d.core();
     {
         let sw = lock(&core);
@@ -565,23 +576,11 @@ fn each_port_kind_forwards_and_only_what_the_device_sees_is_offloaded() {
 /// it, from software (cache hits) and from the sim's FDB alike.
 #[test]
 fn frames_cross_from_one_datapath_thread_to_another() {
-    let names = ["vm1", "vm2", "vm3", "vm4"];
-    let (factory, h) = MemFactory::new(&names);
-    let mut table = String::new();
-    for k in 1..=4 {
-        table.push_str(&format!(
-            "priority=10,ip,nw_dst=198.18.0.{k},actions=output:{k}\n"
-        ));
-    }
-    let flows = FlowFile::parse(&table).expect("flows");
     let lim = LiveLimits {
         datapath_threads: 2,
         ..limits()
     };
-    let mut d = Daemon::start(&config_two_threads(), &flows, factory, lim).expect("start");
-    for (i, n) in names.iter().enumerate() {
-        d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
-    }
+    let (d, h, names) = two_thread_daemon("", lim);
     let core = d.core();
     let (src, dst) = {
         let sw = lock(&core);
