@@ -56,9 +56,10 @@ pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};
 pub use classifier::{Classifier, RuleId};
 pub use meter::{parse_meter, MeterSpec, MeterTable};
 pub use pipeline::{
-    translate_miss, Datapaths, FlowDump, InstallError, LocalDatapath, Miss, OffloadDone,
-    OffloadJob, OffloadMode, OffloadPolicy, Pass, PassReport, Pipeline, PipelineConfig,
-    PipelineStats, RevalidatorConfig, SharedBridge, SharedOffload, ThreadedDatapaths, PASS_BATCH,
+    translate_miss, Backlog, Datapaths, DpSender, FlowDump, FlowSetup, InstallError, LocalDatapath,
+    Miss, OffloadDone, OffloadJob, OffloadMode, OffloadPolicy, Pass, PassReport, Pipeline,
+    PipelineConfig, PipelineStats, RevalidatorConfig, SharedBridge, SharedOffload,
+    ThreadedDatapaths, PASS_BATCH, STAGED_MAX,
 };
 pub use rule::{FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec};
 pub use table::{FlowModError, FlowTables, Rule, RuleRef, RuleUid};

@@ -206,6 +206,8 @@ fn run<B: Device, D: Datapaths>(
     req: &Request,
     now: Timestamp,
 ) -> Result<Value, String> {
+    // What handlers staged since the offload thread's last tick.
+    sw.pipeline_mut().adopt();
     match req {
         Request::Show => Ok(json!({ "ports": sw.port_summaries() })),
         Request::DumpFlows { only, reason, sort } => Ok(json!({

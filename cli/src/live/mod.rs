@@ -559,8 +559,18 @@ impl<B: Device> Daemon<B> {
             let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
             let (b, q) = (Arc::clone(&bridge), Arc::clone(&upcalls));
             let arena = TxArena::with_queues(&packet_ins, &samples);
+            let link = lock(&core)
+                .handler_link(h)
+                .ok_or_else(|| anyhow!("the datapaths take no commands from handlers"))?;
             threads.push(spawn(&format!("esw-handler{h}"), move || {
-                handler(&c, &b, clock, &s, &q, &t, arena)
+                let ends = HandlerEnds {
+                    core: &c,
+                    bridge: &b,
+                    stop: &s,
+                    upcalls: &q,
+                    tx: &t,
+                };
+                handler(ends, clock, h, link, arena)
             })?);
         }
         let (c, s) = (core.clone(), stop.clone());
@@ -866,9 +876,10 @@ impl<B: Device> Daemon<B> {
             .core
             .take()
             .ok_or_else(|| anyhow!("the daemon was stopped"))?;
-        let sw = Arc::try_unwrap(core)
+        let mut sw = Arc::try_unwrap(core)
             .map_err(|_| anyhow!("the switch is still in use (control socket not stopped?)"))?
             .into_inner();
+        sw.pipeline_mut().adopt();
         let rules = sw.pipeline().offloaded_len();
         let megaflows = sw.pipeline().len();
         let now = self.clock.now();
@@ -1090,46 +1101,64 @@ impl SoftwarePath for LivePath<'_> {
     }
 }
 
+/// What a handler thread shares with the others.
+struct HandlerEnds<'a, B: Device> {
+    core: &'a Core<B>,
+    bridge: &'a ofproto::SharedBridge,
+    stop: &'a AtomicBool,
+    upcalls: &'a UpcallReceiver,
+    tx: &'a Mutex<BTreeMap<PortNo, Box<dyn Port>>>,
+}
+
 /// One handler thread (`[slowpath] handlers` of them share the queue):
-/// takes a batch of misses, parses and translates them on `bridge`
-/// without the slow path (concurrently with the other handlers and with a
-/// revalidator pass), then takes the slow path once to install their
-/// megaflows and execute them, and sends what they produced.
+/// takes a batch of misses, parses and translates them on the bridge,
+/// installs their megaflows through its [`ofproto::FlowSetup`] and
+/// executes them, all without the slow path's lock (concurrently with
+/// the other handlers, a revalidator pass, a dump or a scrape), and sends
+/// what they produced. Only when the slow path has a backlog of records
+/// to adopt ([`ofproto::STAGED_MAX`]) does it take the lock itself.
 fn handler<B: Device>(
-    core: &Core<B>,
-    bridge: &ofproto::SharedBridge,
+    ends: HandlerEnds<'_, B>,
     clock: Clock,
-    stop: &AtomicBool,
-    upcalls: &UpcallReceiver,
-    tx: &Mutex<BTreeMap<PortNo, Box<dyn Port>>>,
+    h: usize,
+    (setup, board, place): (ofproto::FlowSetup, Arc<CounterBoard>, usize),
     mut arena: TxArena,
 ) {
     let mut batch: Vec<Upcall> = Vec::with_capacity(HANDLER_BATCH);
-    let mut translated = Vec::with_capacity(HANDLER_BATCH);
+    let mut counters = crate::switch::SwitchCounters::default();
+    let mut rng = megaflow::SplitMix64::new(0x5eed_4a4d_0000_0001 ^ h as u64);
     loop {
-        match upcalls.recv_batch(&mut batch, HANDLER_BATCH, Duration::from_millis(50)) {
+        match ends
+            .upcalls
+            .recv_batch(&mut batch, HANDLER_BATCH, Duration::from_millis(50))
+        {
             // Stopping: the datapath threads have stopped first, so the
             // queue is complete; it is empty now.
-            Ok(()) if batch.is_empty() && stop.load(Ordering::Relaxed) => return,
+            Ok(()) if batch.is_empty() && ends.stop.load(Ordering::Relaxed) => return,
             Ok(()) if batch.is_empty() => continue,
             Ok(()) => {}
             Err(Disconnected) => return,
         }
         let now = clock.now();
-        translated.clear();
-        translated.extend(batch.iter().map(|u| {
+        for u in batch.iter_mut() {
             let miss = ofproto::Miss::parse(u.port, &u.frame);
-            let t = ofproto::translate_miss(bridge, &miss.key, now);
-            (miss, t)
-        }));
-        {
-            let mut sw = lock(core);
-            for (u, (miss, t)) in batch.iter_mut().zip(&translated) {
-                sw.upcall_translated(now, u.port, miss, t, &mut u.frame, &mut arena);
+            let t = ofproto::translate_miss(ends.bridge, &miss.key, now);
+            let mut sink = crate::switch::SwSink {
+                egress: &mut arena,
+                counters: &mut counters,
+                in_port: u.port,
+            };
+            match setup.upcall(h, &mut rng, now, &miss, &t, &mut u.frame, &mut sink) {
+                Ok(r) => crate::switch::count_sw_drop(&mut counters, &r),
+                Err(ofproto::Backlog) => {
+                    let mut sw = lock(ends.core);
+                    sw.upcall_translated(now, u.port, &miss, &t, &mut u.frame, &mut arena);
+                }
             }
         }
+        board.publish(place, &counters);
         batch.clear();
-        let mut ports = lock_tx(tx);
+        let mut ports = lock_tx(ends.tx);
         arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
     }
 }

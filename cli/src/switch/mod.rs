@@ -36,7 +36,7 @@ pub use kind::{Kind, PortKind};
 pub use ofproto::text::FlowFile;
 pub use ports::{Ingress, Netdev, PortMap, PortStatus, PortSummary, PortsView, SharedPorts};
 
-use front::{count_sw_drop, SwSink};
+pub(crate) use front::{count_sw_drop, SwSink};
 
 /// What the switch tells its OpenFlow channels without being asked.
 #[derive(Clone, Debug)]
@@ -161,6 +161,14 @@ impl<B: Device> Switch<B, LocalDatapath> {
 }
 
 impl<B: Device> Switch<B, ThreadedDatapaths> {
+    /// What handler thread `h` installs megaflows through without the
+    /// slow path's lock, and how it publishes its counters: its board and
+    /// its place on it (after every datapath thread's).
+    pub fn handler_link(&self, h: usize) -> Option<(ofproto::FlowSetup, Arc<CounterBoard>, usize)> {
+        let setup = self.pipeline.flow_setup()?;
+        Some((setup, Arc::clone(&self.board), HANDLER_BOARD + h))
+    }
+
     /// A front for one more live datapath thread, and the board it
     /// publishes its counters to.
     pub fn front_for_thread(&self) -> (B::Front, Arc<CounterBoard>) {
@@ -175,6 +183,10 @@ impl<B: Device> Switch<B, ThreadedDatapaths> {
         )
     }
 }
+
+/// Where handler threads' counters go on the board (datapath threads
+/// take the places below).
+const HANDLER_BOARD: usize = 1 << 16;
 
 /// Why a port stops ([`Switch::detach`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,11 +6,14 @@ use megaflow::offload::{FlowOffload, NotOffloaded};
 use megaflow::{DpAction, DpCommand, MeterId, Timestamp};
 
 use super::{Datapaths, Pipeline};
+use parking_lot::RwLockReadGuard;
+
 use crate::meter::{MeterSpec, MeterTable};
 
 impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
-    pub fn meters(&self) -> &MeterTable {
-        &self.meters
+    /// The meters (read-locked: handlers charge them meanwhile).
+    pub fn meters(&self) -> RwLockReadGuard<'_, MeterTable> {
+        self.shared.meters.read()
     }
 
     /// Why the hardware refused a meter, if it did.
@@ -22,7 +25,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// offload thread's next step (offloaded flows that use it move to the
     /// new band, hitless).
     pub fn set_meter(&mut self, spec: MeterSpec) {
-        let shared = self.meters.set(spec);
+        let shared = self.shared.meters.write().set(spec);
         self.dps.send(None, &DpCommand::SetMeter(shared));
         self.meter_changes.push((spec.id, Some(spec)));
     }
@@ -31,7 +34,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// once, in hardware once the offload thread has refreshed their
     /// rules).
     pub fn remove_meter(&mut self, id: MeterId) -> Option<MeterSpec> {
-        let spec = self.meters.remove(id)?;
+        let spec = self.shared.meters.write().remove(id)?;
         self.dps.send(None, &DpCommand::DeleteMeter(id));
         self.meter_changes.push((id, None));
         Some(spec)

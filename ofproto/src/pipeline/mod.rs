@@ -59,7 +59,7 @@ use megaflow::{
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::bridge::{Bridge, Generations};
-use crate::meter::{MeterSpec, MeterTable};
+use crate::meter::MeterSpec;
 use crate::table::{RemovedRule, RuleRef};
 use crate::xlate::Translation;
 
@@ -76,12 +76,14 @@ mod offload;
 mod recency;
 mod record;
 mod revalidate;
+mod setup;
 
-pub use datapaths::{Datapaths, LocalDatapath, ThreadedDatapaths};
+pub use datapaths::{Datapaths, DpSender, LocalDatapath, ThreadedDatapaths};
 pub use offload::{OffloadDone, OffloadJob, SharedOffload};
 pub use record::FlowDump;
 use record::{FlowDef, FlowMeta, HwEntry, Masks, Retired};
 pub use revalidate::{Pass, PassReport, PASS_BATCH};
+pub use setup::{Backlog, FlowSetup, STAGED_MAX};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -252,7 +254,11 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     /// Tables, ports and MAC table, shared with the threads that translate
     /// outside the slow path ([`bridge_handle`](Self::bridge_handle)).
     bridge: SharedBridge,
-    meters: MeterTable,
+    /// The bridge again, the meters and the id counter, with the inboxes
+    /// handlers stage new megaflows in ([`setup`]).
+    shared: Arc<setup::Shared>,
+    /// The records being adopted (kept for its allocation).
+    adopting: Vec<setup::Staged>,
     dps: D,
     offload: O,
     cfg: PipelineConfig,
@@ -269,7 +275,6 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     /// hashes or sequence numbers already: a fast hash is enough).
     ids: ShardedMap<FlowId, u32>,
     by_match: ShardedMap<u64, u32>,
-    next_id: u64,
     live: usize,
     retired: HashMap<FlowId, Retired>,
     events: Vec<DpEvent>,
@@ -363,9 +368,11 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     pub fn with_datapaths(bridge: Bridge, offload: O, cfg: PipelineConfig, mut dps: D) -> Self {
         let limit = cfg.revalidator.flow_limit;
         dps.send(None, &DpCommand::SetFlowLimit(limit));
+        let bridge = Arc::new(RwLock::new(bridge));
         Pipeline {
-            bridge: Arc::new(RwLock::new(bridge)),
-            meters: MeterTable::new(),
+            shared: Arc::new(setup::Shared::new(Arc::clone(&bridge))),
+            adopting: Vec::new(),
+            bridge,
             dps,
             offload,
             flow_limit: limit,
@@ -378,7 +385,6 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             free: Vec::new(),
             ids: ShardedMap::new(),
             by_match: ShardedMap::new(),
-            next_id: 1,
             live: 0,
             retired: HashMap::new(),
             events: Vec::new(),
@@ -537,17 +543,33 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         uses_mac: bool,
         now: Timestamp,
     ) -> u32 {
-        let id = FlowId(self.next_id);
-        self.next_id += 1;
-        let home = home_of(&matched);
+        let id = self.shared.new_id();
         self.dps.send(
-            home,
+            home_of(&matched),
             &DpCommand::Insert {
                 id,
                 matched: Box::new(matched),
                 actions: actions.clone(),
             },
         );
+        self.register(id, matched, actions, key, rules, generations, uses_mac, now)
+    }
+
+    /// Enters megaflow `id`, sent to its datapaths already, in the
+    /// registry: a slot, the indexes, its port's share.
+    #[allow(clippy::too_many_arguments)]
+    fn register(
+        &mut self,
+        id: FlowId,
+        matched: Match,
+        actions: Actions,
+        key: &FlowKey,
+        rules: Arc<[RuleRef]>,
+        generations: Generations,
+        uses_mac: bool,
+        now: Timestamp,
+    ) -> u32 {
+        let home = home_of(&matched);
         let meta = FlowMeta {
             id,
             home,
@@ -635,6 +657,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
+        self.adopt();
         self.stats.packets += 1;
         self.stats.upcalls += 1;
         // Translated before a flow mod or a port change that came since:
@@ -650,7 +673,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             fresh = translate_miss(&self.bridge, &miss.key, now);
             &fresh
         };
-        let actions = self.install_translated(&miss.key, t, pkt.len(), now);
+        let one = FlowStats {
+            packets: 1,
+            bytes: pkt.len() as u64,
+            used: now,
+            tcp_flags: 0,
+        };
+        let actions = self.install_translated(&miss.key, t, &one, now);
         let mut layout = miss.layout;
         let exec = self.run_actions(now, &actions, pkt, &mut layout, sink);
         SwOutcome { upcall: true, exec }
@@ -666,9 +695,10 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         layout: &mut megaflow::Layout,
         sink: &mut S,
     ) -> ExecOutcome {
+        let meters = self.shared.meters.read();
         let mut sink = MeteredSink {
             inner: sink,
-            meters: &self.meters,
+            meters: &*meters,
             rng: &mut self.rng,
             now,
         };
@@ -710,38 +740,18 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         &mut self,
         key: &FlowKey,
         t: &Translation,
-        len: usize,
+        one: &FlowStats,
         now: Timestamp,
     ) -> Actions {
         let m = t.megaflow(key);
         let actions = t.datapath_actions();
-        let one = FlowStats {
-            packets: 1,
-            bytes: len as u64,
-            used: now,
-            tcp_flags: 0,
-        };
         if let Some(idx) = self.find_match(&m) {
-            // Installed already: the datapath that missed has not applied
-            // the insert yet, or refused it; send it (again) to that one.
-            let (id, home) = match self.meta(idx) {
-                Some(f) => (f.id, f.home),
-                None => return actions,
-            };
-            if let Some(d) = self.def(idx) {
-                let cmd = DpCommand::Insert {
-                    id,
-                    matched: Box::new(d.matched()),
-                    actions: d.actions.clone(),
-                };
-                self.dps
-                    .send(home.or(Some(PortNo(key.in_port() as u32))), &cmd);
-            }
-            self.count(idx, &one, now);
+            self.resend(idx, Some(PortNo(key.in_port() as u32)));
+            self.count(idx, one, now);
             return self.def(idx).map_or(actions, |d| d.actions.clone());
         }
         if !self.make_room(&m) {
-            credit_rules(&self.bridge, &t.rules, 1, len as u64, now);
+            credit_rules(&self.bridge, &t.rules, one.packets, one.bytes, one.used);
             return actions;
         }
         self.stats.megaflows_created += 1;
@@ -754,8 +764,24 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             t.uses_mac_table,
             now,
         );
-        self.count(idx, &one, now);
+        self.count(idx, one, now);
         actions
+    }
+
+    /// A miss of installed megaflow `idx` on `port`: the datapath that
+    /// missed has not applied its insert yet, or refused it; the insert
+    /// goes (again) to its home, or to `port`'s datapath.
+    fn resend(&mut self, idx: u32, port: Option<PortNo>) {
+        let (Some(f), Some(d)) = (self.meta(idx), self.def(idx)) else {
+            return;
+        };
+        let to = f.home.or(port);
+        let cmd = DpCommand::Insert {
+            id: f.id,
+            matched: Box::new(d.matched()),
+            actions: d.actions.clone(),
+        };
+        self.dps.send(to, &cmd);
     }
 
     /// Whether a new megaflow `m` may be installed ([`fair`]), after
@@ -829,6 +855,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         actions: Actions,
         now: Timestamp,
     ) -> Result<FlowId, InstallError> {
+        self.adopt();
         if let Some(idx) = self.find_match(m) {
             let id = self.meta(idx).map_or(FlowId(0), |f| f.id);
             return Err(InstallError::Duplicate(id));
@@ -878,6 +905,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let mut events = std::mem::take(&mut self.events);
         events.clear();
         self.dps.collect(&mut events);
+        // After the collect: a handler stages a record before it sends
+        // its insert, so every event collected is of a record adopted.
+        self.adopt();
         for e in &events {
             if let DpEvent::Stats { delta, .. } | DpEvent::Removed { delta, .. } = e {
                 // Datapath hits: the software path's packets besides upcalls.
@@ -1012,6 +1042,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Removes every megaflow that names `port` (as in_port or output),
     /// from hardware and software; other flows stay.
     pub fn flush_port(&mut self, port: PortNo) -> usize {
+        self.adopt();
         let victims: Vec<u32> = self
             .flows
             .iter()

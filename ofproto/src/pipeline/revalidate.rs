@@ -164,6 +164,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// records looked at (an offload counts as [`OFFLOAD_COST`] of them);
     /// returns whether it is done.
     pub fn pass_step(&mut self, pass: &mut Pass, now: Timestamp, budget: usize) -> bool {
+        // What handlers staged since the last step, before the sweep
+        // passes its slot.
+        self.adopt();
         let mut left = budget.max(1);
         while left > 0 {
             match pass.phase {
@@ -243,6 +246,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// pass took (from its start, steps and pauses alike).
     pub fn pass_end(&mut self, mut pass: Pass, now: Timestamp) -> PassReport {
         while !self.pass_step(&mut pass, now, usize::MAX) {}
+        // Staged records of an older version than the one synced are
+        // translated again as they are adopted.
+        self.adopt();
         self.synced_tables = pass.current.tables;
 
         let elapsed = pass.started.elapsed();
