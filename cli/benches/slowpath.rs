@@ -6,19 +6,20 @@
 //! pipeline of the translation bench (`ofproto/fixtures/workload.rs`). It
 //! sits behind the daemon's slow-path lock (a `parking_lot` mutex). A
 //! handler thread upcalls the workload's packets, each translated and
-//! installed as a megaflow, as the daemon's handler does it (parsed and
-//! translated without the lock, installed and executed under it), while a
-//! revalidator thread runs passes back to back:
+//! installed as a megaflow, as the daemon's handler does it (parsed,
+//! translated, staged, sent to the datapaths and executed without the
+//! lock: `ofproto::FlowSetup`), while a revalidator thread runs passes
+//! back to back and, between them and when idle, adopts the staged
+//! records every 2 ms (the daemon's offload tick):
 //!
 //! - `slowpath.upcall_p99_us_during_pass` (and `_max_`): from a miss
-//!   handed to the handler to its megaflow installed, p99 and worst, the
-//!   handler paced at one upcall every 250 µs, passes run as the daemon
-//!   runs them (`cli::live::pass_in_batches`: batches of
-//!   `ofproto::PASS_BATCH` records, the lock handed to a waiting handler
-//!   between two);
-//! - `slowpath.upcall_p99_us_during_pass_whole` (and `_max_`): the same
-//!   with each pass run whole under the lock, as eswitch did before (the
-//!   baseline, in the same run);
+//!   handed to the handler to its megaflow's insert sent to the datapaths,
+//!   p99 and worst, the handler paced at one upcall every 250 µs, passes
+//!   run as the daemon runs them (`cli::live::pass_in_batches`: batches
+//!   of `ofproto::PASS_BATCH` records);
+//! - `slowpath.upcall_p99_us_during_pass_locked` (and `_max_`): the same
+//!   with each install made under the slow path's lock, as eswitch did
+//!   before (the baseline, in the same run);
 //! - `slowpath.upcall_p99_us_idle`: with no pass running;
 //! - `slowpath.handlers_2_vs_1`: translate+install throughput of two
 //!   handler threads over one, no pass running;
@@ -43,7 +44,7 @@ use megaflow::frame::{FrameSpec, L4};
 use megaflow::{FlowKey, PortNo, Timestamp};
 use offload::manager::OffloadManager;
 use offload::sim::SimBackend;
-use ofproto::{translate_miss, Miss, Pipeline, SharedBridge, ThreadedDatapaths};
+use ofproto::{translate_miss, FlowSetup, Miss, Pipeline, SharedBridge, ThreadedDatapaths};
 use parking_lot::Mutex;
 
 #[path = "common/mod.rs"]
@@ -59,7 +60,15 @@ type Slow = Pipeline<OffloadManager<SimBackend>, ThreadedDatapaths>;
 enum Passes {
     None,
     Batched,
-    Whole,
+}
+
+/// How the handler installs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Install {
+    /// Through its `FlowSetup`, without the slow path's lock.
+    Staged,
+    /// Under the slow path's lock (before).
+    Locked,
 }
 
 /// The frame of a workload key (Ethernet, IPv4, TCP or UDP).
@@ -89,33 +98,33 @@ fn packets(n: usize, rules: &[workload::AclRule], seed: u64) -> Vec<(PortNo, Vec
 /// The revalidator thread: passes back to back until `stop`, all at one
 /// time (nothing ages: the workload stays the same from mode to mode).
 fn revalidator(slow: &Mutex<Slow>, passes: Passes, stop: &AtomicBool, count: &AtomicU64) {
-    let now = T0.0 + SEC;
+    let now = Timestamp(T0.0 + SEC);
     while !stop.load(Ordering::Relaxed) {
-        let mut g = slow.lock();
+        // The offload tick's fold (which adopts what handlers staged).
+        slow.lock().fold_datapaths(now);
         match passes {
             Passes::Batched => {
-                pass_in_batches(&mut g, Timestamp(now), |p| p);
+                pass_in_batches(&mut slow.lock(), now, |p| p);
+                count.fetch_add(1, Ordering::Relaxed);
             }
-            Passes::Whole => {
-                g.revalidate(Timestamp(now));
-            }
-            Passes::None => return,
+            Passes::None => std::thread::sleep(Duration::from_millis(2)),
         }
-        drop(g);
-        count.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// What the daemon's handler does with a batch of misses: parse and
-/// translate each without the slow path, then install and execute them
-/// all under it.
+/// translate each on the bridge, then install and execute it through
+/// `setup` (under the slow path's lock if the slow path has a backlog);
+/// or, `Locked`, install and execute them all under the lock (before).
 fn handle(
     slow: &Mutex<Slow>,
+    (setup, install, inbox): (&FlowSetup, Install, usize),
     bridge: &SharedBridge,
     batch: &[(PortNo, Vec<u8>)],
     sink: &mut CountSink,
 ) {
     let now = Timestamp(T0.0 + SEC);
+    let mut rng = megaflow::SplitMix64::new(7);
     let translated: Vec<_> = batch
         .iter()
         .map(|(port, frame)| {
@@ -124,10 +133,22 @@ fn handle(
             (miss, t)
         })
         .collect();
-    let mut g = slow.lock();
+    if install == Install::Locked {
+        let mut g = slow.lock();
+        for ((_, frame), (miss, t)) in batch.iter().zip(&translated) {
+            let mut f = frame.clone();
+            g.upcall_translated(now, miss, t, &mut f, sink);
+        }
+        return;
+    }
     for ((_, frame), (miss, t)) in batch.iter().zip(&translated) {
         let mut f = frame.clone();
-        g.upcall_translated(now, miss, t, &mut f, sink);
+        if setup
+            .upcall(inbox, &mut rng, now, miss, t, &mut f, sink)
+            .is_err()
+        {
+            slow.lock().upcall_translated(now, miss, t, &mut f, sink);
+        }
     }
 }
 
@@ -136,7 +157,7 @@ fn handle(
 /// the passes completed.
 fn run(
     slow: &Arc<Mutex<Slow>>,
-    passes: Passes,
+    (passes, install): (Passes, Install),
     pkts: &[(PortNo, Vec<u8>)],
     pace: Option<Duration>,
     budget: Duration,
@@ -150,6 +171,7 @@ fn run(
     // Let the first pass begin.
     std::thread::sleep(Duration::from_millis(20));
     let bridge = slow.lock().bridge_handle();
+    let setup = slow.lock().flow_setup().expect("threaded datapaths");
     let mut lat = Vec::with_capacity(pkts.len());
     let mut sink = CountSink::default();
     let started = Instant::now();
@@ -167,7 +189,7 @@ fn run(
             next += p;
         }
         let t = Instant::now();
-        handle(slow, &bridge, chunk, &mut sink);
+        handle(slow, (&setup, install, 0), &bridge, chunk, &mut sink);
         lat.push(t.elapsed().as_secs_f64() * 1e6);
         done += chunk.len();
     }
@@ -224,20 +246,20 @@ fn main() {
     };
     let pace = Some(Duration::from_micros(250));
     let paced_budget = Duration::from_secs(10);
-    let mut report = |name: &str, passes: Passes| {
-        let (lat, done, _, n) = run(&slow, passes, &fresh(upcalls), pace, paced_budget);
+    let mut report = |name: &str, mode: (Passes, Install)| {
+        let (lat, done, _, n) = run(&slow, mode, &fresh(upcalls), pace, paced_budget);
         eprintln!("{name}: {done} upcalls over {n} passes");
         (quantile(&lat, 0.99), max(&lat))
     };
-    let (idle_p99, idle_max) = report("idle", Passes::None);
-    let (p99, worst) = report("batched passes", Passes::Batched);
-    let (whole_p99, whole_max) = report("whole passes", Passes::Whole);
+    let (idle_p99, idle_max) = report("idle", (Passes::None, Install::Staged));
+    let (p99, worst) = report("passes", (Passes::Batched, Install::Staged));
+    let (locked_p99, locked_max) = report("passes, locked", (Passes::Batched, Install::Locked));
     println!("bench: slowpath.upcall_p99_us_idle {idle_p99:.0} us");
     println!("bench: slowpath.upcall_max_us_idle {idle_max:.0} us");
     println!("bench: slowpath.upcall_p99_us_during_pass {p99:.0} us");
     println!("bench: slowpath.upcall_max_us_during_pass {worst:.0} us");
-    println!("bench: slowpath.upcall_p99_us_during_pass_whole {whole_p99:.0} us");
-    println!("bench: slowpath.upcall_max_us_during_pass_whole {whole_max:.0} us");
+    println!("bench: slowpath.upcall_p99_us_during_pass_locked {locked_p99:.0} us");
+    println!("bench: slowpath.upcall_max_us_during_pass_locked {locked_max:.0} us");
 
     // Setup rate: a handler that never pauses, for 2 s each, idle and
     // with passes alternating (three of each; medians), so the growth of
@@ -245,7 +267,7 @@ fn main() {
     let rate_budget = Duration::from_secs(2);
     let mut rate = |passes: Passes| {
         let pkts = fresh(300_000);
-        let (_, done, secs, n) = run(&slow, passes, &pkts, None, rate_budget);
+        let (_, done, secs, n) = run(&slow, (passes, Install::Staged), &pkts, None, rate_budget);
         eprintln!("setup: {done} upcalls in {secs:.2} s over {n} passes");
         done as f64 / secs
     };
@@ -270,17 +292,25 @@ fn main() {
         let done: usize = std::thread::scope(|s| {
             let threads: Vec<_> = pkts
                 .iter()
-                .map(|pkts| {
+                .enumerate()
+                .map(|(h, pkts)| {
                     let (slow, stop) = (&slow, &stop);
                     s.spawn(move || {
                         let bridge = slow.lock().bridge_handle();
+                        let setup = slow.lock().flow_setup().expect("threaded datapaths");
                         let mut sink = CountSink::default();
                         let mut done = 0;
                         for chunk in pkts.chunks(HANDLER_BATCH) {
                             if stop.load(Ordering::Relaxed) || started.elapsed() > rate_budget {
                                 break;
                             }
-                            handle(slow, &bridge, chunk, &mut sink);
+                            handle(
+                                slow,
+                                (&setup, Install::Staged, h),
+                                &bridge,
+                                chunk,
+                                &mut sink,
+                            );
                             done += chunk.len();
                         }
                         // The first to run out stops the others: every

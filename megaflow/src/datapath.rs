@@ -260,6 +260,11 @@ impl Datapath {
         }
     }
 
+    /// Its megaflows' matches and actions (tests, diagnostics).
+    pub fn megaflows(&self) -> impl Iterator<Item = (crate::Match, &Actions)> + '_ {
+        self.cache.iter().map(|f| (f.matched(), f.actions()))
+    }
+
     /// Megaflows held.
     pub fn len(&self) -> usize {
         self.flows.len()

@@ -15,7 +15,7 @@ use crate::text::parse_flow;
 
 #[derive(Default)]
 pub(super) struct Model {
-    rules: HashMap<HwId, (Match, Actions, HwStats)>,
+    pub(super) rules: HashMap<HwId, (Match, Actions, HwStats)>,
     /// Final counters of removed rules, reported by the next poll.
     removed: Vec<(HwId, HwStats)>,
     next: u64,

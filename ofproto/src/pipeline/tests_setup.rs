@@ -11,7 +11,7 @@ use super::*;
 use crate::bridge::Bridge;
 use crate::rule::FlowModCommand;
 use crate::text::parse_flow;
-use crate::{PipelineConfig, ThreadedDatapaths};
+use crate::{OffloadMode, PipelineConfig, ThreadedDatapaths, PASS_BATCH};
 
 const T0: u64 = 1_000_000_000_000;
 
@@ -227,15 +227,15 @@ fn a_record_staged_before_a_flow_mod_is_translated_again_when_adopted() {
     )
     .expect("parses");
     p.bridge_mut().apply_flow_mod(&fm, at(0)).expect("applies");
-    p.request_pass();
-    // A pass right away: the record is adopted at its version's end.
-    p.revalidate(at(1));
+    p.adopt();
+    assert_eq!(p.stats().retranslated, 1);
     let dump = p.find(&megaflow::extract(1, &f)).expect("adopted");
     assert_eq!(
         dump.actions.to_string(),
         "output:3",
         "no megaflow of the old version"
     );
+    p.revalidate(at(1));
     assert_eq!(p.synced_tables(), p.bridge().generations().tables);
     d.serve();
     let mut sink = CollectSink::new();
@@ -249,6 +249,37 @@ fn a_record_staged_before_a_flow_mod_is_translated_again_when_adopted() {
     d.serve();
     p.revalidate(at(3));
     assert_eq!(credited(&p), 2, "both packets counted once");
+}
+
+#[test]
+fn a_miss_staged_after_a_pass_swept_is_of_the_version_the_pass_syncs() {
+    let (mut p, _d) = slow(&BY_DST, PipelineConfig::default());
+    let setup = p.flow_setup().expect("threaded");
+    let f = frame(1000, 2);
+    let miss = Miss::parse(PortNo(1), &f);
+    let old = translate_miss(&p.bridge_handle(), &miss.key, at(0));
+    let fm = parse_flow(
+        "priority=10,ip,nw_dst=198.18.0.2,actions=output:3",
+        FlowModCommand::Add,
+    )
+    .expect("parses");
+    p.bridge_mut().apply_flow_mod(&fm, at(0)).expect("applies");
+    let mut pass = p.pass_begin(at(1));
+    while !p.pass_step(&mut pass, at(1), usize::MAX) {}
+    // Swept; a handler stages what it translated before the flow mod.
+    let mut pkt = f.clone();
+    let (mut rng, mut sink) = (SplitMix64::new(1), CollectSink::new());
+    setup
+        .upcall(0, &mut rng, at(1), &miss, &old, &mut pkt, &mut sink)
+        .expect("no backlog");
+    p.pass_end(pass, at(1));
+    assert_eq!(p.synced_tables(), p.bridge().generations().tables);
+    let dump = p.find(&miss.key).expect("adopted");
+    assert_eq!(
+        dump.actions.to_string(),
+        "output:3",
+        "what a BARRIER now promises"
+    );
 }
 
 #[test]
@@ -291,4 +322,237 @@ fn a_backlog_sends_handlers_to_the_slow_path_which_adopts_it() {
     p.upcall_translated(at(0), &miss, &t, &mut pkt, &mut CollectSink::new());
     assert_eq!(setup.staged(), 0);
     assert_eq!(p.len(), STAGED_MAX + 1);
+}
+
+/// Everything at once: two datapath threads forwarding, two handlers
+/// installing through their inboxes, a revalidator passing in steps and
+/// offloading, flow mods in batches and a port going down and up, for a
+/// bounded time. Then: every packet counted once (in the slow path's
+/// counts and in the rules'), every megaflow with the actions of the
+/// tables in force, no match offloaded twice, no datapath flow the slow
+/// path does not know.
+#[test]
+fn handlers_passes_flow_mods_and_port_churn_at_once_lose_and_double_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    const HOSTS: u32 = 300;
+    const PER_THREAD: usize = 150_000;
+    let budget = Duration::from_secs(3);
+    let rules = by_host(HOSTS);
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    let mut cfg = PipelineConfig::default();
+    cfg.offload.mode = OffloadMode::All;
+    cfg.revalidator.dynamic_limit = false;
+    let mut dps = ThreadedDatapaths::new();
+    let mut ends = Vec::new();
+    for t in 0..2 {
+        let (l, end) = link();
+        let i = dps.add(l);
+        // Thread 0 receives ports 1 and 2, thread 1 ports 3 and 4.
+        dps.assign(PortNo(1 + 2 * t), Some(i));
+        dps.assign(PortNo(2 + 2 * t), Some(i));
+        ends.push(end);
+    }
+    let p = Pipeline::with_datapaths(bridge(&rules), Model::default(), cfg.clone(), dps);
+    let bridge = p.bridge_handle();
+    let setup = p.flow_setup().expect("threaded");
+    let slow = parking_lot::Mutex::new(p);
+    let start = Instant::now();
+    let now = || Timestamp(T0 + start.elapsed().as_nanos() as u64);
+    let (traffic_done, handlers_done) = (AtomicBool::new(false), AtomicBool::new(false));
+    let dps_stop = AtomicBool::new(false);
+    let synced_checks = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(PortNo, Vec<u8>)>();
+    let rx = std::sync::Mutex::new(rx);
+
+    let sent: usize = std::thread::scope(|s| {
+        let datapaths: Vec<_> = ends
+            .into_iter()
+            .enumerate()
+            .map(|(t, mut end)| {
+                let (tx, cache, dps_stop) = (tx.clone(), cfg.cache.clone(), &dps_stop);
+                s.spawn(move || {
+                    let mut dp = megaflow::Datapath::new(cache, t as u64);
+                    let mut buf = Vec::new();
+                    let mut rng = SplitMix64::new(0xace + t as u64);
+                    let mut sent = 0;
+                    while sent < PER_THREAD && start.elapsed() < budget {
+                        end.serve(&mut dp, usize::MAX, &mut buf);
+                        for _ in 0..32 {
+                            let host = (rng.next_u64() % u64::from(HOSTS)) as u32;
+                            let port = PortNo(1 + 2 * t as u32 + (host % 2));
+                            let mut f = frame_to(10 + host);
+                            let mut sink = CollectSink::new();
+                            if let megaflow::Lookup::Miss =
+                                dp.process(now(), port, &mut f, &mut sink)
+                            {
+                                tx.send((port, f)).expect("handlers listen");
+                            }
+                            sent += 1;
+                        }
+                    }
+                    drop(tx);
+                    while !dps_stop.load(Ordering::Acquire) {
+                        end.serve(&mut dp, usize::MAX, &mut buf);
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    end.flush(&mut dp, &mut buf);
+                    (sent, dp)
+                })
+            })
+            .collect();
+        drop(tx);
+        let handlers: Vec<_> = (0..2)
+            .map(|h| {
+                let (rx, setup, bridge, slow) = (&rx, setup.clone(), &bridge, &slow);
+                s.spawn(move || {
+                    let mut rng = SplitMix64::new(h as u64);
+                    loop {
+                        let got = rx
+                            .lock()
+                            .expect("queue")
+                            .recv_timeout(Duration::from_millis(10));
+                        let (port, mut f) = match got {
+                            Ok(u) => u,
+                            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                        };
+                        let miss = Miss::parse(port, &f);
+                        let t = translate_miss(bridge, &miss.key, now());
+                        let mut sink = CollectSink::new();
+                        let r = setup.upcall(h, &mut rng, now(), &miss, &t, &mut f, &mut sink);
+                        if r.is_err() {
+                            slow.lock()
+                                .upcall_translated(now(), &miss, &t, &mut f, &mut sink);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let revalidator = s.spawn(|| {
+            while !handlers_done.load(Ordering::Acquire) {
+                slow.lock().fold_datapaths(now());
+                let mut g = slow.lock();
+                let t = now();
+                let mut pass = g.pass_begin(t);
+                while !g.pass_step(&mut pass, t, PASS_BATCH) {
+                    parking_lot::MutexGuard::bump(&mut g);
+                }
+                g.pass_end(pass, t);
+                // What a BARRIER answered now would promise: with no flow
+                // mod since the pass began, every megaflow has the
+                // actions of the tables in force.
+                let br = g.bridge();
+                if br.generations().tables == g.synced_tables() {
+                    for d in g.dump() {
+                        let now = br.translate(d.matched.key(), t).datapath_actions();
+                        assert_eq!(d.actions, now, "a megaflow of an older version past a pass");
+                    }
+                    synced_checks.fetch_add(1, Ordering::Relaxed);
+                }
+                drop(br);
+                drop(g);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let flow_mods = s.spawn(|| {
+            let mut round = 0u32;
+            while !traffic_done.load(Ordering::Acquire) && round < 1_000 {
+                for i in (round % 2..HOSTS).step_by(2).take(100) {
+                    let a = std::net::Ipv4Addr::from(0xc612_0000 + 10 + i);
+                    let out = 2 + (round % 2);
+                    let text = format!("priority=10,ip,nw_dst={a},actions=output:{out}");
+                    let fm = parse_flow(&text, FlowModCommand::ModifyStrict).expect("parses");
+                    bridge.write().apply_flow_mod(&fm, now()).expect("applies");
+                }
+                slow.lock().request_pass();
+                round += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let churn = s.spawn(|| {
+            let mut up = false;
+            for _ in 0..1_000 {
+                if traffic_done.load(Ordering::Acquire) {
+                    break;
+                }
+                let mut g = slow.lock();
+                g.bridge_mut().set_port_up(PortNo(4), up);
+                if !up {
+                    g.flush_port(PortNo(4));
+                }
+                drop(g);
+                up = !up;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            slow.lock().bridge_mut().set_port_up(PortNo(4), true);
+        });
+        let mut sent = 0;
+        let mut finals = Vec::new();
+        for h in handlers {
+            h.join().expect("handler");
+        }
+        traffic_done.store(true, Ordering::Release);
+        flow_mods.join().expect("flow mods");
+        churn.join().expect("churn");
+        handlers_done.store(true, Ordering::Release);
+        revalidator.join().expect("revalidator");
+        // The last passes, the datapaths answering between them.
+        for _ in 0..3 {
+            slow.lock().revalidate(now());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        dps_stop.store(true, Ordering::Release);
+        for d in datapaths {
+            let (n, dp) = d.join().expect("datapath");
+            sent += n;
+            finals.push(dp);
+        }
+        let mut g = slow.lock();
+        g.revalidate(now());
+        g.fold_datapaths(now());
+        g.revalidate(now());
+        let known: Vec<_> = g
+            .dump()
+            .into_iter()
+            .map(|d| (d.matched, d.actions))
+            .collect();
+        for dp in &finals {
+            for (m, a) in dp.megaflows() {
+                let mine = known.iter().find(|(k, _)| *k == m);
+                let mine = mine.expect("a datapath flow the slow path does not know");
+                assert_eq!(&mine.1, a, "a datapath flow with other actions");
+            }
+        }
+        sent
+    });
+    let p = slow.into_inner();
+    let st = p.stats();
+    let checks = synced_checks.load(Ordering::Relaxed);
+    eprintln!("{sent} packets, {checks} passes checked: {st:?}");
+    assert!(st.upcalls > 0 && st.hits > 0, "{st:?}");
+    assert_eq!(st.packets, sent as u64, "every packet counted once: {st:?}");
+    assert_eq!(st.packets, st.hits + st.upcalls);
+    assert_eq!(
+        credited(&p),
+        sent as u64,
+        "every packet credited to its rule once"
+    );
+    assert_eq!(st.illegal_transitions, 0);
+    let br = p.bridge_handle();
+    for d in p.dump() {
+        let t = translate_miss(&br, d.matched.key(), now());
+        assert_eq!(
+            d.actions,
+            t.datapath_actions(),
+            "a megaflow of an older version"
+        );
+    }
+    let mut offloaded: Vec<_> = p.offloader().rules.values().map(|(m, _, _)| *m).collect();
+    let n = offloaded.len();
+    offloaded.sort_by_key(|m| format!("{m:?}"));
+    offloaded.dedup();
+    assert_eq!(offloaded.len(), n, "a match offloaded twice");
 }
