@@ -68,15 +68,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Re-installs the offloaded flows whose actions name meter `id`.
     fn refresh_meter_users(&mut self, id: MeterId, now: Timestamp) {
         let users: Vec<u32> = self
-            .flows
+            .reg
             .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                m.as_ref()?;
-                let acts = &self.defs.get(i)?.as_ref()?.actions;
-                let uses = acts.contains(&DpAction::Meter(id));
-                uses.then_some(i as u32)
-            })
+            .filter_map(|(i, _, d)| d.actions.contains(&DpAction::Meter(id)).then_some(i))
             .collect();
         for idx in users {
             if self.meta(idx).is_some_and(|m| m.hw.is_some()) {

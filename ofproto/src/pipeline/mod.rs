@@ -1,12 +1,15 @@
 //! The slow path: upcall handling, the offload policy and the revalidator
 //! around the megaflows it owns, driving the datapaths through commands.
 //!
-//! By job: this module holds the records' registry and the upcall path;
-//! `record` the record types and dumps; `offload` the offload jobs and the
-//! rule budget; `meters` the meter sync; `revalidate` the pass in steps
-//! and the BARRIER sync point; `fair` the per-port quotas and fair
-//! eviction; `recency` the offloaded flows' recency; `datapaths` the
-//! datapaths the pipeline drives.
+//! By job, types of their own: `registry` which megaflows exist and
+//! where (slots, indexes); `setup` flow setup by handler threads without
+//! the slow path's lock, and its adoption; `sync` the BARRIER sync point
+//! and the pass schedule; `fair` the per-port quotas and fair eviction;
+//! `recency` the offloaded flows' recency; `datapaths` the datapaths the
+//! pipeline drives. Modules of `Pipeline` over its fields: this one the
+//! lifecycle and the locked upcall path; `record` the record types and
+//! dumps; `offload` the offload jobs and the rule budget; `meters` the
+//! meter sync; `revalidate` the pass in steps.
 //!
 //! ```text
 //! datapath thread k: parse ─► its cache shard ─hit─► execute, count
@@ -35,8 +38,9 @@
 //! Who calls what: replay and tests own a [`LocalDatapath`] and call
 //! [`Pipeline::process`] (datapath, then upcall, then offload tick) per
 //! packet; the live daemon's datapath threads own their datapaths, its
-//! handlers call [`translate_miss`] without the slow path and
-//! [`Pipeline::upcall_translated`] with it, and its revalidator/offload
+//! handlers call [`translate_miss`] and [`FlowSetup::upcall`] without the
+//! slow path (which adopts what they staged: [`Pipeline::adopt`]), and its
+//! revalidator/offload
 //! thread [`Pipeline::take_offloads`] and [`Pipeline::finish_offloads`]
 //! around the device calls ([`OffloadJob::run`], made without the slow
 //! path) and a pass in steps ([`Pipeline::pass_step`]): no path that
@@ -50,10 +54,10 @@ use megaflow::actions::{execute, ActionSink, ExecOutcome};
 use megaflow::key::{hash_words, FastBuild};
 use megaflow::meter::MeteredSink;
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
-use megaflow::shard::{ChunkedVec, ShardedMap};
+use megaflow::shard::ShardedMap;
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
-    FlowStats, Lookup, Match, MeterId, PackedKey, PortNo, SplitMix64, Timestamp,
+    FlowStats, Lookup, Match, MeterId, PortNo, SplitMix64, Timestamp,
 };
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -75,13 +79,15 @@ mod meters;
 mod offload;
 mod recency;
 mod record;
+mod registry;
 mod revalidate;
 mod setup;
+mod sync;
 
 pub use datapaths::{Datapaths, DpSender, LocalDatapath, ThreadedDatapaths};
 pub use offload::{OffloadDone, OffloadJob, SharedOffload};
 pub use record::FlowDump;
-use record::{FlowDef, FlowMeta, HwEntry, Masks, Retired};
+use record::{FlowDef, FlowMeta, HwEntry, Retired};
 pub use revalidate::{Pass, PassReport, PASS_BATCH};
 pub use setup::{Backlog, FlowSetup, STAGED_MAX};
 
@@ -262,20 +268,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     dps: D,
     offload: O,
     cfg: PipelineConfig,
-    flows: ChunkedVec<Option<FlowMeta>>,
-    defs: ChunkedVec<Option<FlowDef>>,
-    /// Per flow slot, the key of the packet whose upcall made the flow:
-    /// revalidation re-translates it (the masked key could take other
-    /// paths through the classifier and read bits the megaflow does not
-    /// match). Apart from the metadata, which every pass walks.
-    keys: ChunkedVec<PackedKey>,
-    masks: Masks,
-    free: Vec<u32>,
-    /// Live megaflows by id, and by the hash of their match (both keys are
-    /// hashes or sequence numbers already: a fast hash is enough).
-    ids: ShardedMap<FlowId, u32>,
-    by_match: ShardedMap<u64, u32>,
-    live: usize,
+    /// The megaflows: which exist, and where ([`registry`]).
+    reg: registry::Registry,
     retired: HashMap<FlowId, Retired>,
     events: Vec<DpEvent>,
     hw: ShardedMap<HwId, HwEntry>,
@@ -297,7 +291,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     flow_limit: usize,
     /// Megaflows per home port ([`fair`]).
     shares: fair::PortShares,
-    next_pass: Timestamp,
+    /// The BARRIER sync point and the pass schedule ([`sync`]).
+    sync: sync::SyncPoint,
     /// The upcalled packets' sampler.
     rng: SplitMix64,
     /// Rules removed by timeouts, for whoever reports them.
@@ -306,11 +301,6 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     /// thread applies them: whoever changes a meter never calls the
     /// device).
     meter_changes: Vec<(MeterId, Option<MeterSpec>)>,
-    /// The tables' generation the last completed pass brought every
-    /// megaflow up to (what an OpenFlow BARRIER waits for).
-    synced_tables: u64,
-    /// A pass was asked for before its time (a BARRIER is waiting).
-    pass_wanted: bool,
     /// A pass's last phase offloads what is queued (replay, tests); the
     /// live daemon leaves that to its offload thread, which runs the
     /// device calls outside the slow path's lock.
@@ -378,14 +368,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             flow_limit: limit,
             shares: fair::PortShares::default(),
             cfg,
-            flows: ChunkedVec::new(),
-            defs: ChunkedVec::new(),
-            keys: ChunkedVec::new(),
-            masks: Masks::default(),
-            free: Vec::new(),
-            ids: ShardedMap::new(),
-            by_match: ShardedMap::new(),
-            live: 0,
+            reg: registry::Registry::default(),
             retired: HashMap::new(),
             events: Vec::new(),
             hw: ShardedMap::new(),
@@ -396,11 +379,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             queries: 0,
             retired_at: HashMap::default(),
             stats: PipelineStats::default(),
-            next_pass: Timestamp::NEVER,
+            sync: sync::SyncPoint::default(),
             rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
             expired: Vec::new(),
-            synced_tables: 0,
-            pass_wanted: false,
             offload_in_passes: true,
             meter_changes: Vec::new(),
         }
@@ -439,12 +420,12 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// later generation may still be shadowed by an older megaflow until
     /// the next pass.
     pub fn synced_tables(&self) -> u64 {
-        self.synced_tables
+        self.sync.synced_tables()
     }
 
     /// Asks the revalidator for a pass now ([`pass_wanted`](Self::pass_wanted)).
     pub fn request_pass(&mut self) {
-        self.pass_wanted = true;
+        self.sync.want();
     }
 
     /// Whether a pass offloads what it queued (the default), or leaves it
@@ -455,7 +436,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// Whether a pass was asked for before its time.
     pub fn pass_wanted(&self) -> bool {
-        self.pass_wanted
+        self.sync.wanted()
     }
 
     pub fn stats(&self) -> &PipelineStats {
@@ -474,7 +455,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Takes the pipeline apart: every hardware rule removed first, so the
     /// offloader can be shut down with nothing of ours in the device.
     pub fn into_offloader(mut self) -> O {
-        let ids: Vec<HwId> = self.flows.iter().flatten().filter_map(|m| m.hw).collect();
+        let ids: Vec<HwId> = self.reg.iter().filter_map(|(_, m, _)| m.hw).collect();
         for id in ids {
             self.offload.remove(id);
         }
@@ -483,11 +464,11 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// Megaflows installed.
     pub fn len(&self) -> usize {
-        self.live
+        self.reg.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.reg.len() == 0
     }
 
     /// Megaflows in hardware.
@@ -509,17 +490,17 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     // Lifecycle.
 
     fn meta(&self, idx: u32) -> Option<&FlowMeta> {
-        self.flows.get(idx as usize).and_then(Option::as_ref)
+        self.reg.meta(idx)
     }
 
     fn meta_mut(&mut self, idx: u32) -> Option<&mut FlowMeta> {
-        self.flows.get_mut(idx as usize).and_then(Option::as_mut)
+        self.reg.meta_mut(idx)
     }
 
     /// Moves a flow to `to` if [`FlowState::can_go`] allows it; counts the
     /// attempt otherwise. The one place states change.
     fn go(&mut self, idx: u32, to: FlowState) -> bool {
-        let Some(m) = self.flows.get_mut(idx as usize).and_then(Option::as_mut) else {
+        let Some(m) = self.reg.meta_mut(idx) else {
             return false;
         };
         if m.state.go(to).is_ok() {
@@ -587,42 +568,19 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             generations,
             uses_mac,
         };
-        let def = FlowDef {
-            key: PackedKey::pack(matched.key()),
-            mask: self.masks.get(matched.mask()),
-            actions,
-        };
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.flows[i as usize] = Some(meta);
-                self.defs[i as usize] = Some(def);
-                self.keys[i as usize] = PackedKey::pack(key);
-                i
-            }
-            None => {
-                self.flows.push(Some(meta));
-                self.defs.push(Some(def));
-                self.keys.push(PackedKey::pack(key));
-                (self.flows.len() - 1) as u32
-            }
-        };
-        self.ids.insert(id, idx);
-        self.by_match.insert(match_hash(&matched), idx);
+        let idx = self.reg.insert(meta, &matched, actions, key);
         self.shares.add(home.unwrap_or(fair::NO_HOME), idx);
-        self.live += 1;
         self.go(idx, FlowState::Installed);
         idx
     }
 
     /// The live flow whose match is `m`.
     fn find_match(&self, m: &Match) -> Option<u32> {
-        let idx = *self.by_match.get(&match_hash(m))?;
-        let same = self.def(idx).is_some_and(|d| d.matched() == *m);
-        same.then_some(idx)
+        self.reg.find(m)
     }
 
     fn def(&self, idx: u32) -> Option<&FlowDef> {
-        self.defs.get(idx as usize).and_then(Option::as_ref)
+        self.reg.def(idx)
     }
 
     // ------------------------------------------------------------------
@@ -790,7 +748,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     fn make_room(&mut self, m: &Match) -> bool {
         let home = home_of(m).unwrap_or(fair::NO_HOME);
         let port_limit = self.cfg.revalidator.port_flow_limit;
-        let victim = match fair::room(&self.shares, home, self.live, self.flow_limit, port_limit) {
+        let victim = match fair::room(
+            &self.shares,
+            home,
+            self.reg.len(),
+            self.flow_limit,
+            port_limit,
+        ) {
             fair::Room::Free => return true,
             fair::Room::PortLimit => {
                 self.stats.port_limit_hits += 1;
@@ -860,7 +824,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             let id = self.meta(idx).map_or(FlowId(0), |f| f.id);
             return Err(InstallError::Duplicate(id));
         }
-        if self.live >= self.flow_limit {
+        if self.reg.len() >= self.flow_limit {
             return Err(InstallError::FlowLimit {
                 limit: self.flow_limit,
             });
@@ -916,7 +880,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             }
             match e {
                 DpEvent::Stats { id, delta } => {
-                    if let Some(&idx) = self.ids.get(id) {
+                    if let Some(idx) = self.reg.by_id(id) {
                         self.count(idx, delta, now);
                     } else {
                         self.credit_retired(*id, delta, false);
@@ -955,7 +919,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// for offload when it is hot.
     fn touch(&mut self, idx: u32, packets: u64, now: Timestamp) {
         let policy = self.cfg.offload;
-        let Some(m) = self.flows.get_mut(idx as usize).and_then(Option::as_mut) else {
+        let Some(m) = self.reg.meta_mut(idx) else {
             return;
         };
         let may = match m.state {
@@ -993,10 +957,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         if !self.go(idx, FlowState::Evicting) {
             return;
         }
-        let Some(m) = self.flows.get_mut(idx as usize).and_then(Option::take) else {
+        let Some(m) = self.reg.remove(idx) else {
             return;
         };
-        let def = self.defs.get_mut(idx as usize).and_then(Option::take);
         if let Some(hw) = m.hw {
             self.offload.remove(hw);
             self.retire(hw);
@@ -1007,16 +970,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             m.stats.bytes.saturating_sub(m.credited.1),
         );
         credit_rules(&self.bridge, &m.rules, dp, db, m.stats.used);
-        self.ids.remove(&m.id);
-        if let Some(d) = def {
-            let h = match_hash(&d.matched());
-            if self.by_match.get(&h) == Some(&idx) {
-                self.by_match.remove(&h);
-            }
-            self.masks.put(d.mask);
-        }
         self.shares.remove(m.home.unwrap_or(fair::NO_HOME), idx);
-        self.live -= 1;
         let sent = self.dps.send(m.home, &DpCommand::Remove { id: m.id });
         self.retired.insert(
             m.id,
@@ -1029,7 +983,6 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         if state.go(FlowState::Gone).is_err() {
             self.stats.illegal_transitions += 1;
         }
-        self.free.push(idx);
         match why {
             Eviction::Idle => self.stats.aged += 1,
             Eviction::Limit => self.stats.evicted_limit += 1,
@@ -1044,16 +997,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     pub fn flush_port(&mut self, port: PortNo) -> usize {
         self.adopt();
         let victims: Vec<u32> = self
-            .flows
+            .reg
             .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                m.as_ref()?;
-                let d = self.defs.get(i)?.as_ref()?;
+            .filter_map(|(i, _, d)| {
                 let names = (d.mask.is_exact(megaflow::Field::InPort)
                     && d.key.unpack().in_port() == u64::from(port.0))
                     || d.actions.iter().any(|a| names_port(a, port));
-                names.then_some(i as u32)
+                names.then_some(i)
             })
             .collect();
         for &idx in &victims {
@@ -1064,20 +1014,16 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// Every megaflow, as `dump-flows` shows them.
     pub fn dump(&self) -> Vec<FlowDump> {
-        self.flows
+        self.reg
             .iter()
-            .zip(&self.defs)
-            .filter_map(|(m, d)| {
-                let (m, d) = (m.as_ref()?, d.as_ref()?);
-                Some(FlowDump {
-                    matched: d.matched(),
-                    actions: d.actions.clone(),
-                    stats: m.stats,
-                    state: m.state,
-                    hw: m.hw,
-                    reason: m.reason.clone(),
-                    created: m.created,
-                })
+            .map(|(_, m, d)| FlowDump {
+                matched: d.matched(),
+                actions: d.actions.clone(),
+                stats: m.stats,
+                state: m.state,
+                hw: m.hw,
+                reason: m.reason.clone(),
+                created: m.created,
             })
             .collect()
     }
@@ -1085,7 +1031,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// How many megaflows are in each lifecycle state (no copy of any).
     pub fn state_counts(&self) -> Vec<(FlowState, usize)> {
         let mut counts: Vec<(FlowState, usize)> = Vec::new();
-        for m in self.flows.iter().flatten() {
+        for (_, m, _) in self.reg.iter() {
             match counts.iter_mut().find(|(s, _)| *s == m.state) {
                 Some((_, n)) => *n += 1,
                 None => counts.push((m.state, 1)),
@@ -1102,16 +1048,10 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Runs a revalidator pass if one is due at `now` (the first call
     /// schedules the first pass one interval later).
     pub fn tick(&mut self, now: Timestamp) -> Option<PassReport> {
-        if self.next_pass == Timestamp::NEVER {
-            self.next_pass = Timestamp(now.0.saturating_add(self.cfg.revalidator.interval_ns));
+        if !self.sync.due(now, self.cfg.revalidator.interval_ns) {
             return None;
         }
-        if now < self.next_pass {
-            return None;
-        }
-        let report = self.revalidate(now);
-        self.next_pass = Timestamp(now.0.saturating_add(self.cfg.revalidator.interval_ns));
-        Some(report)
+        Some(self.revalidate(now))
     }
 }
 

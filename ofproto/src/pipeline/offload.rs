@@ -216,7 +216,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     }
 
     pub(super) fn installed(&mut self, idx: u32, hw: HwId) {
-        let Some(m) = self.flows.get_mut(idx as usize).and_then(Option::as_mut) else {
+        let Some(m) = self.reg.meta_mut(idx) else {
             return;
         };
         m.hw = Some(hw);

@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats};
-use megaflow::{DpCommand, FlowStats, PackedKey, Timestamp};
+use megaflow::{DpCommand, FlowStats, Timestamp};
 
 use super::{Datapaths, Eviction, OffloadMode, Pipeline, PipelineStats};
 use crate::bridge::Generations;
@@ -137,8 +137,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let current = br.generations();
         drop(br);
 
-        self.pass_wanted = false;
-        let over_limit = self.live > self.flow_limit;
+        self.sync.begun();
+        let over_limit = self.reg.len() > self.flow_limit;
         let max_idle = if over_limit {
             100_000_000
         } else {
@@ -209,7 +209,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                     pass.phase = Phase::Poll(next);
                 }
                 Phase::Sweep(from) => {
-                    let slots = self.flows.len() as u32;
+                    let slots = self.reg.slots();
                     let to = from
                         .saturating_add(u32::try_from(left).unwrap_or(u32::MAX))
                         .min(slots);
@@ -217,7 +217,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                         self.sweep_one(pass, idx, now);
                     }
                     left -= (to - from) as usize;
-                    pass.phase = if to >= self.flows.len() as u32 {
+                    pass.phase = if to >= self.reg.slots() {
                         // The last counts of the flows evicted above (a
                         // datapath on this thread has answered already;
                         // threads answer by the next tick).
@@ -249,7 +249,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         // Staged records of an older version than the one synced are
         // translated again as they are adopted.
         self.adopt();
-        self.synced_tables = pass.current.tables;
+        self.sync.reached(pass.current.tables);
 
         let elapsed = pass.started.elapsed();
         self.adjust_flow_limit(elapsed.as_millis() as u64);
@@ -358,7 +358,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             return;
         };
         let (id, home) = (m.id, m.home);
-        let Some(key) = self.keys.get(idx as usize).map(PackedKey::unpack) else {
+        let Some(key) = self.reg.upcall_key(idx) else {
             return;
         };
         let Some(d) = self.def(idx) else {
@@ -392,7 +392,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             actions: new.clone(),
         };
         self.dps.send(home, &cmd);
-        if let Some(d) = self.defs.get_mut(idx as usize).and_then(Option::as_mut) {
+        if let Some(d) = self.reg.def_mut(idx) {
             d.actions = new;
         }
         self.stats.revalidated_modified += 1;
@@ -418,7 +418,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             limit /= (pass_ms / 1000) as usize;
         } else if pass_ms > 1300 {
             limit = limit * 3 / 4;
-        } else if pass_ms < 1000 && limit < self.live * 1000 / (pass_ms.max(1) as usize) {
+        } else if pass_ms < 1000 && limit < self.reg.len() * 1000 / (pass_ms.max(1) as usize) {
             limit += 1000;
         }
         let limit = limit.clamp(min, max);

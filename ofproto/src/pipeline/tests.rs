@@ -675,7 +675,7 @@ fn megaflows_of_one_shape_share_one_mask_that_goes_with_the_last() {
     let wide = Match::new(&key(0, 3), &dst);
     let out3 = Actions::new(vec![DpAction::Output(PortNo(3))]);
     p.install_flow(&wide, out3, at(1)).expect("installs");
-    assert_eq!(p.masks.0.len(), 2, "one copy per shape");
+    assert_eq!(p.reg.masks(), 2, "one copy per shape");
     // Stored compact, dumped whole.
     let dumped: Vec<Match> = p.dump().into_iter().map(|d| d.matched).collect();
     assert!(dumped.contains(&wide));
@@ -683,9 +683,9 @@ fn megaflows_of_one_shape_share_one_mask_that_goes_with_the_last() {
     assert_eq!(p.find(&key(9, 3)).map(|d| d.matched), Some(wide));
     // The wide flow goes: its shape with it; the 5-tuples' stays.
     assert_eq!(p.flush_port(PortNo(3)), 1);
-    assert_eq!(p.masks.0.len(), 1);
+    assert_eq!(p.reg.masks(), 1);
     assert_eq!(p.flush_port(PortNo(2)), 5);
-    assert!(p.masks.0.is_empty(), "no megaflow, no mask kept");
+    assert!(p.reg.masks() == 0, "no megaflow, no mask kept");
 }
 
 /// A pipeline that offloads every flow, with one flow (sport 5 to
