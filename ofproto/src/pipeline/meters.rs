@@ -2,6 +2,8 @@
 //! device at the offload thread's next step (whoever changes a meter never
 //! calls the device).
 
+use std::collections::BTreeMap;
+
 use megaflow::offload::{FlowOffload, NotOffloaded};
 use megaflow::{DpAction, DpCommand, MeterId, Timestamp};
 
@@ -9,6 +11,32 @@ use super::{Datapaths, Pipeline};
 use parking_lot::RwLockReadGuard;
 
 use crate::meter::{MeterSpec, MeterTable};
+
+/// Meter changes on their way to the device, and what it refused. The
+/// software meters change at once (the shared [`MeterTable`]); the device
+/// learns of a change at the offload thread's next step, so whoever
+/// changes a meter never calls the device.
+#[derive(Default)]
+pub(super) struct MeterSync {
+    /// Changes the device has not been told of yet, oldest first.
+    pending: Vec<(MeterId, Option<MeterSpec>)>,
+    /// Meters the device refused, and why.
+    refused: BTreeMap<MeterId, NotOffloaded>,
+}
+
+impl MeterSync {
+    /// What the device said to meter `id`'s change.
+    fn answered(&mut self, id: MeterId, r: Result<(), NotOffloaded>) {
+        match r {
+            Ok(()) => {
+                self.refused.remove(&id);
+            }
+            Err(e) => {
+                self.refused.insert(id, e);
+            }
+        }
+    }
+}
 
 impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// The meters (read-locked: handlers charge them meanwhile).
@@ -18,7 +46,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// Why the hardware refused a meter, if it did.
     pub fn meter_error(&self, id: MeterId) -> Option<&NotOffloaded> {
-        self.hw_meter_errors.get(&id)
+        self.meter_sync.refused.get(&id)
     }
 
     /// Adds or changes a meter: in software at once, in hardware at the
@@ -27,7 +55,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     pub fn set_meter(&mut self, spec: MeterSpec) {
         let shared = self.shared.meters.write().set(spec);
         self.dps.send(None, &DpCommand::SetMeter(shared));
-        self.meter_changes.push((spec.id, Some(spec)));
+        self.meter_sync.pending.push((spec.id, Some(spec)));
     }
 
     /// Deletes a meter; flows naming it drop from now on (in software at
@@ -36,30 +64,26 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     pub fn remove_meter(&mut self, id: MeterId) -> Option<MeterSpec> {
         let spec = self.shared.meters.write().remove(id)?;
         self.dps.send(None, &DpCommand::DeleteMeter(id));
-        self.meter_changes.push((id, None));
+        self.meter_sync.pending.push((id, None));
         Some(spec)
     }
 
     /// The offload thread's side of meter changes: the device's meters,
     /// then the offloaded flows that use them.
     pub(super) fn apply_meter_changes(&mut self) {
-        for (id, spec) in std::mem::take(&mut self.meter_changes) {
+        for (id, spec) in std::mem::take(&mut self.meter_sync.pending) {
             match spec {
                 Some(spec) => {
-                    match self.offload.set_meter(id, Some(spec.band())) {
-                        Ok(()) => {
-                            self.hw_meter_errors.remove(&id);
-                        }
-                        Err(e) => {
-                            self.hw_meter_errors.insert(id, e);
-                        }
-                    }
+                    let r = self.offload.set_meter(id, Some(spec.band()));
+                    self.meter_sync.answered(id, r);
                     self.refresh_meter_users(id, Timestamp::NEVER);
                 }
                 None => {
                     self.refresh_meter_users(id, Timestamp::NEVER);
+                    // A meter gone from the device is no longer refused,
+                    // whatever the device said.
                     let _ = self.offload.set_meter(id, None);
-                    self.hw_meter_errors.remove(&id);
+                    self.meter_sync.answered(id, Ok(()));
                 }
             }
         }

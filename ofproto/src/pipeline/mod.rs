@@ -4,12 +4,15 @@
 //! By job, types of their own: `registry` which megaflows exist and
 //! where (slots, indexes); `setup` flow setup by handler threads without
 //! the slow path's lock, and its adoption; `sync` the BARRIER sync point
-//! and the pass schedule; `fair` the per-port quotas and fair eviction;
-//! `recency` the offloaded flows' recency; `datapaths` the datapaths the
-//! pipeline drives. Modules of `Pipeline` over its fields: this one the
-//! lifecycle and the locked upcall path; `record` the record types and
-//! dumps; `offload` the offload jobs and the rule budget; `meters` the
-//! meter sync; `revalidate` the pass in steps.
+//! and the pass schedule; `offload::Scheduler` the hardware rules known,
+//! the rule budget's order, the hot flows waiting and the counter queries;
+//! `meters::MeterSync` the meter changes on their way to the device;
+//! `fair` the per-port quotas and fair eviction; `recency` the offloaded
+//! flows' recency; `datapaths` the datapaths the pipeline drives.
+//! `Pipeline` composes them, and its modules hold what moves a megaflow
+//! between them: this one the lifecycle and the locked upcall path;
+//! `record` the record types and dumps; `offload` the offload jobs;
+//! `meters` the meter changes applied; `revalidate` the pass in steps.
 //!
 //! ```text
 //! datapath thread k: parse ─► its cache shard ─hit─► execute, count
@@ -47,23 +50,21 @@
 //! receives packets calls the device. Time is the caller's: capture
 //! timestamps in replay, the monotonic clock live.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use megaflow::actions::{execute, ActionSink, ExecOutcome};
-use megaflow::key::{hash_words, FastBuild};
+use megaflow::key::hash_words;
 use megaflow::meter::MeteredSink;
-use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, NotOffloaded};
-use megaflow::shard::ShardedMap;
+use megaflow::offload::{FlowOffload, FlowState, HwId};
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
-    FlowStats, Lookup, Match, MeterId, PortNo, SplitMix64, Timestamp,
+    FlowStats, Lookup, Match, PortNo, SplitMix64, Timestamp,
 };
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::bridge::{Bridge, Generations};
-use crate::meter::MeterSpec;
 use crate::table::{RemovedRule, RuleRef};
 use crate::xlate::Translation;
 
@@ -87,7 +88,7 @@ mod sync;
 pub use datapaths::{Datapaths, DpSender, LocalDatapath, ThreadedDatapaths};
 pub use offload::{OffloadDone, OffloadJob, SharedOffload};
 pub use record::FlowDump;
-use record::{FlowDef, FlowMeta, HwEntry, Retired};
+use record::{FlowDef, FlowMeta, Retired};
 pub use revalidate::{Pass, PassReport, PASS_BATCH};
 pub use setup::{Backlog, FlowSetup, STAGED_MAX};
 
@@ -272,21 +273,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     reg: registry::Registry,
     retired: HashMap<FlowId, Retired>,
     events: Vec<DpEvent>,
-    hw: ShardedMap<HwId, HwEntry>,
-    /// Offloaded flows by recency of hardware hits (front = most recent).
-    lru: recency::Recency,
-    /// Hot flows waiting for the offload thread, oldest first.
-    pending: VecDeque<u32>,
-    /// Meters the hardware refused, and why.
-    hw_meter_errors: BTreeMap<MeterId, NotOffloaded>,
-    poll_buf: Vec<(HwId, HwStats)>,
-    /// Counter queries made; the number of the last one before each
-    /// removed rule went (a pass folds a query's reports in batches, so a
-    /// rule can be removed between its report and the report's fold: only
-    /// a later query's report is its last). Apart from [`HwEntry`], which
-    /// the fold of every report reads: few rules are retired at a time.
-    queries: u64,
-    retired_at: HashMap<HwId, u64, FastBuild>,
+    /// The offload scheduler's state ([`offload`]).
+    sched: offload::Scheduler,
     stats: PipelineStats,
     flow_limit: usize,
     /// Megaflows per home port ([`fair`]).
@@ -297,10 +285,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     rng: SplitMix64,
     /// Rules removed by timeouts, for whoever reports them.
     expired: Vec<RemovedRule>,
-    /// Meter changes the device has not been told of yet (the offload
-    /// thread applies them: whoever changes a meter never calls the
-    /// device).
-    meter_changes: Vec<(MeterId, Option<MeterSpec>)>,
+    /// Meter changes on their way to the device ([`meters`]).
+    meter_sync: meters::MeterSync,
     /// A pass's last phase offloads what is queued (replay, tests); the
     /// live daemon leaves that to its offload thread, which runs the
     /// device calls outside the slow path's lock.
@@ -371,19 +357,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             reg: registry::Registry::default(),
             retired: HashMap::new(),
             events: Vec::new(),
-            hw: ShardedMap::new(),
-            lru: recency::Recency::default(),
-            pending: VecDeque::new(),
-            hw_meter_errors: BTreeMap::new(),
-            poll_buf: Vec::new(),
-            queries: 0,
-            retired_at: HashMap::default(),
+            sched: offload::Scheduler::default(),
             stats: PipelineStats::default(),
             sync: sync::SyncPoint::default(),
             rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
             expired: Vec::new(),
             offload_in_passes: true,
-            meter_changes: Vec::new(),
+            meter_sync: meters::MeterSync::default(),
         }
     }
 
@@ -473,7 +453,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// Megaflows in hardware.
     pub fn offloaded_len(&self) -> usize {
-        self.lru.len()
+        self.sched.lru.len()
     }
 
     /// The flow limit in force (the dynamic one).
@@ -841,7 +821,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             now,
         );
         if self.cfg.offload.mode == OffloadMode::All && self.go(idx, FlowState::Offloading) {
-            self.pending.push_back(idx);
+            self.sched.pending.push_back(idx);
         }
         Ok(self.meta(idx).map_or(FlowId(0), |f| f.id))
     }
@@ -946,7 +926,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             }
         };
         if hot && self.go(idx, FlowState::Offloading) {
-            self.pending.push_back(idx);
+            self.sched.pending.push_back(idx);
         }
     }
 
@@ -963,7 +943,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         if let Some(hw) = m.hw {
             self.offload.remove(hw);
             self.retire(hw);
-            self.lru.remove(idx);
+            self.sched.lru.remove(idx);
         }
         let (dp, db) = (
             m.stats.packets.saturating_sub(m.credited.0),

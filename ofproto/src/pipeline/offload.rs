@@ -4,13 +4,16 @@
 //! and handed back ([`Pipeline::finish_offloads`]); demotion under the
 //! rule budget and hitless replacement of a flow's rule.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use megaflow::key::FastBuild;
 use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats, MeterBand, NotOffloaded};
+use megaflow::shard::ShardedMap;
 use megaflow::{Actions, FlowId, Match, MeterId, Timestamp};
 
 use super::record::HwEntry;
-use super::{Datapaths, Pipeline};
+use super::{recency, Datapaths, Pipeline};
 use crate::table::RuleRef;
 
 /// A hot flow to put into the device ([`Pipeline::take_offloads`]).
@@ -113,7 +116,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let jobs = self.take_offloads(now, max);
         let done: Vec<OffloadDone> = jobs.into_iter().map(|j| j.run(&mut self.offload)).collect();
         self.finish_offloads(done, now);
-        self.pending.is_empty()
+        self.sched.pending.is_empty()
     }
 
     /// [`offload_tick`](Self::offload_tick) with at most `max` offloads;
@@ -134,7 +137,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.apply_meter_changes();
         let mut jobs = Vec::new();
         while jobs.len() < max {
-            let Some(idx) = self.pending.pop_front() else {
+            let Some(idx) = self.sched.pending.pop_front() else {
                 break;
             };
             let Some(m) = self.meta(idx) else {
@@ -154,14 +157,14 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 }
                 // The jobs under way count against the budget too: when
                 // they fill it, this flow waits for the next batch.
-                while self.lru.len() + jobs.len() >= budget {
-                    match self.lru.pop_oldest() {
+                while self.sched.lru.len() + jobs.len() >= budget {
+                    match self.sched.lru.pop_oldest() {
                         Some(victim) => self.demote(victim, budget, now),
                         None => break,
                     }
                 }
-                if self.lru.len() + jobs.len() >= budget {
-                    self.pending.push_front(idx);
+                if self.sched.lru.len() + jobs.len() >= budget {
+                    self.sched.pending.push_front(idx);
                     break;
                 }
             }
@@ -193,7 +196,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 Ok(hw) => {
                     // Out of date: the rule goes, what it counted meanwhile
                     // is folded in (to the flow, or to its rules if gone).
-                    self.hw.insert(
+                    self.sched.hw.insert(
                         hw,
                         HwEntry {
                             idx: job.idx,
@@ -206,7 +209,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                     self.offload.remove(hw);
                     self.retire(hw);
                     if alive {
-                        self.pending.push_back(job.idx);
+                        self.sched.pending.push_back(job.idx);
                     }
                 }
                 Err(r) if alive => self.fail(job.idx, r, now),
@@ -228,8 +231,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             rules: Arc::clone(&m.rules),
             retired: false,
         };
-        self.hw.insert(hw, entry);
-        self.lru.touch(idx);
+        self.sched.hw.insert(hw, entry);
+        self.sched.lru.touch(idx);
         self.stats.offloaded += 1;
         self.go(idx, FlowState::Offloaded);
     }
@@ -254,9 +257,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Marks a hardware rule removed: its last counts arrive with the next
     /// poll.
     pub(super) fn retire(&mut self, hw: HwId) {
-        if let Some(e) = self.hw.get_mut(&hw) {
+        if let Some(e) = self.sched.hw.get_mut(&hw) {
             e.retired = true;
-            self.retired_at.insert(hw, self.queries);
+            self.sched.retired_at.insert(hw, self.sched.queries);
         }
     }
 
@@ -288,13 +291,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             Ok(new) => {
                 self.retire(old);
                 self.stats.offloaded += 1;
-                self.lru.remove(idx);
+                self.sched.lru.remove(idx);
                 self.installed(idx, new);
             }
             Err(r) => {
                 self.offload.remove(old);
                 self.retire(old);
-                self.lru.remove(idx);
+                self.sched.lru.remove(idx);
                 if let Some(m) = self.meta_mut(idx) {
                     m.hw = None;
                 }
@@ -302,4 +305,25 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             }
         }
     }
+}
+
+/// What the offload scheduler keeps: the hardware rules the slow path
+/// knows of, the offloaded flows' recency (the rule budget's order), the
+/// hot flows waiting for the offload thread, and the counter queries'
+/// bookkeeping.
+#[derive(Default)]
+pub(super) struct Scheduler {
+    pub(super) hw: ShardedMap<HwId, HwEntry>,
+    /// Offloaded flows by recency of hardware hits (front = most recent).
+    pub(super) lru: recency::Recency,
+    /// Hot flows waiting for the offload thread, oldest first.
+    pub(super) pending: VecDeque<u32>,
+    pub(super) poll_buf: Vec<(HwId, HwStats)>,
+    /// Counter queries made; the number of the last one before each
+    /// removed rule went (a pass folds a query's reports in batches, so a
+    /// rule can be removed between its report and the report's fold: only
+    /// a later query's report is its last). Apart from [`HwEntry`], which
+    /// the fold of every report reads: few rules are retired at a time.
+    pub(super) queries: u64,
+    pub(super) retired_at: HashMap<HwId, u64, FastBuild>,
 }

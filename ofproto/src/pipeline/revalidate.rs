@@ -173,11 +173,14 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 Phase::Poll(from) => {
                     // Fold what the last query returned, a budget at a
                     // time; query the next part once it is all folded.
-                    if pass.folded < self.poll_buf.len() {
-                        let to = pass.folded.saturating_add(left).min(self.poll_buf.len());
-                        let buf = std::mem::take(&mut self.poll_buf);
+                    if pass.folded < self.sched.poll_buf.len() {
+                        let to = pass
+                            .folded
+                            .saturating_add(left)
+                            .min(self.sched.poll_buf.len());
+                        let buf = std::mem::take(&mut self.sched.poll_buf);
                         self.fold_hardware(&buf[pass.folded..to], pass.query, now);
-                        self.poll_buf = buf;
+                        self.sched.poll_buf = buf;
                         left -= to - pass.folded;
                         pass.folded = to;
                         continue;
@@ -187,12 +190,15 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                         continue;
                     }
                     let mut next = from;
-                    self.poll_buf.clear();
-                    self.queries += 1;
-                    pass.query = self.queries;
+                    self.sched.poll_buf.clear();
+                    self.sched.queries += 1;
+                    pass.query = self.sched.queries;
                     pass.folded = 0;
                     pass.polled_all =
-                        match self.offload.poll_some(&mut next, left, &mut self.poll_buf) {
+                        match self
+                            .offload
+                            .poll_some(&mut next, left, &mut self.sched.poll_buf)
+                        {
                             Ok(done) => done,
                             Err(_) => {
                                 // Without the hardware's counts, an offloaded
@@ -203,7 +209,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                                 true
                             }
                         };
-                    pass.report.counters += self.poll_buf.len();
+                    pass.report.counters += self.sched.poll_buf.len();
                     // A query costs its part's fold, which follows.
                     left -= 1;
                     pass.phase = Phase::Poll(next);
@@ -301,7 +307,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         } else if stale {
             self.revalidate_flow(idx, now);
         } else if retry && self.go(idx, FlowState::Offloading) {
-            self.pending.push_back(idx);
+            self.sched.pending.push_back(idx);
         }
     }
 
@@ -310,7 +316,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// rules).
     fn fold_hardware(&mut self, counters: &[(HwId, HwStats)], query: u64, now: Timestamp) {
         for &(hw, cum) in counters {
-            let Some(e) = self.hw.get_mut(&hw) else {
+            let Some(e) = self.sched.hw.get_mut(&hw) else {
                 continue;
             };
             let delta = HwStats {
@@ -322,9 +328,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             let rules = retired.then(|| std::sync::Arc::clone(&e.rules));
             // The report of a query made after the removal is the rule's
             // last; one made before it (folded later) is not.
-            if retired && self.retired_at.get(&hw).is_none_or(|&at| query > at) {
-                self.hw.remove(&hw);
-                self.retired_at.remove(&hw);
+            if retired && self.sched.retired_at.get(&hw).is_none_or(|&at| query > at) {
+                self.sched.hw.remove(&hw);
+                self.sched.retired_at.remove(&hw);
             }
             if delta.packets == 0 && delta.bytes == 0 {
                 continue;
@@ -343,7 +349,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                     m.stats.merge(&stats);
                 }
                 if !retired {
-                    self.lru.hit(idx);
+                    self.sched.lru.hit(idx);
                 }
             } else if let Some(rules) = rules {
                 super::credit_rules(&self.bridge, &rules, delta.packets, delta.bytes, now);

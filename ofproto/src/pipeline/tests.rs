@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use megaflow::actions::CollectSink;
 use megaflow::frame::{FrameSpec, L4};
-use megaflow::offload::MeterBand;
+use megaflow::offload::{HwStats, MeterBand, NotOffloaded};
+use megaflow::MeterId;
 
 use super::*;
 use crate::rule::FlowModCommand;
