@@ -398,9 +398,16 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// The tables' generation every megaflow agrees with: a flow mod of a
     /// later generation may still be shadowed by an older megaflow until
-    /// the next pass.
+    /// the next pass. With no megaflow, none staged either, it is the
+    /// current one: nothing can disagree (a handler stages only what it
+    /// checked against the version in force), so a BARRIER need not wait
+    /// for a pass.
     pub fn synced_tables(&self) -> u64 {
-        self.sync.synced_tables()
+        let synced = self.sync.synced_tables();
+        if self.reg.len() == 0 && self.shared.staged() == 0 {
+            return synced.max(self.bridge.read().generations().tables);
+        }
+        synced
     }
 
     /// Asks the revalidator for a pass now ([`pass_wanted`](Self::pass_wanted)).

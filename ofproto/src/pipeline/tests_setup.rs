@@ -283,6 +283,37 @@ fn a_miss_staged_after_a_pass_swept_is_of_the_version_the_pass_syncs() {
 }
 
 #[test]
+fn with_no_megaflow_the_tables_are_synced_without_a_pass() {
+    let (mut p, _d) = slow(&BY_DST, PipelineConfig::default());
+    let setup = p.flow_setup().expect("threaded");
+    let fm = |out: u32| {
+        let text = format!("priority=10,ip,nw_dst=198.18.0.2,actions=output:{out}");
+        parse_flow(&text, FlowModCommand::Add).expect("parses")
+    };
+    p.bridge_mut()
+        .apply_flow_mod(&fm(3), at(0))
+        .expect("applies");
+    let current = p.bridge().generations().tables;
+    assert_eq!(p.synced_tables(), current, "no megaflow: synced at once");
+    // A staged record, then an installed one: the next pass is needed.
+    upcall(&p, &setup, 0, &frame(1000, 2), 0).expect("no backlog");
+    p.bridge_mut()
+        .apply_flow_mod(&fm(2), at(0))
+        .expect("applies");
+    assert!(
+        p.synced_tables() < p.bridge().generations().tables,
+        "staged"
+    );
+    p.adopt();
+    assert!(
+        p.synced_tables() < p.bridge().generations().tables,
+        "installed"
+    );
+    p.revalidate(at(1));
+    assert_eq!(p.synced_tables(), p.bridge().generations().tables);
+}
+
+#[test]
 fn records_past_the_flow_limit_leave_and_their_packets_reach_their_rules() {
     let mut cfg = PipelineConfig::default();
     cfg.revalidator.flow_limit = 2;
