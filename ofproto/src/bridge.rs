@@ -142,6 +142,14 @@ pub struct Generations {
     pub mac: u64,
 }
 
+/// Where the tables stand ([`Bridge::sync_mark`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncMark {
+    pub tables: u64,
+    pub flows: u64,
+    pub other: u64,
+}
+
 /// Tables, ports and MAC table of one switch.
 #[derive(Debug, Default)]
 pub struct Bridge {
@@ -279,6 +287,18 @@ impl Bridge {
     }
 
     /// The generations translation depends on now.
+    /// Where the tables stand, as a BARRIER's sync needs it: the
+    /// generation [`generations`](Self::generations) reports, the flow
+    /// tables' own (whose changes are logged), and the groups' and the
+    /// fail mode's (whose are not).
+    pub fn sync_mark(&self) -> SyncMark {
+        SyncMark {
+            tables: self.generations().tables,
+            flows: self.tables.generation(),
+            other: self.groups.generation() + self.fail_open_changes,
+        }
+    }
+
     pub fn generations(&self) -> Generations {
         Generations {
             tables: self.tables.generation() + self.groups.generation() + self.fail_open_changes,

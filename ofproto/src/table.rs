@@ -278,6 +278,33 @@ pub struct FlowTables {
     tables: Vec<FlowTable>,
     generation: u64,
     next_uid: u64,
+    /// The rules each change touched ([`FlowTables::changes_since`]).
+    log: ChangeLog,
+}
+
+/// Most rule changes the log keeps: past it the oldest go, and whoever
+/// asks about a generation before them is told to look at everything.
+pub const CHANGES_KEPT: usize = 8192;
+
+/// The matches of the rules the last changes added, modified or removed,
+/// by the generation each change made: what lets a BARRIER bring up to
+/// date only the megaflows a change can affect.
+#[derive(Debug, Default)]
+struct ChangeLog {
+    entries: std::collections::VecDeque<(u64, TableId, Match)>,
+    /// The newest generation whose entries were dropped.
+    dropped: u64,
+}
+
+impl ChangeLog {
+    fn push(&mut self, generation: u64, table: TableId, m: Match) {
+        if self.entries.len() >= CHANGES_KEPT {
+            if let Some((g, _, _)) = self.entries.pop_front() {
+                self.dropped = self.dropped.max(g);
+            }
+        }
+        self.entries.push_back((generation, table, m));
+    }
 }
 
 impl Default for FlowTables {
@@ -304,7 +331,24 @@ impl FlowTables {
                 .collect(),
             generation: 0,
             next_uid: 1,
+            log: ChangeLog::default(),
         }
+    }
+
+    /// The table and match of every rule added, modified or removed since
+    /// generation `since`, or `None` when the log no longer holds them all.
+    pub fn changes_since(&self, since: u64) -> Option<Vec<(TableId, Match)>> {
+        if self.log.dropped > since {
+            return None;
+        }
+        Some(
+            self.log
+                .entries
+                .iter()
+                .filter(|(g, _, _)| *g > since)
+                .map(|(_, t, m)| (*t, *m))
+                .collect(),
+        )
     }
 
     /// Bumped by every change of any table.
@@ -352,8 +396,13 @@ impl FlowTables {
             None if fm.command == FlowModCommand::Add => return Err(FlowModError::AddNeedsTable),
             None => (0..N_TABLES as u8).map(TableId).collect(),
         };
+        let mut touched: Vec<(TableId, Match)> = Vec::new();
         let out = match fm.command {
-            FlowModCommand::Add => self.add_rule(ids[0], fm, now)?,
+            FlowModCommand::Add => {
+                let out = self.add_rule(ids[0], fm, now)?;
+                touched.push((ids[0], fm.rule.matched));
+                out
+            }
             FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
                 let strict = fm.command == FlowModCommand::ModifyStrict;
                 // Without `table=`, every table: select first, so a bad
@@ -378,6 +427,7 @@ impl FlowTables {
                     let table = &mut self.tables[t.0 as usize];
                     for &id in &sel {
                         if let Some(Some(r)) = table.slots.get_mut(id.0 as usize) {
+                            touched.push((t, r.spec.matched));
                             r.spec.instructions = fm.rule.instructions.clone();
                             r.modified = now;
                             if fm.rule.flags.reset_counts {
@@ -409,6 +459,7 @@ impl FlowTables {
                     }
                     for id in sel {
                         if let Some(rule) = table.take(id) {
+                            touched.push((t, rule.spec.matched));
                             removed.push(RemovedRule {
                                 table: t,
                                 rule,
@@ -425,6 +476,9 @@ impl FlowTables {
         };
         if out.added + out.replaced + out.modified + out.removed.len() > 0 {
             self.generation += 1;
+            for (t, m) in touched {
+                self.log.push(self.generation, t, m);
+            }
         }
         Ok(out)
     }
@@ -524,6 +578,7 @@ impl FlowTables {
             }
             for (id, reason) in gone {
                 if let Some(rule) = table.take(id) {
+                    self.log.push(self.generation, table.id, rule.spec.matched);
                     removed.push(RemovedRule {
                         table: table.id,
                         rule,

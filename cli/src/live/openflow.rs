@@ -540,6 +540,11 @@ impl<B: Device> OfSwitch for View<'_, B> {
         self.sw.pipeline_mut().request_pass();
     }
 
+    fn sync_now(&mut self) -> bool {
+        let now = self.now();
+        self.sw.pipeline_mut().sync_targeted(now)
+    }
+
     fn meters(&mut self) -> Option<&mut dyn ofproto::channel::Meters> {
         Some(self.sw.pipeline_mut())
     }

@@ -101,6 +101,11 @@ pub trait OfSwitch {
     fn tables_synced(&self) -> u64;
     /// Asks for a revalidator pass now (a BARRIER waits for it).
     fn request_sync(&mut self);
+    /// Brings the megaflows up to the tables in force now, at once, if
+    /// that is cheap ([`crate::Pipeline::sync_targeted`]); whether it did.
+    fn sync_now(&mut self) -> bool {
+        false
+    }
     /// The switch's meters (`None`: METER_MOD is refused as BAD_TYPE).
     fn meters(&mut self) -> Option<&mut dyn Meters> {
         None
@@ -539,7 +544,10 @@ impl Connection {
             }
             Message::BarrierRequest => {
                 let gen = sw.bridge_view().generations().tables;
-                if sw.tables_synced() >= gen {
+                // The changes before it are in force for new lookups; the
+                // megaflows they affect are brought up to date now when
+                // that is cheap, else by the pass it waits for.
+                if sw.tables_synced() >= gen || (sw.sync_now() && sw.tables_synced() >= gen) {
                     Message::BarrierReply
                 } else {
                     sw.request_sync();

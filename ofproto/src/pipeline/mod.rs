@@ -84,6 +84,7 @@ mod registry;
 mod revalidate;
 mod setup;
 mod sync;
+pub use sync::TARGETED_MAX;
 
 pub use datapaths::{Datapaths, DpSender, LocalDatapath, ThreadedDatapaths};
 pub use offload::{OffloadDone, OffloadJob, SharedOffload};
@@ -215,6 +216,9 @@ pub struct PipelineStats {
     pub hw_bytes: u64,
     /// Revalidator passes run.
     pub passes: u64,
+    /// BARRIERs answered by re-translating only the megaflows the changes
+    /// since the last sync can affect ([`Pipeline::sync_targeted`]).
+    pub targeted_syncs: u64,
     /// Counter polls that failed (the pass went on without them).
     pub poll_errors: u64,
     /// Lifecycle moves [`FlowState::can_go`] refused (a bug if not 0).

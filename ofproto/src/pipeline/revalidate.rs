@@ -17,7 +17,7 @@ use megaflow::offload::{FlowOffload, FlowState, HwId, HwStats};
 use megaflow::{DpCommand, FlowStats, Timestamp};
 
 use super::{Datapaths, Eviction, OffloadMode, Pipeline, PipelineStats};
-use crate::bridge::Generations;
+use crate::bridge::{Generations, SyncMark};
 
 /// What one pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,6 +86,8 @@ pub struct Pass {
     before: PipelineStats,
     report: PassReport,
     current: Generations,
+    /// Where the tables stood when it began (what it syncs).
+    mark: SyncMark,
     over_limit: bool,
     max_idle: u64,
     polled: bool,
@@ -135,6 +137,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         }
         br.mac.expire(now);
         let current = br.generations();
+        let mark = br.sync_mark();
         drop(br);
 
         self.sync.begun();
@@ -149,6 +152,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             before,
             report,
             current,
+            mark,
             over_limit,
             max_idle,
             polled: true,
@@ -255,7 +259,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         // Staged records of an older version than the one synced are
         // translated again as they are adopted.
         self.adopt();
-        self.sync.reached(pass.current.tables);
+        self.sync.reached(pass.mark);
 
         let elapsed = pass.started.elapsed();
         self.adjust_flow_limit(elapsed.as_millis() as u64);
@@ -359,7 +363,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
 
     /// Re-translates a flow whose inputs changed: keep it, update its
     /// actions (software and, hitless, hardware), or delete it.
-    fn revalidate_flow(&mut self, idx: u32, now: Timestamp) {
+    pub(super) fn revalidate_flow(&mut self, idx: u32, now: Timestamp) {
         let Some(m) = self.meta(idx) else {
             return;
         };
