@@ -33,7 +33,10 @@ fn flow_file(n: usize) -> String {
         .map(|i| {
             let (a, b, c) = ((i >> 16) & 255, (i >> 8) & 255, i & 255);
             let out = 1 + i % 2;
-            format!("priority={},ip,nw_src=10.{a}.{b}.{c},actions=output:{out}\n", 10 + i % 7)
+            format!(
+                "priority={},ip,nw_src=10.{a}.{b}.{c},actions=output:{out}\n",
+                10 + i % 7
+            )
         })
         .collect()
 }
@@ -139,7 +142,10 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target/release/eswitchd"));
     if !bin.exists() {
-        prereq::skip(BENCH, format!("no {} (cargo build --release -p cli)", bin.display()));
+        prereq::skip(
+            BENCH,
+            format!("no {} (cargo build --release -p cli)", bin.display()),
+        );
         return;
     }
     if prereq::tool(BENCH, "ovs-ofctl").is_none() {
@@ -189,10 +195,22 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     let (ea, oa) = (median(esw_add), median(ovs_add));
     let (ed, od) = (median(esw_dump), median(ovs_dump));
-    println!("bench: openflow.add_flows_ovs_ofctl_per_s {:.0} flows/s", n as f64 / ea);
-    println!("bench: openflow.add_flows_ovs_ofctl_per_s_ovs {:.0} flows/s", n as f64 / oa);
+    println!(
+        "bench: openflow.add_flows_ovs_ofctl_per_s {:.0} flows/s",
+        n as f64 / ea
+    );
+    println!(
+        "bench: openflow.add_flows_ovs_ofctl_per_s_ovs {:.0} flows/s",
+        n as f64 / oa
+    );
     println!("bench: openflow.add_flows_ovs_ofctl_ratio {:.2}", oa / ea);
     println!("bench: openflow.dump_flows_ovs_ofctl_ms {:.0} ms", ed * 1e3);
-    println!("bench: openflow.dump_flows_ovs_ofctl_ms_ovs {:.0} ms", od * 1e3);
-    println!("bench: openflow.dump_flows_ovs_ofctl_100k_ratio {:.2}", ed / od);
+    println!(
+        "bench: openflow.dump_flows_ovs_ofctl_ms_ovs {:.0} ms",
+        od * 1e3
+    );
+    println!(
+        "bench: openflow.dump_flows_ovs_ofctl_100k_ratio {:.2}",
+        ed / od
+    );
 }
