@@ -20,9 +20,10 @@
 //! `target/release/eswitchd`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
+use integration::eswitchd::Eswitchd;
 use integration::ovs::Ovs;
 
 const BENCH: &str = "bench ofctl";
@@ -39,63 +40,6 @@ fn flow_file(n: usize) -> String {
             )
         })
         .collect()
-}
-
-/// eswitchd, live on two absent ports, with an OpenFlow listener in `dir`.
-struct Eswitchd {
-    child: Child,
-    target: String,
-}
-
-impl Eswitchd {
-    fn start(bin: &Path, dir: &Path) -> Result<Eswitchd, String> {
-        let sock = dir.join("br0.mgmt");
-        let ctl = dir.join("ctl.sock");
-        let _ = std::fs::remove_file(&sock);
-        let _ = std::fs::remove_file(&ctl);
-        let pid = std::process::id();
-        let config = format!(
-            "[backend]\nkind = \"sim\"\n\n[openflow]\nlisten = [\"punix:{}\"]\n\n\
-             [[port]]\nname = \"ofb{pid}a\"\nofport = 1\nvport = \"pf0vf0\"\n\n\
-             [[port]]\nname = \"ofb{pid}b\"\nofport = 2\nvport = \"pf0vf1\"\n",
-            sock.display()
-        );
-        let cfg = dir.join("eswitch.toml");
-        std::fs::write(&cfg, config).map_err(|e| format!("write {}: {e}", cfg.display()))?;
-        let log = std::fs::File::create(dir.join("eswitchd.log")).map_err(|e| e.to_string())?;
-        let child = Command::new(bin)
-            .args(["run", "--config"])
-            .arg(&cfg)
-            .arg("--socket")
-            .arg(&ctl)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-        let mut d = Eswitchd {
-            child,
-            target: format!("unix:{}", sock.display()),
-        };
-        let began = Instant::now();
-        while !sock.exists() {
-            if began.elapsed() > Duration::from_secs(10) {
-                let _ = d.child.kill();
-                return Err("eswitchd did not open its OpenFlow socket in 10 s".into());
-            }
-            if let Ok(Some(st)) = d.child.try_wait() {
-                return Err(format!("eswitchd exited: {st}"));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(d)
-    }
-}
-
-impl Drop for Eswitchd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Runs `ovs-ofctl -O OpenFlow13 ARGS`; its seconds, or why it failed.
@@ -163,9 +107,9 @@ fn main() {
     for run in 0..3 {
         let mut one = |which: &str| -> Result<(), String> {
             if which == "eswitchd" {
-                let d = Eswitchd::start(&bin, &dir)?;
                 // The table starts with the default NORMAL rule.
-                let (add, dump, flows) = measure(&d.target, &file)?;
+                let d = Eswitchd::start(&bin, &dir, 2, None)?;
+                let (add, dump, flows) = measure(d.target(), &file)?;
                 eprintln!("run {run} eswitchd: add {add:.2} s, dump {dump:.2} s, {flows} flows");
                 if flows < n {
                     return Err(format!("eswitchd dumped {flows} flows of {n}"));

@@ -6,6 +6,7 @@
 //! `SKIP <test>: <reason>` (a failure when `ESWITCH_NO_SKIP` is set), so they
 //! never pass silently.
 
+pub mod eswitchd;
 pub mod netns;
 pub mod ovs;
 

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use megaflow::{PortNo, Timestamp};
+use megaflow::{MeterId, PortNo, Timestamp};
 
 use crate::group::{GroupError, GroupSpec, GroupTable, GROUP_TABLE};
 use crate::mac::{MacLearn, MacTable};
@@ -248,6 +248,20 @@ impl Bridge {
             }
         }
         removed
+    }
+
+    /// Removes the rules whose instructions run meter `which` (`None`:
+    /// any meter), as Open vSwitch does when a meter is deleted.
+    pub fn delete_meter_users(&mut self, which: Option<MeterId>) -> Vec<RemovedRule> {
+        self.tables.remove_rules(
+            |r| {
+                r.spec
+                    .instructions
+                    .meter
+                    .is_some_and(|m| which.is_none_or(|w| w == m))
+            },
+            RemovedReason::MeterDelete,
+        )
     }
 
     /// Adds or replaces a port.

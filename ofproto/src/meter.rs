@@ -26,6 +26,10 @@ pub struct MeterSpec {
     pub rate: u64,
     /// Band burst: kbit, or packets (`burst_size`); 0 = the default.
     pub burst_size: u64,
+    /// `stats`: the controller asked for the meter's counters
+    /// (OFPMF_STATS). They are kept either way; the flag is what the meter
+    /// reads back with.
+    pub stats: bool,
 }
 
 impl MeterSpec {
@@ -63,6 +67,9 @@ impl fmt::Display for MeterSpec {
         if self.burst_size > 0 {
             f.write_str(",burst")?;
         }
+        if self.stats {
+            f.write_str(",stats")?;
+        }
         write!(f, ",band=type=drop,rate={}", self.rate)?;
         if self.burst_size > 0 {
             write!(f, ",burst_size={}", self.burst_size)?;
@@ -87,14 +94,14 @@ fn bad(text: &str, reason: impl Into<String>) -> MeterError {
 }
 
 /// Parses `meter=1,kbps,burst,band=type=drop,rate=8000,burst_size=1000`
-/// (`ovs-ofctl add-meter` syntax; `kbps` is the default unit, `stats` is
-/// accepted and ignored).
+/// (`ovs-ofctl add-meter` syntax; `kbps` is the default unit).
 pub fn parse_meter(text: &str) -> Result<MeterSpec, MeterError> {
     let s = text.trim();
     let mut id = None;
     let mut packets = false;
     let mut rate = None;
     let mut burst_size = 0;
+    let mut stats = false;
     let mut in_band = false;
     for tok in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         let (k, v) = match tok.split_once('=') {
@@ -119,7 +126,8 @@ pub fn parse_meter(text: &str) -> Result<MeterSpec, MeterError> {
             }
             ("kbps", false) => packets = false,
             ("pktps", false) => packets = true,
-            ("burst" | "stats", false) => {}
+            ("burst", false) => {}
+            ("stats", false) => stats = true,
             ("band", _) => {
                 in_band = true;
                 match v.and_then(|v| v.split_once('=')) {
@@ -154,6 +162,7 @@ pub fn parse_meter(text: &str) -> Result<MeterSpec, MeterError> {
         packets,
         rate,
         burst_size,
+        stats,
     })
 }
 

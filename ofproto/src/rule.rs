@@ -282,6 +282,23 @@ pub struct FlowMod {
 }
 
 impl FlowMod {
+    /// An add or modify that runs a meter `known` says the switch does not
+    /// have: the error it is refused with (`OFPMMFC_INVALID_METER`, as
+    /// Open vSwitch refuses it), whoever sent it.
+    pub fn unknown_meter(
+        &self,
+        known: impl FnOnce(MeterId) -> bool,
+    ) -> Option<crate::table::FlowModError> {
+        let id = self.rule.instructions.meter?;
+        if matches!(
+            self.command,
+            FlowModCommand::Delete | FlowModCommand::DeleteStrict
+        ) {
+            return None;
+        }
+        (!known(id)).then_some(crate::table::FlowModError::UnknownMeter(id.0))
+    }
+
     /// Adds `spec` to its table (an add with no filters: tests, flow
     /// files, fixtures).
     pub fn add(spec: RuleSpec) -> FlowMod {

@@ -90,6 +90,9 @@ pub enum RemovedReason {
     Delete,
     /// The group the rule ran was deleted.
     GroupDelete,
+    /// The meter the rule ran was deleted (OpenFlow 1.3 has no reason for
+    /// it: FLOW_REMOVED says DELETE, as Open vSwitch sends).
+    MeterDelete,
 }
 
 /// A rule that left its table, with its final counters (for a FLOW_REMOVED
@@ -118,6 +121,8 @@ pub enum FlowModError {
     AddNeedsTable,
     #[error("group:{0}: no such group")]
     UnknownGroup(u32),
+    #[error("meter:{0}: no such meter")]
+    UnknownMeter(u32),
 }
 
 impl FlowModError {
@@ -126,12 +131,17 @@ impl FlowModError {
         const BAD_INSTRUCTION: u16 = 3;
         const FLOW_MOD_FAILED: u16 = 5;
         match self {
+            // Table 254 is Open vSwitch's hidden one: OFPBRC_EPERM there,
+            // as it answers.
+            FlowModError::BadTable(254) => (1, 5),
             FlowModError::BadTable(_) | FlowModError::AddNeedsTable => (FLOW_MOD_FAILED, 2),
             FlowModError::BadGoto { .. } => (BAD_INSTRUCTION, 2),
             FlowModError::Overlap(_) => (FLOW_MOD_FAILED, 3),
             FlowModError::TableFull { .. } => (FLOW_MOD_FAILED, 1),
             // OFPBAC_BAD_OUT_GROUP.
             FlowModError::UnknownGroup(_) => (2, 9),
+            // OFPMMFC_INVALID_METER, as Open vSwitch answers.
+            FlowModError::UnknownMeter(_) => (12, 2),
         }
     }
 }
@@ -557,25 +567,44 @@ impl FlowTables {
         }
     }
 
+    /// Removes every rule `doomed` picks, as removed for `reason`.
+    pub fn remove_rules(
+        &mut self,
+        doomed: impl Fn(&Rule) -> bool,
+        reason: RemovedReason,
+    ) -> Vec<RemovedRule> {
+        self.remove_picked(|r| doomed(r).then_some(reason))
+    }
+
     /// Removes the rules whose idle or hard timeout has passed at `now`.
     pub fn expire(&mut self, now: Timestamp) -> Vec<RemovedRule> {
+        let secs = |s: u16| u64::from(s) * 1_000_000_000;
+        self.remove_picked(|r| {
+            let (hard, idle) = (r.spec.hard_timeout, r.spec.idle_timeout);
+            if hard != 0 && now.since(r.created) >= secs(hard) {
+                Some(RemovedReason::HardTimeout)
+            } else if idle != 0 && now.since(r.used) >= secs(idle) {
+                Some(RemovedReason::IdleTimeout)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Removes every rule `pick` gives a reason for: one generation for
+    /// each table changed, each rule logged.
+    fn remove_picked(&mut self, pick: impl Fn(&Rule) -> Option<RemovedReason>) -> Vec<RemovedRule> {
         let mut removed = Vec::new();
         for table in &mut self.tables {
-            let mut gone = Vec::new();
-            for (id, r) in table.rules() {
-                let secs = |s: u16| u64::from(s) * 1_000_000_000;
-                let hard = r.spec.hard_timeout;
-                let idle = r.spec.idle_timeout;
-                if hard != 0 && now.since(r.created) >= secs(hard) {
-                    gone.push((id, RemovedReason::HardTimeout));
-                } else if idle != 0 && now.since(r.used) >= secs(idle) {
-                    gone.push((id, RemovedReason::IdleTimeout));
-                }
+            let gone: Vec<(RuleId, RemovedReason)> = table
+                .rules()
+                .filter_map(|(id, r)| Some((id, pick(r)?)))
+                .collect();
+            if gone.is_empty() {
+                continue;
             }
-            if !gone.is_empty() {
-                table.generation += 1;
-                self.generation += 1;
-            }
+            table.generation += 1;
+            self.generation += 1;
             for (id, reason) in gone {
                 if let Some(rule) = table.take(id) {
                     self.log.push(self.generation, table.id, rule.spec.matched);

@@ -306,6 +306,11 @@ fn apply_text<B: Device, D: Datapaths>(
     now: Timestamp,
 ) -> Result<ofproto::table::FlowModOutcome, String> {
     let fm = parse_flow(text, cmd).map_err(|e| e.to_string())?;
+    let meters = sw.pipeline().meters();
+    if let Some(e) = fm.unknown_meter(|id| meters.get(id).is_some()) {
+        return Err(e.to_string());
+    }
+    drop(meters);
     let out = sw
         .pipeline_mut()
         .bridge_mut()

@@ -341,6 +341,12 @@ fn action_from_wire(a: &Action, table: TableId) -> Result<OfAction, OfpError> {
         }
         Action::PopVlan => OfAction::PopVlan,
         Action::DecNwTtl => OfAction::DecTtl,
+        // OFPAT_SET_NW_TTL: `mod_nw_ttl`, a write of the whole TTL.
+        Action::SetNwTtl(v) => OfAction::SetField {
+            field: F::IpTtl,
+            value: u128::from(*v),
+            mask: 0xff,
+        },
         Action::SetField(o) => {
             let (wf, v, _) = oxm_to_key(o).map_err(|_| OfpError::new(BAD_ACTION, 13))?;
             let writable = field_def(wf.name).is_some_and(|d| d.writable);
@@ -522,6 +528,11 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
                 data,
             }
         }
+        OfAction::SetField {
+            field: F::IpTtl,
+            value,
+            mask: 0xff,
+        } => Action::SetNwTtl(*value as u8),
         OfAction::SetField { field, value, mask } => {
             let full = ones(field.layout().bits);
             if *field == F::VlanTci && *mask == 0x1fff {
@@ -614,6 +625,8 @@ pub fn flow_mod_from_wire(fm: &WireFlowMod) -> Result<FlowMod, OfpError> {
     let table = match fm.table_id {
         TABLE_ALL if cmd == FlowModCommand::Add => return Err(OfpError::new(FLOW_MOD_FAILED, 2)),
         TABLE_ALL => None,
+        // Open vSwitch's hidden table: OFPBRC_EPERM, as it answers.
+        254 => return Err(OfpError::new(1, 5)),
         t if t > TableId::MAX.0 => return Err(OfpError::new(FLOW_MOD_FAILED, 2)),
         t => Some(TableId(t)),
     };

@@ -26,7 +26,43 @@ const FLOWS: &[&str] = &[
     "priority=9,cookie=0x10,actions=meter:1,clear_actions,write_actions(output:3),write_metadata:0x5/0xff",
     "ip,actions=push_vlan:0x8100,set_field:0x1005->vlan_vid,set_field:02:00:00:00:00:aa->eth_dst,output:1",
     "actions=sample(probability=100),output:2",
+    "tcp,tp_dst=0x100/0xff00,tp_src=0x8000/0x8000,actions=drop",
+    "udp,udp_dst=0x1000/0xf000,actions=drop",
+    "ip,actions=mod_nw_ttl:9,output:2",
 ];
+
+/// An ARP match goes out as ARP_OP, ARP_SPA and ARP_TPA (`ovs-ofctl`
+/// refuses IPV4_SRC under `arp` as a prerequisite error), and the L4 port
+/// masks Open vSwitch takes go out masked.
+#[test]
+fn arp_fields_go_out_as_arp_and_port_masks_as_masks() {
+    let fm = parse_flow(
+        "arp,arp_op=1,arp_spa=198.18.0.1,arp_tpa=198.18.0.0/24,actions=drop",
+        FlowModCommand::Add,
+    )
+    .expect("parses");
+    let fields: Vec<u8> = match_to_wire(&fm.rule.matched)
+        .fields
+        .iter()
+        .map(|o| o.field)
+        .collect();
+    assert_eq!(
+        fields,
+        vec![5, 21, 22, 23],
+        "eth_type, ARP_OP, ARP_SPA, ARP_TPA"
+    );
+    let fm =
+        parse_flow("tcp,tp_dst=0x100/0xff00,actions=drop", FlowModCommand::Add).expect("parses");
+    let oxm = match_to_wire(&fm.rule.matched);
+    let port = oxm.fields.iter().find(|o| o.field == 14).expect("TCP_DST");
+    assert_eq!(port.value, vec![0x01, 0x00]);
+    assert_eq!(port.mask.as_deref(), Some(&[0xff, 0x00][..]));
+    assert_eq!(
+        crate::text::format_match(&fm.rule.matched),
+        "tcp,tp_dst=0x100/0xff00",
+        "what eswitchctl prints"
+    );
+}
 
 #[test]
 fn matches_and_instructions_survive_the_wire() {
@@ -137,9 +173,10 @@ fn flow_mods_the_spec_refuses_get_their_errors() {
         wire(&|w| w.table_id = 0xff).expect_err("add all"),
         OfpError::new(5, 2)
     );
+    // Table 254: OFPBRC_EPERM, as Open vSwitch answers (its hidden table).
     assert_eq!(
         wire(&|w| w.table_id = 254).expect_err("table"),
-        OfpError::new(5, 2)
+        OfpError::new(1, 5)
     );
     let d = wire(&|w| {
         w.command = command::DELETE;

@@ -560,6 +560,13 @@ impl Connection {
                     return Err(OfpError::IS_SLAVE);
                 }
                 let fm = convert::flow_mod_from_wire(&fm)?;
+                let meters = sw.meters();
+                let known = |id| meters.is_some_and(|m| m.get(id).is_some());
+                if let Some(e) = fm.unknown_meter(known) {
+                    let (t, c) = e.of_error();
+                    self.last_error = Some(format!("flow mod refused: {e}"));
+                    return Err(OfpError::new(t, c));
+                }
                 let now = sw.now();
                 let outcome = sw.bridge().apply_flow_mod(&fm, now).map_err(|e| {
                     let (t, c) = e.of_error();
@@ -579,6 +586,15 @@ impl Connection {
             Message::MeterMod(mm) => {
                 let meters = sw.meters().ok_or(OfpError::BAD_TYPE)?;
                 meter_mod(meters, &mm)?;
+                if mm.command == openflow::meter::meter_command::DELETE {
+                    // The rules that ran it go with it, as in Open vSwitch.
+                    let which =
+                        (mm.meter_id != openflow::meter::METER_ALL).then_some(MeterId(mm.meter_id));
+                    let removed = sw.bridge().delete_meter_users(which);
+                    if !removed.is_empty() {
+                        sw.rules_removed(&removed);
+                    }
+                }
                 sw.request_sync();
                 return Ok(None);
             }
@@ -962,6 +978,7 @@ fn meter_mod(meters: &mut dyn Meters, mm: &openflow::MeterMod) -> Result<(), Ofp
         } else {
             0
         },
+        stats: mm.flags & meter_flags::STATS != 0,
     });
     Ok(())
 }
@@ -977,8 +994,11 @@ fn meter_config(m: &MeterSpec) -> openflow::MeterConfig {
     if m.burst_size > 0 {
         flags |= meter_flags::BURST;
     }
+    if m.stats {
+        flags |= meter_flags::STATS;
+    }
     openflow::MeterConfig {
-        flags: flags | meter_flags::STATS,
+        flags,
         meter_id: m.id.0,
         bands: vec![openflow::Band {
             ty: band_type::DROP,
@@ -1009,7 +1029,7 @@ pub fn flow_removed(r: &crate::table::RemovedRule, at: Timestamp) -> openflow::F
         reason: match r.reason {
             RemovedReason::IdleTimeout => removed_reason::IDLE_TIMEOUT,
             RemovedReason::HardTimeout => removed_reason::HARD_TIMEOUT,
-            RemovedReason::Delete => removed_reason::DELETE,
+            RemovedReason::Delete | RemovedReason::MeterDelete => removed_reason::DELETE,
             RemovedReason::GroupDelete => removed_reason::GROUP_DELETE,
         },
         table_id: r.table.0,

@@ -9,7 +9,8 @@ fn add_meter_syntax_parses_and_prints_back() {
             id: MeterId(1),
             packets: false,
             rate: 8000,
-            burst_size: 800
+            burst_size: 800,
+            stats: false,
         }
     );
     assert_eq!(parse_meter(&m.to_string()).expect("round trip"), m);

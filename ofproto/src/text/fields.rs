@@ -69,6 +69,8 @@ pub(crate) enum Prereq {
     None,
     /// IPv4 or ARP/RARP (`nw_src`: an ARP SPA under `arp`).
     IpOrArp,
+    /// IPv4 only (`ipv4_src`: under `arp` the wire field is ARP_SPA).
+    Ipv4,
     /// IPv4 or IPv6.
     IpAny,
     Arp,
@@ -110,7 +112,7 @@ impl Prereq {
     pub(crate) fn label(self) -> &'static str {
         match self {
             Prereq::None => "",
-            Prereq::IpOrArp => "ip",
+            Prereq::IpOrArp | Prereq::Ipv4 => "ip",
             Prereq::IpAny => "ip or ipv6",
             Prereq::Arp => "arp",
             Prereq::Ipv6 => "ipv6",
@@ -138,6 +140,7 @@ impl Prereq {
         match self {
             Prereq::None => true,
             Prereq::IpOrArp => ip || arp,
+            Prereq::Ipv4 => ip,
             Prereq::IpAny => ip_any,
             Prereq::Arp => arp,
             Prereq::Ipv6 => eth == Some(ETH_IPV6),
@@ -220,10 +223,10 @@ pub(crate) const FIELDS: &[FieldDef] = &[
     def("vlan2_tci", F::Vlan2Tci, K::Hex, P::None, false),
     def("nw_src", F::Ipv4Src, K::Ipv4, P::IpOrArp, true),
     def("ip_src", F::Ipv4Src, K::Ipv4, P::IpOrArp, true),
-    def("ipv4_src", F::Ipv4Src, K::Ipv4, P::IpOrArp, true),
+    def("ipv4_src", F::Ipv4Src, K::Ipv4, P::Ipv4, true),
     def("nw_dst", F::Ipv4Dst, K::Ipv4, P::IpOrArp, true),
     def("ip_dst", F::Ipv4Dst, K::Ipv4, P::IpOrArp, true),
-    def("ipv4_dst", F::Ipv4Dst, K::Ipv4, P::IpOrArp, true),
+    def("ipv4_dst", F::Ipv4Dst, K::Ipv4, P::Ipv4, true),
     def("arp_spa", F::Ipv4Src, K::Ipv4, P::Arp, true),
     def("arp_tpa", F::Ipv4Dst, K::Ipv4, P::Arp, true),
     def("arp_op", F::IpProto, K::Dec, P::Arp, true),

@@ -979,7 +979,7 @@ fn ovs_ofctl_adds_dumps_and_deletes_meters_that_police_traffic() {
     // 1 packet per second, burst 1: of a quick burst, about one passes.
     run(
         "add-meter",
-        &["meter=1,pktps,burst,band=type=drop,rate=1,burst_size=1"],
+        &["meter=1,pktps,burst,stats,band=type=drop,rate=1,burst_size=1"],
     )
     .expect("add-meter");
     let e = run("add-meter", &["meter=1,kbps,band=type=drop,rate=5"]).expect_err("exists");
@@ -1034,9 +1034,20 @@ fn ovs_ofctl_adds_dumps_and_deletes_meters_that_police_traffic() {
         st.contains(&format!("0: packet_count:{} ", 20 - passed)),
         "{st}"
     );
+    // A flow naming a meter that does not exist is refused, as Open
+    // vSwitch refuses it.
+    let e = run("add-flow", &["priority=41,actions=meter:99,output:2"]).expect_err("meter 99");
+    assert!(e.contains("OFPMMFC_INVALID_METER"), "{e}");
+    // A meter without `stats` reads back without it (as Open vSwitch's).
+    run("add-meter", &["meter=3,kbps,band=type=drop,rate=5"]).expect("meter 3");
+    let dump = run("dump-meters", &[]).expect("dump-meters");
+    assert!(dump.contains("meter=3 kbps bands="), "{dump}");
+    // Deleting a meter deletes the flows that run it.
     run("del-meter", &["meter=1"]).expect("del-meter");
     let dump = run("dump-meters", &[]).expect("dump-meters");
-    assert!(!dump.contains("meter=1"), "{dump}");
+    assert!(!dump.contains("meter=1 "), "{dump}");
+    let flows = run("dump-flows", &[]).expect("dump-flows");
+    assert!(!flows.contains("meter:1"), "{flows}");
     of.stop();
     d.stop().expect("stop");
 }
