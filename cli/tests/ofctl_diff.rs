@@ -13,7 +13,8 @@
 //! whose outputs still differ must be on the allow-list
 //! (`tests/ofctl_diff/allow.txt`: the case, `|`, why), which the test reads;
 //! a case on the list that no longer differs is reported, so the list
-//! stays short. Prints `bench: openflow.diff_cases` and
+//! stays short. `OFCTL_DIFF_ONLY=TEXT` runs only the cases containing
+//! TEXT. Prints `bench: openflow.diff_cases` and
 //! `openflow.diff_mismatches` (differences not on the list: must be 0).
 
 use std::collections::BTreeMap;
@@ -156,7 +157,13 @@ fn ovs_ofctl_against_eswitchd_and_open_vswitch() {
             Some((case.trim().to_string(), why.trim().to_string()))
         })
         .collect();
-    let cases = read_lines("corpus.txt");
+    // `OFCTL_DIFF_ONLY=TEXT`: only the cases containing TEXT (a developer
+    // looking at one difference).
+    let only = std::env::var("OFCTL_DIFF_ONLY").unwrap_or_default();
+    let cases: Vec<String> = read_lines("corpus.txt")
+        .into_iter()
+        .filter(|c| c.contains(&only))
+        .collect();
     let (mut mismatches, mut allowed, mut stale) = (Vec::new(), 0, Vec::new());
     for case in &cases {
         let ours = outcome(&bin, esw.target(), case);

@@ -1055,16 +1055,20 @@ pub fn table_features() -> Vec<TableFeatures> {
             })
             .collect()
     };
-    let instructions = ids(&[
-        i::GOTO_TABLE,
+    let last_instructions = [
         i::WRITE_METADATA,
         i::WRITE_ACTIONS,
         i::APPLY_ACTIONS,
         i::CLEAR_ACTIONS,
         i::METER,
-    ]);
+    ];
+    let mut all = vec![i::GOTO_TABLE];
+    all.extend(last_instructions);
+    let (instructions, last_instructions) = (ids(&all), ids(&last_instructions));
     let actions = ids(&[
         a::OUTPUT,
+        a::GROUP,
+        a::SET_NW_TTL,
         a::PUSH_VLAN,
         a::POP_VLAN,
         a::DEC_NW_TTL,
@@ -1080,15 +1084,22 @@ pub fn table_features() -> Vec<TableFeatures> {
     (0..=max)
         .map(|t| {
             let next: Vec<u8> = ((t + 1)..=max).collect();
+            // The last table cannot go to another.
+            let instructions = if t == max {
+                last_instructions.clone()
+            } else {
+                instructions.clone()
+            };
             TableFeatures {
                 table_id: t,
-                name: format!("table{t}"),
+                // Unnamed, as Open vSwitch's tables are unless configured.
+                name: String::new(),
                 metadata_match: u64::MAX,
                 metadata_write: u64::MAX,
                 config: 0,
                 max_entries: MAX_ENTRIES,
                 properties: vec![
-                    (prop::INSTRUCTIONS, instructions.clone()),
+                    (prop::INSTRUCTIONS, instructions),
                     (prop::NEXT_TABLES, next),
                     (prop::WRITE_ACTIONS, actions.clone()),
                     (prop::APPLY_ACTIONS, actions.clone()),
