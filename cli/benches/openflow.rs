@@ -179,7 +179,8 @@ fn main() {
         packet_in_rate: 0,
         ..OpenflowConfig::default()
     };
-    let (pins, queue) = d.take_packet_ins();
+    let pins = d.take_packet_ins();
+    let queue = std::sync::Arc::clone(&pins.1);
     let of = OfServer::start(&d.core(), d.clock(), &of_cfg, pins, d.tx_ports()).expect("openflow");
     let mut c = Client::connect(port);
 

@@ -86,6 +86,9 @@ struct Shared {
     probe: Duration,
     clock: super::Clock,
     tx: super::TxPorts,
+    /// Where a PACKET_OUT's packet-ins go (`output:TABLE` to a rule that
+    /// sends to the controller): the distributor's queue, as the handlers'.
+    packet_ins: Arc<super::PacketIns>,
     /// Keys and certificates, with `pssl:` or `ssl:` configured.
     tls: Option<TlsSettings>,
     /// Accepted connections open now, the most allowed, and how many were
@@ -120,7 +123,10 @@ impl OfServer {
         core: &Core<B>,
         clock: super::Clock,
         cfg: &OpenflowConfig,
-        packet_ins: Option<std::sync::mpsc::Receiver<PacketInEvent>>,
+        (packet_ins, queue): (
+            Option<std::sync::mpsc::Receiver<PacketInEvent>>,
+            Arc<super::PacketIns>,
+        ),
         tx: super::TxPorts,
     ) -> anyhow::Result<OfServer> {
         cfg.check_limits()?;
@@ -144,6 +150,7 @@ impl OfServer {
             probe,
             clock,
             tx,
+            packet_ins: queue,
             tls,
             accepted_open: AtomicUsize::new(0),
             max_connections: cfg.max_connections,
@@ -460,6 +467,7 @@ struct View<'a, B: Device> {
     dpid: u64,
     clock: super::Clock,
     tx: &'a super::TxPorts,
+    packet_ins: &'a Arc<super::PacketIns>,
 }
 
 impl<'a, B: Device> View<'a, B> {
@@ -471,6 +479,7 @@ impl<'a, B: Device> View<'a, B> {
             dpid: sh.dpid,
             clock: sh.clock,
             tx: &sh.tx,
+            packet_ins: &sh.packet_ins,
         }
     }
 }
@@ -586,7 +595,7 @@ impl<B: Device> OfSwitch for View<'_, B> {
         actions: &[ofproto::OfAction],
         frame: &[u8],
     ) -> Result<(), openflow::OfpError> {
-        let mut arena = super::TxArena::default();
+        let mut arena = super::TxArena::with_queues(self.packet_ins, &None);
         let now = self.clock.now();
         self.sw
             .packet_out(now, in_port, actions, frame, &mut arena)

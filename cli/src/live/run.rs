@@ -79,7 +79,7 @@ pub fn run_on<B: crate::switch::Device>(
     let socket = socket.unwrap_or_else(|| cfg.datapath.control_socket.clone());
     let server = CtlServer::bind(&socket)?;
     let mut daemon = start(cfg, &flows, factory, LiveLimits::from_config(cfg))?;
-    let (packet_ins, _) = daemon.take_packet_ins();
+    let packet_ins = daemon.take_packet_ins();
     let of = OfServer::start(
         &daemon.core(),
         daemon.clock(),

@@ -86,7 +86,7 @@ pub(super) fn start_daemon(
     };
     let mut cfg = cfg;
     tune(&mut cfg);
-    let (pins, _) = d.take_packet_ins();
+    let pins = d.take_packet_ins();
     let of = OfServer::start(&d.core(), d.clock(), &cfg, pins, d.tx_ports()).expect("openflow");
     (d, of, h)
 }
@@ -604,6 +604,25 @@ fn controller_actions_and_table_misses_reach_the_controllers_that_want_them() {
         p.matched.get(0x8000, 0).expect("in_port").value,
         3u32.to_be_bytes()
     );
+    // A PACKET_OUT through the tables (output:TABLE) whose rule sends to
+    // the controller: its packet-in reaches the controller too.
+    let po = Message::PacketOut(::openflow::PacketOut {
+        buffer_id: 0xffff_ffff,
+        in_port: 1,
+        actions: vec![::openflow::Action::Output {
+            port: 0xffff_fff9,
+            max_len: 0,
+        }],
+        data: udp.clone(),
+    });
+    a.write_all(&po.to_bytes(30).expect("emit"))
+        .expect("packet-out");
+    let (_, m) = next(&mut a, &mut fa);
+    let Message::PacketIn(p) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!((p.reason, p.cookie), (packet_in_reason::ACTION, 0x77));
+    assert_eq!(p.data, udp[..32]);
     // The slave got none of them.
     b.set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
@@ -612,7 +631,7 @@ fn controller_actions_and_table_misses_reach_the_controllers_that_want_them() {
     let board = of.board();
     let conns = board.connections();
     let sent: u64 = conns.iter().map(|c| c.packet_ins).sum();
-    assert_eq!(sent, 2, "{conns:?}");
+    assert_eq!(sent, 3, "{conns:?}");
     of.stop();
     d.stop().expect("stop");
 }
@@ -1374,7 +1393,7 @@ fn ports_added_and_removed_while_running_reach_the_controllers_and_carry_traffic
         listen: vec![format!("punix:{}", sock.display())],
         ..OpenflowConfig::default()
     };
-    let (pins, _) = d.take_packet_ins();
+    let pins = d.take_packet_ins();
     let of = OfServer::start(&d.core(), d.clock(), &cfg, pins, d.tx_ports()).expect("openflow");
     let (mut c, mut f) = raw_client(&sock);
     let core = d.core();
