@@ -433,6 +433,32 @@ pub struct Controller {
     pub ssl: bool,
 }
 
+impl Controller {
+    /// `tcp:IP:PORT` or `ssl:IP:PORT` (`[IPv6]` too); the error names
+    /// what is wrong.
+    pub fn parse(c: &str) -> anyhow::Result<Controller> {
+        let expected = || anyhow::anyhow!("\"{c}\": expected tcp:IP:PORT or ssl:IP:PORT");
+        let (rest, ssl) = match (c.strip_prefix("tcp:"), c.strip_prefix("ssl:")) {
+            (Some(r), _) => (r, false),
+            (_, Some(r)) => (r, true),
+            _ => return Err(expected()),
+        };
+        let (ip, port) = rest.rsplit_once(':').ok_or_else(expected)?;
+        let ip: std::net::IpAddr = ip
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .with_context(|| format!("\"{c}\": address \"{ip}\""))?;
+        let port: u16 = port
+            .parse()
+            .with_context(|| format!("\"{c}\": port \"{port}\""))?;
+        Ok(Controller {
+            addr: std::net::SocketAddr::new(ip, port),
+            ssl,
+        })
+    }
+}
+
 impl std::fmt::Display for Controller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let scheme = if self.ssl { "ssl" } else { "tcp" };
@@ -469,32 +495,11 @@ impl OpenflowConfig {
         self.controllers
             .iter()
             .map(|c| {
-                let expected = || {
-                    anyhow::anyhow!(
-                        "openflow.controllers: \"{c}\": expected tcp:IP:PORT or ssl:IP:PORT"
-                    )
-                };
-                let (rest, ssl) = match (c.strip_prefix("tcp:"), c.strip_prefix("ssl:")) {
-                    (Some(r), _) => (r, false),
-                    (_, Some(r)) => (r, true),
-                    _ => return Err(expected()),
-                };
-                let (ip, port) = rest.rsplit_once(':').ok_or_else(expected)?;
-                let ip: std::net::IpAddr = ip
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .parse()
-                    .with_context(|| format!("openflow.controllers: \"{c}\": address \"{ip}\""))?;
-                let port: u16 = port
-                    .parse()
-                    .with_context(|| format!("openflow.controllers: \"{c}\": port \"{port}\""))?;
-                if ssl {
+                let ctl = Controller::parse(c).context("openflow.controllers")?;
+                if ctl.ssl {
                     self.need_ssl(&format!("openflow.controllers: \"{c}\""))?;
                 }
-                Ok(Controller {
-                    addr: std::net::SocketAddr::new(ip, port),
-                    ssl,
-                })
+                Ok(ctl)
             })
             .collect()
     }

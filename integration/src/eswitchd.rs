@@ -17,6 +17,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Eswitchd {
     child: Child,
     target: String,
+    control: std::path::PathBuf,
 }
 
 impl Eswitchd {
@@ -63,6 +64,7 @@ impl Eswitchd {
         let mut d = Eswitchd {
             child,
             target: format!("unix:{}", sock.display()),
+            control: ctl,
         };
         let began = Instant::now();
         while !sock.exists() {
@@ -83,6 +85,11 @@ impl Eswitchd {
     /// The `ovs-ofctl` target: `unix:<dir>/br0.mgmt`.
     pub fn target(&self) -> &str {
         &self.target
+    }
+
+    /// The control socket (`eswitchctl --socket`): `<dir>/ctl.sock`.
+    pub fn control_socket(&self) -> &Path {
+        &self.control
     }
 }
 

@@ -90,6 +90,23 @@ enum Cmd {
     /// Removes a port from the running daemon: its megaflows and hardware
     /// rules go with it.
     DelPort { name: String },
+    /// The controllers the switch connects to (as `ovs-vsctl
+    /// get-controller`).
+    GetController,
+    /// Replaces the controllers (`tcp:IP:PORT`, `ssl:IP:PORT`; as
+    /// `ovs-vsctl set-controller`): one that stays keeps its connection, a
+    /// removed one's is closed; flows stay.
+    SetController {
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
+    /// Removes every controller (as `ovs-vsctl del-controller`).
+    DelController,
+    /// `standalone` or `secure` (as `ovs-vsctl get-fail-mode`).
+    GetFailMode,
+    /// With no controller connected: `standalone` switches with NORMAL,
+    /// `secure` keeps the flow tables (as `ovs-vsctl set-fail-mode`).
+    SetFailMode { mode: String },
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -146,6 +163,18 @@ impl Cmd {
                 },
             ),
             Cmd::DelPort { name } => ("del-port", Request::DelPort { name }),
+            Cmd::GetController => ("get-controller", Request::GetController),
+            Cmd::SetController { targets } => {
+                ("set-controller", Request::SetController { targets })
+            }
+            Cmd::DelController => (
+                "del-controller",
+                Request::SetController {
+                    targets: Vec::new(),
+                },
+            ),
+            Cmd::GetFailMode => ("get-fail-mode", Request::GetFailMode),
+            Cmd::SetFailMode { mode } => ("set-fail-mode", Request::SetFailMode { mode }),
         }
     }
 }

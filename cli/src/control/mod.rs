@@ -80,6 +80,32 @@ pub enum Request {
     },
     /// Removes a port while the daemon runs.
     DelPort { name: String },
+    /// The controllers the switch connects to (`ovs-vsctl
+    /// get-controller`).
+    GetController,
+    /// Replaces them (`ovs-vsctl set-controller`; none: `del-controller`).
+    SetController {
+        #[serde(default)]
+        targets: Vec<String>,
+    },
+    /// `standalone` or `secure` (`ovs-vsctl get-fail-mode`).
+    GetFailMode,
+    /// Sets it (`ovs-vsctl set-fail-mode`).
+    SetFailMode { mode: String },
+}
+
+impl Request {
+    /// Whether the daemon's OpenFlow side answers it (the controllers and
+    /// the fail mode), not the switch.
+    pub fn is_openflow(&self) -> bool {
+        matches!(
+            self,
+            Request::GetController
+                | Request::SetController { .. }
+                | Request::GetFailMode
+                | Request::SetFailMode { .. }
+        )
+    }
 }
 
 /// Which megaflows `dump-flows` lists (Open vSwitch's `type=offloaded`
@@ -256,6 +282,12 @@ fn run<B: Device, D: Datapaths>(
         }
         Request::AddPort { .. } | Request::DelPort { .. } => {
             Err("ports are added and removed by the daemon's main thread (eswitchd run)".into())
+        }
+        Request::GetController
+        | Request::SetController { .. }
+        | Request::GetFailMode
+        | Request::SetFailMode { .. } => {
+            Err("controllers and the fail mode are the OpenFlow side's (eswitchd run)".into())
         }
         Request::Stats => {
             let st = sw.pipeline().stats().clone();

@@ -399,8 +399,23 @@ pub fn render(cmd: &str, v: &Value) -> String {
         "stats" => stats(v),
         "add-port" => add_port(v),
         "del-port" => del_port(v),
+        // One target a line, as `ovs-vsctl get-controller`; nothing after
+        // a change, as `ovs-vsctl`.
+        "get-controller" => lines(&v["controllers"]),
+        "set-controller" | "del-controller" | "set-fail-mode" => String::new(),
+        "get-fail-mode" => format!("{}\n", v["fail_mode"].as_str().unwrap_or("")),
         _ => pretty(v),
     }
+}
+
+/// The strings of a JSON array, one a line.
+fn lines(v: &Value) -> String {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|s| format!("{s}\n"))
+        .collect()
 }
 
 /// Pretty JSON with a final newline (`--json`).

@@ -86,6 +86,14 @@ struct Shared {
     probe: Duration,
     clock: super::Clock,
     tx: super::TxPorts,
+    /// The controllers the switch connects to now, by target
+    /// (`tcp:IP:PORT`), each with the flag that stops its connection when
+    /// it is removed ([`ConnBoard::set_controllers`]).
+    controllers: Mutex<BTreeMap<String, Arc<AtomicBool>>>,
+    /// Fail mode `standalone` (else `secure`).
+    standalone: AtomicBool,
+    /// The server's threads (a controller added later adds its own).
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     /// Where a PACKET_OUT's packet-ins go (`output:TABLE` to a rule that
     /// sends to the controller): the distributor's queue, as the handlers'.
     packet_ins: Arc<super::PacketIns>,
@@ -137,6 +145,7 @@ impl OfServer {
             None => None,
         };
         let probe = Duration::from_millis(cfg.inactivity_probe_ms);
+        let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let shared = Arc::new(Shared {
             controllers_open: Mutex::new((0, Instant::now())),
             roles: Mutex::default(),
@@ -151,6 +160,9 @@ impl OfServer {
             clock,
             tx,
             packet_ins: queue,
+            controllers: Mutex::default(),
+            standalone: AtomicBool::new(cfg.standalone()?),
+            threads: Arc::clone(&threads),
             tls,
             accepted_open: AtomicUsize::new(0),
             max_connections: cfg.max_connections,
@@ -163,7 +175,6 @@ impl OfServer {
                 (2 * probe).max(Duration::from_secs(1))
             },
         });
-        let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let mut server = OfServer {
             shared: Arc::clone(&shared),
             threads: Arc::clone(&threads),
@@ -183,12 +194,9 @@ impl OfServer {
             guard(&threads).push(t);
         }
         for ctl in &controllers {
-            let (core, sh, ctl) = (Arc::clone(core), Arc::clone(&shared), *ctl);
-            let t = spawn("esw-of-ctl", move || connect_loop(ctl, &core, &sh))?;
-            guard(&threads).push(t);
-            info!(controller = %ctl, "OpenFlow controller configured");
+            add_controller(core, &shared, *ctl)?;
         }
-        if !controllers.is_empty() && cfg.standalone()? {
+        {
             let (core, sh) = (Arc::clone(core), Arc::clone(&shared));
             let t = spawn("esw-of-failmode", move || fail_mode(&core, &sh))?;
             guard(&threads).push(t);
@@ -269,6 +277,72 @@ pub struct ConnBoard(Arc<Shared>);
 impl ConnBoard {
     pub fn connections(&self) -> Vec<ConnInfo> {
         guard(&self.0.conns).values().cloned().collect()
+    }
+
+    /// The controllers the switch connects to (`ovs-vsctl
+    /// get-controller`).
+    pub fn controllers(&self) -> Vec<String> {
+        guard(&self.0.controllers).keys().cloned().collect()
+    }
+
+    /// Replaces the controllers (`ovs-vsctl set-controller`; none:
+    /// `del-controller`). A controller that stays keeps its connection; a
+    /// removed one's connection is closed; an added one is dialled. Flows
+    /// stay. Every target is checked before anything changes.
+    pub fn set_controllers<B: Device>(
+        &self,
+        core: &Core<B>,
+        targets: &[String],
+    ) -> anyhow::Result<Vec<String>> {
+        let mut wanted = Vec::new();
+        for t in targets {
+            let ctl = Controller::parse(t)?;
+            if ctl.ssl && self.0.tls.is_none() {
+                anyhow::bail!("\"{t}\" needs [openflow.ssl] in the config");
+            }
+            if !wanted.contains(&ctl) {
+                wanted.push(ctl);
+            }
+        }
+        let names: Vec<String> = wanted.iter().map(ToString::to_string).collect();
+        {
+            let mut now = guard(&self.0.controllers);
+            now.retain(|name, removed| {
+                let keep = names.contains(name);
+                if !keep {
+                    removed.store(true, Ordering::Relaxed);
+                    info!(controller = %name, "OpenFlow controller removed");
+                }
+                keep
+            });
+        }
+        for ctl in wanted {
+            if !guard(&self.0.controllers).contains_key(&ctl.to_string()) {
+                add_controller(core, &self.0, ctl)?;
+            }
+        }
+        Ok(self.controllers())
+    }
+
+    /// `standalone` (with no controller connected, NORMAL) or `secure`.
+    pub fn fail_mode(&self) -> &'static str {
+        if self.0.standalone.load(Ordering::Relaxed) {
+            "standalone"
+        } else {
+            "secure"
+        }
+    }
+
+    /// Sets the fail mode (`ovs-vsctl set-fail-mode`); flows stay.
+    pub fn set_fail_mode(&self, mode: &str) -> anyhow::Result<&'static str> {
+        let standalone = match mode {
+            "standalone" => true,
+            "secure" => false,
+            m => anyhow::bail!("fail mode \"{m}\": expected standalone or secure"),
+        };
+        self.0.standalone.store(standalone, Ordering::Relaxed);
+        info!(mode, "OpenFlow fail mode set");
+        Ok(self.fail_mode())
     }
 
     /// Connections closed at accept: `max_connections` were open.
@@ -441,7 +515,7 @@ fn accept_loop<B: Device>(
                 info!(listener = name, %peer, id, "OpenFlow connection");
                 shared.accepted_open.fetch_add(1, Ordering::Relaxed);
                 match spawn("esw-of-conn", move || {
-                    serve(stream, id, &listener, &peer, &core, &sh, false);
+                    serve(stream, id, &listener, &peer, &core, &sh, None);
                     sh.accepted_open.fetch_sub(1, Ordering::Relaxed);
                 }) {
                     Ok(t) => guard(threads).push(t),
@@ -798,10 +872,16 @@ const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
 /// Connects to a controller, serves the connection, and on failure or
 /// loss tries again after a backoff that doubles up to [`MAX_BACKOFF`].
-fn connect_loop<B: Device>(ctl: Controller, core: &Core<B>, sh: &Arc<Shared>) {
+fn connect_loop<B: Device>(
+    ctl: Controller,
+    core: &Core<B>,
+    sh: &Arc<Shared>,
+    removed: &AtomicBool,
+) {
     let (name, addr) = (ctl.to_string(), ctl.addr);
     let mut backoff = MIN_BACKOFF;
-    while !sh.stop.load(Ordering::Relaxed) {
+    let going = || !sh.stop.load(Ordering::Relaxed) && !removed.load(Ordering::Relaxed);
+    while going() {
         let dialled =
             TcpStream::connect_timeout(&addr, MIN_BACKOFF).and_then(|s| match (ctl.ssl, &sh.tls) {
                 (false, _) => Ok(Stream::Tcp(s)),
@@ -816,7 +896,15 @@ fn connect_loop<B: Device>(ctl: Controller, core: &Core<B>, sh: &Arc<Shared>) {
                     let id = sh.next_id.fetch_add(1, Ordering::Relaxed);
                     info!(controller = %addr, id, "connected to the controller");
                     let started = Instant::now();
-                    serve(stream, id, &name, &addr.to_string(), core, sh, true);
+                    serve(
+                        stream,
+                        id,
+                        &name,
+                        &addr.to_string(),
+                        core,
+                        sh,
+                        Some(removed),
+                    );
                     if started.elapsed() > MAX_BACKOFF {
                         backoff = MIN_BACKOFF;
                     }
@@ -825,11 +913,29 @@ fn connect_loop<B: Device>(ctl: Controller, core: &Core<B>, sh: &Arc<Shared>) {
             Err(e) => debug!(controller = %addr, "cannot connect: {e}; again in {backoff:?}"),
         }
         let until = Instant::now() + backoff;
-        while Instant::now() < until && !sh.stop.load(Ordering::Relaxed) {
+        while Instant::now() < until && going() {
             std::thread::sleep(READ_TICK);
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
+}
+
+/// Starts dialling controller `ctl` (on its own thread, until it is
+/// removed or the server stops).
+fn add_controller<B: Device>(
+    core: &Core<B>,
+    sh: &Arc<Shared>,
+    ctl: Controller,
+) -> anyhow::Result<()> {
+    let removed = Arc::new(AtomicBool::new(false));
+    guard(&sh.controllers).insert(ctl.to_string(), Arc::clone(&removed));
+    let (core, sh2) = (Arc::clone(core), Arc::clone(sh));
+    let t = spawn("esw-of-ctl", move || {
+        connect_loop(ctl, &core, &sh2, &removed)
+    })?;
+    guard(&sh.threads).push(t);
+    info!(controller = %ctl, "OpenFlow controller configured");
+    Ok(())
 }
 
 /// Fail mode `standalone`: with no controller connection open for an
@@ -841,7 +947,10 @@ fn fail_mode<B: Device>(core: &Core<B>, sh: &Shared) {
     while !sh.stop.load(Ordering::Relaxed) {
         std::thread::sleep(READ_TICK);
         let (open, since) = *guard(&sh.controllers_open);
-        let want = open == 0 && since.elapsed() >= grace;
+        // Secure, or no controller configured: the tables, always.
+        let standalone = sh.standalone.load(Ordering::Relaxed);
+        let configured = !guard(&sh.controllers).is_empty();
+        let want = standalone && configured && open == 0 && since.elapsed() >= grace;
         let mut sw = lock(core);
         if sw.pipeline().bridge().fail_open() != want {
             sw.pipeline_mut().bridge_mut().set_fail_open(want);
@@ -863,8 +972,11 @@ fn serve<B: Device>(
     peer: &str,
     core: &Core<B>,
     sh: &Arc<Shared>,
-    controller: bool,
+    // A controller connection (active) is closed when its controller is
+    // removed: `Some(removed)`.
+    cancel: Option<&AtomicBool>,
 ) {
+    let controller = cancel.is_some();
     let mut counted = false;
     let mut conn =
         Connection::new(id, Instant::now(), sh.probe).with_limits(sh.max_message, sh.max_queued);
@@ -949,7 +1061,8 @@ fn serve<B: Device>(
             );
             publish(&conn, &roles);
         }
-        if conn.is_closed() || sh.stop.load(Ordering::Relaxed) {
+        let removed = cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+        if conn.is_closed() || sh.stop.load(Ordering::Relaxed) || removed {
             break;
         }
         if conn.backlogged() {

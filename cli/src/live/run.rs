@@ -115,6 +115,9 @@ pub fn run_on<B: crate::switch::Device>(
                 control::Response::Error("the daemon did not answer in time".into())
             });
         }
+        if req.is_openflow() {
+            return openflow_cmd(&conns, &core, &req);
+        }
         let mut r = control::handle(&mut lock(&core), &req, clock.now());
         if let (control::Request::Show, control::Response::Ok(v)) = (&req, &mut r) {
             if let Ok(c) = serde_json::to_value(conns.connections()) {
@@ -223,6 +226,31 @@ async fn watch(
         if tx.send(ev).is_err() || last {
             return Ok(());
         }
+    }
+}
+
+/// Carries out `eswitchctl set-controller`, `get-controller`,
+/// `set-fail-mode` and `get-fail-mode` on the OpenFlow side.
+fn openflow_cmd<B: crate::switch::Device>(
+    conns: &super::openflow::ConnBoard,
+    core: &super::Core<B>,
+    req: &control::Request,
+) -> control::Response {
+    use control::{Request, Response};
+    let r = match req {
+        Request::GetController => Ok(serde_json::json!({ "controllers": conns.controllers() })),
+        Request::SetController { targets } => conns
+            .set_controllers(core, targets)
+            .map(|c| serde_json::json!({ "controllers": c })),
+        Request::GetFailMode => Ok(serde_json::json!({ "fail_mode": conns.fail_mode() })),
+        Request::SetFailMode { mode } => conns
+            .set_fail_mode(mode)
+            .map(|m| serde_json::json!({ "fail_mode": m })),
+        _ => Err(anyhow::anyhow!("not an OpenFlow command")),
+    };
+    match r {
+        Ok(v) => Response::Ok(v),
+        Err(e) => Response::Error(format!("{e:#}")),
     }
 }
 
