@@ -680,8 +680,17 @@ impl Scenario {
         }
         let stale = self.table_stale;
         self.rules_inexact |= stale;
+        let refused = |s: &ofproto::PipelineStats| {
+            s.flow_limit_hits + s.port_limit_hits + s.evicted_fair + s.evicted_limit
+        };
+        let refused_before = refused(self.sw.pipeline().stats());
         let mut rec = Rec::default();
         self.sw.receive(now, &pkts, &mut rec);
+        // A megaflow refused or evicted for the limits in this batch: a
+        // packet that matches one made in the batch may have had its own
+        // (another mask) refused, or evicted with its count, and no
+        // megaflow counts it.
+        let limited = refused(self.sw.pipeline().stats()) != refused_before;
         self.sent += pkts.len() as u64;
         self.hw_tx += rec.hw as u64;
         self.unfolded = true;
@@ -724,12 +733,17 @@ impl Scenario {
         let after = self.sw.pipeline().dump();
         for (key, len, before) in keys {
             let mut ids = before;
-            for d in after.iter().filter(|d| d.matched.matches(&key)) {
-                let id = (d.matched, d.created);
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
+            let made_here = after
+                .iter()
+                .filter(|d| d.matched.matches(&key) && !ids.contains(&(d.matched, d.created)))
+                .map(|d| (d.matched, d.created))
+                .collect::<Vec<_>>();
+            if limited && !made_here.is_empty() {
+                self.ambiguous.extend(ids);
+                self.ambiguous.extend(made_here);
+                continue;
             }
+            ids.extend(made_here);
             match ids[..] {
                 [id] => {
                     let e = self.per_flow.entry(id).or_default();
