@@ -1292,5 +1292,9 @@ mod openflow_tls_tests;
 mod openflow_hostile_tests;
 
 #[cfg(test)]
+#[path = "tests/openflow_control.rs"]
+mod openflow_control_tests;
+
+#[cfg(test)]
 #[path = "tests/ports.rs"]
 mod ports_tests;

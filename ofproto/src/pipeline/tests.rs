@@ -87,7 +87,7 @@ fn at(ms: u64) -> Timestamp {
     Timestamp(T0 + ms * MS)
 }
 
-fn bridge(flows: &[&str]) -> Bridge {
+pub(super) fn bridge(flows: &[&str]) -> Bridge {
     let mut b = Bridge::with_ports(1..=4);
     for f in flows {
         let fm = parse_flow(f, FlowModCommand::Add).expect("flow parses");

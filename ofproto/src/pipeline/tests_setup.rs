@@ -6,9 +6,8 @@ use megaflow::actions::CollectSink;
 use megaflow::datapath::{link, DatapathEnd};
 use megaflow::frame::{FrameSpec, L4};
 
-use super::super::tests::Model;
+use super::super::tests::{bridge, Model};
 use super::*;
-use crate::bridge::Bridge;
 use crate::rule::FlowModCommand;
 use crate::text::parse_flow;
 use crate::{OffloadMode, PipelineConfig, ThreadedDatapaths, PASS_BATCH};
@@ -45,13 +44,14 @@ impl Dp {
     }
 }
 
-fn bridge(flows: &[&str]) -> Bridge {
-    let mut b = Bridge::with_ports(1..=4);
-    for f in flows {
-        let fm = parse_flow(f, FlowModCommand::Add).expect("flow parses");
-        b.tables.apply(&fm, Timestamp(T0)).expect("flow applies");
-    }
-    b
+/// The flow mod the version tests make: 198.18.0.2 now goes to port 3.
+fn to_port_3(p: &mut Slow) {
+    let fm = parse_flow(
+        "priority=10,ip,nw_dst=198.18.0.2,actions=output:3",
+        FlowModCommand::Add,
+    )
+    .expect("parses");
+    p.bridge_mut().apply_flow_mod(&fm, at(0)).expect("applies");
 }
 
 /// A slow path over one datapath thread that receives ports 1 to 4.
@@ -195,12 +195,7 @@ fn a_miss_translated_before_a_flow_mod_is_translated_again_when_staged() {
     let f = frame(1000, 2);
     let miss = Miss::parse(PortNo(1), &f);
     let old = translate_miss(&p.bridge_handle(), &miss.key, at(0));
-    let fm = parse_flow(
-        "priority=10,ip,nw_dst=198.18.0.2,actions=output:3",
-        FlowModCommand::Add,
-    )
-    .expect("parses");
-    p.bridge_mut().apply_flow_mod(&fm, at(0)).expect("applies");
+    to_port_3(&mut p);
     let mut sink = CollectSink::new();
     let mut rng = SplitMix64::new(1);
     let mut pkt = f.clone();
@@ -221,12 +216,7 @@ fn a_record_staged_before_a_flow_mod_is_translated_again_when_adopted() {
     let setup = p.flow_setup().expect("threaded");
     let f = frame(1000, 2);
     upcall(&p, &setup, 0, &f, 0).expect("no backlog");
-    let fm = parse_flow(
-        "priority=10,ip,nw_dst=198.18.0.2,actions=output:3",
-        FlowModCommand::Add,
-    )
-    .expect("parses");
-    p.bridge_mut().apply_flow_mod(&fm, at(0)).expect("applies");
+    to_port_3(&mut p);
     p.adopt();
     assert_eq!(p.stats().retranslated, 1);
     let dump = p.find(&megaflow::extract(1, &f)).expect("adopted");
@@ -258,12 +248,7 @@ fn a_miss_staged_after_a_pass_swept_is_of_the_version_the_pass_syncs() {
     let f = frame(1000, 2);
     let miss = Miss::parse(PortNo(1), &f);
     let old = translate_miss(&p.bridge_handle(), &miss.key, at(0));
-    let fm = parse_flow(
-        "priority=10,ip,nw_dst=198.18.0.2,actions=output:3",
-        FlowModCommand::Add,
-    )
-    .expect("parses");
-    p.bridge_mut().apply_flow_mod(&fm, at(0)).expect("applies");
+    to_port_3(&mut p);
     let mut pass = p.pass_begin(at(1));
     while !p.pass_step(&mut pass, at(1), usize::MAX) {}
     // Swept; a handler stages what it translated before the flow mod.
