@@ -164,6 +164,14 @@ pub struct FlowTable {
     free: Vec<u32>,
     generation: u64,
     max_rules: usize,
+    /// Rules with an idle or hard timeout: expiry walks only tables that
+    /// have some (a pass runs expiry, and a table of 100,000 rules without
+    /// timeouts would be walked for nothing at each).
+    timed: usize,
+}
+
+fn timed(r: &Rule) -> bool {
+    r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0
 }
 
 impl FlowTable {
@@ -175,6 +183,7 @@ impl FlowTable {
             free: Vec::new(),
             generation: 0,
             max_rules,
+            timed: 0,
         }
     }
 
@@ -232,6 +241,7 @@ impl FlowTable {
             }
         };
         let id = RuleId(id);
+        self.timed += usize::from(timed(&rule));
         self.cls.insert(id, &rule.spec.matched, rule.spec.priority);
         self.slots[id.0 as usize] = Some(rule);
         id
@@ -239,6 +249,7 @@ impl FlowTable {
 
     fn take(&mut self, id: RuleId) -> Option<Rule> {
         let rule = self.slots.get_mut(id.0 as usize)?.take()?;
+        self.timed -= usize::from(timed(&rule));
         self.cls.remove(id, &rule.spec.matched, rule.spec.priority);
         self.free.push(id.0);
         Some(rule)
@@ -573,13 +584,13 @@ impl FlowTables {
         doomed: impl Fn(&Rule) -> bool,
         reason: RemovedReason,
     ) -> Vec<RemovedRule> {
-        self.remove_picked(|r| doomed(r).then_some(reason))
+        self.remove_picked(false, |r| doomed(r).then_some(reason))
     }
 
     /// Removes the rules whose idle or hard timeout has passed at `now`.
     pub fn expire(&mut self, now: Timestamp) -> Vec<RemovedRule> {
         let secs = |s: u16| u64::from(s) * 1_000_000_000;
-        self.remove_picked(|r| {
+        self.remove_picked(true, |r| {
             let (hard, idle) = (r.spec.hard_timeout, r.spec.idle_timeout);
             if hard != 0 && now.since(r.created) >= secs(hard) {
                 Some(RemovedReason::HardTimeout)
@@ -591,11 +602,19 @@ impl FlowTables {
         })
     }
 
-    /// Removes every rule `pick` gives a reason for: one generation for
-    /// each table changed, each rule logged.
-    fn remove_picked(&mut self, pick: impl Fn(&Rule) -> Option<RemovedReason>) -> Vec<RemovedRule> {
+    /// Removes every rule `pick` gives a reason for (`timed_only`: it
+    /// picks only rules with a timeout): one generation for each table
+    /// changed, each rule logged.
+    fn remove_picked(
+        &mut self,
+        timed_only: bool,
+        pick: impl Fn(&Rule) -> Option<RemovedReason>,
+    ) -> Vec<RemovedRule> {
         let mut removed = Vec::new();
         for table in &mut self.tables {
+            if timed_only && table.timed == 0 {
+                continue;
+            }
             let gone: Vec<(RuleId, RemovedReason)> = table
                 .rules()
                 .filter_map(|(id, r)| Some((id, pick(r)?)))

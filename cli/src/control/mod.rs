@@ -321,6 +321,7 @@ fn run<B: Device, D: Datapaths>(
                 "port_limit_hits": st.port_limit_hits,
                 "port_flow_limit": sw.pipeline().config().revalidator.port_flow_limit,
                 "revalidator_passes": st.passes,
+                "illegal_transitions": st.illegal_transitions,
                 "rules_expired": st.rules_expired,
                 "flow_limit": sw.pipeline().flow_limit(),
             }))

@@ -1275,7 +1275,6 @@ mod tests;
 mod openflow_tests;
 
 #[cfg(test)]
-#[cfg(test)]
 #[path = "tests/sflow.rs"]
 mod sflow_tests;
 
