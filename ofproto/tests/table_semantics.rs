@@ -357,3 +357,42 @@ fn modify_without_a_table_changes_every_table() {
         );
     }
 }
+
+#[test]
+fn expiry_follows_timed_rules_through_replace_delete_and_modify() {
+    // Expiry skips tables without a rule with a timeout (each table counts
+    // them): the count must follow every way a rule comes and goes.
+    let mut t = FlowTables::new();
+    let timed = |m: Match, idle: u16| {
+        let mut s = spec(0, 1, m, 1);
+        s.idle_timeout = idle;
+        s
+    };
+    // A timed rule replaced by an untimed one with the same match and
+    // priority: nothing expires, however late.
+    t.add(timed(ip_src(1, 32), 5), secs(0)).unwrap();
+    t.add(spec(0, 1, ip_src(1, 32), 2), secs(1)).unwrap();
+    assert!(t.expire(secs(100)).is_empty());
+    assert_eq!(t.len(), 1);
+    // And back: an untimed rule replaced by a timed one expires.
+    t.add(timed(ip_src(1, 32), 5), secs(100)).unwrap();
+    // Modify keeps the timeout (OpenFlow changes only the instructions).
+    let m = fm(FlowModCommand::Modify, None, spec(0, 1, ip_src(1, 32), 3));
+    t.apply(&m, secs(101)).unwrap();
+    assert!(t.expire(secs(104)).is_empty());
+    let gone = t.expire(secs(106));
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    // Timed rules deleted: the table counts none, and new ones count again.
+    t.add(timed(ip_src(2, 32), 5), secs(200)).unwrap();
+    t.add(timed(ip_src(3, 32), 5), secs(200)).unwrap();
+    let d = fm(
+        FlowModCommand::Delete,
+        None,
+        spec(0, 0, Match::catch_all(), 1),
+    );
+    t.apply(&d, secs(201)).unwrap();
+    assert!(t.is_empty());
+    t.add(timed(ip_src(4, 32), 1), secs(300)).unwrap();
+    assert_eq!(t.expire(secs(302)).len(), 1);
+    assert!(t.is_empty());
+}
