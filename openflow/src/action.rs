@@ -187,9 +187,7 @@ impl Action {
                         ),
                     ));
                 }
-                if b.rest().iter().any(|&x| x != 0)
-                    || len != (4 + 4 + oxm.value.len()).div_ceil(8) * 8
-                {
+                if b.rest().iter().any(|&x| x != 0) || len != (4 + oxm.wire_len()).div_ceil(8) * 8 {
                     return Err(bad_action(
                         14,
                         format!("set_field {}: length {len}", oxm.name()),

@@ -13,6 +13,14 @@ pub const CLASS_BASIC: u16 = 0x8000;
 /// `OFPXMC_NXM_0` and `OFPXMC_NXM_1` (Nicira; registers are in NXM_1).
 pub const CLASS_NXM0: u16 = 0x0000;
 pub const CLASS_NXM1: u16 = 0x0001;
+/// `OFPXMC_EXPERIMENTER` with the ONF's experimenter id
+/// ([`ONF_EXPERIMENTER`]), the one experimenter this codec knows: its
+/// fields carry the id after the header (counted in the length), which
+/// [`Oxm::parse`] checks and [`Oxm::emit`] writes. `ovs-ofctl` sends
+/// `tcp_flags` so in OpenFlow 1.3 (`ONFOXM_ET_TCP_FLAGS`).
+pub const CLASS_ONF: u16 = 0xffff;
+/// The ONF's experimenter id (`ONF_EXPERIMENTER_ID`, "ONF\0").
+pub const ONF_EXPERIMENTER: u32 = 0x4f4e_4600;
 
 /// `OFPMT_OXM`.
 pub const MATCH_TYPE_OXM: u16 = 1;
@@ -62,7 +70,14 @@ pub const BASIC_FIELDS: &[(u8, &str, usize, bool)] = &[
     (37, "PBB_ISID", 3, true),
     (38, "TUNNEL_ID", 8, true),
     (39, "IPV6_EXTHDR", 2, true),
+    // OpenFlow 1.5's (namespace, type); ovs-ofctl sends it in 1.3 too,
+    // for a match it normalised (a field dropped for its prerequisite).
+    (44, "PACKET_TYPE", 4, false),
 ];
+
+/// The ONF experimenter fields of OpenFlow 1.3 (extension 1.3.x of the
+/// 1.4 ones): (number, name, bytes, maskable).
+pub const ONF_FIELDS: &[(u8, &str, usize, bool)] = &[(42, "ONFOXM_ET_TCP_FLAGS", 2, true)];
 
 /// Basic field numbers by name.
 pub mod ofb {
@@ -100,6 +115,7 @@ pub mod ofb {
     pub const IPV6_ND_SLL: u8 = 32;
     pub const IPV6_ND_TLL: u8 = 33;
     pub const TUNNEL_ID: u8 = 38;
+    pub const PACKET_TYPE: u8 = 44;
 }
 
 /// `OFPVID_PRESENT`: VLAN_VID's "a tag is present" bit.
@@ -186,6 +202,7 @@ pub fn field_info(class: u16, field: u8) -> Option<(String, usize, bool)> {
         CLASS_NXM0 => named(NXM0_FIELDS, field),
         CLASS_NXM1 if field < NX_REGS => Some((format!("NXM_NX_REG{field}"), 4, true)),
         CLASS_NXM1 => named(NXM1_FIELDS, field),
+        CLASS_ONF => named(ONF_FIELDS, field),
         _ => None,
     }
 }
@@ -217,9 +234,23 @@ impl Oxm {
         )
     }
 
+    /// Bytes of the experimenter id after the header.
+    fn id_len(&self) -> usize {
+        if self.class == CLASS_ONF {
+            4
+        } else {
+            0
+        }
+    }
+
+    /// Bytes on the wire: header, experimenter id, value and mask.
+    pub fn wire_len(&self) -> usize {
+        4 + self.id_len() + self.value.len() + self.mask.as_ref().map_or(0, Vec::len)
+    }
+
     /// The 32-bit header.
     pub fn header(&self) -> u32 {
-        let len = self.value.len() + self.mask.as_ref().map_or(0, Vec::len);
+        let len = self.wire_len() - 4;
         (u32::from(self.class) << 16)
             | (u32::from(self.field) << 9)
             | (u32::from(self.mask.is_some()) << 8)
@@ -236,7 +267,24 @@ impl Oxm {
         let field = ((h >> 9) & 0x7f) as u8;
         let has_mask = h & 0x100 != 0;
         let len = (h & 0xff) as usize;
-        let payload = r.bytes(len, "oxm payload")?;
+        let mut payload = r.bytes(len, "oxm payload")?;
+        if class == CLASS_ONF {
+            let id = payload
+                .get(..4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            if id != Some(ONF_EXPERIMENTER) {
+                return Err(bad_match(
+                    6,
+                    what,
+                    match id {
+                        Some(id) => format!("experimenter {id:#010x} field {field}: only the ONF's ({ONF_EXPERIMENTER:#010x}) fields are known"),
+                        None => format!("experimenter field {field}: payload of {len} bytes has no experimenter id"),
+                    },
+                ));
+            }
+            payload = &payload[4..];
+        }
+        let len = payload.len();
         let (width, maskable) = field_spec(class, field).ok_or_else(|| {
             bad_match(
                 6,
@@ -284,6 +332,9 @@ impl Oxm {
 
     pub fn emit(&self, out: &mut Vec<u8>) {
         out.put_u32(self.header());
+        if self.class == CLASS_ONF {
+            out.put_u32(ONF_EXPERIMENTER);
+        }
         out.extend_from_slice(&self.value);
         if let Some(m) = &self.mask {
             out.extend_from_slice(m);
@@ -336,10 +387,7 @@ impl OxmMatch {
 
     /// Bytes of the fields (without the 4-byte header and padding).
     fn fields_len(&self) -> usize {
-        self.fields
-            .iter()
-            .map(|f| 4 + f.value.len() + f.mask.as_ref().map_or(0, Vec::len))
-            .sum()
+        self.fields.iter().map(Oxm::wire_len).sum()
     }
 
     /// Bytes on the wire, padding included.

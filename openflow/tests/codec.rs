@@ -6,7 +6,8 @@ use openflow::action::NX_VENDOR;
 use openflow::message::role;
 use openflow::multipart::mp_type;
 use openflow::oxm::{
-    field_spec, BASIC_FIELDS, CLASS_BASIC, CLASS_NXM0, CLASS_NXM1, NXM0_FIELDS, NXM1_FIELDS,
+    field_spec, BASIC_FIELDS, CLASS_BASIC, CLASS_NXM0, CLASS_NXM1, CLASS_ONF, NXM0_FIELDS,
+    NXM1_FIELDS, ONF_FIELDS,
 };
 use openflow::{
     bitmap_has, bitmap_of, error_reply, parse, Action, AggregateReply, AsyncConfig, Desc, Features,
@@ -62,12 +63,14 @@ fn oxm() -> impl Strategy<Value = Oxm> {
     let basic: Vec<u8> = BASIC_FIELDS.iter().map(|f| f.0).collect();
     let nxm0: Vec<u8> = NXM0_FIELDS.iter().map(|f| f.0).collect();
     let nxm1: Vec<u8> = NXM1_FIELDS.iter().map(|f| f.0).collect();
+    let onf: Vec<u8> = ONF_FIELDS.iter().map(|f| f.0).collect();
     (
         prop_oneof![
             prop::sample::select(basic).prop_map(|f| (CLASS_BASIC, f)),
             (0u8..16).prop_map(|f| (CLASS_NXM1, f)),
             prop::sample::select(nxm0).prop_map(|f| (CLASS_NXM0, f)),
             prop::sample::select(nxm1).prop_map(|f| (CLASS_NXM1, f)),
+            prop::sample::select(onf).prop_map(|f| (CLASS_ONF, f)),
         ],
         any::<bool>(),
         vec(any::<u8>(), 32),

@@ -13,7 +13,7 @@
 //! ```
 
 use openflow::action::{Action, Instruction, NX_VENDOR};
-use openflow::oxm::{Oxm, CLASS_BASIC, CLASS_NXM1};
+use openflow::oxm::{Oxm, CLASS_BASIC, CLASS_NXM1, CLASS_ONF};
 use openflow::{bitmap_has, parse, Framer, Message};
 
 /// ovs-ofctl's HELLO, its FLOW_MOD and its BARRIER_REQUEST, in order.
@@ -27,9 +27,9 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-fn messages() -> Vec<(Vec<u8>, Message)> {
+fn messages(session: &str) -> Vec<(Vec<u8>, Message)> {
     let mut f = Framer::new();
-    f.push(&hex(SESSION));
+    f.push(&hex(session));
     let mut v = Vec::new();
     while let Some(m) = f.next_message().expect("frames") {
         let (_, parsed) = parse(&m).expect("parses");
@@ -40,7 +40,7 @@ fn messages() -> Vec<(Vec<u8>, Message)> {
 
 #[test]
 fn ovs_ofctl_add_flow_decodes_to_what_it_was_given_and_emits_back_exactly() {
-    let msgs = messages();
+    let msgs = messages(SESSION);
     assert_eq!(msgs.len(), 3);
     let Message::Hello { bitmap: Some(b) } = &msgs[0].1 else {
         panic!("{:?}", msgs[0].1)
@@ -121,13 +121,7 @@ const GROUP_SESSION: &str = "04000010000000010001000800000010\
 
 #[test]
 fn ovs_ofctl_add_group_decodes_to_what_it_was_given_and_emits_back_exactly() {
-    let mut f = Framer::new();
-    f.push(&hex(GROUP_SESSION));
-    let mut msgs = Vec::new();
-    while let Some(m) = f.next_message().expect("frames") {
-        let (_, parsed) = parse(&m).expect("parses");
-        msgs.push((m, parsed));
-    }
+    let msgs = messages(GROUP_SESSION);
     assert_eq!(msgs.len(), 3);
     assert_eq!(msgs[2].1, Message::BarrierRequest);
     let (raw, Message::GroupMod(gm)) = &msgs[1] else {
@@ -154,4 +148,48 @@ fn ovs_ofctl_add_group_decodes_to_what_it_was_given_and_emits_back_exactly() {
     );
     let back = msgs[1].1.to_bytes(2).expect("emit");
     assert_eq!(&back, raw);
+}
+
+/// ovs-ofctl's HELLO, FLOW_MOD and BARRIER_REQUEST for
+///
+/// ```text
+/// ovs-ofctl -O OpenFlow13 --no-names add-flow unix:/tmp/cap/s.sock \
+///   "tcp,tcp_flags=+syn-ack,actions=output:2"
+/// ```
+///
+/// (captured the same way): OpenFlow 1.3 has no basic `tcp_flags`, so it
+/// goes as the ONF's experimenter field, its id after the header.
+const TCP_FLAGS_SESSION: &str = "04000010000000010001000800000010\
+040e006800000002000000000000000000000000000000000000000000008000ffffffffffffffffffffffff000000000001001b80000a0208008000140106ffff55084f4e46000002001200000000000004001800000000000000100000000200000000000000000414000800000003";
+
+#[test]
+fn ovs_ofctl_tcp_flags_is_the_onf_experimenter_field_and_emits_back_exactly() {
+    let msgs = messages(TCP_FLAGS_SESSION);
+    assert_eq!(msgs.len(), 3);
+    let (raw, Message::FlowMod(fm)) = &msgs[1] else {
+        panic!("{:?}", msgs[1].1)
+    };
+    let flags = fm.matched.get(CLASS_ONF, 42).expect("tcp_flags decoded");
+    // +syn-ack: SYN (0x002) set, ACK (0x010) clear.
+    assert_eq!(
+        (flags.value.as_slice(), flags.mask.as_deref()),
+        (&[0x00, 0x02][..], Some(&[0x00, 0x12][..]))
+    );
+    assert_eq!(flags.name(), "ONFOXM_ET_TCP_FLAGS");
+    let back = msgs[1].1.to_bytes(2).expect("emit");
+    assert_eq!(&back, raw);
+}
+
+#[test]
+fn an_experimenter_field_of_another_experimenter_is_bad_field_by_name() {
+    // The tcp_flags flow mod with the experimenter id changed.
+    let session = TCP_FLAGS_SESSION.replace("ffff55084f4e4600", "ffff550800002320");
+    let mut f = Framer::new();
+    f.push(&hex(&session));
+    let _hello = f.next_message().expect("frames").expect("hello");
+    let m = f.next_message().expect("frames").expect("flow mod");
+    let err = parse(&m).expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("experimenter 0x00002320"), "{text}");
+    assert_eq!(err.ofp_error(), openflow::OfpError::new(4, 6), "{text}");
 }

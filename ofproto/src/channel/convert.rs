@@ -7,12 +7,16 @@
 //! under which `ovs-fields` name (which carries the prerequisites, checked
 //! by the same builder the flow text uses). Encoding picks, per key field,
 //! the first entry whose prerequisite the match satisfies: OpenFlow basic
-//! fields first, then Nicira's where 1.3 has none (`reg0`, `ip_frag`...).
+//! fields first, then Nicira's where 1.3 has none (`reg0`, `ip_frag`...),
+//! and the ONF experimenter's `tcp_flags`.
 
 use megaflow::{Field, Match, MeterId};
 use openflow::action::{Action, Instruction, NX_VENDOR};
 use openflow::flow::{command, flow_flags, NO_BUFFER, TABLE_ALL};
-use openflow::oxm::{field_spec, Oxm, OxmMatch, CLASS_BASIC, CLASS_NXM0, CLASS_NXM1};
+use openflow::oxm::{
+    field_spec, ofb, Oxm, OxmMatch, CLASS_BASIC, CLASS_NXM0, CLASS_NXM1, CLASS_ONF,
+    ONF_EXPERIMENTER,
+};
 use openflow::{FlowMod as WireFlowMod, OfpError};
 
 use crate::rule::{
@@ -58,6 +62,7 @@ use Field as F;
 const B: u16 = CLASS_BASIC;
 const N0: u16 = CLASS_NXM0;
 const N1: u16 = CLASS_NXM1;
+const ONF: u16 = CLASS_ONF;
 
 /// Wire fields in encoding preference order (basic, then NXM_1 where 1.3
 /// has nothing).
@@ -109,12 +114,14 @@ const WIRE: &[WireField] = &[
     w(N1, 31, "tun_src", F::TunSrc, Plain),
     w(N1, 32, "tun_dst", F::TunDst, Plain),
     w(N1, 33, "pkt_mark", F::PktMark, Plain),
-    w(N1, 34, "tcp_flags", F::TcpFlags, Plain),
+    // As Open vSwitch sends it in OpenFlow 1.3 (1.5 has a basic field).
+    w(ONF, 42, "tcp_flags", F::TcpFlags, Plain),
 ];
 
 /// Wire fields decoded but never chosen for encoding: the Nicira
 /// spellings of fields [`WIRE`] encodes another way.
 const DECODE_ONLY: &[WireField] = &[
+    w(N1, 34, "tcp_flags", F::TcpFlags, Plain),
     w(N1, 16, "tun_id", F::TunId, Plain),
     w(N1, 17, "arp_sha", F::ArpSha, Plain),
     w(N1, 18, "arp_tha", F::ArpTha, Plain),
@@ -207,9 +214,17 @@ fn oxm_to_key(o: &Oxm) -> Result<(&'static WireField, u128, u128), OfpError> {
 }
 
 /// The match an `ofp_match` describes; its prerequisites checked.
+/// `packet_type` may name Ethernet, the only kind of packet this switch
+/// has (so it matches nothing more); another is `BAD_VALUE`.
 pub fn match_from_wire(m: &OxmMatch) -> Result<Match, OfpError> {
     let mut b = MatchBuilder::default();
     for o in &m.fields {
+        if (o.class, o.field) == (CLASS_BASIC, ofb::PACKET_TYPE) {
+            if o.value != [0, 0, 0, 0] {
+                return Err(OfpError::new(BAD_MATCH, 7));
+            }
+            continue;
+        }
         let (wf, v, mask) = oxm_to_key(o)?;
         b.apply_value(wf.name, v, mask)
             .map_err(|_| OfpError::new(BAD_MATCH, 10))?;
@@ -283,7 +298,9 @@ pub enum HeaderList {
 }
 
 /// The OXM headers of the fields this switch matches, for
-/// TABLE_FEATURES.
+/// TABLE_FEATURES, as the 32-bit words on the wire: an experimenter
+/// field's header is followed by its experimenter id (and its length
+/// counts it), as in a match.
 pub fn wire_headers(list: HeaderList) -> Vec<u32> {
     let setfield = list == HeaderList::SetField;
     WIRE.iter()
@@ -291,14 +308,16 @@ pub fn wire_headers(list: HeaderList) -> Vec<u32> {
         .filter_map(|wf| {
             let (width, maskable) = field_spec(wf.class, wf.field)?;
             let hm = maskable && list == HeaderList::Match;
-            let len = if hm { 2 * width } else { width };
-            Some(
-                (u32::from(wf.class) << 16)
-                    | (u32::from(wf.field) << 9)
-                    | (u32::from(hm) << 8)
-                    | len as u32,
-            )
+            let onf = wf.class == CLASS_ONF;
+            let len = if hm { 2 * width } else { width } + if onf { 4 } else { 0 };
+            let header = (u32::from(wf.class) << 16)
+                | (u32::from(wf.field) << 9)
+                | (u32::from(hm) << 8)
+                | len as u32;
+            Some([Some(header), onf.then_some(ONF_EXPERIMENTER)])
         })
+        .flatten()
+        .flatten()
         .collect()
 }
 
@@ -316,10 +335,11 @@ fn field_header(f: Field) -> Option<u32> {
     // NXM_OF_VLAN_TCI carries the whole TCI.
     // The first plain spelling: the basic field, else Nicira's (the whole
     // TCI is NXM_OF_VLAN_TCI).
+    // (Nicira's 32-bit header rather than an experimenter's 64-bit one.)
     let wf = WIRE
         .iter()
         .chain(DECODE_ONLY)
-        .find(|wf| wf.key == f && wf.conv == Plain)?;
+        .find(|wf| wf.key == f && wf.conv == Plain && wf.class != CLASS_ONF)?;
     let (width, _) = field_spec(wf.class, wf.field)?;
     Some((u32::from(wf.class) << 16) | (u32::from(wf.field) << 9) | width as u32)
 }

@@ -132,6 +132,23 @@ fn wire_matches_the_spec_refuses_get_its_errors() {
         mask: None,
     };
     assert_eq!(err(vec![basic(5, &[8, 0]), nxm_type]), OfpError::new(4, 10));
+    // PACKET_TYPE other than Ethernet (here IPv4, namespace 1): BAD_VALUE.
+    assert_eq!(err(vec![basic(44, &[0, 1, 8, 0])]), OfpError::new(4, 7));
+}
+
+#[test]
+fn packet_type_ethernet_as_ovs_ofctl_sends_it_matches_every_packet() {
+    // What ovs-ofctl sends for `nw_src=198.18.0.1` (no `ip`): the field
+    // dropped by its normalisation, packet_type=(0,0) in its place.
+    let only = OxmMatch {
+        fields: vec![Oxm::basic(44, &[0, 0, 0, 0])],
+    };
+    assert_eq!(match_from_wire(&only), Ok(Match::catch_all()));
+    let with_ip = OxmMatch {
+        fields: vec![Oxm::basic(44, &[0, 0, 0, 0]), Oxm::basic(5, &[8, 0])],
+    };
+    let m = match_from_wire(&with_ip).expect("takes it");
+    assert_eq!(m.key().field(Field::EthType), 0x0800);
 }
 
 #[test]
