@@ -188,6 +188,16 @@ impl Instructions {
         self.apply.iter().chain(self.write.iter().flatten())
     }
 
+    /// Whether a packet this rule takes may be looked up in another table
+    /// after it: `goto_table`, a `resubmit`, or a group (whose buckets
+    /// may resubmit).
+    pub fn goes_on(&self) -> bool {
+        self.goto_table.is_some()
+            || self
+                .actions()
+                .any(|a| matches!(a, OfAction::Resubmit(_) | OfAction::Group(_)))
+    }
+
     /// The groups the actions run.
     pub fn groups(&self) -> impl Iterator<Item = u32> + '_ {
         self.actions().filter_map(|a| match a {

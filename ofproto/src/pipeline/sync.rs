@@ -94,8 +94,10 @@ impl SyncPoint {
 /// change the translation of megaflow `matched`, whose translation hit
 /// `rules`. Table 0 sees the packet as the megaflow matches it: only an
 /// overlap matters. A later table may see it rewritten (set_field,
-/// metadata, registers), so a megaflow that went past table 0, or hit no
-/// rule at all, is taken as affected by any change there.
+/// metadata, registers), so a megaflow that went past table 0 (by
+/// goto_table, a resubmit or a group: a miss in the next table leaves no
+/// rule to see), or hit no rule at all, is taken as affected by any change
+/// there.
 fn affects(
     br: &Bridge,
     changed: &[(TableId, Match)],
@@ -108,7 +110,7 @@ fn affects(
             r.table.0 != 0
                 || multi.contains(r)
                 || br.tables.rule(*r).is_none_or(|rule| {
-                    let goes_on = rule.spec.instructions.goto_table.is_some();
+                    let goes_on = rule.spec.instructions.goes_on();
                     if goes_on {
                         multi.insert(*r);
                     }

@@ -151,6 +151,43 @@ fn a_change_past_table_0_affects_every_megaflow_that_went_there() {
 }
 
 #[test]
+fn a_rule_added_where_a_resubmit_missed_affects_the_megaflows_that_resubmitted() {
+    // (Found by the frames' differential test: resubmit into an empty
+    // table 1, then a rule there; the megaflow kept the miss.)
+    for how in ["resubmit(,1),output:2", "group:1"] {
+        // (in_port matched from the start: output reads it.)
+        let mut p = pipeline(&["table=0,priority=0,in_port=1,actions=drop"]);
+        let bucket = |a| crate::group::Bucket {
+            weight: 0,
+            watch_port: None,
+            actions: vec![a],
+        };
+        let group = GroupSpec {
+            id: 1,
+            ty: GroupType::All,
+            buckets: vec![
+                bucket(crate::rule::OfAction::Resubmit(crate::TableId(1))),
+                bucket(crate::rule::OfAction::Output {
+                    port: crate::rule::OfPort::Port(PortNo(2)),
+                    max_len: 0,
+                }),
+            ],
+        };
+        p.bridge_mut().add_group(group, at(0)).expect("group");
+        p.revalidate(at(0));
+        send(&mut p, 2, 53, 0);
+        let text = format!("table=0,priority=5,in_port=1,actions={how}");
+        flow_mod(&mut p, &text, FlowModCommand::Add);
+        assert!(p.sync_targeted(at(2)), "{how}");
+        assert_eq!(actions_of(&p, 2, 53), "output:2", "{how}");
+        flow_mod(&mut p, "table=1,actions=output:3", FlowModCommand::Add);
+        assert!(p.sync_targeted(at(2)), "{how}");
+        assert!(all_current(&p), "{how}: {:?}", p.dump());
+        assert_eq!(actions_of(&p, 2, 53), "output:3,output:2", "{how}");
+    }
+}
+
+#[test]
 fn a_group_change_or_a_log_overrun_needs_a_pass() {
     let mut p = pipeline(&BY_DST);
     send(&mut p, 2, 53, 0);
