@@ -23,10 +23,11 @@
 //!
 //! Thread-safety: pure functions of their arguments.
 
+use super::ArpField;
 use crate::extract::{
-    header, ipv6_ext_len, Layout, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ, ETH_TYPE_VLAN,
-    IPV6_FRAGMENT, IPV6_ROUTING, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
-    MAX_IPV6_EXT_HEADERS, NO_OFFSET,
+    header, ipv6_ext_len, Layout, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ,
+    ETH_TYPE_VLAN, IPV6_FRAGMENT, IPV6_ROUTING, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP,
+    IP_PROTO_UDP, MAX_IPV6_EXT_HEADERS, NO_OFFSET,
 };
 
 // ---------------------------------------------------------------------------
@@ -292,6 +293,32 @@ pub fn set_ipv6_src(pkt: &mut [u8], layout: &Layout, addr: u128) -> bool {
 /// L4 checksum is left alone.
 pub fn set_ipv6_dst(pkt: &mut [u8], layout: &Layout, addr: u128) -> bool {
     set_ipv6_addr(pkt, layout, 24, addr)
+}
+
+/// Sets a field of an Ethernet/IPv4 ARP packet (what the flow key's
+/// `arp_*` fields read); false for any other packet.
+pub fn set_arp(pkt: &mut [u8], layout: &Layout, field: ArpField) -> bool {
+    if layout.l3 == NO_OFFSET {
+        return false;
+    }
+    let l3 = usize::from(layout.l3);
+    let is_arp = l3
+        .checked_sub(2)
+        .and_then(|t| read16(pkt, t))
+        .is_some_and(|t| t == ETH_TYPE_ARP);
+    let Some(a) = header::<28>(pkt, l3) else {
+        return false;
+    };
+    if !is_arp || a[..6] != [0, 1, 0x08, 0x00, 6, 4] {
+        return false;
+    }
+    match field {
+        ArpField::Op(v) => put(pkt, l3 + 6, &v.to_be_bytes()),
+        ArpField::Sha(m) => put(pkt, l3 + 8, &mac_bytes(m)),
+        ArpField::Spa(v) => put(pkt, l3 + 14, &v.to_be_bytes()),
+        ArpField::Tha(m) => put(pkt, l3 + 18, &mac_bytes(m)),
+        ArpField::Tpa(v) => put(pkt, l3 + 24, &v.to_be_bytes()),
+    }
 }
 
 fn set_ipv4_addr(pkt: &mut [u8], layout: &Layout, field: usize, addr: u32) -> bool {

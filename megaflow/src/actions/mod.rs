@@ -221,6 +221,8 @@ pub enum DpAction {
     SetTpSrc(u16),
     /// TCP/UDP/SCTP destination port.
     SetTpDst(u16),
+    /// An Ethernet/IPv4 ARP packet's field (no checksum to fix).
+    SetArp(ArpField),
     /// Decrement the TTL / hop limit; a packet whose TTL is 0 or 1 is dropped.
     DecTtl,
     /// Police through a meter; a packet over the rate is dropped.
@@ -233,6 +235,21 @@ pub enum DpAction {
     },
     /// Send the packet to userspace.
     Userspace(UserspaceReason),
+}
+
+/// An ARP field a [`DpAction::SetArp`] writes, with its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArpField {
+    /// The opcode (1 request, 2 reply).
+    Op(u16),
+    /// Sender hardware address, the 48-bit address in the low bits.
+    Sha(u64),
+    /// Sender protocol (IPv4) address.
+    Spa(u32),
+    /// Target hardware address.
+    Tha(u64),
+    /// Target protocol (IPv4) address.
+    Tpa(u32),
 }
 
 fn fmt_mac(f: &mut fmt::Formatter<'_>, m: u64) -> fmt::Result {
@@ -272,6 +289,19 @@ impl fmt::Display for DpAction {
             DpAction::SetTtl(v) => write!(f, "set(ip_ttl={v})"),
             DpAction::SetTpSrc(v) => write!(f, "set(tp_src={v})"),
             DpAction::SetTpDst(v) => write!(f, "set(tp_dst={v})"),
+            DpAction::SetArp(ArpField::Op(v)) => write!(f, "set(arp_op={v})"),
+            DpAction::SetArp(ArpField::Sha(m)) => {
+                f.write_str("set(arp_sha=")?;
+                fmt_mac(f, *m)?;
+                f.write_str(")")
+            }
+            DpAction::SetArp(ArpField::Spa(a)) => write!(f, "set(arp_spa={})", Ipv4Addr::from(*a)),
+            DpAction::SetArp(ArpField::Tha(m)) => {
+                f.write_str("set(arp_tha=")?;
+                fmt_mac(f, *m)?;
+                f.write_str(")")
+            }
+            DpAction::SetArp(ArpField::Tpa(a)) => write!(f, "set(arp_tpa={})", Ipv4Addr::from(*a)),
             DpAction::DecTtl => f.write_str("dec_ttl"),
             DpAction::Meter(id) => write!(f, "meter({id})"),
             DpAction::Sample {
@@ -590,6 +620,7 @@ fn run<S: ActionSink>(
             DpAction::SetTtl(v) => edit::set_ttl(pkt, layout, *v),
             DpAction::SetTpSrc(p) => edit::set_tp_src(pkt, layout, *p),
             DpAction::SetTpDst(p) => edit::set_tp_dst(pkt, layout, *p),
+            DpAction::SetArp(a) => edit::set_arp(pkt, layout, *a),
         };
         if !applied {
             out.skipped += 1;

@@ -34,7 +34,7 @@ mod vlan;
 
 pub use trace::{TraceEvent, TracedRule};
 
-use megaflow::actions::{SampleCookie, SampleOutput, UserspaceReason};
+use megaflow::actions::{ArpField, SampleCookie, SampleOutput, UserspaceReason};
 use megaflow::key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
 use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp};
 
@@ -52,6 +52,7 @@ pub const MAX_LOOKUPS: u32 = 4096;
 
 const ETH_TYPE_IPV4: u128 = 0x0800;
 const ETH_TYPE_IPV6: u128 = 0x86dd;
+const ETH_TYPE_ARP: u128 = 0x0806;
 
 /// Why a translation was cut short; the packet is dropped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,7 +109,9 @@ impl Translation {
 
 /// Header fields the datapath can rewrite, in the order their `set`
 /// actions are emitted.
-const DP_FIELDS: [Field; 11] = [
+/// On an ARP packet, `Ipv4Src`/`Ipv4Dst` are its protocol addresses and
+/// `IpProto` its opcode; `ArpSha`/`ArpTha` are ARP's only.
+const DP_FIELDS: [Field; 14] = [
     Field::EthSrc,
     Field::EthDst,
     Field::Ipv4Src,
@@ -120,13 +123,28 @@ const DP_FIELDS: [Field; 11] = [
     Field::IpTtl,
     Field::TpSrc,
     Field::TpDst,
+    Field::IpProto,
+    Field::ArpSha,
+    Field::ArpTha,
 ];
 
 /// `Field::IpTtl`'s index in [`DP_FIELDS`].
 const TTL_SLOT: usize = 8;
 const _: () = assert!(matches!(DP_FIELDS[TTL_SLOT], Field::IpTtl));
 
-fn dp_set(field: Field, v: u128) -> DpAction {
+/// The datapath action that sets `field` to `v` on a packet of
+/// ethertype `eth_type`.
+fn dp_set(field: Field, v: u128, eth_type: u128) -> DpAction {
+    if eth_type == ETH_TYPE_ARP {
+        match field {
+            Field::Ipv4Src => return DpAction::SetArp(ArpField::Spa(v as u32)),
+            Field::Ipv4Dst => return DpAction::SetArp(ArpField::Tpa(v as u32)),
+            Field::IpProto => return DpAction::SetArp(ArpField::Op(v as u16)),
+            Field::ArpSha => return DpAction::SetArp(ArpField::Sha(v as u64)),
+            Field::ArpTha => return DpAction::SetArp(ArpField::Tha(v as u64)),
+            _ => {}
+        }
+    }
     match field {
         Field::EthSrc => DpAction::SetEthSrc(v as u64),
         Field::EthDst => DpAction::SetEthDst(v as u64),
@@ -500,7 +518,12 @@ impl<'a> Ctx<'a> {
     fn dp_prereq_ok(&mut self, field: Field) -> bool {
         match field {
             Field::EthSrc | Field::EthDst => true,
-            Field::Ipv4Src | Field::Ipv4Dst => self.read(Field::EthType) == ETH_TYPE_IPV4,
+            Field::Ipv4Src | Field::Ipv4Dst => {
+                matches!(self.read(Field::EthType), ETH_TYPE_IPV4 | ETH_TYPE_ARP)
+            }
+            Field::IpProto | Field::ArpSha | Field::ArpTha => {
+                self.read(Field::EthType) == ETH_TYPE_ARP
+            }
             Field::Ipv6Src | Field::Ipv6Dst => self.read(Field::EthType) == ETH_TYPE_IPV6,
             Field::IpDscp | Field::IpEcn | Field::IpTtl => {
                 matches!(self.read(Field::EthType), ETH_TYPE_IPV4 | ETH_TYPE_IPV6)
@@ -531,7 +554,10 @@ impl<'a> Ctx<'a> {
             return;
         }
         let slot = DP_FIELDS.iter().position(|&f| f == field);
-        if slot.is_none() && !is_pipeline_field(field) {
+        // nd_sll/nd_tll share ArpSha/ArpTha: ND options are not written.
+        let nd = matches!(field, Field::ArpSha | Field::ArpTha)
+            && self.read(Field::EthType) == ETH_TYPE_IPV6;
+        if (slot.is_none() && !is_pipeline_field(field)) || nd {
             self.fail(XlateError::UnsupportedSetField(field));
             return;
         }
@@ -593,7 +619,8 @@ impl<'a> Ctx<'a> {
             // The datapath sets the whole field: bits the pipeline did not
             // write come from the packet.
             let v = self.read(f);
-            self.out.push(dp_set(f, v));
+            let eth_type = self.read(Field::EthType);
+            self.out.push(dp_set(f, v, eth_type));
         }
         self.committed |= self.dirty;
         self.dirty = 0;

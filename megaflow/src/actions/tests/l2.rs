@@ -84,3 +84,38 @@ fn set_eth_addresses() {
     );
     assert_eq!(out[12..], ARP[12..]);
 }
+
+#[test]
+fn arp_fields_are_written_where_the_key_reads_them_and_nowhere_else() {
+    let req = crate::frame::arp_request(0x0200_0000_0001, ip4("198.18.0.1"), ip4("198.18.0.2"));
+    let acts = [
+        DpAction::SetArp(ArpField::Op(2)),
+        DpAction::SetArp(ArpField::Sha(0x0200_0000_00aa)),
+        DpAction::SetArp(ArpField::Spa(ip4("198.18.7.1"))),
+        DpAction::SetArp(ArpField::Tha(0x0200_0000_00bb)),
+        DpAction::SetArp(ArpField::Tpa(ip4("198.18.7.2"))),
+    ];
+    let (out, o) = output_of(&acts, &req);
+    assert_eq!(o.skipped, 0);
+    let key = parse(&out).0;
+    assert_eq!(key.field(crate::Field::IpProto), 2);
+    assert_eq!(key.field(crate::Field::ArpSha), 0x0200_0000_00aa);
+    assert_eq!(
+        key.field(crate::Field::Ipv4Src),
+        u128::from(ip4("198.18.7.1"))
+    );
+    assert_eq!(key.field(crate::Field::ArpTha), 0x0200_0000_00bb);
+    assert_eq!(
+        key.field(crate::Field::Ipv4Dst),
+        u128::from(ip4("198.18.7.2"))
+    );
+    // Only those bytes changed: the Ethernet header and the tail stay.
+    let changed: Vec<usize> = (0..req.len()).filter(|&i| req[i] != out[i]).collect();
+    assert!(
+        changed.iter().all(|&i| (20..42).contains(&i)),
+        "{changed:?}"
+    );
+    // Not an ARP packet: nothing written, the action counted as skipped.
+    let (out, o) = output_of(&[DpAction::SetArp(ArpField::Tpa(1))], P2_IN);
+    assert_eq!((out.as_slice(), o.skipped), (P2_IN, 1));
+}
