@@ -6,7 +6,13 @@
 //! - `flow SPEC`: `add-flow SPEC` on empty tables, then `dump-flows`: the
 //!   add's error (type and code) or the flow as each switch prints it back;
 //! - `run CMD ; CMD ...`: `ovs-ofctl` commands (`TARGET` is the switch) on
-//!   empty tables, each one's output or error.
+//!   empty tables, each one's output or error;
+//! - `monitor CMD ; CMD ...`: the same, with `ovs-ofctl monitor` connected
+//!   meanwhile: the asynchronous messages it printed (PACKET_IN,
+//!   FLOW_REMOVED) too;
+//! - `raw MSG ; MSG ...`: OpenFlow messages `ovs-ofctl` has no command for
+//!   (`role:ROLE:GENERATION`, `get-async`, `hex:BYTES`) on one connection,
+//!   each followed by a BARRIER: each one's error or reply.
 //!
 //! What is compared goes through [`normalize`], the one place that says
 //! what may differ (xids, durations, counters, the socket's path). A case
@@ -14,12 +20,15 @@
 //! (`tests/ofctl_diff/allow.txt`: the case, `|`, why), which the test reads;
 //! a case on the list that no longer differs is reported, so the list
 //! stays short. `OFCTL_DIFF_ONLY=TEXT` runs only the cases containing
-//! TEXT. Prints `bench: openflow.diff_cases` and
+//! TEXT; `OFCTL_DIFF_SHOW=1` prints eswitchd's outcome of each. Prints `bench: openflow.diff_cases` and
 //! `openflow.diff_mismatches` (differences not on the list: must be 0).
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use integration::eswitchd::Eswitchd;
 use integration::ovs::Ovs;
@@ -92,7 +101,16 @@ fn normalize(target: &str, ok: bool, stdout: &str, stderr: &str) -> String {
                     out.push(part.to_string());
                 }
             }
-            let l = out.join(", ");
+            // FLOW_REMOVED prints `duration0.253s idle0`, unseparated.
+            let l = out
+                .join(", ")
+                .split(' ')
+                .filter(|w| {
+                    !w.strip_prefix("duration")
+                        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
             match l.find("(xid=") {
                 Some(i) => {
                     let end = l[i..].find(')').map_or(l.len(), |j| i + j + 1);
@@ -114,8 +132,14 @@ fn reset(bin: &Path, target: &str) {
     }
 }
 
-fn outcome(bin: &Path, target: &str, case: &str) -> String {
+fn outcome(bin: &Path, target: &str, case: &str, rundir: &Path) -> String {
     reset(bin, target);
+    if let Some(cmds) = case.strip_prefix("monitor ") {
+        return monitored(bin, target, cmds, rundir);
+    }
+    if let Some(msgs) = case.strip_prefix("raw ") {
+        return raw_case(target, msgs);
+    }
     if let Some(spec) = case.strip_prefix("flow ") {
         let add = ofctl(bin, target, &format!("add-flow TARGET {spec}"));
         let dump = ofctl(bin, target, "dump-flows TARGET");
@@ -126,6 +150,178 @@ fn outcome(bin: &Path, target: &str, case: &str) -> String {
         .map(|c| format!("{c}: {}", ofctl(bin, target, c.trim())))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `ovs-ofctl monitor TARGET 65535` while the case's commands run: the
+/// asynchronous messages it printed (PACKET_IN, FLOW_REMOVED, ...).
+fn monitored(bin: &Path, target: &str, cmds: &str, rundir: &Path) -> String {
+    let mut mon = match Command::new(bin)
+        .args(["-O", "OpenFlow13", "monitor", target, "65535"])
+        // Its unixctl socket goes here, not to /var/run/openvswitch.
+        .env("OVS_RUNDIR", rundir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return format!("cannot run ovs-ofctl monitor: {e}"),
+    };
+    // Connected and its SET_CONFIG taken: a barrier from another
+    // connection cannot tell, so wait for the connection to settle.
+    std::thread::sleep(Duration::from_millis(500));
+    let each: Vec<String> = cmds
+        .split(" ; ")
+        .map(|c| format!("{c}: {}", ofctl(bin, target, c.trim())))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill")
+        .args(["-INT", &mon.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while mon.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = mon.kill();
+    let (out, err) = mon
+        .wait_with_output()
+        .map(|o| (o.stdout, o.stderr))
+        .unwrap_or_default();
+    // It prints what it receives on stderr when stdout is not a terminal,
+    // beside its log lines (`2026-11-27T07:05:49Z|00001|...`).
+    let err = String::from_utf8_lossy(&err);
+    let printed: String = err
+        .lines()
+        .filter(|l| !(l.len() > 20 && l.as_bytes()[4] == b'-' && l.contains('|')))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let seen = normalize(
+        target,
+        true,
+        &format!("{}{printed}", String::from_utf8_lossy(&out)),
+        "",
+    );
+    format!("{}\nmonitor: {seen}", each.join("\n"))
+}
+
+/// One OpenFlow 1.3 message of a `raw` case: `role:ROLE:GENERATION`
+/// (ROLE_REQUEST), `get-async` (GET_ASYNC_REQUEST) or `hex:BYTES` (any
+/// message; its xid is replaced).
+fn raw_message(spec: &str, xid: u32) -> Result<Vec<u8>, String> {
+    let header = |ty: u8, len: usize| {
+        let mut v = vec![4, ty];
+        v.extend_from_slice(&(len as u16).to_be_bytes());
+        v.extend_from_slice(&xid.to_be_bytes());
+        v
+    };
+    if let Some(rest) = spec.strip_prefix("role:") {
+        let (role, generation) = rest.split_once(':').ok_or("role:ROLE:GENERATION")?;
+        let role: u32 = match role {
+            "nochange" => 0,
+            "equal" => 1,
+            "master" => 2,
+            "slave" => 3,
+            _ => return Err(format!("role {role}?")),
+        };
+        let generation: u64 = generation.parse().map_err(|e| format!("{spec}: {e}"))?;
+        let mut m = header(24, 24);
+        m.extend_from_slice(&role.to_be_bytes());
+        m.extend_from_slice(&[0; 4]);
+        m.extend_from_slice(&generation.to_be_bytes());
+        return Ok(m);
+    }
+    if spec == "get-async" {
+        return Ok(header(26, 8));
+    }
+    let hex = spec.strip_prefix("hex:").ok_or(format!("{spec}?"))?;
+    let mut m: Vec<u8> = (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{spec}: {e}"))?;
+    if m.len() < 8 {
+        return Err(format!("{spec}: shorter than a header"));
+    }
+    m[4..8].copy_from_slice(&xid.to_be_bytes());
+    Ok(m)
+}
+
+/// Reads one OpenFlow message: (type, xid, body).
+fn read_message(s: &mut UnixStream) -> std::io::Result<(u8, u32, Vec<u8>)> {
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h)?;
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let mut body = vec![0u8; len.saturating_sub(8)];
+    s.read_exact(&mut body)?;
+    Ok((h[1], u32::from_be_bytes([h[4], h[5], h[6], h[7]]), body))
+}
+
+/// A `raw` case: the messages on one connection, each followed by a
+/// BARRIER; each one's answers (an error as its type and code, another
+/// reply as its type and body) before the barrier's reply.
+fn raw_case(target: &str, msgs: &str) -> String {
+    let Some(path) = target.strip_prefix("unix:") else {
+        return format!("not a unix target: {target}");
+    };
+    let mut s = match UnixStream::connect(path) {
+        Ok(s) => s,
+        Err(e) => return format!("connect: {e}"),
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut out = Vec::new();
+    let hello = [4u8, 0, 0, 8, 0, 0, 0, 1];
+    if let Err(e) = s.write_all(&hello) {
+        return format!("hello: {e}");
+    }
+    loop {
+        match read_message(&mut s) {
+            Ok((0, ..)) => break,
+            Ok(_) => continue,
+            Err(e) => return format!("hello: {e}"),
+        }
+    }
+    for (i, spec) in msgs.split(" ; ").enumerate() {
+        let xid = 0x100 + 2 * i as u32;
+        let msg = match raw_message(spec.trim(), xid) {
+            Ok(m) => m,
+            Err(e) => panic!("bad raw message: {e}"),
+        };
+        let barrier = [4u8, 20, 0, 8]
+            .into_iter()
+            .chain((xid + 1).to_be_bytes())
+            .collect::<Vec<u8>>();
+        if let Err(e) = s.write_all(&msg).and_then(|()| s.write_all(&barrier)) {
+            out.push(format!("{spec}: write: {e}"));
+            break;
+        }
+        let mut answers = Vec::new();
+        loop {
+            match read_message(&mut s) {
+                Ok((21, x, _)) if x == xid + 1 => break,
+                Ok((1, x, body)) if x == xid && body.len() >= 4 => {
+                    let ty = u16::from_be_bytes([body[0], body[1]]);
+                    let code = u16::from_be_bytes([body[2], body[3]]);
+                    answers.push(format!("error {ty} {code}"));
+                }
+                Ok((ty, x, body)) if x == xid => {
+                    let hex: String = body.iter().map(|b| format!("{b:02x}")).collect();
+                    answers.push(format!("type {ty} {hex}"));
+                }
+                // Asynchronous messages (port status...) are not compared.
+                Ok(_) => {}
+                Err(e) => {
+                    answers.push(format!("read: {e}"));
+                    break;
+                }
+            }
+        }
+        let said = if answers.is_empty() {
+            "ok".to_string()
+        } else {
+            answers.join("; ")
+        };
+        out.push(format!("{spec}: {said}"));
+    }
+    out.join("\n")
 }
 
 fn read_lines(name: &str) -> Vec<String> {
@@ -160,14 +356,18 @@ fn ovs_ofctl_against_eswitchd_and_open_vswitch() {
     // `OFCTL_DIFF_ONLY=TEXT`: only the cases containing TEXT (a developer
     // looking at one difference).
     let only = std::env::var("OFCTL_DIFF_ONLY").unwrap_or_default();
+    let show = std::env::var_os("OFCTL_DIFF_SHOW").is_some();
     let cases: Vec<String> = read_lines("corpus.txt")
         .into_iter()
         .filter(|c| c.contains(&only))
         .collect();
     let (mut mismatches, mut allowed, mut stale) = (Vec::new(), 0, Vec::new());
     for case in &cases {
-        let ours = outcome(&bin, esw.target(), case);
-        let theirs = outcome(&bin, &ovs.bridge_target(), case);
+        let ours = outcome(&bin, esw.target(), case, &dir);
+        let theirs = outcome(&bin, &ovs.bridge_target(), case, &dir);
+        if show {
+            eprintln!("CASE {case}\n{ours}\n");
+        }
         match (ours == theirs, allow.get(case)) {
             (true, None) => {}
             (true, Some(_)) => stale.push(case.clone()),

@@ -208,6 +208,118 @@ impl PacketIn {
     }
 }
 
+/// Nicira's packet-in formats (`NXT_SET_PACKET_IN_FORMAT`, subtype 16,
+/// a 32-bit format) and `NXT_PACKET_IN2` (subtype 30), as Open vSwitch
+/// sends it to a connection that asked for it (`ovs-ofctl monitor` does):
+/// the standard packet-in's contents as properties.
+pub mod nx_packet_in {
+    pub const SET_FORMAT: u32 = 16;
+    pub const PACKET_IN2: u32 = 30;
+    /// `NXPIF_STANDARD`, `NXPIF_NXT_PACKET_IN`, `NXPIF_NXT_PACKET_IN2`.
+    pub const FORMAT_STANDARD: u32 = 0;
+    pub const FORMAT_NXT_PACKET_IN: u32 = 1;
+    pub const FORMAT_NXT_PACKET_IN2: u32 = 2;
+    /// `NXPINT_*` property types.
+    pub const PROP_PACKET: u16 = 0;
+    pub const PROP_FULL_LEN: u16 = 1;
+    pub const PROP_BUFFER_ID: u16 = 2;
+    pub const PROP_TABLE_ID: u16 = 3;
+    pub const PROP_COOKIE: u16 = 4;
+    pub const PROP_REASON: u16 = 5;
+    pub const PROP_METADATA: u16 = 6;
+    /// A cookie of all ones: no rule sent the packet (a PACKET_OUT's);
+    /// the property is left out.
+    pub const NO_COOKIE: u64 = u64::MAX;
+}
+
+/// One property: type, length (header and value), value, zeros to 8.
+fn put_prop(out: &mut Vec<u8>, ty: u16, value: &[u8]) {
+    let len = 4 + value.len();
+    out.put_u16(ty);
+    out.put_u16(len as u16);
+    out.extend_from_slice(value);
+    out.put_zeros((8 - len % 8) % 8);
+}
+
+impl PacketIn {
+    /// The body of `NXT_PACKET_IN2` (after the experimenter header):
+    /// the packet, its full length when truncated, the buffer id when
+    /// buffered, the table, the cookie unless [`nx_packet_in::NO_COOKIE`],
+    /// the reason and the match's fields as metadata.
+    pub fn nx_packet_in2(&self) -> Vec<u8> {
+        use nx_packet_in as nx;
+        let mut out = Vec::with_capacity(self.data.len() + 64);
+        put_prop(&mut out, nx::PROP_PACKET, &self.data);
+        if usize::from(self.total_len) != self.data.len() {
+            put_prop(
+                &mut out,
+                nx::PROP_FULL_LEN,
+                &u32::from(self.total_len).to_be_bytes(),
+            );
+        }
+        if self.buffer_id != NO_BUFFER {
+            put_prop(&mut out, nx::PROP_BUFFER_ID, &self.buffer_id.to_be_bytes());
+        }
+        put_prop(&mut out, nx::PROP_TABLE_ID, &[self.table_id]);
+        if self.cookie != nx::NO_COOKIE {
+            // A 64-bit value is 8-aligned: 4 zero bytes before it.
+            let mut v = vec![0; 4];
+            v.extend_from_slice(&self.cookie.to_be_bytes());
+            put_prop(&mut out, nx::PROP_COOKIE, &v);
+        }
+        put_prop(&mut out, nx::PROP_REASON, &[self.reason]);
+        let mut fields = Vec::new();
+        self.matched.fields.iter().for_each(|f| f.emit(&mut fields));
+        put_prop(&mut out, nx::PROP_METADATA, &fields);
+        out
+    }
+
+    /// Decodes an `NXT_PACKET_IN2` body ([`nx_packet_in2`](Self::nx_packet_in2)'s);
+    /// unknown properties are skipped.
+    pub fn from_nx_packet_in2(body: &[u8]) -> Result<PacketIn, ParseError> {
+        use nx_packet_in as nx;
+        let mut r = Reader::new(body);
+        let mut pin = PacketIn {
+            buffer_id: NO_BUFFER,
+            total_len: 0,
+            reason: 0,
+            table_id: 0,
+            cookie: nx::NO_COOKIE,
+            matched: OxmMatch::default(),
+            data: Vec::new(),
+        };
+        let mut full_len = None;
+        while !r.is_empty() {
+            let ty = r.u16("packet_in2.property.type")?;
+            let len = usize::from(r.u16("packet_in2.property.length")?);
+            let value = r.bytes(len.saturating_sub(4), "packet_in2.property")?;
+            r.skip((8 - len % 8) % 8, "packet_in2.property padding")?;
+            let mut v = Reader::new(value);
+            match ty {
+                nx::PROP_PACKET => pin.data = value.to_vec(),
+                nx::PROP_FULL_LEN => full_len = Some(v.u32("packet_in2.full_len")?),
+                nx::PROP_BUFFER_ID => pin.buffer_id = v.u32("packet_in2.buffer_id")?,
+                nx::PROP_TABLE_ID => pin.table_id = v.u8("packet_in2.table_id")?,
+                nx::PROP_COOKIE => {
+                    v.skip(4, "packet_in2.cookie padding")?;
+                    pin.cookie = v.u64("packet_in2.cookie")?;
+                }
+                nx::PROP_REASON => pin.reason = v.u8("packet_in2.reason")?,
+                nx::PROP_METADATA => {
+                    while !v.is_empty() {
+                        let f = crate::oxm::Oxm::parse(&mut v, "packet_in2.metadata")?;
+                        pin.matched.fields.push(f);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let total = full_len.map_or(pin.data.len(), |n| n as usize);
+        pin.total_len = total.min(usize::from(u16::MAX)) as u16;
+        Ok(pin)
+    }
+}
+
 /// `ofp_packet_out` after the header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PacketOut {

@@ -689,7 +689,9 @@ struct ConnHandle {
     writer: Mutex<Stream>,
     /// Its role, async configuration and miss_send_len, as of its last
     /// message.
-    wants: Mutex<(u32, openflow::AsyncConfig, u16)>,
+    /// Role, async configuration, miss_send_len, packet-ins as
+    /// NXT_PACKET_IN2.
+    wants: Mutex<(u32, openflow::AsyncConfig, u16, bool)>,
     /// Packet-ins waiting for the connection's writer thread.
     queue: std::sync::mpsc::SyncSender<Vec<u8>>,
     bucket: Mutex<TokenBucket>,
@@ -741,7 +743,7 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
                 &metadata.to_be_bytes(),
             ));
         }
-        let msg = openflow::Message::PacketIn(PacketIn {
+        let pin = PacketIn {
             buffer_id: NO_BUFFER,
             total_len: ev.total_len.min(usize::from(u16::MAX)) as u16,
             reason,
@@ -749,13 +751,36 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
             cookie,
             matched: openflow::OxmMatch { fields },
             data: ev.frame,
-        });
-        let Ok(bytes) = msg.to_bytes(0) else {
-            continue;
         };
+        // Each format encoded once, if a connection wants it.
+        let wanted = |nx2: bool| {
+            guard(&sh.handles)
+                .values()
+                .any(|h| guard(&h.wants).3 == nx2)
+        };
+        let encode = |m: openflow::Message| m.to_bytes(0).ok();
+        let nx2 = wanted(true)
+            .then(|| {
+                encode(openflow::Message::Experimenter {
+                    experimenter: openflow::action::NX_VENDOR,
+                    exp_type: openflow::flow::nx_packet_in::PACKET_IN2,
+                    data: pin.nx_packet_in2(),
+                })
+            })
+            .flatten();
+        let standard = wanted(false)
+            .then(|| encode(openflow::Message::PacketIn(pin)))
+            .flatten();
         let now = sh.clock.now();
         let limit = (sh.packet_in_rate > 0).then_some(now);
-        deliver(sh, &bytes, true, limit, |asy, slot| {
+        let bytes = |nx: bool| {
+            if nx {
+                nx2.as_deref()
+            } else {
+                standard.as_deref()
+            }
+        };
+        deliver(sh, bytes, true, limit, |asy, slot| {
             asy.packet_in_mask[slot] & (1 << reason) != 0
         });
     }
@@ -779,9 +804,9 @@ fn next_or_stop<T>(rx: &std::sync::mpsc::Receiver<T>, sh: &Shared) -> Option<T> 
 /// role: slot 1 for a slave) `wants` it, through its rate limit when
 /// `limit` says now; a full queue or an exhausted rate drops (counted),
 /// never waits.
-fn deliver(
+fn deliver<'b>(
     sh: &Shared,
-    bytes: &[u8],
+    bytes: impl Fn(bool) -> Option<&'b [u8]>,
     packet_in: bool,
     limit: Option<megaflow::Timestamp>,
     wants: impl Fn(&openflow::AsyncConfig, usize) -> bool,
@@ -789,7 +814,10 @@ fn deliver(
     // Nothing here waits (try_send), so the map's lock is held throughout:
     // no list copied per packet-in.
     for h in guard(&sh.handles).values() {
-        let (role, asy, _) = *guard(&h.wants);
+        let (role, asy, _, nx2) = *guard(&h.wants);
+        let Some(bytes) = bytes(nx2) else {
+            continue;
+        };
         let slot = usize::from(role == openflow::message::role::SLAVE);
         if !wants(&asy, slot) {
             continue;
@@ -829,14 +857,20 @@ fn announce(rx: &std::sync::mpsc::Receiver<SwitchEvent>, sh: &Shared) {
         let Ok(bytes) = msg.to_bytes(0) else {
             continue;
         };
-        deliver(sh, &bytes, false, None, |asy, slot| {
-            let mask = if is_port {
-                asy.port_status_mask[slot]
-            } else {
-                asy.flow_removed_mask[slot]
-            };
-            mask & (1 << reason) != 0
-        });
+        deliver(
+            sh,
+            |_| Some(&bytes[..]),
+            false,
+            None,
+            |asy, slot| {
+                let mask = if is_port {
+                    asy.port_status_mask[slot]
+                } else {
+                    asy.flow_removed_mask[slot]
+                };
+                mask & (1 << reason) != 0
+            },
+        );
     }
 }
 
@@ -994,6 +1028,7 @@ fn serve<B: Device>(
             openflow::message::role::EQUAL,
             conn.async_config(),
             conn.switch_config().miss_send_len,
+            conn.wants_packet_in2(),
         )),
         queue: qtx,
         bucket: Mutex::new(TokenBucket::new(
@@ -1058,6 +1093,7 @@ fn serve<B: Device>(
                 roles.of(id),
                 conn.async_config(),
                 conn.switch_config().miss_send_len,
+                conn.wants_packet_in2(),
             );
             publish(&conn, &roles);
         }

@@ -251,6 +251,8 @@ pub struct Connection {
     out: Vec<u8>,
     config: SwitchConfig,
     async_cfg: AsyncConfig,
+    /// `NXT_SET_PACKET_IN_FORMAT`: standard or `NXT_PACKET_IN2`.
+    packet_in_format: u32,
     probe: Duration,
     last_rx: Instant,
     echo_sent: bool,
@@ -279,6 +281,7 @@ impl Connection {
                 miss_send_len: 128,
             },
             async_cfg: DEFAULT_ASYNC,
+            packet_in_format: openflow::flow::nx_packet_in::FORMAT_STANDARD,
             probe,
             last_rx: now,
             echo_sent: false,
@@ -335,6 +338,12 @@ impl Connection {
 
     pub fn async_config(&self) -> AsyncConfig {
         self.async_cfg
+    }
+
+    /// Whether packet-ins go to this connection as `NXT_PACKET_IN2`
+    /// (it sent `NXT_SET_PACKET_IN_FORMAT` 2).
+    pub fn wants_packet_in2(&self) -> bool {
+        self.packet_in_format == openflow::flow::nx_packet_in::FORMAT_NXT_PACKET_IN2
     }
 
     pub fn switch_config(&self) -> SwitchConfig {
@@ -517,6 +526,25 @@ impl Connection {
             Message::EchoReply(_) => return Ok(None),
             Message::Error { error, .. } => {
                 self.last_error = Some(format!("the peer sent {error}"));
+                return Ok(None);
+            }
+            Message::Experimenter {
+                experimenter: openflow::action::NX_VENDOR,
+                exp_type: openflow::flow::nx_packet_in::SET_FORMAT,
+                data,
+            } => {
+                use openflow::flow::nx_packet_in as nx;
+                let format = match data.get(..4) {
+                    Some(b) if data.len() == 4 => u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                    _ => return Err(OfpError::BAD_LEN),
+                };
+                // The old NXT_PACKET_IN format is not sent (nor is any
+                // unknown one), as Open vSwitch refuses what it lacks.
+                if format != nx::FORMAT_STANDARD && format != nx::FORMAT_NXT_PACKET_IN2 {
+                    self.last_error = Some(format!("packet-in format {format} not supported"));
+                    return Err(OfpError::REQUEST_EPERM);
+                }
+                self.packet_in_format = format;
                 return Ok(None);
             }
             Message::Experimenter {

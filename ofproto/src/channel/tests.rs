@@ -233,6 +233,36 @@ fn what_the_switch_cannot_honour_gets_the_error_the_spec_names_and_the_connectio
 }
 
 #[test]
+fn nxt_set_packet_in_format_chooses_packet_in2_and_refuses_what_is_not_sent() {
+    use openflow::flow::nx_packet_in as nx;
+    let mut s = sw();
+    let mut c = open(&mut s, 1, Instant::now());
+    let set = |format: &[u8]| Message::Experimenter {
+        experimenter: openflow::action::NX_VENDOR,
+        exp_type: nx::SET_FORMAT,
+        data: format.to_vec(),
+    };
+    assert!(!c.wants_packet_in2());
+    assert!(ask(&mut c, &mut s, &set(&[0, 0, 0, 2]), 5).is_empty());
+    assert!(c.wants_packet_in2());
+    // The old NXT_PACKET_IN and unknown formats: refused, nothing changed.
+    for (f, xid) in [([0, 0, 0, 1], 6), ([0, 0, 0, 9], 7)] {
+        assert_eq!(
+            error_of(&ask(&mut c, &mut s, &set(&f), xid)),
+            Some(OfpError::REQUEST_EPERM)
+        );
+        assert!(c.wants_packet_in2());
+    }
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &set(&[0, 2]), 8)),
+        Some(OfpError::BAD_LEN)
+    );
+    assert!(ask(&mut c, &mut s, &set(&[0, 0, 0, 0]), 9).is_empty());
+    assert!(!c.wants_packet_in2());
+    assert_eq!(c.state(), &State::Open);
+}
+
+#[test]
 fn a_request_before_hello_breaks_the_handshake() {
     let mut s = sw();
     let mut c = Connection::new(1, Instant::now(), PROBE);

@@ -265,7 +265,8 @@ impl<'a> Ctx<'a> {
             vlan: vlan::VlanStack::default(),
             action_set: Vec::new(),
             rules: Vec::new(),
-            current: (TableId(0), 0, false),
+            // No rule yet (a PACKET_OUT's actions): the cookie of none.
+            current: (TableId(0), u64::MAX, false),
             depth: 0,
             lookups: 0,
             uses_mac_table: false,
