@@ -410,12 +410,12 @@ fn finish_reply(out: &mut [u8], start: usize, flags: u16) {
 /// last). Each item is encoded once; one that does not fit moves whole to
 /// the next message. Returns how many messages; an item too large for a
 /// message on its own is `TooLong` (and nothing is appended).
-pub fn emit_reply_parts<T>(
+pub fn emit_reply_parts<I>(
     out: &mut Vec<u8>,
     xid: u32,
     ty: u16,
-    items: &[T],
-    emit: impl Fn(&T, &mut Vec<u8>),
+    items: impl IntoIterator<Item = I>,
+    mut emit: impl FnMut(I, &mut Vec<u8>),
 ) -> Result<usize, TooLong> {
     let first = out.len();
     let mut start = begin_reply(out, xid, ty);

@@ -232,26 +232,38 @@ pub fn match_from_wire(m: &OxmMatch) -> Result<Match, OfpError> {
     b.finish().map_err(|_| OfpError::new(BAD_MATCH, 9))
 }
 
+/// Each [`WIRE`] entry's field definition and wire width and
+/// maskability, looked up once (a dump converts every rule).
+fn wire_defs() -> &'static [Option<(crate::text::FieldDef, usize, bool)>] {
+    static DEFS: std::sync::OnceLock<Vec<Option<(crate::text::FieldDef, usize, bool)>>> =
+        std::sync::OnceLock::new();
+    DEFS.get_or_init(|| {
+        WIRE.iter()
+            .map(|wf| {
+                let (width, maskable) = field_spec(wf.class, wf.field)?;
+                Some((field_def(wf.name)?, width, maskable))
+            })
+            .collect()
+    })
+}
+
 /// The fields of `m` as OXM, basic fields first.
 pub fn match_to_wire(m: &Match) -> OxmMatch {
     let mask = m.mask();
     let key = m.key();
     let mut fields = Vec::new();
     let mut done: Vec<Field> = Vec::new();
-    for wf in WIRE {
+    for (wf, def) in WIRE.iter().zip(wire_defs()) {
         let bits = mask.field(wf.key);
         if bits == 0 || (done.contains(&wf.key) && wf.key != F::VlanTci) {
             continue;
         }
-        let Some(def) = field_def(wf.name) else {
+        let Some((def, width, maskable)) = *def else {
             continue;
         };
         if !def.prereq.holds(m) {
             continue;
         }
-        let Some((width, maskable)) = field_spec(wf.class, wf.field) else {
-            continue;
-        };
         let val = key.field(wf.key);
         let (v, mk) = match wf.conv {
             Plain => (val, bits),

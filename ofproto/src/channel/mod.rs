@@ -663,11 +663,11 @@ impl Connection {
                     }
                     MpRequest::Flow(req) => {
                         let now = sw.now();
-                        let entries: Vec<FlowStats> = selected_rules(&sw.bridge_view(), &req)?
-                            .into_iter()
-                            .map(|(t, r)| flow_stats_entry(t, r, now))
-                            .collect();
-                        self.send_parts(xid, mp_type::FLOW, &entries, FlowStats::emit);
+                        let br = sw.bridge_view();
+                        let rules = selected_rules(&br, &req)?;
+                        self.send_parts(xid, mp_type::FLOW, rules, |(t, r), out| {
+                            flow_stats_entry(t, r, now).emit(out);
+                        });
                         return Ok(None);
                     }
                     MpRequest::Aggregate(req) => {
@@ -858,7 +858,15 @@ impl Connection {
 
     /// A multipart reply of `items`, split so that no message passes the
     /// 64 KiB limit (REPLY_MORE on all but the last).
-    fn send_parts<T>(&mut self, xid: u32, ty: u16, items: &[T], emit: impl Fn(&T, &mut Vec<u8>)) {
+    /// Replies of `items` (a slice's references, or any iterator: a
+    /// dump's entries are made as they are written, never all at once).
+    fn send_parts<I>(
+        &mut self,
+        xid: u32,
+        ty: u16,
+        items: impl IntoIterator<Item = I>,
+        emit: impl FnMut(I, &mut Vec<u8>),
+    ) {
         match openflow::multipart::emit_reply_parts(&mut self.out, xid, ty, items, emit) {
             Ok(n) => self.stats.tx_msgs += n as u64,
             Err(e) => {

@@ -36,7 +36,7 @@
 
 mod actions;
 mod fields;
-pub(crate) use fields::{field_def, MatchBuilder};
+pub(crate) use fields::{field_def, FieldDef, MatchBuilder};
 mod print;
 mod value;
 
