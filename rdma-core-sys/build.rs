@@ -10,12 +10,56 @@
 //! replay) builds on any machine; the `mlx5` backend then says it was built
 //! without rdma-core. `ESWITCH_REQUIRE_RDMA_CORE=1` (the test command sets
 //! it) makes a missing rdma-core a build error instead.
+//!
+//! The package arriving or leaving reruns this script: it watches the
+//! directories pkg-config searches (and the headers' directory). Cargo
+//! compares a watched directory's own modification time too, which adding
+//! or removing a `.pc` file changes (the files themselves keep the
+//! package's old times).
+
+use std::path::Path;
+use std::process::Command;
+
+/// Where Debian's pkg-config looks when it cannot be asked.
+const DEBIAN_PC_PATH: &str = "/usr/local/lib/x86_64-linux-gnu/pkgconfig:/usr/local/lib/pkgconfig:\
+/usr/local/share/pkgconfig:/usr/lib/x86_64-linux-gnu/pkgconfig:/usr/lib/pkgconfig:/usr/share/pkgconfig";
+
+/// The directories pkg-config searches: `PKG_CONFIG_PATH`, then its own.
+fn pc_dirs() -> Vec<String> {
+    let own = Command::new("pkg-config")
+        .args(["--variable", "pc_path", "pkg-config"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEBIAN_PC_PATH.to_string());
+    let extra = std::env::var("PKG_CONFIG_PATH").unwrap_or_default();
+    extra
+        .split(':')
+        .chain(own.split(':'))
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect()
+}
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/wrap.h");
     println!("cargo:rerun-if-changed=csrc/wrap.c");
     println!("cargo:rerun-if-changed=csrc/layout.c");
     println!("cargo:rerun-if-env-changed=ESWITCH_REQUIRE_RDMA_CORE");
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    // Only directories that exist: a missing path would rerun the script
+    // (and rebuild what depends on it) at every build.
+    for dir in pc_dirs()
+        .iter()
+        .map(String::as_str)
+        .chain(["/usr/include/infiniband"])
+    {
+        if Path::new(dir).is_dir() {
+            println!("cargo:rerun-if-changed={dir}");
+        }
+    }
     println!("cargo::rustc-check-cfg=cfg(rdma_core_missing)");
     let found = pkg_config::Config::new()
         .atleast_version("1.20")
