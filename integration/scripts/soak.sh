@@ -81,7 +81,9 @@ EOF
     s=$((b * 10000))
     printf '[[backend.fault]]\nop = "rule_create"\nerrno = "EIO"\nfraction = 0.5\nfrom_ms = %d\nuntil_ms = %d\n\n' $((s + 4000)) $((s + 7000))
     printf '[[backend.fault]]\nop = "counter_bulk_query"\nerrno = "EIO"\nfrom_ms = %d\nuntil_ms = %d\n\n' $((s + 5000)) $((s + 6500))
-    printf '[[backend.fault]]\nop = "rule_destroy"\nerrno = "EBUSY"\nfrom_ms = %d\nuntil_ms = %d\n\n' $((s + 7000)) $((s + 8000))
+    # Over the time the last round's megaflows age out (2 s after its
+    # stream stops, 4 s into each 5-s round): their rules' destroys meet it.
+    printf '[[backend.fault]]\nop = "rule_destroy"\nerrno = "EBUSY"\nfrom_ms = %d\nuntil_ms = %d\n\n' $((s + 5500)) $((s + 7500))
     if [ $((b % 2)) = 1 ]; then
       printf '[[backend.fault]]\nop = "rule_create"\nlatency_ms = 2\nfrom_ms = %d\nuntil_ms = %d\n\n' "$s" $((s + 10000))
     fi
@@ -100,6 +102,11 @@ rounds=$((seconds / 5))
 quarter=$((rounds / 4))
 rss_settled=0
 rss_max=0
+# The port vm5 is in the daemon (it starts with the lab's five).
+present=1
+refused=0
+unexpected=()
+: >"$work/rss.txt"
 port_adds=0
 port_dels=0
 netdev_churn=0
@@ -149,9 +156,26 @@ for ((r = 0; r < rounds; r++)); do
     ip -n "$tag-sw" link set vm5 up
     netdev_churn=$((netdev_churn + 1))
   elif [ $((r % 2)) = 0 ]; then
-    ctl del-port vm5 >/dev/null 2>&1 && port_dels=$((port_dels + 1))
+    # Taken when the port is there, refused (by name) when it is not.
+    if ctl del-port vm5 >"$work/churn.txt" 2>&1; then
+      port_dels=$((port_dels + 1))
+      [ "$present" = 1 ] || unexpected+=("round $r: del-port of an absent vm5 was taken")
+      present=0
+    else
+      refused=$((refused + 1))
+      [ "$present" = 0 ] && grep -q vm5 "$work/churn.txt" ||
+        unexpected+=("round $r: del-port vm5 failed: $(head -c 200 "$work/churn.txt")")
+    fi
   else
-    ctl add-port vm5 --ofport 5 --vport vf4 >/dev/null 2>&1 && port_adds=$((port_adds + 1))
+    if ctl add-port vm5 --ofport 5 --vport vf4 >"$work/churn.txt" 2>&1; then
+      port_adds=$((port_adds + 1))
+      [ "$present" = 0 ] || unexpected+=("round $r: add-port of a present vm5 was taken")
+      present=1
+    else
+      refused=$((refused + 1))
+      [ "$present" = 1 ] && grep -q vm5 "$work/churn.txt" ||
+        unexpected+=("round $r: add-port vm5 failed: $(head -c 200 "$work/churn.txt")")
+    fi
   fi
   of_mods=$((of_mods + 3))
   [ -n "$gen" ] && { wait "$gen" || true; }
@@ -159,6 +183,7 @@ for ((r = 0; r < rounds; r++)); do
   s=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sent"])' "$work/stream$r.json")
   sent=$((sent + s))
   rss=$(rss_kb "$pid")
+  echo "$r $rss" >>"$work/rss.txt"
   [ "$rss" -gt "$rss_max" ] && rss_max=$rss
   [ "$r" = "$quarter" ] && rss_settled=$rss
   if ! kill -0 "$pid" 2>/dev/null; then
@@ -196,6 +221,13 @@ ctl --json show >"$work/show.json"
 empty=0
 grep -q "the device is empty" "$work/lab/eswitchd.log" && empty=1
 echo "soak: churn $port_adds add-port, $port_dels del-port, $netdev_churn netdev re-creations, $of_mods OpenFlow flow mods"
+echo "soak: port_adds $port_adds"
+echo "soak: port_dels $port_dels"
+echo "soak: port_refusals $refused"
+echo "soak: netdev_recreations $netdev_churn"
+echo "soak: of_mods $of_mods"
+echo "soak: churn_unexpected ${#unexpected[@]}"
+for u in "${unexpected[@]}"; do echo "soak: unexpected: $u"; done
 python3 - "$work" "$sent" "$got" "$rss_settled" "$rss_end" "$rss_max" "$empty" "$rounds" "$elapsed" <<'EOF'
 import json, sys
 work, sent, got, settled, end, peak, empty, rounds, elapsed = sys.argv[1:]
@@ -225,6 +257,23 @@ for k in ("megaflows_created", "offloaded", "offload_failures", "poll_errors", "
     if k in st:
         print(f"soak: {k} {json.dumps(st[k])}")
 print(f"soak: device_empty_after_stop {'yes' if empty == '1' else 'no'}")
+# Each fault kind met: creates refused (EIO), destroys refused (EBUSY),
+# counter queries failed (poll_errors above).
+print(f"soak: rule_create_faults_met {sum(n for k, n in st.get('offload_failures', {}).items() if 'rule_create' in k)}")
+print(f"soak: rule_destroy_faults_met {st.get('hw_destroy_refusals', 0)}")
+# RSS over the rounds after it settled: the least-squares slope, for a
+# slow leak a bound on the end cannot see (meaningful over long runs).
+pts = [tuple(map(int, l.split())) for l in open(f"{work}/rss.txt") if l.strip()]
+pts = pts[len(pts) // 4:]
+if len(pts) >= 3:
+    per_round = int(elapsed) / int(rounds) if int(rounds) else 5.0
+    xs = [r * per_round for r, _ in pts]
+    ys = [kb / 1024 for _, kb in pts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var * 3600 if var else float("nan")
+    print(f"soak: rss_slope_mb_per_hour {slope:.1f}")
+    print(f"bench: reliability.soak_rss_slope_mb_per_hour {slope:.1f} MB/h")
 print(f"bench: reliability.soak_rss_end_vs_settled_pct {ratio:.1f} %")
 print(f"bench: reliability.soak_stream_loss_pct {loss:.4f} %")
 print(f"bench: reliability.soak_count_mismatch {counted - got} packets")

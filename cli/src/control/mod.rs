@@ -292,6 +292,10 @@ fn run<B: Device, D: Datapaths>(
         Request::Stats => {
             let st = sw.pipeline().stats().clone();
             let c = sw.counters();
+            let (undestroyed, destroy_refusals) = {
+                let o = sw.pipeline().offloader().lock();
+                (o.undestroyed(), o.destroy_refusals())
+            };
             Ok(json!({
                 "packets": c.rx.packets,
                 "bytes": c.rx.bytes,
@@ -311,7 +315,8 @@ fn run<B: Device, D: Datapaths>(
                 "megaflows_created": st.megaflows_created,
                 "offloaded": sw.pipeline().offloaded_len(),
                 "offload_failures": st.offload_failures,
-                "hw_undestroyed": sw.pipeline().offloader().lock().undestroyed(),
+                "hw_undestroyed": undestroyed,
+                "hw_destroy_refusals": destroy_refusals,
                 "poll_errors": st.poll_errors,
                 "demoted": st.demoted,
                 "aged": st.aged,

@@ -195,6 +195,9 @@ pub struct OffloadManager<B: DrBackend> {
     /// their counter too (not reported, not reused) until a retry
     /// destroys the rule; then the next poll reports their final counts.
     zombies: Vec<(Held, Option<HwId>)>,
+    /// Rule destroys the device refused, since the start (each retry that
+    /// fails counts again).
+    destroy_refusals: u64,
 }
 
 /// Maps a device error of `op`: its errno by name (`ENOSPC` included: a
@@ -279,6 +282,7 @@ impl<B: DrBackend> OffloadManager<B> {
             scratch: Encoded::EMPTY,
             queries: Vec::new(),
             zombies: Vec::new(),
+            destroy_refusals: 0,
         })
     }
 
@@ -515,6 +519,7 @@ impl<B: DrBackend> OffloadManager<B> {
                     self.hide_counter(slot);
                 }
                 self.zombies.push((held, report));
+                self.destroy_refusals += 1;
                 return Err(e);
             }
             held.rule = None;
@@ -548,6 +553,11 @@ impl<B: DrBackend> OffloadManager<B> {
     /// retried at every install, poll and shutdown).
     pub fn undestroyed(&self) -> usize {
         self.zombies.len()
+    }
+
+    /// Rule destroys the device refused since the start, retries included.
+    pub fn destroy_refusals(&self) -> u64 {
+        self.destroy_refusals
     }
 
     /// Removes every rule and object this manager made, root jump, level-2

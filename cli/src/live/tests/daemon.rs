@@ -348,6 +348,17 @@ fn vm_frame(src: u64, dst: u64, sport: u16) -> Vec<u8> {
     .build()
 }
 
+/// No two rules of one matcher match the same value: no megaflow is in the
+/// device twice (the offload thread runs its jobs outside the slow path's
+/// lock; a flow queued again meanwhile must not get a second rule).
+fn assert_no_match_offloaded_twice(dump: &offload::dr::DeviceDump) {
+    let mut seen = std::collections::HashSet::new();
+    for r in &dump.rules {
+        let key = (r.matcher.clone(), format!("{:?}", r.value));
+        assert!(seen.insert(key), "a match offloaded twice: {r:?}");
+    }
+}
+
 /// Two datapath threads, the handler and the revalidator/offload thread
 /// racing over random traffic, a table change and a port removal: every
 /// packet is accounted exactly once across hardware and software, no
@@ -414,6 +425,9 @@ fn two_datapath_threads_racing_the_slow_path_account_every_packet_once() {
         if round % 25 == 0 {
             std::thread::sleep(Duration::from_millis(3));
         }
+        if round % 50 == 49 {
+            assert_no_match_offloaded_twice(&lock(&core).dump_rules().expect("dump-rules"));
+        }
         for n in &names {
             h[*n].received();
         }
@@ -440,6 +454,7 @@ fn two_datapath_threads_racing_the_slow_path_account_every_packet_once() {
                 .contains(&"esw-revalidator".to_string()),
             "flows were offloaded"
         );
+        assert_no_match_offloaded_twice(&sw.dump_rules().expect("dump-rules"));
     }
     drop(core);
     let r = d.stop().expect("stop: the device is empty at the end");
