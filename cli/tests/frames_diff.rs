@@ -18,6 +18,7 @@
 //! openflow.frames_diff_cases` and `openflow.frames_diff_mismatches`.
 
 mod lab;
+mod verdicts;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,27 +28,12 @@ use std::time::{Duration, Instant};
 use integration::ovs::Ovs;
 use integration::TempDir;
 use lab::LiveLab;
+use verdicts::{read_lines, Verdicts};
 
 const T: &str = "frames_through_eswitchd_and_open_vswitch_leave_the_same_ports_as_the_same_bytes";
 const PORTS: u32 = 4;
 /// How long each VM captures after the frames are sent.
 const SETTLE: Duration = Duration::from_millis(400);
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/ofctl_diff")
-        .join(name)
-}
-
-fn read_lines(name: &str) -> Vec<String> {
-    std::fs::read_to_string(data(name))
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect()
-}
 
 fn ofctl(target: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new("ovs-ofctl")
@@ -313,52 +299,13 @@ fn frames_through_eswitchd_and_open_vswitch_leave_the_same_ports_as_the_same_byt
         &extra,
     );
     let target = format!("unix:{}", sock.display());
-    let allow: BTreeMap<String, String> = read_lines("allow.txt")
-        .into_iter()
-        .filter_map(|l| {
-            let (case, why) = l.strip_prefix("frames ")?.split_once(" | ")?;
-            Some((case.trim().to_string(), why.trim().to_string()))
-        })
-        .collect();
+    let mut verdicts = Verdicts::new("frames ");
     let only = std::env::var("OFCTL_DIFF_ONLY").unwrap_or_default();
     let cases = cases(&only);
-    let (mut mismatches, mut allowed, mut stale) = (Vec::new(), 0, Vec::new());
     for c in &cases {
         let theirs = through_ovs(&ovs, &pcaps, c);
         let ours = through_eswitchd(&lab, &target, c);
-        match (ours == theirs, allow.get(&c.line)) {
-            (true, None) => {}
-            (true, Some(_)) => stale.push(c.line.clone()),
-            (false, Some(why)) => {
-                allowed += 1;
-                eprintln!("allowed: {}: {why}", c.line);
-            }
-            (false, None) => {
-                eprintln!(
-                    "MISMATCH {}\n--- eswitchd\n{ours}--- Open vSwitch\n{theirs}",
-                    c.line
-                );
-                mismatches.push(c.line.clone());
-            }
-        }
+        verdicts.judge(&c.line, &ours, &theirs);
     }
-    for case in &stale {
-        eprintln!("on the allow-list but the same now (remove it): {case}");
-    }
-    println!("bench: openflow.frames_diff_cases {}", cases.len());
-    println!("bench: openflow.frames_diff_allowed {allowed}");
-    println!(
-        "bench: openflow.frames_diff_mismatches {}",
-        mismatches.len()
-    );
-    assert!(
-        mismatches.is_empty(),
-        "{} of {} frame cases differ from Open vSwitch and are not on the allow-list: {mismatches:#?}",
-        mismatches.len(),
-        cases.len()
-    );
-    assert!(
-        stale.is_empty(),
-        "allow-list entries that no longer differ: {stale:#?}"
-    );
+    verdicts.report("frames_diff");
 }

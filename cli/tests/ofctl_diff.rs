@@ -23,23 +23,19 @@
 //! TEXT; `OFCTL_DIFF_SHOW=1` prints eswitchd's outcome of each. Prints `bench: openflow.diff_cases` and
 //! `openflow.diff_mismatches` (differences not on the list: must be 0).
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod verdicts;
+
 use integration::eswitchd::Eswitchd;
 use integration::ovs::Ovs;
+use verdicts::{read_lines, Verdicts};
 
 const T: &str = "ovs_ofctl_against_eswitchd_and_open_vswitch";
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/ofctl_diff")
-        .join(name)
-}
 
 /// One `ovs-ofctl -O OpenFlow13` run: its normalized outcome.
 fn ofctl(bin: &Path, target: &str, cmd: &str) -> String {
@@ -324,16 +320,6 @@ fn raw_case(target: &str, msgs: &str) -> String {
     out.join("\n")
 }
 
-fn read_lines(name: &str) -> Vec<String> {
-    std::fs::read_to_string(data(name))
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn ovs_ofctl_against_eswitchd_and_open_vswitch() {
     let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
@@ -346,13 +332,7 @@ fn ovs_ofctl_against_eswitchd_and_open_vswitch() {
     std::fs::create_dir_all(&dir).expect("test directory");
     let esw = Eswitchd::start(Path::new(env!("CARGO_BIN_EXE_eswitchd")), &dir, 4, Some(""))
         .unwrap_or_else(|e| panic!("{T}: {e}"));
-    let allow: BTreeMap<String, String> = read_lines("allow.txt")
-        .into_iter()
-        .filter_map(|l| {
-            let (case, why) = l.split_once(" | ")?;
-            Some((case.trim().to_string(), why.trim().to_string()))
-        })
-        .collect();
+    let mut verdicts = Verdicts::new("");
     // `OFCTL_DIFF_ONLY=TEXT`: only the cases containing TEXT (a developer
     // looking at one difference).
     let only = std::env::var("OFCTL_DIFF_ONLY").unwrap_or_default();
@@ -361,41 +341,14 @@ fn ovs_ofctl_against_eswitchd_and_open_vswitch() {
         .into_iter()
         .filter(|c| c.contains(&only))
         .collect();
-    let (mut mismatches, mut allowed, mut stale) = (Vec::new(), 0, Vec::new());
     for case in &cases {
         let ours = outcome(&bin, esw.target(), case, &dir);
         let theirs = outcome(&bin, &ovs.bridge_target(), case, &dir);
         if show {
             eprintln!("CASE {case}\n{ours}\n");
         }
-        match (ours == theirs, allow.get(case)) {
-            (true, None) => {}
-            (true, Some(_)) => stale.push(case.clone()),
-            (false, Some(why)) => {
-                allowed += 1;
-                eprintln!("allowed: {case}: {why}");
-            }
-            (false, None) => {
-                eprintln!("MISMATCH {case}\n--- eswitchd\n{ours}\n--- Open vSwitch\n{theirs}\n");
-                mismatches.push(case.clone());
-            }
-        }
+        verdicts.judge(case, &ours, &theirs);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    for case in &stale {
-        eprintln!("on the allow-list but the same now (remove it): {case}");
-    }
-    println!("bench: openflow.diff_cases {}", cases.len());
-    println!("bench: openflow.diff_allowed {allowed}");
-    println!("bench: openflow.diff_mismatches {}", mismatches.len());
-    assert!(
-        mismatches.is_empty(),
-        "{} of {} cases differ from Open vSwitch and are not on the allow-list: {mismatches:#?}",
-        mismatches.len(),
-        cases.len()
-    );
-    assert!(
-        stale.is_empty(),
-        "allow-list entries that no longer differ: {stale:#?}"
-    );
+    verdicts.report("diff");
 }
