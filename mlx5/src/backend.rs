@@ -150,8 +150,14 @@ struct Bulk {
     size: u64,
 }
 
-// SAFETY: the raw pointers are only used under the backend's mutex, and
-// libmlx5 objects may be used from any thread.
+// SAFETY: which rdma-core rule makes moving these pointers to another
+// thread sound: libmlx5's Direct Rule objects carry no thread-local state
+// and serialise their own updates (every table, matcher and rule change
+// takes its domain's locks, dr_domain_lock in providers/mlx5/dr_table.c
+// and dr_matcher.c; rule insertion takes the matcher's STE locks), and a
+// DEVX object is a kernel handle any thread may use. Here no two threads
+// even call on them at once: `Raw` is only reached through the backend's
+// mutex.
 unsafe impl Send for Raw {}
 
 /// The Direct Rule backend on an opened mlx5 device.
@@ -542,21 +548,25 @@ impl DrBackend for Mlx5Backend {
         // asked (a stale reference is the model's error too).
         let op = action_op(&spec);
         let call: Box<dyn FnOnce() -> *mut sys::mlx5dv_dr_action> = match &spec {
-            // SAFETY (all arms): every pointer passed is a live object of
-            // this backend or memory owned by the closure, alive for the
-            // call; results are checked for NULL by the caller.
+            // Every pointer a call below is given is a live object of this
+            // backend (the raw lock is held until the call returns) or
+            // memory its closure owns; the result is checked for NULL.
+            // SAFETY: no argument.
             ActionSpec::Drop => Box::new(|| unsafe { sys::mlx5dv_dr_action_create_drop() }),
             ActionSpec::DefaultMiss => {
+                // SAFETY: no argument.
                 Box::new(|| unsafe { sys::mlx5dv_dr_action_create_default_miss() })
             }
             ActionSpec::DestVport(v) => {
                 let v = u32::from(v.0);
+                // SAFETY: a live domain.
                 Box::new(move || unsafe {
                     sys::mlx5dv_dr_action_create_dest_vport(dom.as_ptr(), v)
                 })
             }
             ActionSpec::DestTable(t) => {
                 let t = raw.tables.ptr(*t)?;
+                // SAFETY: a live table.
                 Box::new(move || unsafe { sys::mlx5dv_dr_action_create_dest_table(t) })
             }
             ActionSpec::DestArray(list) => {
@@ -565,6 +575,8 @@ impl DrBackend for Mlx5Backend {
                     .map(|a| raw.actions.ptr(*a))
                     .collect::<Result<Vec<_>, _>>()?;
                 let mut arr = DestArray::new(&dests);
+                // SAFETY: a live domain; `arr` (owned by the closure) holds
+                // `arr.len()` entries naming live actions.
                 Box::new(move || unsafe {
                     sys::mlx5dv_dr_action_create_dest_array(
                         dom.as_ptr(),
@@ -576,6 +588,8 @@ impl DrBackend for Mlx5Backend {
             ActionSpec::FlowCounter { bulk, offset } => {
                 let obj = raw.bulks.get(*bulk)?.obj.as_ptr();
                 let offset = *offset;
+                // SAFETY: a live counter bulk; the model checked `offset`
+                // lies inside it.
                 Box::new(move || unsafe { sys::mlx5dv_dr_action_create_flow_counter(obj, offset) })
             }
             ActionSpec::FlowMeter(m) => {
@@ -584,6 +598,8 @@ impl DrBackend for Mlx5Backend {
                 let mut params = m.params.clone();
                 Box::new(move || {
                     let mut attr = meter_attr(next, active, reg, &mut params);
+                    // SAFETY: `attr` names a live table and points into
+                    // `params`, both alive for the call.
                     unsafe { sys::mlx5dv_dr_action_create_flow_meter(&mut attr) }
                 })
             }
@@ -597,17 +613,23 @@ impl DrBackend for Mlx5Backend {
                 let (ratio, set) = (s.sample_ratio, s.action);
                 Box::new(move || {
                     let mut attr = sampler_attr(ratio, next, &mut acts, set);
+                    // SAFETY: `attr` names a live table and points into
+                    // `acts` (live actions), alive for the call.
                     unsafe { sys::mlx5dv_dr_action_create_flow_sampler(&mut attr) }
                 })
             }
             ActionSpec::PushVlan { header } => {
                 let h = vlan_header(*header);
+                // SAFETY: a live domain.
                 Box::new(move || unsafe { sys::mlx5dv_dr_action_create_push_vlan(dom.as_ptr(), h) })
             }
+            // SAFETY: no argument.
             ActionSpec::PopVlan => Box::new(|| unsafe { sys::mlx5dv_dr_action_create_pop_vlan() }),
             ActionSpec::ModifyHeader(bytes) => {
                 let len = bytes.len();
                 let mut words = memory_words(bytes);
+                // SAFETY: a live domain; `words` (owned by the closure)
+                // holds the `len` bytes of the actions.
                 Box::new(move || unsafe {
                     sys::mlx5dv_dr_action_create_modify_header(
                         dom.as_ptr(),
@@ -848,12 +870,14 @@ impl Drop for Mlx5Backend {
     /// bulks, domains.
     fn drop(&mut self) {
         let raw = self.raw.get_mut().unwrap_or_else(|e| e.into_inner());
-        // SAFETY (every block below): each pointer is a live object of
-        // this backend, destroyed once, after everything that uses it.
+        // Each pointer below is a live object of this backend, destroyed
+        // once (drained from its map), after everything that uses it.
         for p in raw.rules.drain() {
+            // SAFETY: a live rule, nothing uses it.
             unsafe { sys::mlx5dv_dr_rule_destroy(p.as_ptr()) };
         }
         for p in raw.matchers.drain() {
+            // SAFETY: a live matcher; its rules are gone.
             unsafe { sys::mlx5dv_dr_matcher_destroy(p.as_ptr()) };
         }
         // An action another one contains (a dest_array's destinations, a
@@ -862,6 +886,8 @@ impl Drop for Mlx5Backend {
         let mut actions: Vec<NonNull<sys::mlx5dv_dr_action>> = raw.actions.drain().collect();
         while !actions.is_empty() {
             let before = actions.len();
+            // SAFETY: a live action, no rule uses it; one the device
+            // destroys leaves the list, so each goes once.
             actions.retain(|p| unsafe { sys::mlx5dv_dr_action_destroy(p.as_ptr()) } != 0);
             if actions.len() == before {
                 tracing::warn!(left = before, "mlx5: actions the device would not destroy");
@@ -869,12 +895,16 @@ impl Drop for Mlx5Backend {
             }
         }
         for p in raw.tables.drain() {
+            // SAFETY: a live table; its matchers and the actions that go
+            // to it are gone.
             unsafe { sys::mlx5dv_dr_table_destroy(p.as_ptr()) };
         }
         for b in raw.bulks.drain() {
+            // SAFETY: a live DEVX object; the counter actions on it are gone.
             unsafe { sys::mlx5dv_devx_obj_destroy(b.obj.as_ptr()) };
         }
         for p in raw.domains.drain() {
+            // SAFETY: a live domain; everything made in it is gone.
             unsafe { sys::mlx5dv_dr_domain_destroy(p.as_ptr()) };
         }
     }

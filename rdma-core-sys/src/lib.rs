@@ -33,6 +33,10 @@
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 #![allow(clippy::all)]
 #![allow(missing_docs)]
+// The declarations are bindgen's (regen.sh), with its accessors' unsafe
+// blocks as it writes them; the crate's lint settings hold for what is
+// written by hand (its tests).
+#![allow(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 /// Whether this build found rdma-core (without `libibverbs-dev` the crate
 /// is empty and the `mlx5` backend refuses to start, saying why).

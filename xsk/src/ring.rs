@@ -83,12 +83,14 @@ impl<T: Copy> Ring<T> {
             return None;
         }
         let base = map.as_ptr();
-        // SAFETY (all four): the offsets were checked to lie inside the
-        // mapping, suitably aligned (the mapping is page-aligned).
-        let producer = unsafe { base.add(off.producer as usize) } as *const AtomicU32;
-        let consumer = unsafe { base.add(off.consumer as usize) } as *const AtomicU32;
-        let flags = unsafe { base.add(off.flags as usize) } as *const AtomicU32;
-        let descs = unsafe { base.add(off.desc as usize) } as *mut T;
+        // SAFETY: called only with the four offsets checked above to lie
+        // inside the mapping, suitably aligned (the mapping is
+        // page-aligned): the pointer stays within its one allocation.
+        let at = |o: u64| unsafe { base.add(o as usize) };
+        let producer = at(off.producer) as *const AtomicU32;
+        let consumer = at(off.consumer) as *const AtomicU32;
+        let flags = at(off.flags) as *const AtomicU32;
+        let descs = at(off.desc) as *mut T;
         let mut ring = Ring {
             _map: map,
             producer,
