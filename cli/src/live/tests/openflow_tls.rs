@@ -25,23 +25,61 @@ impl Pki {
     fn make(test: &str, dir: &Path) -> Option<Pki> {
         let bin = prereq::tool(test, "ovs-pki")?;
         prereq::tool(test, "openssl")?;
-        let run = |args: &[&str]| {
-            let out = Command::new(&bin)
-                .current_dir(dir)
+        let exec = |exe: &Path, cwd: &Path, args: &[&str]| {
+            let out = Command::new(exe)
+                .current_dir(cwd)
                 .args(args)
                 .output()
-                .expect("run ovs-pki");
+                .expect("run it");
             assert!(
                 out.status.success(),
-                "ovs-pki {args:?}: {}",
+                "{} {args:?}: {}",
+                exe.display(),
                 String::from_utf8_lossy(&out.stderr)
             );
         };
+        let run = |args: &[&str]| exec(&bin, dir, args);
+        let openssl = |cwd: &Path, args: &[&str]| exec(Path::new("openssl"), cwd, args);
         run(&["--dir=pki", "init"]);
         run(&["--dir=pki", "req+sign", "ctl", "controller"]);
         run(&["--dir=pki", "req+sign", "sc", "switch"]);
         run(&["--dir=rogue-pki", "init"]);
         run(&["--dir=rogue-pki", "req+sign", "rogue", "controller"]);
+        // A controller certificate from the right CA that expired in 2020.
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "old-privkey.pem",
+                "-out",
+                "old-req.pem",
+                "-subj",
+                "/C=US/ST=CA/O=Open vSwitch/OU=controller/CN=old controller",
+            ],
+        );
+        openssl(
+            &dir.join("pki/controllerca"),
+            &[
+                "ca",
+                "-config",
+                "ca.cnf",
+                "-batch",
+                "-extensions",
+                "usr_cert",
+                "-startdate",
+                "20200101000000Z",
+                "-enddate",
+                "20200102000000Z",
+                "-in",
+                "../../old-req.pem",
+                "-out",
+                "../../old-cert.pem",
+            ],
+        );
         Some(Pki(dir.to_path_buf()))
     }
 
@@ -68,6 +106,96 @@ impl Pki {
             "-C".into(),
             self.file("pki/switchca/cacert.pem"),
         ]
+    }
+}
+
+/// A test peer's view of the server: any certificate will do (what is
+/// tested is the server's check of the client).
+#[derive(Debug)]
+struct AnyServer(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyServer {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A rustls client that completes its side of the handshake with the
+/// `pssl:` listener at `addr`, showing the certificate and key of `who`
+/// (`None`: none at all), then sends an OpenFlow HELLO: the bytes that
+/// came back, or the error that ended it (a refusing server sends an
+/// alert instead of OpenFlow).
+fn tls_peer(addr: std::net::SocketAddr, pki: &Pki, who: Option<&str>) -> Result<Vec<u8>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(std::sync::Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(std::sync::Arc::new(AnyServer(provider)));
+    let cfg = match who {
+        None => builder.with_no_client_auth(),
+        Some(w) => {
+            let chain: Vec<CertificateDer<'static>> =
+                CertificateDer::pem_file_iter(pki.file(&format!("{w}-cert.pem")))
+                    .expect("cert")
+                    .collect::<Result<_, _>>()
+                    .expect("cert");
+            let key =
+                PrivateKeyDer::from_pem_file(pki.file(&format!("{w}-privkey.pem"))).expect("key");
+            builder
+                .with_client_auth_cert(chain, key)
+                .expect("client auth")
+        }
+    };
+    let name = ServerName::try_from("switch").expect("name");
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).expect("conn");
+    let mut sock = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    sock.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut tls = rustls::Stream::new(&mut conn, &mut sock);
+    let hello = ::openflow::Message::Hello {
+        bitmap: Some(::openflow::bitmap_of(4)),
+    };
+    tls.write_all(&hello.to_bytes(1).expect("hello"))
+        .map_err(|e| format!("write: {e}"))?;
+    let mut got = vec![0u8; 64];
+    match tls.read(&mut got) {
+        Ok(n) => {
+            got.truncate(n);
+            Ok(got)
+        }
+        Err(e) => Err(format!("read: {e}")),
     }
 }
 
@@ -190,18 +318,24 @@ fn pssl_serves_ovs_ofctl_with_certificates_and_refuses_peers_without_a_valid_one
     // served.
     let e = ofctl_ssl(&bin, &pki, "rogue", port, &["show"]).expect_err("a rogue certificate");
     assert!(!e.contains("dpid:"), "{e}");
-    // No certificate at all: a client with keys but no -c.
-    let out = Command::new(&bin)
-        .args(["-O", "OpenFlow13", "--timeout=5", "show"])
-        .arg(format!("ssl:127.0.0.1:{port}"))
-        .args(["-p", &pki.file("ctl-privkey.pem")])
-        .args(["-C", &pki.file("pki/switchca/cacert.pem")])
-        .output()
-        .expect("ovs-ofctl");
-    assert!(
-        !out.status.success(),
-        "no client certificate must be refused"
-    );
+    // Peers that complete their side of the handshake (ovs-ofctl without
+    // -c refuses on its own side, so it would prove nothing): the same
+    // client gets the switch's HELLO with the controller certificate, and
+    // an alert, never OpenFlow, with none, another CA's or an expired one.
+    let good = tls_peer(addr, &pki, Some("ctl")).expect("a valid certificate is served");
+    assert_eq!(good.first(), Some(&4), "the switch's HELLO: {good:02x?}");
+    for who in [None, Some("rogue"), Some("old")] {
+        let got = tls_peer(addr, &pki, who);
+        assert!(
+            !matches!(&got, Ok(b) if b.first() == Some(&4)),
+            "{who:?}: served OpenFlow: {got:02x?}"
+        );
+        let e = got.err().unwrap_or_default();
+        assert!(
+            e.contains("alert") || e.contains("Alert") || e.is_empty(),
+            "{who:?}: ended by a TLS alert, not {e}"
+        );
+    }
     // Plain OpenFlow on the TLS port: no HELLO back, the connection ends.
     let mut plain = TcpStream::connect(addr).expect("connect");
     plain
