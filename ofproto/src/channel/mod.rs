@@ -484,6 +484,17 @@ impl Connection {
 
     fn message<S: OfSwitch>(&mut self, raw: &[u8], sw: &mut S) {
         let xid = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
+        // A message only a switch sends (a reply, an asynchronous one) is
+        // BAD_TYPE whatever its body, as the spec has it: its body is not
+        // parsed (a malformed one would otherwise answer for its match).
+        if raw[0] == openflow::header::VERSION
+            && self.state != State::Hello
+            && SWITCH_ONLY_TYPES.contains(&raw[1])
+        {
+            self.last_error = Some(format!("message type {} is sent by switches", raw[1]));
+            self.send_error(OfpError::BAD_TYPE, raw, xid);
+            return;
+        }
         let (h, m) = match parse(raw) {
             Ok(x) => x,
             Err(e) => {
@@ -903,6 +914,11 @@ impl Connection {
         }
     }
 }
+
+/// Message types only a switch sends: FEATURES_REPLY, GET_CONFIG_REPLY,
+/// PACKET_IN, FLOW_REMOVED, PORT_STATUS, MULTIPART_REPLY, BARRIER_REPLY,
+/// QUEUE_GET_CONFIG_REPLY, ROLE_REPLY, GET_ASYNC_REPLY.
+const SWITCH_ONLY_TYPES: [u8; 10] = [6, 8, 10, 11, 12, 19, 21, 23, 25, 27];
 
 /// The rules a FLOW or AGGREGATE request selects (the request checked).
 fn selected_rules<'a>(

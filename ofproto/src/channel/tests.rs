@@ -215,6 +215,15 @@ fn what_the_switch_cannot_honour_gets_the_error_the_spec_names_and_the_connectio
         error_of(&msgs(&c.take_output())),
         Some(OfpError::BAD_VERSION)
     );
+    // A message only switches send, with a body that would not parse
+    // (a FLOW_REMOVED cut short): BAD_TYPE for its type, not an error of
+    // its body.
+    c.receive(
+        &[4, 11, 0, 12, 0, 0, 0, 10, 1, 2, 3, 4],
+        &mut s,
+        Instant::now(),
+    );
+    assert_eq!(error_of(&msgs(&c.take_output())), Some(OfpError::BAD_TYPE));
     c.receive(&[4, 99, 0, 8, 0, 0, 0, 9], &mut s, Instant::now());
     let r = msgs(&c.take_output());
     assert_eq!(error_of(&r), Some(OfpError::BAD_TYPE));
