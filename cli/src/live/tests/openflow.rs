@@ -751,10 +751,33 @@ fn controllers_hear_of_removed_rules_and_port_changes() {
 
 /// Accepts the switch's connection on `l` and completes the handshake as
 /// a controller would.
-fn accept_switch(l: &std::net::TcpListener) -> (std::net::TcpStream, Framer) {
-    let (mut s, _) = l.accept().expect("the switch connects");
+/// The next connection to `l` within `limit`: a switch that never dials
+/// fails the test (`what` names it), never hangs it. The stream is
+/// blocking again, its reads bounded to 5 s.
+pub(super) fn accept_within(
+    l: &std::net::TcpListener,
+    limit: Duration,
+    what: &str,
+) -> std::net::TcpStream {
+    l.set_nonblocking(true).expect("nonblocking");
+    let deadline = Instant::now() + limit;
+    let s = loop {
+        match l.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("{what}: not within {limit:?}: {e}"),
+        }
+    };
+    s.set_nonblocking(false).expect("blocking");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
+    s
+}
+
+fn accept_switch(l: &std::net::TcpListener) -> (std::net::TcpStream, Framer) {
+    let mut s = accept_within(l, Duration::from_secs(10), "the switch connects");
     let mut f = Framer::new();
     let mut buf = [0u8; 4096];
     loop {

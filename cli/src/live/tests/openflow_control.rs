@@ -4,9 +4,9 @@
 
 use std::io::Read;
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::openflow_tests::{start, TempDir};
+use super::openflow_tests::{accept_within, start, TempDir};
 
 #[test]
 fn controllers_and_the_fail_mode_change_while_the_switch_runs() {
@@ -23,22 +23,8 @@ fn controllers_and_the_fail_mode_change_while_the_switch_runs() {
         .set_controllers(&core, std::slice::from_ref(&target))
         .expect("set-controller");
     assert_eq!(set, vec![target.clone()]);
-    let accept = |what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match l.accept() {
-                Ok((s, _)) => return s,
-                Err(_) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Err(e) => panic!("{what}: {e}"),
-            }
-        }
-    };
+    let accept = |what: &str| accept_within(&l, Duration::from_secs(10), what);
     let mut c = accept("the switch dials the new controller");
-    c.set_nonblocking(false).expect("blocking");
-    c.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
     let mut buf = [0u8; 8];
     c.read_exact(&mut buf).expect("the switch's HELLO");
     assert_eq!(buf[1], 0, "OFPT_HELLO");
