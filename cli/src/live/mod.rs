@@ -1295,5 +1295,9 @@ mod openflow_hostile_tests;
 mod openflow_control_tests;
 
 #[cfg(test)]
+#[path = "tests/openflow_dial.rs"]
+mod openflow_dial_tests;
+
+#[cfg(test)]
 #[path = "tests/ports.rs"]
 mod ports_tests;

@@ -6,7 +6,8 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::time::Duration;
 
-use super::openflow_tests::{accept_within, start, TempDir};
+use super::openflow_dial_tests::accept_within;
+use super::openflow_tests::{start, TempDir};
 
 #[test]
 fn controllers_and_the_fail_mode_change_while_the_switch_runs() {
