@@ -106,9 +106,25 @@ rss_max=0
 present=1
 refused=0
 unexpected=()
-: >"$work/rss.txt"
 port_adds=0
 port_dels=0
+# churn_port WHEN CMD ARGS...: an eswitchctl port command, taken when
+# vm5's presence is WHEN (1: there), refused naming vm5 otherwise; it
+# counts and records what was not so.
+churn_port() {
+  local when=$1 cmd=$2
+  shift
+  if ctl "$@" >"$work/churn.txt" 2>&1; then
+    [ "$cmd" = del-port ] && port_dels=$((port_dels + 1)) || port_adds=$((port_adds + 1))
+    [ "$present" = "$when" ] || unexpected+=("round $r: $cmd of vm5 taken (present=$present)")
+    present=$((1 - when))
+  else
+    refused=$((refused + 1))
+    [ "$present" != "$when" ] && grep -q vm5 "$work/churn.txt" ||
+      unexpected+=("round $r: $cmd vm5 failed: $(head -c 200 "$work/churn.txt")")
+  fi
+}
+: >"$work/rss.txt"
 netdev_churn=0
 of_mods=0
 start_ns=$(date +%s%N)
@@ -156,26 +172,9 @@ for ((r = 0; r < rounds; r++)); do
     ip -n "$tag-sw" link set vm5 up
     netdev_churn=$((netdev_churn + 1))
   elif [ $((r % 2)) = 0 ]; then
-    # Taken when the port is there, refused (by name) when it is not.
-    if ctl del-port vm5 >"$work/churn.txt" 2>&1; then
-      port_dels=$((port_dels + 1))
-      [ "$present" = 1 ] || unexpected+=("round $r: del-port of an absent vm5 was taken")
-      present=0
-    else
-      refused=$((refused + 1))
-      [ "$present" = 0 ] && grep -q vm5 "$work/churn.txt" ||
-        unexpected+=("round $r: del-port vm5 failed: $(head -c 200 "$work/churn.txt")")
-    fi
+    churn_port 1 del-port vm5
   else
-    if ctl add-port vm5 --ofport 5 --vport vf4 >"$work/churn.txt" 2>&1; then
-      port_adds=$((port_adds + 1))
-      [ "$present" = 0 ] || unexpected+=("round $r: add-port of a present vm5 was taken")
-      present=1
-    else
-      refused=$((refused + 1))
-      [ "$present" = 1 ] && grep -q vm5 "$work/churn.txt" ||
-        unexpected+=("round $r: add-port vm5 failed: $(head -c 200 "$work/churn.txt")")
-    fi
+    churn_port 0 add-port vm5 --ofport 5 --vport vf4
   fi
   of_mods=$((of_mods + 3))
   [ -n "$gen" ] && { wait "$gen" || true; }

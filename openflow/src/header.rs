@@ -114,6 +114,24 @@ impl MsgType {
     pub fn from_u8(v: u8) -> Option<MsgType> {
         MsgType::ALL.get(usize::from(v)).copied()
     }
+
+    /// Replies and asynchronous messages: only a switch sends them, so a
+    /// switch answers one with BAD_TYPE, whatever its body.
+    pub fn switch_only(self) -> bool {
+        matches!(
+            self,
+            MsgType::FeaturesReply
+                | MsgType::GetConfigReply
+                | MsgType::PacketIn
+                | MsgType::FlowRemoved
+                | MsgType::PortStatus
+                | MsgType::MultipartReply
+                | MsgType::BarrierReply
+                | MsgType::QueueGetConfigReply
+                | MsgType::RoleReply
+                | MsgType::GetAsyncReply
+        )
+    }
 }
 
 /// Splits a byte stream into whole messages: feed it what the socket

@@ -743,7 +743,7 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
                 &metadata.to_be_bytes(),
             ));
         }
-        let pin = PacketIn {
+        let msg = openflow::Message::PacketIn(PacketIn {
             buffer_id: NO_BUFFER,
             total_len: ev.total_len.min(usize::from(u16::MAX)) as u16,
             reason,
@@ -751,35 +751,29 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
             cookie,
             matched: openflow::OxmMatch { fields },
             data: ev.frame,
-        };
-        // Each format encoded once, if a connection wants it.
-        let wanted = |nx2: bool| {
-            guard(&sh.handles)
-                .values()
-                .any(|h| guard(&h.wants).3 == nx2)
-        };
-        let encode = |m: openflow::Message| m.to_bytes(0).ok();
-        let nx2 = wanted(true)
-            .then(|| {
-                encode(openflow::Message::Experimenter {
-                    experimenter: openflow::action::NX_VENDOR,
-                    exp_type: openflow::flow::nx_packet_in::PACKET_IN2,
-                    data: pin.nx_packet_in2(),
+        });
+        // Each format encoded once, when the first connection that wants
+        // it is reached.
+        let (standard, nx2) = (std::cell::OnceCell::new(), std::cell::OnceCell::new());
+        let bytes = |nx: bool| {
+            let encoded = if nx {
+                nx2.get_or_init(|| match &msg {
+                    openflow::Message::PacketIn(pin) => openflow::Message::Experimenter {
+                        experimenter: openflow::action::NX_VENDOR,
+                        exp_type: openflow::flow::nx_packet_in::PACKET_IN2,
+                        data: pin.nx_packet_in2(),
+                    }
+                    .to_bytes(0)
+                    .ok(),
+                    _ => None,
                 })
-            })
-            .flatten();
-        let standard = wanted(false)
-            .then(|| encode(openflow::Message::PacketIn(pin)))
-            .flatten();
+            } else {
+                standard.get_or_init(|| msg.to_bytes(0).ok())
+            };
+            encoded.as_deref()
+        };
         let now = sh.clock.now();
         let limit = (sh.packet_in_rate > 0).then_some(now);
-        let bytes = |nx: bool| {
-            if nx {
-                nx2.as_deref()
-            } else {
-                standard.as_deref()
-            }
-        };
         deliver(sh, bytes, true, limit, |asy, slot| {
             asy.packet_in_mask[slot] & (1 << reason) != 0
         });

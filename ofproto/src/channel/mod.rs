@@ -32,7 +32,7 @@ use openflow::multipart::mp_type;
 use openflow::table::{prop, TableFeatures, TableStats};
 use openflow::{
     bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message,
-    MpReply, MpRequest, OfpError, Port, Role, SwitchConfig, VERSION,
+    MpReply, MpRequest, MsgType, OfpError, Port, Role, SwitchConfig, VERSION,
 };
 
 use crate::bridge::Bridge;
@@ -487,9 +487,9 @@ impl Connection {
         // A message only a switch sends (a reply, an asynchronous one) is
         // BAD_TYPE whatever its body, as the spec has it: its body is not
         // parsed (a malformed one would otherwise answer for its match).
-        if raw[0] == openflow::header::VERSION
+        if raw[0] == VERSION
             && self.state != State::Hello
-            && SWITCH_ONLY_TYPES.contains(&raw[1])
+            && MsgType::from_u8(raw[1]).is_some_and(MsgType::switch_only)
         {
             self.last_error = Some(format!("message type {} is sent by switches", raw[1]));
             self.send_error(OfpError::BAD_TYPE, raw, xid);
@@ -803,7 +803,8 @@ impl Connection {
                     MpRequest::Other { .. } => return Err(OfpError::BAD_MULTIPART),
                 }
             }
-            // Messages only a switch sends.
+            // A HELLO after the handshake; the messages only a switch sends
+            // are answered before their body is parsed (`message`).
             Message::Hello { .. }
             | Message::FeaturesReply(_)
             | Message::GetConfigReply(_)
@@ -813,8 +814,8 @@ impl Connection {
             | Message::RoleReply(_)
             | Message::GetAsyncReply(_)
             | Message::FlowRemoved(_)
-            | Message::PacketIn(_) => return Err(OfpError::BAD_TYPE),
-            Message::QueueGetConfigReply(_) => return Err(OfpError::BAD_TYPE),
+            | Message::PacketIn(_)
+            | Message::QueueGetConfigReply(_) => return Err(OfpError::BAD_TYPE),
             Message::GroupMod(_) | Message::PortMod(_) | Message::TableMod(_) if slave => {
                 return Err(OfpError::IS_SLAVE)
             }
@@ -914,11 +915,6 @@ impl Connection {
         }
     }
 }
-
-/// Message types only a switch sends: FEATURES_REPLY, GET_CONFIG_REPLY,
-/// PACKET_IN, FLOW_REMOVED, PORT_STATUS, MULTIPART_REPLY, BARRIER_REPLY,
-/// QUEUE_GET_CONFIG_REPLY, ROLE_REPLY, GET_ASYNC_REPLY.
-const SWITCH_ONLY_TYPES: [u8; 10] = [6, 8, 10, 11, 12, 19, 21, 23, 25, 27];
 
 /// The rules a FLOW or AGGREGATE request selects (the request checked).
 fn selected_rules<'a>(
