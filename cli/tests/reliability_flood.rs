@@ -70,12 +70,13 @@ fn flood_of_new_flows_spares_the_other_vms() {
     assert!(v("megaflows_peak") <= quota + 600.0, "{out}");
     assert!(v("rss_growth_mb") <= 64.0, "eswitchd grew too much:\n{out}");
     // The flooder's misses were admitted, and each counted once: admitted
-    // and dropped together are at most what it sent (how many are dropped
-    // depends on the machine's speed: a printed figure).
+    // and dropped together are at most what its port received (the flood
+    // and its kernel's own few packets, ARP; how many are dropped depends
+    // on the machine's speed: a printed figure).
     assert!(v("attacker_upcalls_admitted") > 0.0, "{out}");
     assert!(
-        v("attacker_upcalls_admitted") + v("attacker_upcalls_dropped") <= v("flood_sent"),
-        "the flooder's upcalls counted more than it sent:\n{out}"
+        v("attacker_upcalls_admitted") + v("attacker_upcalls_dropped") <= v("attacker_rx"),
+        "the flooder's upcalls counted more than its port received:\n{out}"
     );
     // Every flood megaflow gone within max-idle plus a pass once the
     // handler has drained the flood's queued misses (each may refresh a
