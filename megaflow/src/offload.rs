@@ -58,6 +58,12 @@ pub enum NotOffloaded {
     /// Offload is off by policy.
     #[error("offload disabled")]
     Disabled,
+    /// The flow needs the device to tell software what it did to a packet
+    /// it hands over (a sampled copy, a packet that continues after a
+    /// stage), and the backend's slow path cannot read that (no restore
+    /// tags on the packets it receives).
+    #[error("no restore path")]
+    NoRestorePath,
 }
 
 impl NotOffloaded {

@@ -221,6 +221,9 @@ impl Mlx5Backend {
             max_bulk_log: 31,
             max_meters: usize::MAX,
             max_modify_actions: usize::MAX,
+            // The slow path receives on the representor netdevs: no
+            // restore tags (see `restore_path`).
+            restore_path: false,
             ..SimConfig::default()
         };
         Mlx5Backend {

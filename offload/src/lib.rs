@@ -11,6 +11,7 @@ pub mod dr;
 pub mod manager;
 pub mod prm;
 pub mod representor;
+pub mod restore;
 pub mod sim;
 
 use std::fmt;

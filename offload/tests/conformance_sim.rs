@@ -98,3 +98,35 @@ fn every_case_passes_on_one_device_cleared_between_cases() {
     assert_eq!(report.failed(), 0, "{report}");
     assert_eq!(report.skipped(), 3, "the ENOSPC cases: {report}");
 }
+
+/// A device whose slow path reads no restore tags (the representor
+/// netdevs): the restore cases check its clean refusal and are skipped,
+/// naming why; every other case passes as before.
+#[test]
+fn without_a_restore_path_the_restore_cases_skip_saying_why() {
+    let no_path = || {
+        SimBackend::new(offload::sim::SimConfig {
+            restore_path: false,
+            ..Default::default()
+        })
+    };
+    let cases = conformance::cases::<SimBackend>();
+    let report = conformance::run(&cases, |case| match case.capacity() {
+        None => conformance::check(&no_path(), case, None),
+        Some(_) => Outcome::Skip("not this test's".into()),
+    });
+    println!("{report}");
+    assert_eq!(report.failed(), 0, "{report}");
+    let restore: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|c| c.name.starts_with("restore_"))
+        .collect();
+    assert_eq!(restore.len(), 3);
+    for c in restore {
+        match &c.outcome {
+            Outcome::Skip(why) => assert!(why.contains("needs a restore path"), "{why}"),
+            o => panic!("{}: {o:?}", c.name),
+        }
+    }
+}

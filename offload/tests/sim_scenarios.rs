@@ -1152,6 +1152,7 @@ fn teardown_releases_everything() {
             counter_bulks: 1,
             counters: 16,
             meters: 1,
+            restore_rules: 0,
         }
     );
     for r in rules.drain(..) {

@@ -305,6 +305,7 @@ fn run<B: Device, D: Datapaths>(
                 "sw_drops": c.sw_drops,
                 "hw_samples": c.hw_samples,
                 "sw_samples": c.sw_samples,
+                "restore_drops": c.restore_drops,
                 "to_controller": c.to_controller,
                 "upcalls": st.upcalls,
                 "upcalls_queued": c.upcalls_queued,

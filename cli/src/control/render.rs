@@ -264,6 +264,18 @@ pub fn dump_rules(v: &Value) -> String {
     {
         dump_table(&mut out, t, matchers, rules);
     }
+    let restore = array(v, "restore_rules");
+    if !restore.is_empty() {
+        let tags: Vec<String> = restore
+            .iter()
+            .map(|r| format!("{} tag {}", text(field(r, "id")), text(field(r, "tag"))))
+            .collect();
+        out.push_str(&format!(
+            "slow-path queue (NIC RX): {} restore rule(s): {}\n",
+            restore.len(),
+            tags.join(", ")
+        ));
+    }
     out
 }
 

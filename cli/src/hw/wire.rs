@@ -233,6 +233,8 @@ impl<B: Modelled> WireDevice<B> {
                             bytes: p.data.to_vec(),
                             regs: [0; 8],
                             sampled: false,
+                            tag: 0,
+                            reg_b: 0,
                         });
                     }
                 }
@@ -294,12 +296,22 @@ fn is_noise(frame: &[u8]) -> bool {
     frame.starts_with(&[0x33, 0x33]) || frame.starts_with(&[0x01, 0x80, 0xc2])
 }
 
-/// The frames that leave a vport or the manager, in a canonical order.
+/// The frames that leave a vport or the manager, in a canonical order; a
+/// frame to the manager with its restore tag and reg_b, which only what
+/// software received can show (the model's are not taken on trust).
 fn visible(frames: &[OutFrame]) -> Vec<(String, &[u8])> {
     let mut v: Vec<(String, &[u8])> = frames
         .iter()
         .filter(|o| !matches!(o.egress, Egress::Drop(_)))
-        .map(|o| (format!("{:?}", o.egress), o.bytes.as_slice()))
+        .map(|o| {
+            let at = match o.egress {
+                Egress::Manager { .. } => {
+                    format!("{:?} tag {:#x} reg_b {:#x}", o.egress, o.tag, o.reg_b)
+                }
+                _ => format!("{:?}", o.egress),
+            };
+            (at, o.bytes.as_slice())
+        })
         .collect();
     v.sort();
     v

@@ -53,6 +53,10 @@ pub struct SwitchCounters {
     /// Sampled copies from hardware samplers / software sample actions.
     pub hw_samples: u64,
     pub sw_samples: u64,
+    /// Packets the device handed over with a restore tag that stands for
+    /// nothing software can resume (a flow gone while they were queued):
+    /// dropped, as a rewritten packet cannot start over.
+    pub restore_drops: u64,
     /// Packets for the controller (software only).
     pub to_controller: u64,
     /// Per OpenFlow port.
@@ -75,6 +79,7 @@ impl SwitchCounters {
         self.sw_drops += o.sw_drops;
         self.hw_samples += o.hw_samples;
         self.sw_samples += o.sw_samples;
+        self.restore_drops += o.restore_drops;
         self.to_controller += o.to_controller;
         for (p, c) in &o.ports {
             let mine = self.ports.entry(*p).or_default();

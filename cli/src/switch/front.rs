@@ -17,8 +17,8 @@ use std::sync::Arc;
 use megaflow::actions::{ActionSink, SampleCookie, UserspaceReason};
 use megaflow::{MeterId, PortNo, Timestamp};
 use offload::dr::{DomainId, DrBackend};
-use offload::manager::SampleTags;
 use offload::prm::SourcePortMode;
+use offload::restore::{Arrival, Restore, RestoreTable};
 use offload::sim::{Egress, Output, SimBackend};
 use ofproto::pipeline::SwOutcome;
 use ofproto::{LocalDatapath, Pipeline};
@@ -107,13 +107,13 @@ pub trait Front: Send + 'static {
 pub trait Device: DrBackend + Sized + 'static {
     type Front: Front;
 
-    /// The front of one more thread; `samples` names the flows of the
-    /// device's sampled copies.
+    /// The front of one more thread; `restore` says what the restore
+    /// tags of the packets the device hands to software stand for.
     fn front(
         dev: &Arc<Self>,
         domain: DomainId,
         ports: &Arc<SharedPorts>,
-        samples: &Arc<SampleTags>,
+        restore: &Arc<RestoreTable>,
     ) -> Self::Front;
 
     /// How the firmware marks a packet's source vport.
@@ -133,11 +133,11 @@ impl Device for SimBackend {
         dev: &Arc<Self>,
         domain: DomainId,
         ports: &Arc<SharedPorts>,
-        samples: &Arc<SampleTags>,
+        restore: &Arc<RestoreTable>,
     ) -> SimFront {
         SimFront {
             sim: Arc::clone(dev),
-            samples: Arc::clone(samples),
+            restore: Arc::clone(restore),
             domain,
             ports: ports.view(),
             out: Output::new(),
@@ -230,8 +230,8 @@ impl Front for Direct {
 /// map, and this thread's counters.
 pub struct SimFront {
     sim: Arc<SimBackend>,
-    /// The sampled flows' cookies by tag.
-    samples: Arc<SampleTags>,
+    /// What the restore tags stand for.
+    restore: Arc<RestoreTable>,
     domain: DomainId,
     ports: PortsView,
     out: Output,
@@ -270,13 +270,6 @@ impl Front for SimFront {
                 continue;
             };
             match f.egress {
-                _ if f.sampled => {
-                    self.sw.counters.hw_samples += 1;
-                    let ingress = known.get(f.packet as usize).and_then(|k| ports.port(k.0));
-                    if let (Some(port), Some(cookie)) = (ingress, self.samples.cookie(&f.regs)) {
-                        egress.sample(port, cookie, &f.bytes, Path::Hardware);
-                    }
-                }
                 Egress::Vport(v) => {
                     *seen = true;
                     if let Some(port) = ports.port(v) {
@@ -294,11 +287,27 @@ impl Front for SimFront {
                     *seen = true;
                     self.sw.counters.hw_drops += 1;
                 }
-                Egress::Manager { ingress } => {
-                    if let Some(port) = ports.port(ingress) {
-                        self.sw.run(now, port, &f.bytes, egress, sw);
+                // What the completion's restore tag says the device did,
+                // never the sim's own knowledge of the frame.
+                Egress::Manager { ingress } => match self.restore.classify(f.tag) {
+                    Arrival::Miss => {
+                        if let Some(port) = ports.port(ingress) {
+                            self.sw.run(now, port, &f.bytes, egress, sw);
+                        }
                     }
-                }
+                    Arrival::Restored(Restore::SampledCopy { cookie, .. }) => {
+                        self.sw.counters.hw_samples += 1;
+                        if let Some(port) = ports.port(ingress) {
+                            egress.sample(port, cookie, &f.bytes, Path::Hardware);
+                        }
+                    }
+                    // No stage registers a continuation yet; a packet of
+                    // one, or of a tag whose flow has gone, cannot start
+                    // over (it was rewritten): dropped and counted.
+                    Arrival::Restored(Restore::Continue { .. }) | Arrival::Stale(_) => {
+                        self.sw.counters.restore_drops += 1;
+                    }
+                },
             }
         }
         self.sw.counters.hw_handled += handled.iter().filter(|&&h| h).count() as u64;
@@ -370,7 +379,12 @@ impl<E: Egressor> ActionSink for SwSink<'_, E> {
 impl Device for mlx5::Mlx5Backend {
     type Front = Direct;
 
-    fn front(_: &Arc<Self>, _: DomainId, ports: &Arc<SharedPorts>, _: &Arc<SampleTags>) -> Direct {
+    fn front(
+        _: &Arc<Self>,
+        _: DomainId,
+        ports: &Arc<SharedPorts>,
+        _: &Arc<RestoreTable>,
+    ) -> Direct {
         Direct::new(ports)
     }
 

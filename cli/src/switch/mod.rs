@@ -177,7 +177,7 @@ impl<B: Device> Switch<B, ThreadedDatapaths> {
                 &self.dev,
                 self.domain,
                 &self.shared_ports,
-                &self.pipeline.offloader().lock().sample_tags(),
+                &self.pipeline.offloader().lock().restore_table(),
             ),
             Arc::clone(&self.board),
         )
@@ -280,7 +280,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         )
         .map_err(|e| anyhow::anyhow!("cannot set up the FDB: {e}"))?;
         let domain = mgr.domain();
-        let samples = mgr.sample_tags();
+        let restore = mgr.restore_table();
         let mut bridge = Bridge::new();
         for p in ports {
             bridge.add_port(PortInfo::new(p.no, p.name.clone()));
@@ -296,7 +296,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         }
         Ok(Switch {
             pipeline,
-            front: B::front(&dev, domain, &shared_ports, &samples),
+            front: B::front(&dev, domain, &shared_ports, &restore),
             dev,
             domain,
             ports: map,

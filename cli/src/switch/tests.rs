@@ -34,7 +34,7 @@ impl Device for Behind {
         _: &Arc<Self>,
         _: DomainId,
         ports: &Arc<SharedPorts>,
-        _: &Arc<offload::manager::SampleTags>,
+        _: &Arc<offload::restore::RestoreTable>,
     ) -> Direct {
         Direct::new(ports)
     }

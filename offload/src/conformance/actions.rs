@@ -188,16 +188,7 @@ pub fn action_sampler<D: Device>(dev: &D) {
     let m1 = matcher(dev, p.t1, 0, &dmac_mask());
     let m2 = matcher(dev, t2, 0, &buf());
     let sink = to_vport(dev, p.d, dev.vf(9));
-    let sampler = action(
-        dev,
-        p.d,
-        ActionSpec::FlowSampler(FlowSamplerAttr {
-            sample_ratio: 1,
-            default_next_table: t2,
-            sample_actions: vec![sink],
-            action: None,
-        }),
-    );
+    let sampler = sampler(dev, p.d, 1, t2, &[sink]);
     rule(dev, m1, &dmac_value(mac(1)), &[sampler]);
     let out = to_vport(dev, p.d, dev.vf(1));
     rule(dev, m2, &buf(), &[out]);

@@ -470,16 +470,7 @@ pub fn busy_table_led_to<D: Device>(dev: &D) {
     fails(dev.table_destroy(t), Errno::EBUSY, "table a meter leads to");
     ok(dev.action_destroy(meter), "destroy the meter");
     let sink = to_vport(dev, d, dev.vf(0));
-    let sampler = action(
-        dev,
-        d,
-        ActionSpec::FlowSampler(FlowSamplerAttr {
-            sample_ratio: 10,
-            default_next_table: t,
-            sample_actions: vec![sink],
-            action: None,
-        }),
-    );
+    let sampler = sampler(dev, d, 10, t, &[sink]);
     fails(
         dev.table_destroy(t),
         Errno::EBUSY,

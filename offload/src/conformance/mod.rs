@@ -164,11 +164,13 @@ fn manager<D: Device>(dev: &D) -> Egress {
 
 mod actions;
 mod errors;
+mod restore;
 mod run;
 pub mod support;
 mod tracked;
 
 pub use actions::*;
 pub use errors::*;
+pub use restore::*;
 pub use run::*;
 pub use tracked::Tracked;

@@ -90,7 +90,10 @@ cases!(
     action_modify_header,
     counters_exact_under_random_traffic,
     meter_rate_conformance,
-    sampler_ratio_within_bounds;
+    sampler_ratio_within_bounds,
+    restore_rule_errors,
+    restore_sampled_copy_told_apart,
+    restore_stage2_miss_exact;
     RulesPerTable: enospc_rules_per_table,
     Counters: enospc_counters,
     Meters: enospc_meters,

@@ -5,7 +5,7 @@
 use crate::dr::modify::{encode_list, ModifyOp};
 use crate::dr::{
     ActionId, ActionSpec, CounterBulkId, CounterValue, DomainId, DomainType, DrBackend, DrError,
-    Errno, MatcherId, RuleId, TableId,
+    Errno, FlowSamplerAttr, MatcherId, RuleId, TableId,
 };
 use crate::prm::{set, PrmField, ENCODED_LEN};
 use crate::Vport;
@@ -130,6 +130,24 @@ pub fn rule<B: DrBackend + ?Sized>(
 pub fn action<B: DrBackend + ?Sized>(dev: &B, d: DomainId, spec: ActionSpec) -> ActionId {
     let name = spec.name();
     ok(dev.action_create(d, spec), name)
+}
+
+/// A flow_sampler: one in `ratio` packets copied to `copies`, every packet
+/// on to table `next`.
+pub fn sampler<B: DrBackend + ?Sized>(
+    dev: &B,
+    d: DomainId,
+    ratio: u32,
+    next: TableId,
+    copies: &[ActionId],
+) -> ActionId {
+    let spec = ActionSpec::FlowSampler(FlowSamplerAttr {
+        sample_ratio: ratio,
+        default_next_table: next,
+        sample_actions: copies.to_vec(),
+        action: None,
+    });
+    action(dev, d, spec)
 }
 
 pub fn to_vport<B: DrBackend + ?Sized>(dev: &B, d: DomainId, v: Vport) -> ActionId {

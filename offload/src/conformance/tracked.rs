@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use super::Device;
 use crate::dr::{
     ActionId, ActionSpec, CounterBulkId, CounterValue, DeviceDump, DomainId, DomainType, DrBackend,
-    DrError, MatcherId, RuleId, SyncFlags, TableId,
+    DrError, MatcherId, RestoreRuleId, RuleId, SyncFlags, TableId,
 };
 use crate::sim::OutFrame;
 use crate::Vport;
@@ -21,6 +21,7 @@ struct Live {
     rules: Vec<RuleId>,
     actions: Vec<ActionId>,
     bulks: Vec<CounterBulkId>,
+    restore: Vec<RestoreRuleId>,
 }
 
 /// `B`, with every live object it made through this wrapper remembered.
@@ -79,6 +80,13 @@ impl<B: DrBackend> Tracked<B> {
         let e = &mut errors;
         let rules = self.live().rules.clone();
         passes(rules, |r| self.rule_destroy(*r), "rule", e);
+        let restore = self.live().restore.clone();
+        passes(
+            restore,
+            |r| self.restore_rule_destroy(*r),
+            "restore rule",
+            e,
+        );
         let matchers = self.live().matchers.clone();
         passes(matchers, |m| self.matcher_destroy(*m), "matcher", e);
         let actions = self.live().actions.clone();
@@ -215,5 +223,14 @@ impl<B: DrBackend> DrBackend for Tracked<B> {
     }
     fn dump(&self) -> Result<DeviceDump, DrError> {
         self.inner.dump()
+    }
+    fn restore_path(&self) -> Result<(), &'static str> {
+        self.inner.restore_path()
+    }
+    fn restore_rule_create(&self, tag: u32) -> Result<RestoreRuleId, DrError> {
+        made!(self, restore, self.inner.restore_rule_create(tag))
+    }
+    fn restore_rule_destroy(&self, r: RestoreRuleId) -> Result<(), DrError> {
+        gone!(self, restore, r, self.inner.restore_rule_destroy(r))
     }
 }

@@ -30,6 +30,18 @@ pub struct DeviceDump {
     pub matchers: Vec<MatcherDump>,
     /// By matcher (in [`matchers`](Self::matchers) order), then id.
     pub rules: Vec<RuleDump>,
+    /// The slow-path receive queue's restore rules, by tag
+    /// ([`crate::restore`]).
+    pub restore_rules: Vec<RestoreRuleDump>,
+}
+
+/// One restore rule: packets whose reg_c_1 is `tag` reach software with
+/// that flow tag.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RestoreRuleDump {
+    /// `x3`.
+    pub id: String,
+    pub tag: u32,
 }
 
 /// One domain.
@@ -246,5 +258,6 @@ impl DeviceDump {
             && self.tables.is_empty()
             && self.matchers.is_empty()
             && self.rules.is_empty()
+            && self.restore_rules.is_empty()
     }
 }

@@ -100,6 +100,7 @@ pub enum Object {
     Rule,
     Action,
     CounterBulk,
+    RestoreRule,
 }
 
 impl fmt::Display for Object {
@@ -111,6 +112,7 @@ impl fmt::Display for Object {
             Object::Rule => "rule",
             Object::Action => "action",
             Object::CounterBulk => "counter bulk",
+            Object::RestoreRule => "restore rule",
         })
     }
 }
@@ -216,6 +218,10 @@ pub enum DrError {
     /// Bad flow meter parameters.
     #[error("EINVAL: flow meter parameters: {0}")]
     Meter(MeterError),
+    /// The device's slow path cannot read restore tags (the reason): no
+    /// restore rule can be made.
+    #[error("EOPNOTSUPP: no restore path: {0}")]
+    NoRestorePath(&'static str),
     /// A failure the fault injector was told to produce.
     #[error("{errno}: injected fault on {op}")]
     Injected { errno: Errno, op: &'static str },
@@ -248,7 +254,8 @@ impl DrError {
             DrError::ActionSequence { .. }
             | DrError::TooManyVlans
             | DrError::WrongDomain { .. }
-            | DrError::RootNextTable => Errno::EOPNOTSUPP,
+            | DrError::RootNextTable
+            | DrError::NoRestorePath(_) => Errno::EOPNOTSUPP,
             DrError::Modify(e) if e.errno_is_eopnotsupp() => Errno::EOPNOTSUPP,
             DrError::InUse { .. } => Errno::EBUSY,
             DrError::NoSpace(_) => Errno::ENOSPC,

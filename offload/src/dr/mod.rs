@@ -85,6 +85,12 @@ handle!(
     CounterBulkId,
     "c"
 );
+handle!(
+    /// A restore rule: the slow-path receive queue's steering of one
+    /// restore tag (`mlx5dv_create_flow` in the manager's NIC RX).
+    RestoreRuleId,
+    "x"
+);
 
 /// `enum mlx5dv_dr_domain_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -399,7 +405,32 @@ pub trait DrBackend: Send + Sync {
     /// checking that a shut-down device is empty: the sim walks its
     /// state; a real device answers from its own dump.
     fn dump(&self) -> Result<DeviceDump, DrError>;
+
+    /// Whether the packets this device hands to software carry a restore
+    /// tag ([`crate::restore`]), or why not. The default: a slow path on
+    /// the representor netdevs, where the kernel keeps the completion.
+    fn restore_path(&self) -> Result<(), &'static str> {
+        Err(NO_RESTORE_PATH)
+    }
+
+    /// Steers packets whose reg_c_1 is `tag` to the slow-path receive
+    /// queue with flow tag `tag` (EINVAL for 0 or a tag of more than 24
+    /// bits, EEXIST for a tag already steered).
+    fn restore_rule_create(&self, tag: u32) -> Result<RestoreRuleId, DrError> {
+        let _ = tag;
+        Err(DrError::NoRestorePath(NO_RESTORE_PATH))
+    }
+
+    /// Removes a restore rule.
+    fn restore_rule_destroy(&self, rule: RestoreRuleId) -> Result<(), DrError> {
+        let _ = rule;
+        Err(DrError::Stale(Object::RestoreRule))
+    }
 }
+
+/// Why a backend without a tag-reading slow path has none.
+pub const NO_RESTORE_PATH: &str =
+    "the slow path receives on representor netdevs, which carry no restore tag";
 
 /// Implements [`DrBackend`] for a wrapper type by forwarding every call to
 /// one of its fields: `delegate_backend!(Wrapper, field)`, or
@@ -498,6 +529,21 @@ macro_rules! delegate_backend {
             }
             fn dump(&self) -> Result<$crate::dr::DeviceDump, $crate::dr::DrError> {
                 self.$field.dump()
+            }
+            fn restore_path(&self) -> Result<(), &'static str> {
+                self.$field.restore_path()
+            }
+            fn restore_rule_create(
+                &self,
+                tag: u32,
+            ) -> Result<$crate::dr::RestoreRuleId, $crate::dr::DrError> {
+                self.$field.restore_rule_create(tag)
+            }
+            fn restore_rule_destroy(
+                &self,
+                r: $crate::dr::RestoreRuleId,
+            ) -> Result<(), $crate::dr::DrError> {
+                self.$field.restore_rule_destroy(r)
             }
         }
     };

@@ -118,6 +118,11 @@ pub enum ModifyField {
     /// Metadata register C n = 0..8 (`METADATA_REGC_0` 0x51 ..
     /// `METADATA_REGC_7` 0x58), 32 bits. The index is taken modulo 8.
     RegC(u8),
+    /// Metadata register B (`METADATA_REGB`, 0x50), 32 bits: what a NIC RX
+    /// rule leaves in the completion of a received packet
+    /// (`flow_table_metadata`, CQE byte 36). rdma-core allows it as the
+    /// source or destination of SET and COPY only in a NIC_RX domain.
+    RegB,
     /// IPv4/IPv6 ECN (`IP_ECN`, 0x73), 2 bits.
     IpEcn,
 }
@@ -138,7 +143,7 @@ pub(crate) enum L4Kind {
 
 impl ModifyField {
     /// Every field, in id order.
-    pub const ALL: [ModifyField; 33] = [
+    pub const ALL: [ModifyField; 34] = [
         ModifyField::SmacHi,
         ModifyField::SmacLo,
         ModifyField::Ethertype,
@@ -163,6 +168,7 @@ impl ModifyField {
         ModifyField::Dipv4,
         ModifyField::FirstVid,
         ModifyField::Ipv6HopLimit,
+        ModifyField::RegB,
         ModifyField::RegC(0),
         ModifyField::RegC(1),
         ModifyField::RegC(2),
@@ -195,6 +201,7 @@ impl ModifyField {
             ModifyField::Dipv4 => 0x16,
             ModifyField::FirstVid => 0x17,
             ModifyField::Ipv6HopLimit => 0x47,
+            ModifyField::RegB => 0x50,
             ModifyField::RegC(n) => 0x51 + u16::from(n & 7),
             ModifyField::IpEcn => 0x73,
         }
@@ -221,6 +228,7 @@ impl ModifyField {
             0x16 => ModifyField::Dipv4,
             0x17 => ModifyField::FirstVid,
             0x47 => ModifyField::Ipv6HopLimit,
+            0x50 => ModifyField::RegB,
             0x51..=0x58 => ModifyField::RegC((id - 0x51) as u8),
             0x73 => ModifyField::IpEcn,
             _ => return None,
@@ -236,6 +244,7 @@ impl ModifyField {
             | ModifyField::Dipv6(_)
             | ModifyField::Sipv4
             | ModifyField::Dipv4
+            | ModifyField::RegB
             | ModifyField::RegC(_) => 32,
             ModifyField::SmacLo
             | ModifyField::Ethertype
@@ -294,6 +303,7 @@ impl ModifyField {
             ModifyField::FirstVid => "first_vid",
             ModifyField::Ipv6HopLimit => "ipv6_hop_limit",
             ModifyField::RegC(n) => REGC[usize::from(n & 7)],
+            ModifyField::RegB => "reg_b",
             ModifyField::IpEcn => "ip_ecn",
         }
     }
@@ -554,6 +564,25 @@ impl ModifyOp {
         match *self {
             ModifyOp::Set { field, .. } | ModifyOp::Add { field, .. } => field,
             ModifyOp::Copy { dst, .. } => dst,
+        }
+    }
+
+    /// The field a COPY reads.
+    pub fn src(&self) -> Option<ModifyField> {
+        match *self {
+            ModifyOp::Copy { src, .. } => Some(src),
+            _ => None,
+        }
+    }
+
+    /// A COPY of all 32 bits of `src` into `dst`.
+    pub fn copy32(src: ModifyField, dst: ModifyField) -> Self {
+        ModifyOp::Copy {
+            src,
+            src_offset: 0,
+            length: 32,
+            dst,
+            dst_offset: 0,
         }
     }
 

@@ -68,17 +68,17 @@ use crate::dr::{
     RuleId, TableId,
 };
 use crate::prm::{encode_into, Encoded, PortMap, PortTable, SourcePortMode};
+use crate::restore::RestoreTable;
 use crate::Vport;
 
 use counters::Bulk;
-pub use staged::SampleTags;
 use staged::{MeterDef, Staged};
 use translate::Stage;
 
 /// The metadata register that carries a metered or sampled flow's tag from
 /// its level-1 rule to the level-2 table (and, on a sampled copy, to
 /// software). reg_c_0 holds the vport metadata.
-pub const REG_FLOW_TAG: u8 = 1;
+pub const REG_FLOW_TAG: u8 = crate::restore::REG_TAG;
 
 /// The register a flow meter writes its colour into.
 pub const REG_COLOR: u8 = 2;
@@ -179,9 +179,9 @@ pub struct OffloadManager<B: DrBackend> {
     meter_users: HashMap<ActionId, usize>,
     /// Live tags and their flows.
     tags: HashMap<u32, HwId>,
-    /// Sampled flows' tags and cookies, for the threads that receive
-    /// their copies.
-    samplers: Arc<SampleTags>,
+    /// What each tag a packet may reach software with stands for (sampled
+    /// flows' copies), for the threads that receive them.
+    restore: Arc<RestoreTable>,
     next_tag: u32,
     bulks: Vec<Bulk>,
     free_counters: Vec<(usize, u32)>,
@@ -273,7 +273,7 @@ impl<B: DrBackend> OffloadManager<B> {
             meters: HashMap::new(),
             meter_users: HashMap::new(),
             tags: HashMap::new(),
-            samplers: Arc::default(),
+            restore: Arc::default(),
             next_tag: 1,
             bulks: Vec::new(),
             free_counters: Vec::new(),
@@ -325,10 +325,10 @@ impl<B: DrBackend> OffloadManager<B> {
             .and_then(|h| h.staged.as_ref().and_then(|s| s.tag))
     }
 
-    /// What the threads that receive the device's sampled copies read:
-    /// each sampled flow's cookie by its tag.
-    pub fn sample_tags(&self) -> Arc<SampleTags> {
-        Arc::clone(&self.samplers)
+    /// What the threads that receive packets from the device read: what
+    /// each restore tag stands for ([`crate::restore`]).
+    pub fn restore_table(&self) -> Arc<RestoreTable> {
+        Arc::clone(&self.restore)
     }
 
     /// The flow a tag (reg_c_1 of a sampled copy) belongs to.

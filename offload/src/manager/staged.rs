@@ -14,20 +14,27 @@
 //! copy's action is the FDB default_miss (to the eSwitch manager), which
 //! rdma-core accepts among sample actions (`DR_ACTION_TYP_MISS` in
 //! `dr_action_create_sampler_term_tbl`).
+//!
+//! Software tells the copy from a miss by its restore tag
+//! ([`crate::restore`]): the flow's tag is registered as a sampled copy
+//! of it, and a restore rule steers reg_c_1 == tag to the slow-path queue
+//! with that flow tag, before the level-1 rule exists. Without a restore
+//! path a sampled flow stays in software (`no restore path`): its copies
+//! would reach software as misses and be forwarded twice. A metered flow
+//! needs none: its level-2 rules go in before its level-1 rule and out
+//! after it, so no packet of it misses in level 2.
 
-use std::collections::HashMap;
-use std::sync::RwLock;
-
-use megaflow::actions::SampleCookie;
 use megaflow::offload::{HwId, MeterBand, NotOffloaded};
 use megaflow::MeterId;
 
 use crate::dr::meter::{Color, MeterMode, MeterParams};
 use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
 use crate::dr::{
-    ActionId, ActionSpec, DrBackend, FlowMeterAttr, FlowSamplerAttr, MatcherId, RuleId,
+    ActionId, ActionSpec, DrBackend, FlowMeterAttr, FlowSamplerAttr, MatcherId, RestoreRuleId,
+    RuleId,
 };
 use crate::prm::{set, Block, PrmField, ENCODED_LEN};
+use crate::restore::{Restore, TAG_MAX};
 
 use super::translate::Stage;
 use super::{action, backend, OffloadManager, REG_COLOR, REG_FLOW_TAG};
@@ -36,41 +43,6 @@ use super::{action, backend, OffloadManager, REG_COLOR, REG_FLOW_TAG};
 const RED_PRIORITY: u16 = 0;
 /// Priority of the tag matcher in the level-2 table.
 const TAG_PRIORITY: u16 = 1;
-
-/// The cookie of each sampled flow in the device, by its tag: a sampled
-/// copy reaches software with the tag in reg_c_1 ([`REG_FLOW_TAG`]) and
-/// nothing else of its flow, as Open vSwitch's sample group ids map a
-/// psample copy back to its sFlow cookie. Written by the offload thread,
-/// read by the threads that receive copies.
-#[derive(Debug, Default)]
-pub struct SampleTags(RwLock<HashMap<u32, SampleCookie>>);
-
-impl SampleTags {
-    /// The cookie of the flow whose sampled copy ended with registers
-    /// `regs`.
-    pub fn cookie(&self, regs: &[u32; 8]) -> Option<SampleCookie> {
-        let tag = regs[usize::from(REG_FLOW_TAG)];
-        let map = self.0.read().unwrap_or_else(|e| e.into_inner());
-        map.get(&tag).copied()
-    }
-
-    /// How many sampled flows are in the device.
-    pub fn len(&self) -> usize {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn set(&self, tag: u32, cookie: Option<SampleCookie>) {
-        let mut map = self.0.write().unwrap_or_else(|e| e.into_inner());
-        match cookie {
-            Some(c) => map.insert(tag, c),
-            None => map.remove(&tag),
-        };
-    }
-}
 
 /// An OpenFlow meter in hardware.
 pub(super) struct MeterDef {
@@ -94,6 +66,10 @@ pub(super) struct Staged {
     red_rule: Option<RuleId>,
     /// Level 2: tag → the rest of its actions.
     rest_rule: Option<RuleId>,
+    /// A sampled flow's: whether its tag is registered in the restore
+    /// table, and the slow-path queue's rule for it.
+    registered: bool,
+    restore_rule: Option<RestoreRuleId>,
 }
 
 /// An `fte_match_param` buffer with each reg_c `n` set to `v`, and its
@@ -179,15 +155,16 @@ impl<B: DrBackend> OffloadManager<B> {
     }
 
     /// A tag no live flow has, recorded for `id`. Tags go round from 1
-    /// (0 is an unmarked packet), so a removed flow's tag comes back as
-    /// late as possible.
+    /// (0 is an unmarked packet) to [`TAG_MAX`] (a completion's flow tag
+    /// has 24 bits), so a removed flow's tag comes back as late as
+    /// possible.
     fn alloc_tag(&mut self, id: HwId) -> Result<u32, NotOffloaded> {
-        if self.tags.len() >= (u32::MAX - 1) as usize {
+        if self.tags.len() >= TAG_MAX as usize {
             return Err(NotOffloaded::TableFull);
         }
         loop {
             let t = self.next_tag;
-            self.next_tag = if t == u32::MAX { 1 } else { t + 1 };
+            self.next_tag = if t >= TAG_MAX { 1 } else { t + 1 };
             if t != 0 && !self.tags.contains_key(&t) {
                 self.tags.insert(t, id);
                 return Ok(t);
@@ -235,6 +212,9 @@ impl<B: DrBackend> OffloadManager<B> {
         rest: &[ActionId],
         st: &mut Staged,
     ) -> Result<Vec<ActionId>, NotOffloaded> {
+        if matches!(stage, Stage::Sample { .. }) && self.backend.restore_path().is_err() {
+            return Err(NotOffloaded::NoRestorePath);
+        }
         let tag = self.alloc_tag(id)?;
         st.tag = Some(tag);
         let tag_matcher = self.level2_matcher(false)?;
@@ -259,7 +239,16 @@ impl<B: DrBackend> OffloadManager<B> {
                 m
             }
             (Stage::Sample { ratio, cookie }, _) => {
-                self.samplers.set(tag, Some(cookie));
+                // Registered, then steered, before any rule writes the tag.
+                self.restore
+                    .register(tag, Restore::SampledCopy { flow: id, cookie })
+                    .map_err(|_| NotOffloaded::TableFull)?;
+                st.registered = true;
+                st.restore_rule = Some(
+                    self.backend
+                        .restore_rule_create(tag)
+                        .map_err(backend("restore_rule_create"))?,
+                );
                 let miss = self.shared_action(self.shared.miss, ActionSpec::DefaultMiss)?;
                 self.shared.miss = Some(miss);
                 let spec = ActionSpec::FlowSampler(FlowSamplerAttr {
@@ -298,9 +287,14 @@ impl<B: DrBackend> OffloadManager<B> {
         if let Some(m) = st.meter {
             self.unuse_meter(m);
         }
+        if let Some(r) = st.restore_rule {
+            let _ = self.backend.restore_rule_destroy(r);
+        }
         if let Some(t) = st.tag {
             self.tags.remove(&t);
-            self.samplers.set(t, None);
+            if st.registered {
+                self.restore.unregister(t);
+            }
         }
     }
 }

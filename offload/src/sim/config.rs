@@ -27,6 +27,11 @@ pub struct SimConfig {
     /// How the firmware marks the source vport: with vport metadata, reg_c_0
     /// starts as the vport's tag; `misc.source_port` is always filled.
     pub source_port: SourcePortMode,
+    /// Whether software receives the eSwitch manager's packets on the
+    /// slow-path queue that reads restore tags (the `verbs` port: a
+    /// completion per packet with the flow tag and reg_b), or on the
+    /// representor netdevs, which carry none (`false`).
+    pub restore_path: bool,
 }
 
 impl Default for SimConfig {
@@ -46,6 +51,7 @@ impl Default for SimConfig {
             max_modify_actions: 64,
             seed: 0x5eed_5eed,
             source_port: SourcePortMode::REG_C0_UPPER_16,
+            restore_path: true,
         }
     }
 }
@@ -61,4 +67,5 @@ pub struct Snapshot {
     pub counter_bulks: usize,
     pub counters: usize,
     pub meters: usize,
+    pub restore_rules: usize,
 }

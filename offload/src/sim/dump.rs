@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use crate::dr::dump::{
-    fields, modify_text, CounterDump, DeviceDump, DomainDump, MatcherDump, RuleDump, TableDump,
+    fields, modify_text, CounterDump, DeviceDump, DomainDump, MatcherDump, RestoreRuleDump,
+    RuleDump, TableDump,
 };
 use crate::dr::meter::MeterMode;
-use crate::dr::{DomainId, MatcherId, RuleId, TableId};
+use crate::dr::{DomainId, MatcherId, RestoreRuleId, RuleId, TableId};
 use crate::prm::{Block, ENCODED_LEN};
 
 use super::state::{Body, State};
@@ -199,6 +200,15 @@ pub(crate) fn dump(st: &State) -> DeviceDump {
             }
         }
     }
+    let mut restore: Vec<_> = st.restore_rules.iter().collect();
+    restore.sort_by_key(|&(_, _, &tag)| tag);
+    out.restore_rules = restore
+        .into_iter()
+        .map(|(index, generation, &tag)| RestoreRuleDump {
+            id: RestoreRuleId { index, generation }.to_string(),
+            tag,
+        })
+        .collect();
     out
 }
 

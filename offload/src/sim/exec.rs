@@ -42,8 +42,15 @@ pub struct OutFrame {
     pub bytes: Vec<u8>,
     /// The metadata registers reg_c_0..7 at the end of the walk.
     pub regs: [u32; 8],
-    /// A sampler's copy rather than the packet itself.
+    /// A sampler's copy rather than the packet itself: the sim's own
+    /// knowledge, for tests; software tells copies by [`OutFrame::tag`].
     pub sampled: bool,
+    /// To the manager: the flow tag the slow-path queue's completion
+    /// carries ([`crate::restore`]: 0 for a plain miss); 0 elsewhere.
+    pub tag: u32,
+    /// To the manager: reg_b in the completion (reg_c_0, the source's
+    /// metadata, as the queue's rules copy it); 0 elsewhere.
+    pub reg_b: u32,
 }
 
 /// Frames out of one or more [`process`](super::SimBackend::process) calls;
@@ -102,6 +109,8 @@ impl Output {
                 bytes: Vec::new(),
                 regs: [0; 8],
                 sampled: false,
+                tag: 0,
+                reg_b: 0,
             });
         }
         let i = self.len;
@@ -111,7 +120,20 @@ impl Output {
         f.egress = egress;
         f.regs = w.regs;
         f.sampled = w.sampled;
+        f.tag = 0;
+        f.reg_b = 0;
         f
+    }
+
+    /// Fills the completion fields of the frames from `start` on that went
+    /// to the manager.
+    fn complete(&mut self, st: &State, start: usize) {
+        let end = self.len;
+        for f in self.frames.get_mut(start..end).unwrap_or(&mut []) {
+            if matches!(f.egress, Egress::Manager { .. }) {
+                (f.tag, f.reg_b) = st.completion(&f.regs);
+            }
+        }
     }
 }
 
@@ -150,6 +172,7 @@ pub(crate) fn process<'p>(
 ) {
     let dom = st.domains.get(domain.index, domain.generation);
     let walk = dom.map(|dom| Walk { st, dom, now });
+    let start = out.len;
     let mut lanes: Vec<Lane> = Vec::with_capacity(BATCH);
     let mut it = packets.into_iter().peekable();
     while it.peek().is_some() {
@@ -186,6 +209,7 @@ pub(crate) fn process<'p>(
         }
         out.pool.extend(lanes.drain(..).map(|l| l.w.bytes));
     }
+    out.complete(st, start);
 }
 
 /// A packet of a batch.

@@ -59,7 +59,7 @@ pub use exec::{DropCause, Egress, OutFrame, Output};
 
 use crate::dr::{
     ActionId, ActionSpec, CounterBulkId, CounterValue, DeviceDump, DomainId, DomainType, DrBackend,
-    DrError, Errno, MatcherId, RuleId, SyncFlags, TableId,
+    DrError, Errno, MatcherId, RestoreRuleId, RuleId, SyncFlags, TableId,
 };
 use crate::Vport;
 
@@ -480,5 +480,24 @@ impl DrBackend for SimBackend {
     /// actions and counter, read back from the sim's state.
     fn dump(&self) -> Result<DeviceDump, DrError> {
         Ok(dump::dump(&self.read()))
+    }
+
+    /// The sim models the `verbs` slow-path queue unless its config says
+    /// the representor netdevs ([`SimConfig::restore_path`]).
+    fn restore_path(&self) -> Result<(), &'static str> {
+        if self.read().config.restore_path {
+            Ok(())
+        } else {
+            Err(crate::dr::NO_RESTORE_PATH)
+        }
+    }
+
+    fn restore_rule_create(&self, tag: u32) -> Result<RestoreRuleId, DrError> {
+        self.gate(Op::RuleCreate)?;
+        self.write().restore_rule_create(tag)
+    }
+
+    fn restore_rule_destroy(&self, rule: RestoreRuleId) -> Result<(), DrError> {
+        self.write().restore_rule_destroy(rule)
     }
 }

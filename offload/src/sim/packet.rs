@@ -394,6 +394,10 @@ fn read_at(pkt: &[u8], layout: &Layout, regs: &[u32; 8], f: ModifyField) -> Opti
             u32::from(edit::read16(pkt, at)?)
         }
         ModifyField::RegC(n) => regs[usize::from(n & 7)],
+        // Only NIC RX has reg_b, and the sim refuses it in its Direct Rule
+        // domains (the restore path is the verbs flow API, modelled on its
+        // own): an action that names it never reaches a packet.
+        ModifyField::RegB => return None,
     })
 }
 
@@ -471,6 +475,7 @@ fn write_at(pkt: &mut [u8], layout: &mut Layout, regs: &mut [u32; 8], f: ModifyF
             edit::set_tcp_flags(pkt, &l, v as u16);
         }
         ModifyField::RegC(n) => regs[usize::from(n & 7)] = v,
+        ModifyField::RegB => {}
     }
 }
 

@@ -1,15 +1,18 @@
 //! The sim's objects and the checks each Direct Rule call makes.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::dr::meter::{MeterParams, MeterState, PARAMS_LEN};
-use crate::dr::modify::{decode_list, ModifyOp};
+use crate::dr::modify::{decode_list, ModifyField, ModifyOp};
 use crate::dr::{
     check_sequence, ActionId, ActionKind, ActionSpec, CounterBulkId, CounterValue, DomainId,
-    DomainType, DrError, MatcherId, Object, Resource, RuleId, TableId,
+    DomainType, DrError, MatcherId, Object, Resource, RestoreRuleId, RuleId, TableId,
+    NO_RESTORE_PATH,
 };
 use crate::prm::{Block, DecodeError, Encoded, PrmField, ENCODED_LEN, FIELDS};
+use crate::restore::{PLAIN_MISS, REG_SOURCE, REG_TAG, TAG_MAX};
 use crate::Vport;
 
 use super::config::{SimConfig, Snapshot};
@@ -149,6 +152,9 @@ pub(crate) struct State {
     pub(crate) rules: Slab<Rule>,
     pub(crate) actions: Slab<Action>,
     pub(crate) bulks: Slab<Bulk>,
+    /// Restore rules: their tags, and the rule of each tag.
+    pub(crate) restore_rules: Slab<u32>,
+    pub(crate) restore_tags: HashMap<u32, RestoreRuleId>,
     counters: usize,
     meters: usize,
     seq: u64,
@@ -248,6 +254,8 @@ impl State {
             rules: Slab::default(),
             actions: Slab::default(),
             bulks: Slab::default(),
+            restore_rules: Slab::default(),
+            restore_tags: HashMap::new(),
             counters: 0,
             meters: 0,
             seq: 0,
@@ -264,7 +272,55 @@ impl State {
             counter_bulks: self.bulks.len(),
             counters: self.counters,
             meters: self.meters,
+            restore_rules: self.restore_rules.len(),
         }
+    }
+
+    /// The slow-path queue's rule for `tag` (see [`crate::restore`]).
+    pub(crate) fn restore_rule_create(&mut self, tag: u32) -> Result<RestoreRuleId, DrError> {
+        if !self.config.restore_path {
+            return Err(DrError::NoRestorePath(NO_RESTORE_PATH));
+        }
+        if tag == PLAIN_MISS || tag > TAG_MAX {
+            return Err(DrError::Invalid(
+                "a restore tag is 1 to 2^24-1 (24 bits of flow tag; 0 is the plain miss)",
+            ));
+        }
+        if self.restore_tags.contains_key(&tag) {
+            // The kernel's flow steering: an FTE of the same match with
+            // another flow tag is EEXIST.
+            return Err(DrError::DuplicateRule);
+        }
+        let (index, generation) = self.restore_rules.insert(tag);
+        let id = RestoreRuleId { index, generation };
+        self.restore_tags.insert(tag, id);
+        Ok(id)
+    }
+
+    pub(crate) fn restore_rule_destroy(&mut self, r: RestoreRuleId) -> Result<(), DrError> {
+        let tag = self
+            .restore_rules
+            .remove(r.index, r.generation)
+            .ok_or(stale(Object::RestoreRule))?;
+        self.restore_tags.remove(&tag);
+        Ok(())
+    }
+
+    /// What the slow-path queue's completion says of a packet the FDB sent
+    /// to the manager with registers `regs`: (flow tag, reg_b). The rules
+    /// copy reg_c_0 into reg_b; a tag rule steers reg_c_1 == its tag. With
+    /// no restore path there is no completion: (0, 0).
+    pub(crate) fn completion(&self, regs: &[u32; 8]) -> (u32, u32) {
+        if !self.config.restore_path {
+            return (PLAIN_MISS, 0);
+        }
+        let c1 = regs[usize::from(REG_TAG)];
+        let tag = if self.restore_tags.contains_key(&c1) {
+            c1
+        } else {
+            PLAIN_MISS
+        };
+        (tag, regs[usize::from(REG_SOURCE)])
     }
 
     pub(crate) fn domain(&self, d: DomainId) -> Result<&Domain, DrError> {
@@ -767,6 +823,20 @@ impl State {
             ActionSpec::PopVlan => Body::PopVlan,
             ActionSpec::ModifyHeader(bytes) => {
                 let ops = decode_list(&bytes)?;
+                let reg_b = |f: ModifyField| f == ModifyField::RegB;
+                if ops
+                    .iter()
+                    .any(|op| reg_b(op.dst()) || op.src().is_some_and(reg_b))
+                {
+                    // rdma-core: reg_b is a SET or COPY field only in NIC_RX
+                    // (dr_action.c, EINVAL elsewhere); the sim keeps its
+                    // NIC_RX packet walk without it too, and says so.
+                    return Err(DrError::Invalid(if ty == DomainType::NicRx {
+                        "reg_b in a NIC_RX Direct Rule domain is not modelled by the sim"
+                    } else {
+                        "reg_b may be set or copied only in a NIC_RX domain"
+                    }));
+                }
                 if ops.len() > self.config.max_modify_actions {
                     return Err(DrError::Invalid(
                         "modify header action number exceeds HW limit",

@@ -7,6 +7,8 @@ use megaflow::MeterId;
 
 use super::*;
 use crate::dr::meter::Color;
+use crate::dr::Errno;
+use crate::restore::{Arrival, Restore};
 use crate::sim::{DropCause, OutFrame, Snapshot};
 
 fn vf(n: u16) -> Vport {
@@ -172,21 +174,33 @@ fn a_sampled_flow_sends_about_one_copy_in_four_to_software() {
         )
         .expect("offload");
     let tag = mgr.tag_of(id).expect("a sampled flow has a tag");
-    let cookies = mgr.sample_tags();
-    assert_eq!(cookies.len(), 1);
+    let restore = mgr.restore_table();
+    assert_eq!(restore.samplers(), 1);
     let n = 4000u64;
     let f = frame(1);
     let (mut copies, mut originals) = (0u64, 0u64);
     for i in 0..n {
         for o in send_at(&mgr, i, &f) {
-            if o.sampled {
+            // Told apart by what the slow-path queue's completion says,
+            // as software does; the sim's own flag must agree.
+            let arrival = restore.classify(o.tag);
+            if o.egress == (Egress::Manager { ingress: vf(1) }) {
                 copies += 1;
-                assert_eq!(o.egress, Egress::Manager { ingress: vf(1) });
-                assert_eq!(o.regs[1], tag, "the copy names its flow");
-                assert_eq!(mgr.flow_of_tag(o.regs[1]), Some(id));
-                assert_eq!(cookies.cookie(&o.regs), Some(COOKIE), "and its cookie");
+                assert!(o.sampled, "only copies reach the manager");
+                assert_eq!(o.tag, tag, "the copy names its flow");
+                assert_eq!(mgr.flow_of_tag(o.tag), Some(id));
+                assert_eq!(
+                    arrival,
+                    Arrival::Restored(Restore::SampledCopy {
+                        flow: id,
+                        cookie: COOKIE
+                    }),
+                    "and its cookie"
+                );
+                assert_eq!(o.reg_b, o.regs[0], "reg_b: the source's metadata");
                 assert_eq!(o.bytes, f);
             } else {
+                assert!(!o.sampled);
                 originals += 1;
                 assert_eq!(o.egress, Egress::Vport(vf(2)));
                 assert_eq!(o.bytes, f);
@@ -206,7 +220,37 @@ fn a_sampled_flow_sends_about_one_copy_in_four_to_software() {
         "the counter sees every packet"
     );
     mgr.remove(id);
-    assert!(cookies.is_empty(), "a removed flow's cookie goes with it");
+    assert!(restore.is_empty(), "a removed flow's tag goes with it");
+    assert_eq!(restore.classify(tag), Arrival::Stale(tag));
+    assert!(mgr.backend().dump().expect("dump").restore_rules.is_empty());
+}
+
+#[test]
+fn without_a_restore_path_sampled_flows_stay_in_software_and_metered_ones_do_not() {
+    let no_path = SimConfig {
+        restore_path: false,
+        ..SimConfig::default()
+    };
+    let mut mgr = manager_with(no_path, ManagerConfig::default());
+    let sampled = acts(vec![sample(quarter()), DpAction::Output(PortNo(2))]);
+    let e = mgr
+        .install(&flow(1), &sampled)
+        .expect_err("no restore path");
+    assert_eq!(e, NotOffloaded::NoRestorePath);
+    assert_eq!(e.to_string(), "no restore path");
+    assert!(!e.is_transient(), "trying again cannot help");
+    assert!(mgr.is_empty() && mgr.restore_table().is_empty());
+    mgr.set_meter(MeterId(1), Some(MeterBand::bytes(10_000, 1_000)))
+        .expect("set_meter");
+    let metered = acts(vec![meter(1), DpAction::Output(PortNo(2))]);
+    mgr.install(&flow(2), &metered)
+        .expect("a metered flow never misses in level 2: no tag needed");
+    // The device's answer to a restore rule, and what a miss carries.
+    let e = mgr.backend().restore_rule_create(5).expect_err("no path");
+    assert_eq!(e.errno(), Errno::EOPNOTSUPP);
+    let out = send_at(&mgr, 0, &frame(9));
+    assert_eq!(out[0].egress, Egress::Manager { ingress: vf(1) });
+    assert_eq!((out[0].tag, out[0].reg_b), (0, 0), "no completion at all");
 }
 
 #[test]

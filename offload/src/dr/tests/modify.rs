@@ -96,8 +96,10 @@ fn field_ids_round_trip_and_match_the_header() {
     assert_eq!(ModifyField::Sipv4.name(), "ipv4_src");
     assert_eq!(ModifyField::RegC(3).name(), "reg_c_3");
     assert_eq!(ModifyField::Dipv6(1).to_string(), "ipv6_dst_95_64");
-    // Unknown: REGA (0x49), REGB (0x50), TCP_SEQ_NUM (0x59), 0, 0x18.
-    for id in [0, 0x18, 0x49, 0x50, 0x59, 0x5b, 0x6e, 0xfff] {
+    assert_eq!(ModifyField::from_id(0x50), Some(ModifyField::RegB));
+    assert_eq!(ModifyField::RegB.width(), 32);
+    // Unknown: REGA (0x49), TCP_SEQ_NUM (0x59), 0, 0x18.
+    for id in [0, 0x18, 0x49, 0x59, 0x5b, 0x6e, 0xfff] {
         assert_eq!(ModifyField::from_id(id), None, "{id:#x}");
     }
     let known = (0..0x1000u16)

@@ -592,7 +592,7 @@ impl Spec {
             ModifyField::TcpSport | ModifyField::UdpSport => cat(l4..l4 + 2, &[], &l4_csum),
             ModifyField::TcpDport | ModifyField::UdpDport => cat(l4 + 2..l4 + 4, &[], &l4_csum),
             ModifyField::TcpFlags => cat(l4 + 12..l4 + 14, &[], &l4_csum),
-            ModifyField::RegC(_) => vec![],
+            ModifyField::RegC(_) | ModifyField::RegB => vec![],
         }
     }
 
@@ -604,6 +604,9 @@ impl Spec {
             ModifyField::Ipv6HopLimit | ModifyField::Sipv6(_) | ModifyField::Dipv6(_) => self.v6,
             ModifyField::TcpSport | ModifyField::TcpDport | ModifyField::TcpFlags => self.tcp,
             ModifyField::UdpSport | ModifyField::UdpDport => !self.tcp,
+            // NIC RX's register: no FDB packet has it (the sim refuses it
+            // in its Direct Rule domains).
+            ModifyField::RegB => false,
             _ => true,
         }
     }
