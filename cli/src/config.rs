@@ -131,6 +131,14 @@ pub struct BackendConfig {
     pub device: Option<String>,
     /// The sim's fault plan ([`crate::faults`]).
     pub fault: Vec<crate::faults::FaultConfig>,
+    /// Where software receives the packets the eSwitch hands it:
+    /// `"verbs"`, the slow-path queue whose completions carry each
+    /// packet's restore tag, or `"netdev"`, the representor netdevs,
+    /// which carry none (sampled flows then stay in software: `no restore
+    /// path`). Absent: the sim models `"verbs"`; mlx5 uses `"netdev"`
+    /// until set, which is for a device where `eswitchd hw-check` has
+    /// passed its restore cases.
+    pub slow_path: Option<String>,
 }
 
 impl Default for BackendConfig {
@@ -139,6 +147,23 @@ impl Default for BackendConfig {
             kind: "sim".to_string(),
             device: None,
             fault: Vec::new(),
+            slow_path: None,
+        }
+    }
+}
+
+impl BackendConfig {
+    /// Whether the slow path receives on the queue that reads restore
+    /// tags (`slow_path`, or the backend's default).
+    pub fn verbs_slow_path(&self) -> anyhow::Result<bool> {
+        match self.slow_path.as_deref() {
+            None => Ok(self.kind == "sim"),
+            Some("verbs") => Ok(true),
+            Some("netdev") => Ok(false),
+            Some(other) => bail!(
+                "backend.slow_path = \"{other}\": expected \"verbs\" (the queue that reads \
+                 restore tags) or \"netdev\" (the representor netdevs)"
+            ),
         }
     }
 }
@@ -701,6 +726,7 @@ impl Config {
             k => bail!("backend.kind = \"{k}\": expected \"sim\" or \"mlx5\""),
         }
         crate::faults::FaultPlan::parse(&cfg.backend.fault)?;
+        cfg.backend.verbs_slow_path()?;
         if cfg.backend.kind != "sim" && !cfg.backend.fault.is_empty() {
             bail!(
                 "backend.fault: a fault plan is for the sim backend, not \"{}\"",

@@ -288,6 +288,35 @@ fn a_sampler_delivers_about_one_in_n_to_the_sink() {
     sw.finish(at(3_000)).expect("clean teardown");
 }
 
+/// On a device whose slow path reads no restore tags (the representor
+/// netdevs), a sampled flow stays in software, saying why, and is sampled
+/// there: its copies could not be told from misses. A plain flow beside
+/// it is offloaded as ever.
+#[test]
+fn without_a_restore_path_a_sampled_flow_stays_in_software_saying_why() {
+    let flows = FlowFile::parse(TABLE).expect("table parses");
+    let netdevs = SimConfig {
+        restore_path: false,
+        ..SimConfig::default()
+    };
+    let mut sw = SimSwitch::new(&ports(), &flows, PipelineConfig::default(), netdevs, at(0))
+        .expect("switch");
+    let mut rec = Rec::default();
+    let (sampled, plain) = (tcp(4000, 3, 22), udp(1000, 2, 53, 50));
+    for i in 0..400 {
+        send(&mut sw, i, &sampled, &mut rec);
+        send(&mut sw, i, &plain, &mut rec);
+    }
+    let d = sw.pipeline().find(&extract(1, &sampled)).expect("flow");
+    assert_eq!(d.state, FlowState::SoftwareOnly);
+    assert_eq!(d.offloaded(), "no (no restore path)");
+    assert_eq!(state(&sw, &plain), Some(FlowState::Offloaded));
+    assert!(!rec.samples.is_empty(), "sampled in software");
+    assert!(rec.samples.iter().all(|s| s.2 == Path::Software));
+    assert_eq!(rec.tx.len(), 800, "every packet forwarded once");
+    sw.finish(at(3_000)).expect("clean teardown");
+}
+
 fn fault_case(errno: Errno) {
     let mut sw = switch();
     let mut rec = Rec::default();

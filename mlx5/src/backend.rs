@@ -29,7 +29,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use offload::dr::dump::CounterDump;
 use offload::dr::{
     ActionId, ActionSpec, CounterBulkId, CounterValue, DeviceDump, DomainId, DomainType, DrBackend,
-    DrError, Errno, MatcherId, Object, Resource, RuleId, SyncFlags, TableId,
+    DrError, Errno, MatcherId, Object, Resource, RestoreRuleId, RuleId, SyncFlags, TableId,
+    NO_RESTORE_PATH,
 };
 use offload::prm::SourcePortMode;
 use offload::sim::{SimBackend, SimConfig};
@@ -39,7 +40,9 @@ use rdma_core_sys as sys;
 use crate::cmd::{self, BulkSize};
 use crate::device::{errno, OpenDevice, RepPort, StartError};
 use crate::marshal::{memory_words, meter_attr, sampler_attr, vlan_header, DestArray, MatchParams};
+use crate::verbs::SlowPathQueue;
 use crate::Divergence;
+use crate::{Arrived, QueueError, SlowPathError};
 
 /// A Direct Rule handle: its map key and the object it names.
 trait Handle: Copy {
@@ -59,7 +62,7 @@ macro_rules! handle {
 }
 
 handle!(DomainId => Domain, TableId => Table, MatcherId => Matcher, RuleId => Rule,
-    ActionId => Action, CounterBulkId => CounterBulk);
+    ActionId => Action, CounterBulkId => CounterBulk, RestoreRuleId => RestoreRule);
 
 /// The raw objects of one kind, by the model's handle.
 struct Handles<H, T> {
@@ -175,6 +178,16 @@ pub struct Mlx5Backend {
     /// answer that differs ([`Mlx5Backend::set_cross_check`]).
     cross_check: bool,
     divergences: Mutex<Vec<Divergence>>,
+    /// The slow-path receive queue and its restore rules' tags, once
+    /// opened ([`Mlx5Backend::open_slow_path`]): until then the slow path
+    /// is on the representor netdevs and there is no restore path.
+    slow_path: Mutex<Option<SlowPath>>,
+}
+
+/// The queue and the tag of each restore rule, by handle.
+struct SlowPath {
+    queue: SlowPathQueue,
+    rules: Handles<RestoreRuleId, u32>,
 }
 
 /// An error as a divergence side: its text and errno.
@@ -235,7 +248,61 @@ impl Mlx5Backend {
             tags: HashMap::new(),
             cross_check: false,
             divergences: Mutex::new(Vec::new()),
+            slow_path: Mutex::new(None),
         }
+    }
+
+    /// Opens the slow-path receive queue on IB port `port` (the uplink's
+    /// is port 1) with `depth` buffers, steering to it the packets of
+    /// every representor [`Mlx5Backend::set_port_info`] reported; from
+    /// then on the backend has a restore path, and the model too.
+    pub fn open_slow_path(&self, port: u8, depth: u32) -> Result<(), SlowPathError> {
+        let SourcePortMode::Metadata { mask, shift } = self.source_port else {
+            return Err(SlowPathError::NoMetadata);
+        };
+        let mut sources: Vec<(u32, u32)> = self
+            .tags
+            .values()
+            .map(|&t| (t.checked_shl(u32::from(shift)).unwrap_or(0) & mask, mask))
+            .collect();
+        if sources.is_empty() {
+            return Err(SlowPathError::NoMetadata);
+        }
+        sources.sort_unstable();
+        let queue = SlowPathQueue::open(Arc::clone(&self.dev), port, &sources, depth)?;
+        *self.slow() = Some(SlowPath {
+            queue,
+            rules: Handles::default(),
+        });
+        self.model.set_restore_path(true);
+        Ok(())
+    }
+
+    fn slow(&self) -> MutexGuard<'_, Option<SlowPath>> {
+        self.slow_path.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands up to `max` packets the slow-path queue received to `each`
+    /// (none while it is not open); returns how many.
+    pub fn poll_slow_path(
+        &self,
+        max: usize,
+        each: impl FnMut(Arrived<'_>),
+    ) -> Result<usize, QueueError> {
+        match self.slow().as_mut() {
+            Some(sp) => sp.queue.poll(max, each),
+            None => Ok(0),
+        }
+    }
+
+    /// The vport whose reg_c_0 metadata is `reg_b` (what a completion of
+    /// the slow-path queue names its source by).
+    pub fn vport_of_metadata(&self, reg_b: u32) -> Option<Vport> {
+        let SourcePortMode::Metadata { mask, shift } = self.source_port else {
+            return None;
+        };
+        let tag = (reg_b & mask) >> shift;
+        self.tags.iter().find(|(_, &t)| t == tag).map(|(&v, _)| v)
     }
 
     /// How the firmware marks the source vport (`misc.source_port` until
@@ -775,6 +842,41 @@ impl DrBackend for Mlx5Backend {
             });
         }
         Ok(dump)
+    }
+
+    fn restore_path(&self) -> Result<(), &'static str> {
+        match *self.slow() {
+            Some(_) => Ok(()),
+            None => Err(NO_RESTORE_PATH),
+        }
+    }
+
+    /// Made on the model (which refuses it without a queue, with a bad or
+    /// a steered tag), then steered on the device.
+    fn restore_rule_create(&self, tag: u32) -> Result<RestoreRuleId, DrError> {
+        let mut slow = self.slow();
+        let id = self.model.restore_rule_create(tag)?;
+        let Some(sp) = slow.as_mut() else {
+            let _ = self.model.restore_rule_destroy(id);
+            return Err(DrError::NoRestorePath(NO_RESTORE_PATH));
+        };
+        if let Err(e) = sp.queue.add_tag(tag) {
+            let _ = self.model.restore_rule_destroy(id);
+            return Err(e);
+        }
+        sp.rules.insert(id, tag);
+        Ok(id)
+    }
+
+    /// Removed from the device, then from the model; a rule the device
+    /// keeps stays in both.
+    fn restore_rule_destroy(&self, rule: RestoreRuleId) -> Result<(), DrError> {
+        let mut slow = self.slow();
+        let sp = slow.as_mut().ok_or(DrError::Stale(Object::RestoreRule))?;
+        let tag = *sp.rules.get(rule)?;
+        sp.queue.remove_tag(tag)?;
+        sp.rules.remove(rule);
+        self.model.restore_rule_destroy(rule)
     }
 }
 

@@ -32,6 +32,22 @@ impl Mlx5Backend {
     pub fn take_divergences(&self) -> Vec<crate::Divergence> {
         match *self {}
     }
+
+    pub fn open_slow_path(&self, _: u8, _: u32) -> Result<(), crate::SlowPathError> {
+        match *self {}
+    }
+
+    pub fn poll_slow_path(
+        &self,
+        _: usize,
+        _: impl FnMut(crate::Arrived<'_>),
+    ) -> Result<usize, crate::QueueError> {
+        match *self {}
+    }
+
+    pub fn vport_of_metadata(&self, _: u32) -> Option<Vport> {
+        match *self {}
+    }
 }
 
 impl DrBackend for Mlx5Backend {

@@ -11,8 +11,8 @@ their enclosing type's size and the named members around them cover them.
 import re
 import sys
 
-KEYWORDS = {"type", "ref", "match", "mod", "fn", "impl", "self", "loop", "move", "box", "in"}
-PREFIXES = ("ibv_", "ib_uverbs_", "mlx5dv_", "mlx5_ib_uapi_")
+KEYWORDS = {"type", "ref", "match", "mod", "fn", "impl", "self", "loop", "move", "box", "in", "priv"}
+PREFIXES = ("ibv_", "ib_uverbs_", "mlx5dv_", "mlx5_ib_uapi_", "eswitch_")
 
 from pathlib import Path
 

@@ -65,6 +65,11 @@ struct HwCheckArgs {
     /// Rules inserted to measure the insert rate.
     #[arg(long, default_value_t = cli::hw::check::Sizes::default().rules)]
     rules: usize,
+    /// Where misses are received: `netdev` (the representors; the restore
+    /// cases are skipped) or `verbs` (the slow-path queue, which reads
+    /// restore tags: the cases that prove `backend.slow_path = "verbs"`).
+    #[arg(long, default_value = "netdev", value_parser = ["netdev", "verbs"])]
+    slow_path: String,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -265,7 +270,8 @@ fn hw_check(a: HwCheckArgs) -> anyhow::Result<()> {
         let device = a
             .device
             .or_else(|| config.as_ref().and_then(|c| c.backend.device.clone()));
-        cli::hw::check::check_mlx5(device.as_deref(), &ports, sizes)?
+        let verbs = a.slow_path == "verbs";
+        cli::hw::check::check_mlx5(device.as_deref(), &ports, sizes, verbs)?
     };
     println!("{result}");
     if !result.passed() {

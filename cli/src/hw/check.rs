@@ -224,10 +224,14 @@ pub fn check_wire<B: Modelled>(
 
 /// `eswitchd hw-check` on a ConnectX: `reps` are representors whose VFs
 /// have netdevs on this host (at least two: the first is the ingress).
+/// With `verbs`, misses are received on the slow-path queue, so the
+/// restore cases run (without it they are skipped: the representor
+/// netdevs carry no restore tag).
 pub fn check_mlx5(
     device: Option<&str>,
     reps: &[String],
     sizes: Sizes,
+    verbs: bool,
 ) -> anyhow::Result<CheckResult> {
     // No RDMA device at all is the first thing to say.
     mlx5::device::device_names().context("hw-check")?;
@@ -256,6 +260,11 @@ pub fn check_mlx5(
     let named: Vec<(String, Vport)> = ports.iter().map(|p| (p.rep.clone(), p.vport)).collect();
     let mut backend = super::open(device, &named)?;
     backend.set_cross_check(true);
+    if verbs {
+        backend
+            .open_slow_path(1, mlx5::SLOW_PATH_DEPTH)
+            .context("hw-check --slow-path verbs")?;
+    }
     let target = format!(
         "{} through {}",
         device.unwrap_or("the representors' device"),

@@ -14,6 +14,7 @@ use offload::Vport;
 use crate::config::Config;
 
 pub mod check;
+pub mod verbs;
 pub mod wire;
 
 /// The mlx5 backend on the device `cfg` names, or the one its ports'
@@ -24,7 +25,13 @@ pub fn mlx5_backend(cfg: &Config) -> anyhow::Result<Arc<mlx5::Mlx5Backend>> {
         .iter()
         .filter_map(|p| Some((p.name.clone(), p.vport?)))
         .collect();
-    open(cfg.backend.device.as_deref(), &reps).map(Arc::new)
+    let b = open(cfg.backend.device.as_deref(), &reps)?;
+    if cfg.backend.verbs_slow_path()? {
+        // Port 1 of the manager's IB device is the uplink representor's.
+        b.open_slow_path(1, mlx5::SLOW_PATH_DEPTH)
+            .context("backend.slow_path = \"verbs\"")?;
+    }
+    Ok(Arc::new(b))
 }
 
 /// Starts the mlx5 backend on `device`, or on the device the

@@ -74,7 +74,7 @@ use ofproto::{Datapaths, OffloadDone, PassReport, Pipeline, SharedOffload, Threa
 use crate::config::{Config, PortSpec};
 use crate::switch::{
     sim_device, CounterBoard, Detach, Device, Egressor, FlowFile, Front, Netdev, Path, PortKind,
-    SoftwarePath, Switch,
+    Rx, SoftwarePath, Switch,
 };
 
 pub use ports::NetdevFactory;
@@ -205,6 +205,11 @@ struct RxPort {
     used: usize,
 }
 
+/// The receive-side number of a device's slow-path queue: never one of
+/// the switch's ports (its packets name their own, and one it cannot name
+/// is counted and dropped as from an unknown port).
+const SLOW_PATH_PORT: PortNo = PortNo(0xffff_fe00);
+
 impl RxPort {
     fn new(no: PortNo, port: Box<dyn Port>) -> RxPort {
         RxPort {
@@ -232,10 +237,16 @@ impl RxPort {
         Ok(got)
     }
 
-    fn packets(&self) -> impl Iterator<Item = (PortNo, &[u8])> + '_ {
-        self.batches[..self.used]
-            .iter()
-            .flat_map(move |b| b.iter().map(move |k| (self.no, k.data)))
+    /// The packets received, each from the port its source names (a
+    /// slow-path queue receives for every port) or this one.
+    fn packets(&self) -> impl Iterator<Item = Rx<'_>> + '_ {
+        self.batches[..self.used].iter().flat_map(move |b| {
+            b.iter().map(move |k| Rx {
+                port: k.meta.in_port.unwrap_or(self.no),
+                data: k.data,
+                restore: k.meta.restore,
+            })
+        })
     }
 }
 
@@ -468,7 +479,11 @@ impl Daemon<SimBackend> {
         factory: Arc<dyn PortFactory>,
         limits: LiveLimits,
     ) -> anyhow::Result<Daemon> {
-        let dev = sim_device(&cfg.port_specs()?, SimConfig::default());
+        let sim = SimConfig {
+            restore_path: cfg.backend.verbs_slow_path()?,
+            ..SimConfig::default()
+        };
+        let dev = sim_device(&cfg.port_specs()?, sim);
         let plan = crate::faults::FaultPlan::parse(&cfg.backend.fault)?;
         if !plan.is_empty() {
             warn!(
@@ -505,6 +520,7 @@ impl<B: Device> Daemon<B> {
             ends.push(end);
         }
         let cache = pipeline.cache.clone();
+        let device = Arc::clone(&dev);
         let mut sw = Switch::with_datapaths(dev, &ports, flows, pipeline, clock.now(), dps)?;
         for p in &ports {
             sw.set_link(p.no, false);
@@ -553,6 +569,16 @@ impl<B: Device> Daemon<B> {
             rx_threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
         }
         drop(gate);
+        // The device's slow-path queue (the `verbs` port), on the first
+        // datapath thread: it names each packet's port itself.
+        let vports: Vec<(offload::Vport, PortNo)> = ports
+            .iter()
+            .filter_map(|p| Some((p.vport?, p.no)))
+            .collect();
+        if let Some(q) = B::slow_path_port(&device, &vports) {
+            info!("the slow path receives on the device's queue (restore tags)");
+            let _ = rx_cmds[0].send(RxCmd::Add(Box::new(RxPort::new(SLOW_PATH_PORT, q))));
+        }
         let upcalls = Arc::new(upcalls);
         let bridge = lock(&core).bridge_handle();
         for h in 0..limits.handlers.max(1) {
@@ -1018,7 +1044,7 @@ impl<F: Front> RxThread<F> {
     /// misses to the gate, then out.
     fn round(&mut self, arena: &mut TxArena) {
         let now = self.clock.now();
-        let pkts: Vec<(PortNo, &[u8])> = self.ports.iter().flat_map(RxPort::packets).collect();
+        let pkts: Vec<Rx<'_>> = self.ports.iter().flat_map(RxPort::packets).collect();
         let mut sw = LivePath {
             dp: &mut self.dp,
             gate: &mut self.gate,

@@ -82,16 +82,36 @@ impl<O: megaflow::offload::FlowOffload> SoftwarePath for Pipeline<O, LocalDatapa
     }
 }
 
+/// A received packet: the port it came in on, its bytes, and the restore
+/// tag it came with (0 but from a device's slow-path queue).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rx<'a> {
+    pub port: PortNo,
+    pub data: &'a [u8],
+    pub restore: u32,
+}
+
+impl<'a> Rx<'a> {
+    /// A packet from a port that is not a slow-path queue.
+    pub fn plain(port: PortNo, data: &'a [u8]) -> Rx<'a> {
+        Rx {
+            port,
+            data,
+            restore: 0,
+        }
+    }
+}
+
 /// What one thread (replay's loop, a live datapath thread) runs received
 /// batches through before, or instead of, the software path.
 pub trait Front: Send + 'static {
-    /// Runs a batch of received packets `(in_port, frame)` at `now`:
-    /// what the device does not handle goes to `sw`. Packets from ports
-    /// the switch does not have are counted in `rx` and dropped.
+    /// Runs a batch of received packets at `now`: what the device does
+    /// not handle goes to `sw`. Packets from ports the switch does not
+    /// have are counted in `rx` and dropped.
     fn step<E: Egressor, P: SoftwarePath>(
         &mut self,
         now: Timestamp,
-        pkts: &[(PortNo, &[u8])],
+        pkts: &[Rx<'_>],
         egress: &mut E,
         sw: &mut P,
     );
@@ -122,6 +142,17 @@ pub trait Device: DrBackend + Sized + 'static {
     /// The reg_c_0 tag of `vport` under [`SourcePortMode::Metadata`], when
     /// the device says (the sim's tag is the vport number).
     fn vport_tag(&self, _vport: offload::Vport) -> Option<u32> {
+        None
+    }
+
+    /// The device's slow-path receive queue as a port (`None`: misses
+    /// arrive on the ports' own netdevs): it receives for every port,
+    /// naming each packet's port and restore tag in its metadata. `ports`
+    /// maps vports to the switch's ports.
+    fn slow_path_port(
+        _dev: &Arc<Self>,
+        _ports: &[(offload::Vport, PortNo)],
+    ) -> Option<Box<dyn megaflow::port::Port>> {
         None
     }
 }
@@ -180,19 +211,51 @@ impl ToSoftware {
             count_sw_drop(&mut self.counters, &r);
         }
     }
+
+    /// A frame the device handed over from `port` with restore tag `tag`:
+    /// what the tag says the device did decides, never anything else
+    /// known of the frame.
+    #[allow(clippy::too_many_arguments)]
+    fn arrive<E: Egressor, P: SoftwarePath>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        frame: &[u8],
+        tag: u32,
+        restore: &RestoreTable,
+        egress: &mut E,
+        sw: &mut P,
+    ) {
+        match restore.classify(tag) {
+            Arrival::Miss => self.run(now, port, frame, egress, sw),
+            Arrival::Restored(Restore::SampledCopy { cookie, .. }) => {
+                self.counters.hw_samples += 1;
+                egress.sample(port, cookie, frame, Path::Hardware);
+            }
+            // No stage registers a continuation yet; a packet of one, or
+            // of a tag whose flow has gone, cannot start over (it was
+            // rewritten): dropped and counted.
+            Arrival::Restored(Restore::Continue { .. }) | Arrival::Stale(_) => {
+                self.counters.restore_drops += 1;
+            }
+        }
+    }
 }
 
-/// Nothing in front: every received frame is a miss the device handed to
-/// the eSwitch manager (a real NIC's representors).
+/// Nothing in front: every received frame is one the device handed to
+/// the eSwitch manager (a real NIC's representors, or its slow-path queue
+/// with each frame's restore tag).
 pub struct Direct {
     ports: PortsView,
+    restore: Arc<RestoreTable>,
     sw: ToSoftware,
 }
 
 impl Direct {
-    pub fn new(ports: &Arc<SharedPorts>) -> Direct {
+    pub fn new(ports: &Arc<SharedPorts>, restore: &Arc<RestoreTable>) -> Direct {
         Direct {
             ports: ports.view(),
+            restore: Arc::clone(restore),
             sw: ToSoftware::default(),
         }
     }
@@ -202,17 +265,19 @@ impl Front for Direct {
     fn step<E: Egressor, P: SoftwarePath>(
         &mut self,
         now: Timestamp,
-        pkts: &[(PortNo, &[u8])],
+        pkts: &[Rx<'_>],
         egress: &mut E,
         sw: &mut P,
     ) {
         let ports = self.ports.get();
-        for &(port, frame) in pkts {
-            self.sw.counters.received(port, frame.len());
+        for p in pkts {
+            self.sw.counters.received(p.port, p.data.len());
             // What the NIC did not forward, and what a host-stack port
-            // sent (the NIC never saw it): software.
-            if ports.ingress(port) != Ingress::Unknown {
-                self.sw.run(now, port, frame, egress, sw);
+            // sent (the NIC never saw it): software, as its tag says.
+            if ports.ingress(p.port) != Ingress::Unknown {
+                let restore = &self.restore;
+                self.sw
+                    .arrive(now, p.port, p.data, p.restore, restore, egress, sw);
             }
         }
     }
@@ -244,19 +309,19 @@ impl Front for SimFront {
     fn step<E: Egressor, P: SoftwarePath>(
         &mut self,
         now: Timestamp,
-        pkts: &[(PortNo, &[u8])],
+        pkts: &[Rx<'_>],
         egress: &mut E,
         sw: &mut P,
     ) {
         self.out.clear();
         let ports = self.ports.get();
         let mut known = Vec::with_capacity(pkts.len());
-        for &(port, frame) in pkts {
-            self.sw.counters.received(port, frame.len());
-            match ports.ingress(port) {
-                Ingress::Device(v) => known.push((v, frame)),
+        for p in pkts {
+            self.sw.counters.received(p.port, p.data.len());
+            match ports.ingress(p.port) {
+                Ingress::Device(v) => known.push((v, p.data)),
                 // A host-stack port: the eSwitch never sees its frames.
-                Ingress::Software => self.sw.run(now, port, frame, egress, sw),
+                Ingress::Software => self.sw.run(now, p.port, p.data, egress, sw),
                 Ingress::Unknown => {}
             }
         }
@@ -289,25 +354,13 @@ impl Front for SimFront {
                 }
                 // What the completion's restore tag says the device did,
                 // never the sim's own knowledge of the frame.
-                Egress::Manager { ingress } => match self.restore.classify(f.tag) {
-                    Arrival::Miss => {
-                        if let Some(port) = ports.port(ingress) {
-                            self.sw.run(now, port, &f.bytes, egress, sw);
-                        }
+                Egress::Manager { ingress } => {
+                    if let Some(port) = ports.port(ingress) {
+                        let restore = &self.restore;
+                        self.sw
+                            .arrive(now, port, &f.bytes, f.tag, restore, egress, sw);
                     }
-                    Arrival::Restored(Restore::SampledCopy { cookie, .. }) => {
-                        self.sw.counters.hw_samples += 1;
-                        if let Some(port) = ports.port(ingress) {
-                            egress.sample(port, cookie, &f.bytes, Path::Hardware);
-                        }
-                    }
-                    // No stage registers a continuation yet; a packet of
-                    // one, or of a tag whose flow has gone, cannot start
-                    // over (it was rewritten): dropped and counted.
-                    Arrival::Restored(Restore::Continue { .. }) | Arrival::Stale(_) => {
-                        self.sw.counters.restore_drops += 1;
-                    }
-                },
+                }
             }
         }
         self.sw.counters.hw_handled += handled.iter().filter(|&&h| h).count() as u64;
@@ -383,9 +436,9 @@ impl Device for mlx5::Mlx5Backend {
         _: &Arc<Self>,
         _: DomainId,
         ports: &Arc<SharedPorts>,
-        _: &Arc<RestoreTable>,
+        restore: &Arc<RestoreTable>,
     ) -> Direct {
-        Direct::new(ports)
+        Direct::new(ports, restore)
     }
 
     fn source_port(&self) -> SourcePortMode {
@@ -394,5 +447,18 @@ impl Device for mlx5::Mlx5Backend {
 
     fn vport_tag(&self, vport: offload::Vport) -> Option<u32> {
         mlx5::Mlx5Backend::vport_tag(self, vport)
+    }
+
+    /// The slow-path queue, once `backend.slow_path = "verbs"` opened it.
+    fn slow_path_port(
+        dev: &Arc<Self>,
+        ports: &[(offload::Vport, PortNo)],
+    ) -> Option<Box<dyn megaflow::port::Port>> {
+        use offload::dr::DrBackend;
+        dev.restore_path().ok()?;
+        Some(Box::new(crate::hw::verbs::VerbsPort::new(
+            Arc::clone(dev),
+            ports,
+        )))
     }
 }

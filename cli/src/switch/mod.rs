@@ -31,7 +31,7 @@ use ofproto::{
 use crate::config::PortSpec;
 
 pub use counters::{Count, CounterBoard, PortCounters, SwitchCounters};
-pub use front::{Device, Direct, Discard, Egressor, Front, Path, SimFront, SoftwarePath};
+pub use front::{Device, Direct, Discard, Egressor, Front, Path, Rx, SimFront, SoftwarePath};
 pub use kind::{Kind, PortKind};
 pub use ofproto::text::FlowFile;
 pub use ports::{Ingress, Netdev, PortMap, PortStatus, PortSummary, PortsView, SharedPorts};
@@ -155,7 +155,8 @@ impl<B: Device> Switch<B, LocalDatapath> {
         pkts: &[(PortNo, &[u8])],
         egress: &mut E,
     ) {
-        self.front.step(now, pkts, egress, &mut self.pipeline);
+        let pkts: Vec<Rx<'_>> = pkts.iter().map(|&(p, d)| Rx::plain(p, d)).collect();
+        self.front.step(now, &pkts, egress, &mut self.pipeline);
         self.pipeline.tick(now);
     }
 }

@@ -34,9 +34,9 @@ impl Device for Behind {
         _: &Arc<Self>,
         _: DomainId,
         ports: &Arc<SharedPorts>,
-        _: &Arc<offload::restore::RestoreTable>,
+        restore: &Arc<offload::restore::RestoreTable>,
     ) -> Direct {
-        Direct::new(ports)
+        Direct::new(ports, restore)
     }
 
     fn source_port(&self) -> SourcePortMode {

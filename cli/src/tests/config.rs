@@ -67,6 +67,10 @@ fn errors_name_the_bad_key_or_value() {
         ("[offload]\nmode = \"sometimes\"", "offload.mode = \"sometimes\""),
         ("[offload]\nhot_pakets = 3", "hot_pakets"),
         ("[backend]\nkind = \"dpdk\"", "backend.kind = \"dpdk\""),
+        (
+            "[backend]\nslow_path = \"rings\"",
+            "backend.slow_path = \"rings\": expected \"verbs\"",
+        ),
         ("[limits]\nflow_limit = 0", "limits.flow_limit = 0"),
         (
             "[[port]]\nname = \"a\"\nofport = 1\nvport = \"vf0\"\n[[port]]\nname = \"b\"\nofport = 1\nvport = \"vf1\"",

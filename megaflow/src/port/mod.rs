@@ -79,17 +79,25 @@ pub struct PacketMeta {
     /// The port the packet came in on, when the source says so (the interface
     /// id of a pcapng record); `None` means "the port it was received from".
     pub in_port: Option<PortNo>,
+    /// The restore tag the device handed the packet to software with
+    /// (`offload::restore`: what the eSwitch already did to it); 0, a
+    /// plain miss, for every port but a device's slow-path queue.
+    pub restore: u32,
 }
 
 impl PacketMeta {
     pub fn new(ts: Timestamp) -> Self {
-        PacketMeta { ts, in_port: None }
+        PacketMeta {
+            ts,
+            in_port: None,
+            restore: 0,
+        }
     }
 
     pub fn with_in_port(ts: Timestamp, in_port: PortNo) -> Self {
         PacketMeta {
-            ts,
             in_port: Some(in_port),
+            ..PacketMeta::new(ts)
         }
     }
 }
@@ -275,6 +283,15 @@ pub struct PortStats {
     pub tx_bytes: u64,
     pub rx_dropped: u64,
     pub tx_dropped: u64,
+}
+
+impl PortStats {
+    /// A receive-only port's answer to a send: every packet dropped and
+    /// counted, none accepted.
+    pub fn refuse_send(&mut self, pkts: &[&[u8]]) -> Result<usize, PortError> {
+        self.tx_dropped += pkts.len() as u64;
+        Ok(0)
+    }
 }
 
 /// Why a port operation failed. Every variant names the port.

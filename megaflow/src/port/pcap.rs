@@ -578,8 +578,7 @@ impl<R: Read + Send> Port for PcapReader<R> {
 
     /// A reader cannot send: the packets are dropped.
     fn send_batch(&mut self, pkts: &[&[u8]], _now: Timestamp) -> Result<usize, PortError> {
-        self.stats.tx_dropped += pkts.len() as u64;
-        Ok(0)
+        self.stats.refuse_send(pkts)
     }
 
     fn stats(&self) -> PortStats {

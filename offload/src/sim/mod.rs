@@ -279,6 +279,13 @@ impl SimBackend {
         }
     }
 
+    /// Whether software receives the manager's packets on the slow-path
+    /// queue that reads restore tags ([`SimConfig::restore_path`]): a
+    /// backend that models a device sets it when it opens its queue.
+    pub fn set_restore_path(&self, on: bool) {
+        self.write().config.restore_path = on;
+    }
+
     /// Plans a failure.
     pub fn inject(&self, fault: Fault) {
         self.faults_lock().planned.push((fault, 0));

@@ -118,6 +118,44 @@ const _: () = {
     ["Offset of field: ib_uverbs_flow_action_esp::hard_limit_pkts"]
         [::std::mem::offset_of!(ib_uverbs_flow_action_esp, hard_limit_pkts) - 16usize];
 };
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union ibv_gid {
+    pub raw: [u8; 16usize],
+    pub global: ibv_gid__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct ibv_gid__bindgen_ty_1 {
+    pub subnet_prefix: __be64,
+    pub interface_id: __be64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_gid__bindgen_ty_1"][::std::mem::size_of::<ibv_gid__bindgen_ty_1>() - 16usize];
+    ["Alignment of ibv_gid__bindgen_ty_1"]
+        [::std::mem::align_of::<ibv_gid__bindgen_ty_1>() - 8usize];
+    ["Offset of field: ibv_gid__bindgen_ty_1::subnet_prefix"]
+        [::std::mem::offset_of!(ibv_gid__bindgen_ty_1, subnet_prefix) - 0usize];
+    ["Offset of field: ibv_gid__bindgen_ty_1::interface_id"]
+        [::std::mem::offset_of!(ibv_gid__bindgen_ty_1, interface_id) - 8usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_gid"][::std::mem::size_of::<ibv_gid>() - 16usize];
+    ["Alignment of ibv_gid"][::std::mem::align_of::<ibv_gid>() - 8usize];
+    ["Offset of field: ibv_gid::raw"][::std::mem::offset_of!(ibv_gid, raw) - 0usize];
+    ["Offset of field: ibv_gid::global"][::std::mem::offset_of!(ibv_gid, global) - 0usize];
+};
+impl Default for ibv_gid {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
 pub const IBV_NODE_UNKNOWN: ibv_node_type = -1;
 pub const IBV_NODE_CA: ibv_node_type = 1;
 pub const IBV_NODE_SWITCH: ibv_node_type = 2;
@@ -526,6 +564,17 @@ impl Default for ibv_port_attr {
         }
     }
 }
+pub type ibv_create_cq_wc_flags = ::std::os::raw::c_uint;
+pub const IBV_ACCESS_LOCAL_WRITE: ibv_access_flags = 1;
+pub const IBV_ACCESS_REMOTE_WRITE: ibv_access_flags = 2;
+pub const IBV_ACCESS_REMOTE_READ: ibv_access_flags = 4;
+pub const IBV_ACCESS_REMOTE_ATOMIC: ibv_access_flags = 8;
+pub const IBV_ACCESS_MW_BIND: ibv_access_flags = 16;
+pub const IBV_ACCESS_ZERO_BASED: ibv_access_flags = 32;
+pub const IBV_ACCESS_ON_DEMAND: ibv_access_flags = 64;
+pub const IBV_ACCESS_HUGETLB: ibv_access_flags = 128;
+pub const IBV_ACCESS_RELAXED_ORDERING: ibv_access_flags = 1048576;
+pub type ibv_access_flags = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct ibv_pd {
@@ -581,6 +630,43 @@ impl Default for ibv_mr {
     }
 }
 #[repr(C)]
+#[derive(Copy, Clone)]
+pub struct ibv_global_route {
+    pub dgid: ibv_gid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_global_route"][::std::mem::size_of::<ibv_global_route>() - 24usize];
+    ["Alignment of ibv_global_route"][::std::mem::align_of::<ibv_global_route>() - 8usize];
+    ["Offset of field: ibv_global_route::dgid"]
+        [::std::mem::offset_of!(ibv_global_route, dgid) - 0usize];
+    ["Offset of field: ibv_global_route::flow_label"]
+        [::std::mem::offset_of!(ibv_global_route, flow_label) - 16usize];
+    ["Offset of field: ibv_global_route::sgid_index"]
+        [::std::mem::offset_of!(ibv_global_route, sgid_index) - 20usize];
+    ["Offset of field: ibv_global_route::hop_limit"]
+        [::std::mem::offset_of!(ibv_global_route, hop_limit) - 21usize];
+    ["Offset of field: ibv_global_route::traffic_class"]
+        [::std::mem::offset_of!(ibv_global_route, traffic_class) - 22usize];
+};
+impl Default for ibv_global_route {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub const IBV_MIG_MIGRATED: ibv_mig_state = 0;
+pub const IBV_MIG_REARM: ibv_mig_state = 1;
+pub const IBV_MIG_ARMED: ibv_mig_state = 2;
+pub type ibv_mig_state = ::std::os::raw::c_uint;
+#[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct ibv_comp_channel {
     pub context: *mut ibv_context,
@@ -607,6 +693,18 @@ impl Default for ibv_comp_channel {
         }
     }
 }
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct ibv_poll_cq_attr {
+    pub comp_mask: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_poll_cq_attr"][::std::mem::size_of::<ibv_poll_cq_attr>() - 4usize];
+    ["Alignment of ibv_poll_cq_attr"][::std::mem::align_of::<ibv_poll_cq_attr>() - 4usize];
+    ["Offset of field: ibv_poll_cq_attr::comp_mask"]
+        [::std::mem::offset_of!(ibv_poll_cq_attr, comp_mask) - 0usize];
+};
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct ibv_flow {
@@ -668,6 +766,9 @@ impl Default for ibv_device {
         }
     }
 }
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: ibv_create_cq_attr_flags = 1;
+pub const IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: ibv_create_cq_attr_flags = 2;
+pub type ibv_create_cq_attr_flags = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct ibv_counters {
@@ -709,4 +810,31 @@ extern "C" {
 }
 extern "C" {
     pub fn ibv_dealloc_pd(pd: *mut ibv_pd) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn ibv_reg_mr(
+        pd: *mut ibv_pd,
+        addr: *mut ::std::os::raw::c_void,
+        length: usize,
+        access: ::std::os::raw::c_int,
+    ) -> *mut ibv_mr;
+}
+extern "C" {
+    pub fn ibv_dereg_mr(mr: *mut ibv_mr) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn ibv_destroy_cq(cq: *mut ibv_cq) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
+}
+extern "C" {
+    pub fn ibv_modify_qp(
+        qp: *mut ibv_qp,
+        attr: *mut ibv_qp_attr,
+        attr_mask: ::std::os::raw::c_int,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn ibv_destroy_qp(qp: *mut ibv_qp) -> ::std::os::raw::c_int;
 }

@@ -124,6 +124,18 @@ pub const IBV_WC_DRIVER1: ibv_wc_opcode = 135;
 pub const IBV_WC_DRIVER2: ibv_wc_opcode = 136;
 pub const IBV_WC_DRIVER3: ibv_wc_opcode = 137;
 pub type ibv_wc_opcode = ::std::os::raw::c_uint;
+pub const IBV_WC_EX_WITH_BYTE_LEN: ibv_create_cq_wc_flags = 1;
+pub const IBV_WC_EX_WITH_IMM: ibv_create_cq_wc_flags = 2;
+pub const IBV_WC_EX_WITH_QP_NUM: ibv_create_cq_wc_flags = 4;
+pub const IBV_WC_EX_WITH_SRC_QP: ibv_create_cq_wc_flags = 8;
+pub const IBV_WC_EX_WITH_SLID: ibv_create_cq_wc_flags = 16;
+pub const IBV_WC_EX_WITH_SL: ibv_create_cq_wc_flags = 32;
+pub const IBV_WC_EX_WITH_DLID_PATH_BITS: ibv_create_cq_wc_flags = 64;
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: ibv_create_cq_wc_flags = 128;
+pub const IBV_WC_EX_WITH_CVLAN: ibv_create_cq_wc_flags = 256;
+pub const IBV_WC_EX_WITH_FLOW_TAG: ibv_create_cq_wc_flags = 512;
+pub const IBV_WC_EX_WITH_TM_INFO: ibv_create_cq_wc_flags = 1024;
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK: ibv_create_cq_wc_flags = 2048;
 #[repr(C)]
 #[derive(Copy, Clone)]
 pub struct ibv_wc {
@@ -253,6 +265,42 @@ impl Default for ibv_mw {
         }
     }
 }
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct ibv_ah_attr {
+    pub grh: ibv_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_ah_attr"][::std::mem::size_of::<ibv_ah_attr>() - 32usize];
+    ["Alignment of ibv_ah_attr"][::std::mem::align_of::<ibv_ah_attr>() - 8usize];
+    ["Offset of field: ibv_ah_attr::grh"][::std::mem::offset_of!(ibv_ah_attr, grh) - 0usize];
+    ["Offset of field: ibv_ah_attr::dlid"][::std::mem::offset_of!(ibv_ah_attr, dlid) - 24usize];
+    ["Offset of field: ibv_ah_attr::sl"][::std::mem::offset_of!(ibv_ah_attr, sl) - 26usize];
+    ["Offset of field: ibv_ah_attr::src_path_bits"]
+        [::std::mem::offset_of!(ibv_ah_attr, src_path_bits) - 27usize];
+    ["Offset of field: ibv_ah_attr::static_rate"]
+        [::std::mem::offset_of!(ibv_ah_attr, static_rate) - 28usize];
+    ["Offset of field: ibv_ah_attr::is_global"]
+        [::std::mem::offset_of!(ibv_ah_attr, is_global) - 29usize];
+    ["Offset of field: ibv_ah_attr::port_num"]
+        [::std::mem::offset_of!(ibv_ah_attr, port_num) - 30usize];
+};
+impl Default for ibv_ah_attr {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
 pub const IBV_WQT_RQ: ibv_wq_type = 0;
 pub type ibv_wq_type = ::std::os::raw::c_uint;
 pub const IBV_WQS_RESET: ibv_wq_state = 0;
@@ -298,6 +346,92 @@ pub const IBV_QPT_XRC_SEND: ibv_qp_type = 9;
 pub const IBV_QPT_XRC_RECV: ibv_qp_type = 10;
 pub const IBV_QPT_DRIVER: ibv_qp_type = 255;
 pub type ibv_qp_type = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_qp_cap"][::std::mem::size_of::<ibv_qp_cap>() - 20usize];
+    ["Alignment of ibv_qp_cap"][::std::mem::align_of::<ibv_qp_cap>() - 4usize];
+    ["Offset of field: ibv_qp_cap::max_send_wr"]
+        [::std::mem::offset_of!(ibv_qp_cap, max_send_wr) - 0usize];
+    ["Offset of field: ibv_qp_cap::max_recv_wr"]
+        [::std::mem::offset_of!(ibv_qp_cap, max_recv_wr) - 4usize];
+    ["Offset of field: ibv_qp_cap::max_send_sge"]
+        [::std::mem::offset_of!(ibv_qp_cap, max_send_sge) - 8usize];
+    ["Offset of field: ibv_qp_cap::max_recv_sge"]
+        [::std::mem::offset_of!(ibv_qp_cap, max_recv_sge) - 12usize];
+    ["Offset of field: ibv_qp_cap::max_inline_data"]
+        [::std::mem::offset_of!(ibv_qp_cap, max_inline_data) - 16usize];
+};
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut ::std::os::raw::c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: ibv_qp_type,
+    pub sq_sig_all: ::std::os::raw::c_int,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_qp_init_attr"][::std::mem::size_of::<ibv_qp_init_attr>() - 64usize];
+    ["Alignment of ibv_qp_init_attr"][::std::mem::align_of::<ibv_qp_init_attr>() - 8usize];
+    ["Offset of field: ibv_qp_init_attr::qp_context"]
+        [::std::mem::offset_of!(ibv_qp_init_attr, qp_context) - 0usize];
+    ["Offset of field: ibv_qp_init_attr::send_cq"]
+        [::std::mem::offset_of!(ibv_qp_init_attr, send_cq) - 8usize];
+    ["Offset of field: ibv_qp_init_attr::recv_cq"]
+        [::std::mem::offset_of!(ibv_qp_init_attr, recv_cq) - 16usize];
+    ["Offset of field: ibv_qp_init_attr::srq"]
+        [::std::mem::offset_of!(ibv_qp_init_attr, srq) - 24usize];
+    ["Offset of field: ibv_qp_init_attr::cap"]
+        [::std::mem::offset_of!(ibv_qp_init_attr, cap) - 32usize];
+    ["Offset of field: ibv_qp_init_attr::qp_type"]
+        [::std::mem::offset_of!(ibv_qp_init_attr, qp_type) - 52usize];
+    ["Offset of field: ibv_qp_init_attr::sq_sig_all"]
+        [::std::mem::offset_of!(ibv_qp_init_attr, sq_sig_all) - 56usize];
+};
+impl Default for ibv_qp_init_attr {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub const IBV_QP_STATE: ibv_qp_attr_mask = 1;
+pub const IBV_QP_CUR_STATE: ibv_qp_attr_mask = 2;
+pub const IBV_QP_EN_SQD_ASYNC_NOTIFY: ibv_qp_attr_mask = 4;
+pub const IBV_QP_ACCESS_FLAGS: ibv_qp_attr_mask = 8;
+pub const IBV_QP_PKEY_INDEX: ibv_qp_attr_mask = 16;
+pub const IBV_QP_PORT: ibv_qp_attr_mask = 32;
+pub const IBV_QP_QKEY: ibv_qp_attr_mask = 64;
+pub const IBV_QP_AV: ibv_qp_attr_mask = 128;
+pub const IBV_QP_PATH_MTU: ibv_qp_attr_mask = 256;
+pub const IBV_QP_TIMEOUT: ibv_qp_attr_mask = 512;
+pub const IBV_QP_RETRY_CNT: ibv_qp_attr_mask = 1024;
+pub const IBV_QP_RNR_RETRY: ibv_qp_attr_mask = 2048;
+pub const IBV_QP_RQ_PSN: ibv_qp_attr_mask = 4096;
+pub const IBV_QP_MAX_QP_RD_ATOMIC: ibv_qp_attr_mask = 8192;
+pub const IBV_QP_ALT_PATH: ibv_qp_attr_mask = 16384;
+pub const IBV_QP_MIN_RNR_TIMER: ibv_qp_attr_mask = 32768;
+pub const IBV_QP_SQ_PSN: ibv_qp_attr_mask = 65536;
+pub const IBV_QP_MAX_DEST_RD_ATOMIC: ibv_qp_attr_mask = 131072;
+pub const IBV_QP_PATH_MIG_STATE: ibv_qp_attr_mask = 262144;
+pub const IBV_QP_CAP: ibv_qp_attr_mask = 524288;
+pub const IBV_QP_DEST_QPN: ibv_qp_attr_mask = 1048576;
+pub const IBV_QP_RATE_LIMIT: ibv_qp_attr_mask = 33554432;
+pub type ibv_qp_attr_mask = ::std::os::raw::c_uint;
 pub const IBV_QPS_RESET: ibv_qp_state = 0;
 pub const IBV_QPS_INIT: ibv_qp_state = 1;
 pub const IBV_QPS_RTR: ibv_qp_state = 2;
@@ -307,6 +441,98 @@ pub const IBV_QPS_SQE: ibv_qp_state = 5;
 pub const IBV_QPS_ERR: ibv_qp_state = 6;
 pub const IBV_QPS_UNKNOWN: ibv_qp_state = 7;
 pub type ibv_qp_state = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct ibv_qp_attr {
+    pub qp_state: ibv_qp_state,
+    pub cur_qp_state: ibv_qp_state,
+    pub path_mtu: ibv_mtu,
+    pub path_mig_state: ibv_mig_state,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: ::std::os::raw::c_uint,
+    pub cap: ibv_qp_cap,
+    pub ah_attr: ibv_ah_attr,
+    pub alt_ah_attr: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_qp_attr"][::std::mem::size_of::<ibv_qp_attr>() - 144usize];
+    ["Alignment of ibv_qp_attr"][::std::mem::align_of::<ibv_qp_attr>() - 8usize];
+    ["Offset of field: ibv_qp_attr::qp_state"]
+        [::std::mem::offset_of!(ibv_qp_attr, qp_state) - 0usize];
+    ["Offset of field: ibv_qp_attr::cur_qp_state"]
+        [::std::mem::offset_of!(ibv_qp_attr, cur_qp_state) - 4usize];
+    ["Offset of field: ibv_qp_attr::path_mtu"]
+        [::std::mem::offset_of!(ibv_qp_attr, path_mtu) - 8usize];
+    ["Offset of field: ibv_qp_attr::path_mig_state"]
+        [::std::mem::offset_of!(ibv_qp_attr, path_mig_state) - 12usize];
+    ["Offset of field: ibv_qp_attr::qkey"][::std::mem::offset_of!(ibv_qp_attr, qkey) - 16usize];
+    ["Offset of field: ibv_qp_attr::rq_psn"][::std::mem::offset_of!(ibv_qp_attr, rq_psn) - 20usize];
+    ["Offset of field: ibv_qp_attr::sq_psn"][::std::mem::offset_of!(ibv_qp_attr, sq_psn) - 24usize];
+    ["Offset of field: ibv_qp_attr::dest_qp_num"]
+        [::std::mem::offset_of!(ibv_qp_attr, dest_qp_num) - 28usize];
+    ["Offset of field: ibv_qp_attr::qp_access_flags"]
+        [::std::mem::offset_of!(ibv_qp_attr, qp_access_flags) - 32usize];
+    ["Offset of field: ibv_qp_attr::cap"][::std::mem::offset_of!(ibv_qp_attr, cap) - 36usize];
+    ["Offset of field: ibv_qp_attr::ah_attr"]
+        [::std::mem::offset_of!(ibv_qp_attr, ah_attr) - 56usize];
+    ["Offset of field: ibv_qp_attr::alt_ah_attr"]
+        [::std::mem::offset_of!(ibv_qp_attr, alt_ah_attr) - 88usize];
+    ["Offset of field: ibv_qp_attr::pkey_index"]
+        [::std::mem::offset_of!(ibv_qp_attr, pkey_index) - 120usize];
+    ["Offset of field: ibv_qp_attr::alt_pkey_index"]
+        [::std::mem::offset_of!(ibv_qp_attr, alt_pkey_index) - 122usize];
+    ["Offset of field: ibv_qp_attr::en_sqd_async_notify"]
+        [::std::mem::offset_of!(ibv_qp_attr, en_sqd_async_notify) - 124usize];
+    ["Offset of field: ibv_qp_attr::sq_draining"]
+        [::std::mem::offset_of!(ibv_qp_attr, sq_draining) - 125usize];
+    ["Offset of field: ibv_qp_attr::max_rd_atomic"]
+        [::std::mem::offset_of!(ibv_qp_attr, max_rd_atomic) - 126usize];
+    ["Offset of field: ibv_qp_attr::max_dest_rd_atomic"]
+        [::std::mem::offset_of!(ibv_qp_attr, max_dest_rd_atomic) - 127usize];
+    ["Offset of field: ibv_qp_attr::min_rnr_timer"]
+        [::std::mem::offset_of!(ibv_qp_attr, min_rnr_timer) - 128usize];
+    ["Offset of field: ibv_qp_attr::port_num"]
+        [::std::mem::offset_of!(ibv_qp_attr, port_num) - 129usize];
+    ["Offset of field: ibv_qp_attr::timeout"]
+        [::std::mem::offset_of!(ibv_qp_attr, timeout) - 130usize];
+    ["Offset of field: ibv_qp_attr::retry_cnt"]
+        [::std::mem::offset_of!(ibv_qp_attr, retry_cnt) - 131usize];
+    ["Offset of field: ibv_qp_attr::rnr_retry"]
+        [::std::mem::offset_of!(ibv_qp_attr, rnr_retry) - 132usize];
+    ["Offset of field: ibv_qp_attr::alt_port_num"]
+        [::std::mem::offset_of!(ibv_qp_attr, alt_port_num) - 133usize];
+    ["Offset of field: ibv_qp_attr::alt_timeout"]
+        [::std::mem::offset_of!(ibv_qp_attr, alt_timeout) - 134usize];
+    ["Offset of field: ibv_qp_attr::rate_limit"]
+        [::std::mem::offset_of!(ibv_qp_attr, rate_limit) - 136usize];
+};
+impl Default for ibv_qp_attr {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
 pub const IBV_WR_RDMA_WRITE: ibv_wr_opcode = 0;
 pub const IBV_WR_RDMA_WRITE_WITH_IMM: ibv_wr_opcode = 1;
 pub const IBV_WR_SEND: ibv_wr_opcode = 2;
@@ -321,6 +547,12 @@ pub const IBV_WR_TSO: ibv_wr_opcode = 10;
 pub const IBV_WR_DRIVER1: ibv_wr_opcode = 11;
 pub const IBV_WR_ATOMIC_WRITE: ibv_wr_opcode = 15;
 pub type ibv_wr_opcode = ::std::os::raw::c_uint;
+pub const IBV_SEND_FENCE: ibv_send_flags = 1;
+pub const IBV_SEND_SIGNALED: ibv_send_flags = 2;
+pub const IBV_SEND_SOLICITED: ibv_send_flags = 4;
+pub const IBV_SEND_INLINE: ibv_send_flags = 8;
+pub const IBV_SEND_IP_CSUM: ibv_send_flags = 16;
+pub type ibv_send_flags = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
 pub struct ibv_sge {
@@ -844,6 +1076,136 @@ impl Default for ibv_cq {
     }
 }
 #[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct ibv_wc_tm_info {
+    pub tag: u64,
+    pub priv_: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_wc_tm_info"][::std::mem::size_of::<ibv_wc_tm_info>() - 16usize];
+    ["Alignment of ibv_wc_tm_info"][::std::mem::align_of::<ibv_wc_tm_info>() - 8usize];
+    ["Offset of field: ibv_wc_tm_info::tag"][::std::mem::offset_of!(ibv_wc_tm_info, tag) - 0usize];
+    ["Offset of field: ibv_wc_tm_info::priv_"]
+        [::std::mem::offset_of!(ibv_wc_tm_info, priv_) - 8usize];
+};
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct ibv_cq_ex {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut ::std::os::raw::c_void,
+    pub handle: u32,
+    pub cqe: ::std::os::raw::c_int,
+    pub mutex: pthread_mutex_t,
+    pub cond: pthread_cond_t,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+    pub comp_mask: u32,
+    pub status: ibv_wc_status,
+    pub wr_id: u64,
+    pub start_poll: ::std::option::Option<
+        unsafe extern "C" fn(
+            current: *mut ibv_cq_ex,
+            attr: *mut ibv_poll_cq_attr,
+        ) -> ::std::os::raw::c_int,
+    >,
+    pub next_poll: ::std::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ::std::os::raw::c_int,
+    >,
+    pub end_poll: ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex)>,
+    pub read_opcode:
+        ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ibv_wc_opcode>,
+    pub read_vendor_err:
+        ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
+    pub read_byte_len: ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
+    pub read_imm_data:
+        ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> __be32>,
+    pub read_qp_num: ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
+    pub read_src_qp: ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
+    pub read_wc_flags: ::std::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex) -> ::std::os::raw::c_uint,
+    >,
+    pub read_slid: ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
+    pub read_sl: ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u8>,
+    pub read_dlid_path_bits:
+        ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u8>,
+    pub read_completion_ts:
+        ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u64>,
+    pub read_cvlan: ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u16>,
+    pub read_flow_tag: ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u32>,
+    pub read_tm_info: ::std::option::Option<
+        unsafe extern "C" fn(current: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info),
+    >,
+    pub read_completion_wallclock_ns:
+        ::std::option::Option<unsafe extern "C" fn(current: *mut ibv_cq_ex) -> u64>,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_cq_ex"][::std::mem::size_of::<ibv_cq_ex>() - 288usize];
+    ["Alignment of ibv_cq_ex"][::std::mem::align_of::<ibv_cq_ex>() - 8usize];
+    ["Offset of field: ibv_cq_ex::context"][::std::mem::offset_of!(ibv_cq_ex, context) - 0usize];
+    ["Offset of field: ibv_cq_ex::channel"][::std::mem::offset_of!(ibv_cq_ex, channel) - 8usize];
+    ["Offset of field: ibv_cq_ex::cq_context"]
+        [::std::mem::offset_of!(ibv_cq_ex, cq_context) - 16usize];
+    ["Offset of field: ibv_cq_ex::handle"][::std::mem::offset_of!(ibv_cq_ex, handle) - 24usize];
+    ["Offset of field: ibv_cq_ex::cqe"][::std::mem::offset_of!(ibv_cq_ex, cqe) - 28usize];
+    ["Offset of field: ibv_cq_ex::mutex"][::std::mem::offset_of!(ibv_cq_ex, mutex) - 32usize];
+    ["Offset of field: ibv_cq_ex::cond"][::std::mem::offset_of!(ibv_cq_ex, cond) - 72usize];
+    ["Offset of field: ibv_cq_ex::comp_events_completed"]
+        [::std::mem::offset_of!(ibv_cq_ex, comp_events_completed) - 120usize];
+    ["Offset of field: ibv_cq_ex::async_events_completed"]
+        [::std::mem::offset_of!(ibv_cq_ex, async_events_completed) - 124usize];
+    ["Offset of field: ibv_cq_ex::comp_mask"]
+        [::std::mem::offset_of!(ibv_cq_ex, comp_mask) - 128usize];
+    ["Offset of field: ibv_cq_ex::status"][::std::mem::offset_of!(ibv_cq_ex, status) - 132usize];
+    ["Offset of field: ibv_cq_ex::wr_id"][::std::mem::offset_of!(ibv_cq_ex, wr_id) - 136usize];
+    ["Offset of field: ibv_cq_ex::start_poll"]
+        [::std::mem::offset_of!(ibv_cq_ex, start_poll) - 144usize];
+    ["Offset of field: ibv_cq_ex::next_poll"]
+        [::std::mem::offset_of!(ibv_cq_ex, next_poll) - 152usize];
+    ["Offset of field: ibv_cq_ex::end_poll"]
+        [::std::mem::offset_of!(ibv_cq_ex, end_poll) - 160usize];
+    ["Offset of field: ibv_cq_ex::read_opcode"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_opcode) - 168usize];
+    ["Offset of field: ibv_cq_ex::read_vendor_err"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_vendor_err) - 176usize];
+    ["Offset of field: ibv_cq_ex::read_byte_len"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_byte_len) - 184usize];
+    ["Offset of field: ibv_cq_ex::read_imm_data"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_imm_data) - 192usize];
+    ["Offset of field: ibv_cq_ex::read_qp_num"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_qp_num) - 200usize];
+    ["Offset of field: ibv_cq_ex::read_src_qp"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_src_qp) - 208usize];
+    ["Offset of field: ibv_cq_ex::read_wc_flags"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_wc_flags) - 216usize];
+    ["Offset of field: ibv_cq_ex::read_slid"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_slid) - 224usize];
+    ["Offset of field: ibv_cq_ex::read_sl"][::std::mem::offset_of!(ibv_cq_ex, read_sl) - 232usize];
+    ["Offset of field: ibv_cq_ex::read_dlid_path_bits"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_dlid_path_bits) - 240usize];
+    ["Offset of field: ibv_cq_ex::read_completion_ts"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_completion_ts) - 248usize];
+    ["Offset of field: ibv_cq_ex::read_cvlan"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_cvlan) - 256usize];
+    ["Offset of field: ibv_cq_ex::read_flow_tag"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_flow_tag) - 264usize];
+    ["Offset of field: ibv_cq_ex::read_tm_info"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_tm_info) - 272usize];
+    ["Offset of field: ibv_cq_ex::read_completion_wallclock_ns"]
+        [::std::mem::offset_of!(ibv_cq_ex, read_completion_wallclock_ns) - 280usize];
+};
+impl Default for ibv_cq_ex {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct ibv_ah {
     pub context: *mut ibv_context,
@@ -859,6 +1221,51 @@ const _: () = {
     ["Offset of field: ibv_ah::handle"][::std::mem::offset_of!(ibv_ah, handle) - 16usize];
 };
 impl Default for ibv_ah {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: ibv_cq_init_attr_mask = 1;
+pub const IBV_CQ_INIT_ATTR_MASK_PD: ibv_cq_init_attr_mask = 2;
+pub type ibv_cq_init_attr_mask = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut ::std::os::raw::c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut ibv_pd,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of ibv_cq_init_attr_ex"][::std::mem::size_of::<ibv_cq_init_attr_ex>() - 56usize];
+    ["Alignment of ibv_cq_init_attr_ex"][::std::mem::align_of::<ibv_cq_init_attr_ex>() - 8usize];
+    ["Offset of field: ibv_cq_init_attr_ex::cqe"]
+        [::std::mem::offset_of!(ibv_cq_init_attr_ex, cqe) - 0usize];
+    ["Offset of field: ibv_cq_init_attr_ex::cq_context"]
+        [::std::mem::offset_of!(ibv_cq_init_attr_ex, cq_context) - 8usize];
+    ["Offset of field: ibv_cq_init_attr_ex::channel"]
+        [::std::mem::offset_of!(ibv_cq_init_attr_ex, channel) - 16usize];
+    ["Offset of field: ibv_cq_init_attr_ex::comp_vector"]
+        [::std::mem::offset_of!(ibv_cq_init_attr_ex, comp_vector) - 24usize];
+    ["Offset of field: ibv_cq_init_attr_ex::wc_flags"]
+        [::std::mem::offset_of!(ibv_cq_init_attr_ex, wc_flags) - 32usize];
+    ["Offset of field: ibv_cq_init_attr_ex::comp_mask"]
+        [::std::mem::offset_of!(ibv_cq_init_attr_ex, comp_mask) - 40usize];
+    ["Offset of field: ibv_cq_init_attr_ex::flags"]
+        [::std::mem::offset_of!(ibv_cq_init_attr_ex, flags) - 44usize];
+    ["Offset of field: ibv_cq_init_attr_ex::parent_domain"]
+        [::std::mem::offset_of!(ibv_cq_init_attr_ex, parent_domain) - 48usize];
+};
+impl Default for ibv_cq_init_attr_ex {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
         unsafe {

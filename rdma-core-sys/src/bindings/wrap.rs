@@ -35,3 +35,66 @@ extern "C" {
         len: *mut usize,
     ) -> ::std::os::raw::c_int;
 }
+extern "C" {
+    pub fn eswitch_ibv_create_cq_ex(
+        context: *mut ibv_context,
+        attr: *mut ibv_cq_init_attr_ex,
+    ) -> *mut ibv_cq_ex;
+}
+extern "C" {
+    pub fn eswitch_ibv_cq_ex_to_cq(cq: *mut ibv_cq_ex) -> *mut ibv_cq;
+}
+extern "C" {
+    pub fn eswitch_ibv_post_recv(
+        qp: *mut ibv_qp,
+        wr: *mut ibv_recv_wr,
+        bad_wr: *mut *mut ibv_recv_wr,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn eswitch_ibv_post_send(
+        qp: *mut ibv_qp,
+        wr: *mut ibv_send_wr,
+        bad_wr: *mut *mut ibv_send_wr,
+    ) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn eswitch_ibv_destroy_flow_action(action: *mut ibv_flow_action) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn eswitch_ibv_start_poll(cq: *mut ibv_cq_ex) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn eswitch_ibv_next_poll(cq: *mut ibv_cq_ex) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    pub fn eswitch_ibv_end_poll(cq: *mut ibv_cq_ex);
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct eswitch_wc {
+    pub wr_id: u64,
+    pub status: u32,
+    pub opcode: u32,
+    pub byte_len: u32,
+    pub flow_tag: u32,
+    pub reg_b: u32,
+    pub pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of eswitch_wc"][::std::mem::size_of::<eswitch_wc>() - 32usize];
+    ["Alignment of eswitch_wc"][::std::mem::align_of::<eswitch_wc>() - 8usize];
+    ["Offset of field: eswitch_wc::wr_id"][::std::mem::offset_of!(eswitch_wc, wr_id) - 0usize];
+    ["Offset of field: eswitch_wc::status"][::std::mem::offset_of!(eswitch_wc, status) - 8usize];
+    ["Offset of field: eswitch_wc::opcode"][::std::mem::offset_of!(eswitch_wc, opcode) - 12usize];
+    ["Offset of field: eswitch_wc::byte_len"]
+        [::std::mem::offset_of!(eswitch_wc, byte_len) - 16usize];
+    ["Offset of field: eswitch_wc::flow_tag"]
+        [::std::mem::offset_of!(eswitch_wc, flow_tag) - 20usize];
+    ["Offset of field: eswitch_wc::reg_b"][::std::mem::offset_of!(eswitch_wc, reg_b) - 24usize];
+    ["Offset of field: eswitch_wc::pad"][::std::mem::offset_of!(eswitch_wc, pad) - 28usize];
+};
+extern "C" {
+    pub fn eswitch_ibv_wc_read(cq: *mut ibv_cq_ex, wc_flags: u64, out: *mut eswitch_wc);
+}

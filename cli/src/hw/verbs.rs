@@ -1,0 +1,77 @@
+//! The `verbs` port: the mlx5 backend's slow-path receive queue as the
+//! [`Port`] a datapath thread receives from. One queue receives for every
+//! representor: each packet's port comes from its completion's reg_b (the
+//! source vport's reg_c_0 metadata) and its restore tag from the flow tag,
+//! both in its [`PacketMeta`]. It only receives: the slow path sends
+//! through the ports' own netdevs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use megaflow::port::{PacketBatch, PacketMeta, Port, PortError, PortStats, BATCH_SIZE};
+use megaflow::{PortNo, Timestamp};
+use offload::Vport;
+
+/// The slow-path queue of an mlx5 backend, as a receive-only port.
+pub struct VerbsPort {
+    dev: Arc<mlx5::Mlx5Backend>,
+    ports: HashMap<Vport, PortNo>,
+    stats: PortStats,
+}
+
+impl VerbsPort {
+    /// The queue of `dev`, naming packets by `ports` (vport → port).
+    pub fn new(dev: Arc<mlx5::Mlx5Backend>, ports: &[(Vport, PortNo)]) -> VerbsPort {
+        VerbsPort {
+            dev,
+            ports: ports.iter().copied().collect(),
+            stats: PortStats::default(),
+        }
+    }
+}
+
+impl Port for VerbsPort {
+    fn name(&self) -> &str {
+        "slow-path queue"
+    }
+
+    /// Up to a batch of packets, each with the port its reg_b names; one
+    /// from a vport the switch has no port for is counted in `rx_dropped`.
+    fn recv_batch(&mut self, batch: &mut PacketBatch) -> Result<usize, PortError> {
+        batch.clear();
+        // The datapath thread stamps a round with its own clock.
+        let now = Timestamp::NEVER;
+        let (dev, ports, stats) = (&self.dev, &self.ports, &mut self.stats);
+        dev.poll_slow_path(BATCH_SIZE, |a| {
+            let port = dev
+                .vport_of_metadata(a.reg_b)
+                .and_then(|v| ports.get(&v).copied());
+            let meta = PacketMeta {
+                in_port: port,
+                restore: a.tag,
+                ..PacketMeta::new(now)
+            };
+            if port.is_some() && batch.push(a.bytes, meta) {
+                stats.rx_packets += 1;
+                stats.rx_bytes += a.bytes.len() as u64;
+            } else {
+                stats.rx_dropped += 1;
+            }
+        })
+        .map_err(|e| PortError::Io {
+            port: "slow-path queue".to_string(),
+            context: e.op.to_string(),
+            source: e.err,
+        })?;
+        Ok(batch.len())
+    }
+
+    /// Receive-only: the slow path sends through the ports' netdevs.
+    fn send_batch(&mut self, pkts: &[&[u8]], _now: Timestamp) -> Result<usize, PortError> {
+        self.stats.refuse_send(pkts)
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
