@@ -4,31 +4,15 @@
 //! numbers and vports unique) again.
 //!
 //! Input: arbitrary bytes; non-UTF-8 inputs are skipped.
+//!
+//! The check itself is `fuzz/checks/config_parse.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use cli::config::Config;
+#[path = "../checks/mod.rs"]
+mod checks;
+
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else {
-        return;
-    };
-    let Ok(cfg) = Config::parse(s) else {
-        return;
-    };
-    cfg.pipeline()
-        .unwrap_or_else(|e| panic!("{s:?}: accepted, then pipeline() fails: {e:#}"));
-    let ports = cfg
-        .port_specs()
-        .unwrap_or_else(|e| panic!("{s:?}: accepted, then port_specs() fails: {e:#}"));
-    assert_eq!(ports.len(), cfg.ports.len());
-    for (i, p) in ports.iter().enumerate() {
-        for q in &ports[i + 1..] {
-            assert!(
-                p.name != q.name && p.no != q.no && p.vport != q.vport,
-                "{s:?}: ports clash: {p:?} {q:?}"
-            );
-        }
-    }
-});
+fuzz_target!(|data: &[u8]| checks::config_parse::check(data));

@@ -4,21 +4,15 @@
 //! serializes and parses back to the same request.
 //!
 //! Input: arbitrary bytes; non-UTF-8 inputs are skipped.
+//!
+//! The check itself is `fuzz/checks/control_request.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use cli::control::parse_request;
+#[path = "../checks/mod.rs"]
+mod checks;
+
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else {
-        return;
-    };
-    match parse_request(s) {
-        Ok(req) => {
-            let text = serde_json::to_string(&req).expect("a request serializes");
-            assert_eq!(parse_request(&text).ok(), Some(req), "{text}");
-        }
-        Err(e) => assert!(e.starts_with("bad request: "), "{e}"),
-    }
-});
+fuzz_target!(|data: &[u8]| checks::control_request::check(data));

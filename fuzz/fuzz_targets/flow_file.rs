@@ -3,23 +3,15 @@
 //! flow or meter per line that is neither blank nor a `#` comment.
 //!
 //! Input: arbitrary bytes; non-UTF-8 inputs are skipped.
+//!
+//! The check itself is `fuzz/checks/flow_file.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use cli::switch::FlowFile;
+#[path = "../checks/mod.rs"]
+mod checks;
+
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else {
-        return;
-    };
-    let Ok(f) = FlowFile::parse(s) else {
-        return;
-    };
-    let lines = s
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .count();
-    assert_eq!(f.flows.len() + f.meters.len(), lines, "{s:?}");
-});
+fuzz_target!(|data: &[u8]| checks::flow_file::check(data));

@@ -4,35 +4,15 @@
 //! (`format_rule`) to text that parses back to the same rule.
 //!
 //! Input: arbitrary bytes; non-UTF-8 inputs are skipped.
+//!
+//! The check itself is `fuzz/checks/flow_text.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use ofproto::text::{format_match, format_rule, parse_flow, parse_instructions, parse_match};
-use ofproto::FlowModCommand;
+#[path = "../checks/mod.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else {
-        return;
-    };
-    for command in [
-        FlowModCommand::Modify,
-        FlowModCommand::ModifyStrict,
-        FlowModCommand::Delete,
-        FlowModCommand::DeleteStrict,
-    ] {
-        let _ = parse_flow(s, command);
-    }
-    if let Ok(m) = parse_match(s) {
-        let text = format_match(&m);
-        let again = parse_match(&text).expect("printed match must parse");
-        assert!(again == m, "{s:?} -> {text:?}");
-    }
-    let _ = parse_instructions(s);
-    if let Ok(fm) = parse_flow(s, FlowModCommand::Add) {
-        let text = format_rule(&fm.rule);
-        let again = parse_flow(&text, FlowModCommand::Add)
-            .unwrap_or_else(|e| panic!("{s:?} printed as {text:?} does not parse: {e}"));
-        assert_eq!(again.rule, fm.rule, "{s:?} -> {text:?}");
-    }
-});
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| checks::flow_text::check(data));

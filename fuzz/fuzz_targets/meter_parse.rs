@@ -3,23 +3,15 @@
 //! prints (`Display`) to text that parses back to the same `MeterSpec`.
 //!
 //! Input: arbitrary bytes; non-UTF-8 inputs are skipped.
+//!
+//! The check itself is `fuzz/checks/meter_parse.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use ofproto::parse_meter;
+#[path = "../checks/mod.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else {
-        return;
-    };
-    let Ok(m) = parse_meter(s) else {
-        return;
-    };
-    let text = m.to_string();
-    let again = parse_meter(&text)
-        .unwrap_or_else(|e| panic!("{s:?} printed as {text:?} does not parse: {e}"));
-    assert_eq!(again, m, "{s:?} -> {text:?}");
-    // The band the buckets use is defined for every accepted meter.
-    let _ = m.band();
-});
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| checks::meter_parse::check(data));

@@ -5,34 +5,15 @@
 //! applied to a table that stays consistent (names and ifindexes unique).
 //!
 //! Input: arbitrary bytes, as one netlink datagram.
+//!
+//! The check itself is `fuzz/checks/netlink_link.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
-use netlink_packet_route::RouteNetlinkMessage;
-use offload::representor::{link_info, link_msg, RepresentorConfig, Representors};
-use offload::Vport;
+#[path = "../checks/mod.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(data) else {
-        return;
-    };
-    let NetlinkPayload::InnerMessage(inner) = msg.payload else {
-        return;
-    };
-    let config = RepresentorConfig::default()
-        .with("eth0", Vport::vf(0).expect("vf0"))
-        .with("pf0vf1", Vport::vf(1).expect("vf1"));
-    let mut table = Representors::new(config);
-    if let RouteNetlinkMessage::NewLink(ref lm) = inner {
-        let _ = link_info(lm);
-    }
-    if let Some(m) = link_msg(&inner) {
-        let _ = table.apply(m);
-    }
-    let mut names = std::collections::HashSet::new();
-    for r in table.iter() {
-        assert!(names.insert(r.ifname.clone()), "a name twice");
-    }
-});
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| checks::netlink_link::check(data));

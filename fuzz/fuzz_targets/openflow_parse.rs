@@ -5,29 +5,15 @@
 //!
 //! Input: arbitrary bytes, parsed as one message (with its header length
 //! patched to the input's length, so bodies are reached) and as a stream.
+//!
+//! The check itself is `fuzz/checks/openflow_parse.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use openflow::{parse, Framer};
+#[path = "../checks/mod.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    let mut one = data.to_vec();
-    if one.len() >= 4 && one.len() <= usize::from(u16::MAX) {
-        let n = one.len() as u16;
-        one[2..4].copy_from_slice(&n.to_be_bytes());
-    }
-    match parse(&one) {
-        Ok((h, m)) => {
-            let again = m.to_bytes(h.xid).expect("a parsed message fits");
-            let (_, back) = parse(&again).expect("emitted bytes parse");
-            assert_eq!(back, m);
-        }
-        Err(e) => assert!(e.ofp_error().is_defined(), "{e}"),
-    }
-    let mut f = Framer::new();
-    f.push(data);
-    while let Ok(Some(m)) = f.next_message() {
-        let _ = parse(&m);
-    }
-});
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| checks::openflow_parse::check(data));

@@ -3,28 +3,15 @@
 //! read is within the length the reader promises, and the reader stops.
 //!
 //! Input: arbitrary bytes, as a capture file.
+//!
+//! The check itself is `fuzz/checks/pcap_read.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use megaflow::port::{PacketBatch, PcapReader, Port};
+#[path = "../checks/mod.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(mut r) = PcapReader::from_reader("fuzz", "fuzz.pcap", data) else {
-        return;
-    };
-    let mut batch = PacketBatch::new();
-    // Each successful batch consumes input: at most one batch per byte.
-    for _ in 0..=data.len() {
-        match r.recv_batch(&mut batch) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                assert_eq!(batch.iter().count(), n, "the batch holds what was returned");
-                for p in batch.iter() {
-                    assert!(p.data.len() <= data.len(), "a frame longer than the file");
-                }
-            }
-        }
-    }
-    panic!("the reader did not stop");
-});
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| checks::pcap_read::check(data));

@@ -9,54 +9,15 @@
 //! buffer lengths are kept raw (bit 1; otherwise they are cut to a multiple
 //! of 4, at most 448, to reach the decoder); the rest is split in half into
 //! mask and value. The value is tried as given and ANDed with the mask.
+//!
+//! The check itself is `fuzz/checks/prm_decode.rs`, which `cargo test` also runs
+//! on every seed and regression input (`cli/tests/fuzz_seeds.rs`).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use megaflow::PortNo;
-use offload::prm::{decode, encode, Encoded, PortTable, SourcePortMode, MATCH_PARAM_LEN};
-use offload::Vport;
+#[path = "../checks/mod.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    let [criteria, sel, rest @ ..] = data else {
-        return;
-    };
-    let mode = if sel & 1 == 0 {
-        SourcePortMode::MiscSourcePort
-    } else {
-        SourcePortMode::REG_C0_UPPER_16
-    };
-    let (mut mask, mut value) = rest.split_at(rest.len() / 2);
-    if sel & 2 == 0 {
-        let cut = |b: &[u8]| b.len().min(MATCH_PARAM_LEN) / 4 * 4;
-        mask = &mask[..cut(mask)];
-        value = &value[..cut(value)];
-    }
-    let mut ports = PortTable::new();
-    for (i, v) in [0u16, 1, 2, 3, 4, 0xfffe, 0xffff, 100]
-        .into_iter()
-        .enumerate()
-    {
-        ports.insert(PortNo(i as u32 + 1), Vport(v));
-    }
-    let anded: Vec<u8> = value
-        .iter()
-        .zip(mask.iter().chain(std::iter::repeat(&0)))
-        .map(|(v, m)| v & m)
-        .collect();
-    for value in [value, &anded[..]] {
-        let Ok(e) = Encoded::from_bytes(*criteria, mask, value) else {
-            continue;
-        };
-        assert_eq!(e.mask().len(), e.match_sz());
-        for (m, v) in e.mask().iter().zip(e.value()) {
-            assert_eq!(v & !m, 0, "value bit outside the mask in {e:?}");
-        }
-        let Ok(m) = decode(&e, mode, &ports) else {
-            continue;
-        };
-        if let Ok(e2) = encode(&m, mode, &ports) {
-            assert_eq!(decode(&e2, mode, &ports), Ok(m), "{e:?} -> {m:?} -> {e2:?}");
-        }
-    }
-});
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| checks::prm_decode::check(data));

@@ -145,8 +145,21 @@ skiplog=$(mktemp "${TMPDIR:-/tmp}/eswitch-skips.XXXXXX")
 output=$(mktemp "${TMPDIR:-/tmp}/eswitch-test.XXXXXX")
 trap 'rm -f "$skiplog" "$output"' EXIT
 
+# The fuzz targets (their own workspace under fuzz/) build with the tree,
+# on stable without sanitizers: a target that no longer compiles fails the
+# test command, not the next fuzz run (integration/scripts/fuzz.sh runs
+# them, on nightly). Their checks run on every seed in cargo test
+# (cli/tests/fuzz_seeds.rs).
+echo "test.sh: building the fuzz targets"
+fuzz_rc=0
+cargo build --manifest-path fuzz/Cargo.toml --bins --locked || fuzz_rc=$?
+
 ESWITCH_SKIP_LOG=$skiplog cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$output"
 rc=${PIPESTATUS[0]}
+if [ "$fuzz_rc" != 0 ]; then
+  echo "test.sh: the fuzz targets did not build (see above)" >&2
+  [ "$rc" != 0 ] || rc=$fuzz_rc
+fi
 
 # cargo's per-binary lines: "test result: ok. 4 passed; 0 failed; 1 ignored; ..."
 read -r passed failed ignored < <(
