@@ -13,8 +13,11 @@ mod checks;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A fuzz target's check.
+type Check = fn(&[u8]);
+
 /// Each target's check, by the corpus directory's name.
-const TARGETS: [(&str, fn(&[u8])); 11] = [
+const TARGETS: [(&str, Check); 11] = [
     ("config_parse", checks::config_parse::check),
     ("control_request", checks::control_request::check),
     ("extract", checks::extract::check),
@@ -53,7 +56,7 @@ fn every_seed_and_regression_passes_its_targets_check() {
     let out = match seeded {
         Ok(o) => o,
         Err(e) => {
-            prereq::skip(test, &format!("python3 did not run ({e})"));
+            prereq::skip(test, format!("python3 did not run ({e})"));
             return;
         }
     };
