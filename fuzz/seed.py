@@ -13,6 +13,7 @@ Writes CORPUS_DIR/<target>/<name> files:
   meter_parse          the README's add-meter lines;
   config_parse         examples/eswitch.toml and the README's TOML blocks;
   control_request      the requests eswitchctl sends;
+  dr_dump              fuzz/seeds/dr_dump/*: mlx5dv_dump_dr_domain output;
   netlink_link         RTM_NEWLINK messages the kernel sends for this
                        machine's links (a live dump, when netlink is there);
   any target           fuzz/seeds/regressions/<target>/*: inputs that once
@@ -158,6 +159,10 @@ def main():
     ]
     for i, r in enumerate(requests):
         put(corpus, "control_request", f"req-{i}", json.dumps(r) + "\n")
+    # Device dumps as rdma-core writes them (fuzz/seeds/dr_dump/).
+    dumps = os.path.join(ROOT, "fuzz/seeds/dr_dump")
+    for name in sorted(os.listdir(dumps)) if os.path.isdir(dumps) else []:
+        put(corpus, "dr_dump", name, open(os.path.join(dumps, name), "rb").read())
     # Inputs that once failed, kept so every run tries them again.
     reg = os.path.join(ROOT, "fuzz/seeds/regressions")
     for target in sorted(os.listdir(reg)) if os.path.isdir(reg) else []:

@@ -17,9 +17,10 @@ use std::process::Command;
 type Check = fn(&[u8]);
 
 /// Each target's check, by the corpus directory's name.
-const TARGETS: [(&str, Check); 11] = [
+const TARGETS: [(&str, Check); 12] = [
     ("config_parse", checks::config_parse::check),
     ("control_request", checks::control_request::check),
+    ("dr_dump", checks::dr_dump::check),
     ("extract", checks::extract::check),
     ("flow_file", checks::flow_file::check),
     ("flow_text", checks::flow_text::check),

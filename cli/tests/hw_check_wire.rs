@@ -71,6 +71,30 @@ impl Modelled for Twin {
     fn disturbed_frames(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
     }
+
+    /// The NIC thread's own dump against the model's, object by object
+    /// (counters aside: the NIC counts what the wire carried).
+    fn differences(&self) -> Vec<String> {
+        let strip = |mut d: offload::dr::DeviceDump| {
+            for r in &mut d.rules {
+                r.counter = None;
+            }
+            d
+        };
+        match (self.model.dump(), self.device.dump()) {
+            (Ok(m), Ok(d)) if strip(m.clone()) == strip(d.clone()) => Vec::new(),
+            (Ok(m), Ok(d)) => vec![format!(
+                "the NIC holds {} tables, {} matchers, {} rules; the model {}, {}, {}",
+                d.tables.len(),
+                d.matchers.len(),
+                d.rules.len(),
+                m.tables.len(),
+                m.matchers.len(),
+                m.rules.len()
+            )],
+            (m, d) => vec![format!("dumps: model {:?}, NIC {:?}", m.err(), d.err())],
+        }
+    }
 }
 
 impl DrBackend for Twin {

@@ -7,6 +7,7 @@
 
 pub mod config_parse;
 pub mod control_request;
+pub mod dr_dump;
 pub mod extract;
 pub mod flow_file;
 pub mod flow_text;

@@ -39,6 +39,7 @@ use rdma_core_sys as sys;
 
 use crate::cmd::{self, BulkSize};
 use crate::device::{errno, OpenDevice, RepPort, StartError};
+use crate::dr_dump::DevDump;
 use crate::marshal::{memory_words, meter_attr, sampler_attr, vlan_header, DestArray, MatchParams};
 use crate::verbs::SlowPathQueue;
 use crate::Divergence;
@@ -398,22 +399,51 @@ impl Mlx5Backend {
     /// The device's own view of a domain (`mlx5dv_dump_dr_domain`).
     pub fn device_dump(&self, d: DomainId) -> Result<String, DrError> {
         let raw = self.raw();
-        let dom = raw.domains.get(d)?;
-        let mut buf: *mut std::os::raw::c_char = std::ptr::null_mut();
-        let mut len = 0usize;
-        // SAFETY: a live domain; the out pointers are valid; the buffer is
-        // malloc'd by open_memstream and freed below.
-        let rc = unsafe { sys::eswitch_dump_dr_domain(dom.as_ptr(), &mut buf, &mut len) };
-        if rc != 0 {
-            return Err(device_error("mlx5dv_dump_dr_domain", errno(rc)));
-        }
-        // SAFETY: `buf` holds `len` bytes written by the dump.
-        let text = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
-        let s = String::from_utf8_lossy(text).into_owned();
-        // SAFETY: allocated by open_memstream, freed once.
-        unsafe { libc::free(buf.cast()) };
-        Ok(s)
+        dump_text(*raw.domains.get(d)?)
     }
+
+    /// The device's own view of every live domain, parsed.
+    pub fn device_view(&self) -> Result<DevDump, DrError> {
+        let raw = self.raw();
+        let mut all = DevDump::default();
+        for dom in raw.domains.map.values() {
+            all.extend(parse_dump(*dom)?);
+        }
+        Ok(all)
+    }
+
+    /// Where the device does not hold what the model says
+    /// ([`crate::view`]); empty when it does.
+    pub fn differences(&self) -> Result<Vec<String>, DrError> {
+        Ok(self.dump()?.differences)
+    }
+}
+
+/// `mlx5dv_dump_dr_domain` of a live domain, as text.
+fn dump_text(dom: NonNull<sys::mlx5dv_dr_domain>) -> Result<String, DrError> {
+    let mut buf: *mut std::os::raw::c_char = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: a live domain; the out pointers are valid; the buffer is
+    // malloc'd by open_memstream and freed below.
+    let rc = unsafe { sys::eswitch_dump_dr_domain(dom.as_ptr(), &mut buf, &mut len) };
+    if rc != 0 {
+        return Err(device_error("mlx5dv_dump_dr_domain", errno(rc)));
+    }
+    // SAFETY: `buf` holds `len` bytes written by the dump.
+    let text = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
+    let s = String::from_utf8_lossy(text).into_owned();
+    // SAFETY: allocated by open_memstream, freed once.
+    unsafe { libc::free(buf.cast()) };
+    Ok(s)
+}
+
+/// A live domain's dump, parsed; a dump the parser cannot read is EIO,
+/// logged with the line.
+fn parse_dump(dom: NonNull<sys::mlx5dv_dr_domain>) -> Result<DevDump, DrError> {
+    crate::dr_dump::parse(&dump_text(dom)?).map_err(|e| {
+        tracing::warn!(%e, "mlx5: the device's dump");
+        device_error("mlx5dv_dump_dr_domain (parse)", libc::EIO)
+    })
 }
 
 /// Made on the model, then on the device; undone on the model when the
@@ -467,8 +497,20 @@ impl DrBackend for Mlx5Backend {
         Ok(id)
     }
 
+    /// Refused while the device itself still lists tables in the domain
+    /// (its own dump): "empty" is checked against the device.
     fn domain_destroy(&self, domain: DomainId) -> Result<(), DrError> {
         let mut raw = self.raw();
+        if let Ok(dom) = raw.domains.get(domain) {
+            let tables = parse_dump(*dom)?.tables.len();
+            if tables > 0 {
+                return Err(DrError::InUse {
+                    what: Object::Domain,
+                    users: tables,
+                    by: "tables the device's own dump still lists",
+                });
+            }
+        }
         self.model.domain_destroy(domain)?;
         raw.domains.destroy(
             domain,
@@ -841,6 +883,15 @@ impl DrBackend for Mlx5Backend {
                 bytes: c.bytes,
             });
         }
+        // The objects listed are the device's only where its own dump
+        // agrees; every difference is listed with them.
+        let mut device = DevDump::default();
+        for dom in raw.domains.map.values() {
+            device.extend(parse_dump(*dom)?);
+        }
+        dump.differences = crate::view::differences(&dump, &device, |slot, offset| {
+            raw.bulks.by_index(slot).map(|b| b.base + offset)
+        });
         Ok(dump)
     }
 

@@ -11,6 +11,9 @@
 //!   arrays, meter and sampler attributes, dest_array entries);
 //! - [`device`]: the device list and an opened device (DEVX), with the
 //!   errors a user can act on;
+//! - [`dr_dump`]: the device's own view, `mlx5dv_dump_dr_domain`
+//!   parsed;
+//! - [`view`]: the model held to the device's dump, object by object;
 //! - [`backend`]: `Mlx5Backend`, the `DrBackend` on the device, every
 //!   call checked first on a `sim` model in the same state (so both
 //!   backends answer with the same errors);
@@ -29,10 +32,12 @@ pub mod backend;
 pub mod cmd;
 pub mod device;
 pub mod discover;
+pub mod dr_dump;
 #[cfg(not(rdma_core_missing))]
 pub mod marshal;
 #[cfg(not(rdma_core_missing))]
 pub mod verbs;
+pub mod view;
 
 pub use backend::{start, Mlx5Backend};
 pub use device::{open, DeviceError, OpenDevice, RepPort, StartError};

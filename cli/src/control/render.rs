@@ -264,6 +264,13 @@ pub fn dump_rules(v: &Value) -> String {
     {
         dump_table(&mut out, t, matchers, rules);
     }
+    let differences = array(v, "differences");
+    if !differences.is_empty() {
+        out.push_str("the device's own dump differs from this:\n");
+        for d in differences {
+            out.push_str(&format!("  {}\n", text(d)));
+        }
+    }
     let restore = array(v, "restore_rules");
     if !restore.is_empty() {
         let tags: Vec<String> = restore

@@ -128,6 +128,16 @@ pub fn run_suite<D: Device>(
         let mut once = || {
             let before = dev.disturbed_frames();
             let outcome = conformance::check(dev, case, None);
+            // The model held to the device's own dump while the case's
+            // objects are still there.
+            let differ = dev.model_differences();
+            let outcome = match outcome {
+                Outcome::Pass if !differ.is_empty() => Outcome::Fail(format!(
+                    "the device's own dump differs from the model: {}",
+                    differ.join("; ")
+                )),
+                o => o,
+            };
             let stuck = dev.clear();
             let failed_to_clear = !stuck.is_empty();
             left.extend(

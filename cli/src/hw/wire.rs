@@ -41,6 +41,12 @@ pub trait Modelled: DrBackend {
         0
     }
 
+    /// Where the device's own dump differs from the model (none: a
+    /// backend whose device is the model).
+    fn differences(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Frames the backend's slow-path queue received since the last call
     /// (none where misses reach the representor netdevs): what went to
     /// the manager, with the restore tag and reg_b of each completion.
@@ -50,6 +56,13 @@ pub trait Modelled: DrBackend {
 impl Modelled for mlx5::Mlx5Backend {
     fn model(&self) -> &SimBackend {
         mlx5::Mlx5Backend::model(self)
+    }
+
+    fn differences(&self) -> Vec<String> {
+        match mlx5::Mlx5Backend::differences(self) {
+            Ok(d) => d,
+            Err(e) => vec![format!("the device's dump could not be read: {e}")],
+        }
     }
 
     fn slow_path_frames(&self, into: &mut Vec<OutFrame>) {
@@ -467,6 +480,10 @@ impl<B: Modelled> Device for WireDevice<B> {
     fn disturbed_frames(&self) -> u64 {
         let s = self.lock();
         s.rx_dropped() + s.late + self.backend.disturbed_frames()
+    }
+
+    fn model_differences(&self) -> Vec<String> {
+        self.backend.differences()
     }
 
     fn begin_case(&self) {

@@ -84,6 +84,13 @@ pub trait Device: DrBackend {
     /// starts a new clock.
     fn begin_case(&self) {}
 
+    /// Where the device's own view differs from the model it is held to
+    /// (a backend with a model reads its device's dump); empty for a
+    /// device that is its own model, as the sim is.
+    fn model_differences(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Frames disturbed on the way so far, not by the eSwitch: lost
     /// (receive rings that overflowed on a busy machine) or sent well
     /// after their time (a meter sees a burst). A case that fails while

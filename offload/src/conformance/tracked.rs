@@ -133,6 +133,9 @@ impl<B: Device> Device for Tracked<B> {
     fn send_many(&self, d: DomainId, ingress: Vport, frames: &[(u64, &[u8])]) -> Vec<OutFrame> {
         self.inner.send_many(d, ingress, frames)
     }
+    fn model_differences(&self) -> Vec<String> {
+        self.inner.model_differences()
+    }
     fn begin_case(&self) {
         self.inner.begin_case()
     }

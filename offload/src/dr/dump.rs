@@ -33,6 +33,10 @@ pub struct DeviceDump {
     /// The slow-path receive queue's restore rules, by tag
     /// ([`crate::restore`]).
     pub restore_rules: Vec<RestoreRuleDump>,
+    /// A backend with a model: where the device's own dump differs from
+    /// what is listed (empty: the device holds exactly this).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<String>,
 }
 
 /// One restore rule: packets whose reg_c_1 is `tag` reach software with
