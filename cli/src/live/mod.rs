@@ -1182,10 +1182,14 @@ fn handler<B: Device>(
                 }
             }
         }
-        board.publish(place, &counters);
         batch.clear();
-        let mut ports = lock_tx(ends.tx);
-        arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
+        // Sent before counted: whoever reads the board after a packet's
+        // upcall is counted finds its outputs already on their ports.
+        {
+            let mut ports = lock_tx(ends.tx);
+            arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
+        }
+        board.publish(place, &counters);
     }
 }
 

@@ -852,6 +852,13 @@ fn an_os_ken_learning_switch_programs_eswitchd() {
     drop(app);
 }
 
+/// What the upcall handlers have done with packets: dropped, sent or
+/// given to a controller (each counted after its outputs were sent).
+pub(super) fn handled(core: &Core<SimBackend>) -> u64 {
+    let c = lock(core).counters();
+    c.sw_drops + c.to_controller + c.ports.values().map(|p| p.tx_sw.packets).sum::<u64>()
+}
+
 /// Waits (at most 30 s: a Python start-up) until `cond` holds.
 pub(super) fn wait_for_long(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -1147,6 +1154,8 @@ fn ovs_ofctl_groups_fan_out_and_select_and_an_all_group_is_offloaded_as_a_dest_a
     .expect("mod-group");
     let _ = (h["vm2"].received(), h["vm3"].received());
     let conns = 40u16;
+    let core = d.core();
+    let before = handled(&core);
     let (mut to2, mut to3) = (0usize, 0usize);
     for i in 0..conns {
         assert!(h["vm1"].rx.inject(&frame(4000 + i), Default::default()));
@@ -1156,7 +1165,12 @@ fn ovs_ofctl_groups_fan_out_and_select_and_an_all_group_is_offloaded_as_a_dest_a
             to2 + to3 > usize::from(i)
         });
     }
-    std::thread::sleep(Duration::from_millis(50));
+    // Every connection's upcall handled (each a new flow; a handler
+    // counts a packet after sending its outputs): nothing more comes.
+    wait_for("every connection's upcall handled", || {
+        handled(&core) >= before + u64::from(conns)
+    });
+    drop(core);
     to2 += h["vm2"].received().len();
     to3 += h["vm3"].received().len();
     assert_eq!(to2 + to3, usize::from(conns), "one copy per connection");
@@ -1266,6 +1280,7 @@ fn ports_added_and_removed_while_running_reach_the_controllers_and_carry_traffic
     assert!(!lock(&core).ports().iter().any(|p| p.no == PortNo(4)));
     assert!(d.del_port("vm4").is_err(), "no such port any more");
     let _ = h["vm4"].received();
+    let before = handled(&core);
     assert!(h["vm1"].rx.inject(&frame(1000), Default::default()));
     // Not UDP to port 9: the config's vm1 → vm2 flow.
     let tcp =
@@ -1273,7 +1288,9 @@ fn ports_added_and_removed_while_running_reach_the_controllers_and_carry_traffic
             .build();
     assert!(h["vm1"].rx.inject(&tcp, Default::default()));
     wait_for("vm1 → vm2 still", || !h["vm2"].received().is_empty());
-    std::thread::sleep(Duration::from_millis(50));
+    // Both upcalls handled (an event, not a window: a handler counts a
+    // packet after sending its outputs), and vm4 got nothing.
+    wait_for("both frames handled", || handled(&core) >= before + 2);
     assert!(
         h["vm4"].received().is_empty(),
         "a deleted port gets nothing"
