@@ -14,16 +14,20 @@
 //! variant the errno means for that call: EEXIST on a rule is a duplicate,
 //! ENOSPC and ENOMEM are out of room).
 //!
-//! The model also keeps what the device holds, so [`DrBackend::dump`] is
-//! the model's dump: every object this backend made and has not destroyed,
-//! with its decoded match and actions (counter values are read from the
-//! device). Raw pointers are kept per handle and destroyed in dependency
-//! order on drop (rules, matchers, actions, tables, counter bulks,
-//! domains), so nothing outlives the backend even after a failed destroy.
+//! The model also keeps what the device holds, so [`DrBackend::dump`]
+//! lists every object this backend made and has not destroyed, with its
+//! decoded match and actions, held to the device's own dump
+//! ([`crate::view`]), with counter values read from the device. The
+//! device's objects are [`ffi`] handles, kept per model handle and
+//! destroyed in dependency order on drop (rules, matchers, actions,
+//! tables, counter bulks, domains), so nothing outlives the backend even
+//! after a failed destroy. This module calls rdma-core only through
+//! [`ffi`] (and the slow-path queue, [`crate::verbs`]): it has no `unsafe`.
+
+#![forbid(unsafe_code)]
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use offload::dr::dump::CounterDump;
@@ -38,9 +42,9 @@ use offload::Vport;
 use rdma_core_sys as sys;
 
 use crate::cmd::{self, BulkSize};
-use crate::device::{errno, OpenDevice, RepPort, StartError};
+use crate::device::{OpenDevice, RepPort, StartError};
 use crate::dr_dump::DevDump;
-use crate::marshal::{memory_words, meter_attr, sampler_attr, vlan_header, DestArray, MatchParams};
+use crate::ffi::{self, Action, ActionArgs, DevxObj, Domain, Dr, Kind, Matcher, Rule, Table};
 use crate::verbs::SlowPathQueue;
 use crate::Divergence;
 use crate::{Arrived, QueueError, SlowPathError};
@@ -108,61 +112,37 @@ impl<H: Handle, T> Handles<H, T> {
     }
 }
 
-impl<H: Handle, T> Handles<H, NonNull<T>> {
-    /// The raw pointer of `h`.
-    fn ptr(&self, h: H) -> Result<*mut T, DrError> {
-        self.get(h).map(|p| p.as_ptr())
-    }
-
-    /// Destroys the object of `h` with `destroy` (`op` for the error); on
-    /// failure it stays (so drop retries it).
-    fn destroy(
-        &mut self,
-        h: H,
-        op: &'static str,
-        destroy: unsafe extern "C" fn(*mut T) -> std::os::raw::c_int,
-    ) -> Result<(), DrError> {
-        let Some(p) = self.remove(h) else {
+impl<H: Handle, K: Kind> Handles<H, Dr<K>> {
+    /// Destroys the object of `h`; on failure it stays (so drop retries
+    /// it).
+    fn destroy(&mut self, h: H) -> Result<(), DrError> {
+        let Some(o) = self.remove(h) else {
             return Ok(());
         };
-        // SAFETY: a live object of this backend that the model just agreed
-        // may go (nothing uses it); destroyed once.
-        let rc = unsafe { destroy(p.as_ptr()) };
-        if rc != 0 {
-            self.insert(h, p);
-            return Err(device_error(op, errno(rc)));
-        }
-        Ok(())
+        ffi::destroy(o).map_err(|(o, code)| {
+            self.insert(h, o);
+            device_error(K::DESTROY_OP, code)
+        })
     }
 }
 
 /// The raw objects, by handle.
 #[derive(Default)]
 struct Raw {
-    domains: Handles<DomainId, NonNull<sys::mlx5dv_dr_domain>>,
-    tables: Handles<TableId, NonNull<sys::mlx5dv_dr_table>>,
-    matchers: Handles<MatcherId, NonNull<sys::mlx5dv_dr_matcher>>,
-    rules: Handles<RuleId, NonNull<sys::mlx5dv_dr_rule>>,
-    actions: Handles<ActionId, NonNull<sys::mlx5dv_dr_action>>,
+    domains: Handles<DomainId, Dr<Domain>>,
+    tables: Handles<TableId, Dr<Table>>,
+    matchers: Handles<MatcherId, Dr<Matcher>>,
+    rules: Handles<RuleId, Dr<Rule>>,
+    actions: Handles<ActionId, Dr<Action>>,
     bulks: Handles<CounterBulkId, Bulk>,
 }
 
 /// A DEVX flow counter bulk.
 struct Bulk {
-    obj: NonNull<sys::mlx5dv_devx_obj>,
+    obj: Dr<DevxObj>,
     base: u32,
     size: u64,
 }
-
-// SAFETY: which rdma-core rule makes moving these pointers to another
-// thread sound: libmlx5's Direct Rule objects carry no thread-local state
-// and serialise their own updates (every table, matcher and rule change
-// takes its domain's locks, dr_domain_lock in providers/mlx5/dr_table.c
-// and dr_matcher.c; rule insertion takes the matcher's STE locks), and a
-// DEVX object is a kernel handle any thread may use. Here no two threads
-// even call on them at once: `Raw` is only reached through the backend's
-// mutex.
-unsafe impl Send for Raw {}
 
 /// The Direct Rule backend on an opened mlx5 device.
 pub struct Mlx5Backend {
@@ -364,24 +344,14 @@ impl Mlx5Backend {
 
     /// The device's answer to a call the model refused with `model`:
     /// `made` is what the device returned (an object it made is destroyed
-    /// at once with `kill`). The same errno is agreement.
-    fn refused<T>(
-        &self,
-        op: &'static str,
-        model: &DrError,
-        made: Option<NonNull<T>>,
-        kill: unsafe extern "C" fn(*mut T) -> std::os::raw::c_int,
-    ) {
+    /// at once). The same errno is agreement.
+    fn refused<K: Kind>(&self, op: &'static str, model: &DrError, made: Result<Dr<K>, i32>) {
         let device = match made {
-            None => device_error(op, errno(0)),
-            Some(p) => {
-                // SAFETY: the object the device just made for this probe;
-                // nothing else knows it; destroyed once.
-                let rc = unsafe { kill(p.as_ptr()) };
-                let undone = if rc == 0 {
-                    ""
-                } else {
-                    " (and its destroy failed)"
+            Err(code) => device_error(op, code),
+            Ok(o) => {
+                let undone = match ffi::destroy(o) {
+                    Ok(()) => "",
+                    Err(_) => " (and its destroy failed)",
                 };
                 self.diverged(op, describe(model), format!("accepted it{undone}"));
                 return;
@@ -399,7 +369,7 @@ impl Mlx5Backend {
     /// The device's own view of a domain (`mlx5dv_dump_dr_domain`).
     pub fn device_dump(&self, d: DomainId) -> Result<String, DrError> {
         let raw = self.raw();
-        dump_text(*raw.domains.get(d)?)
+        dump_text(raw.domains.get(d)?)
     }
 
     /// The device's own view of every live domain, parsed.
@@ -407,7 +377,7 @@ impl Mlx5Backend {
         let raw = self.raw();
         let mut all = DevDump::default();
         for dom in raw.domains.map.values() {
-            all.extend(parse_dump(*dom)?);
+            all.extend(parse_dump(dom)?);
         }
         Ok(all)
     }
@@ -420,26 +390,13 @@ impl Mlx5Backend {
 }
 
 /// `mlx5dv_dump_dr_domain` of a live domain, as text.
-fn dump_text(dom: NonNull<sys::mlx5dv_dr_domain>) -> Result<String, DrError> {
-    let mut buf: *mut std::os::raw::c_char = std::ptr::null_mut();
-    let mut len = 0usize;
-    // SAFETY: a live domain; the out pointers are valid; the buffer is
-    // malloc'd by open_memstream and freed below.
-    let rc = unsafe { sys::eswitch_dump_dr_domain(dom.as_ptr(), &mut buf, &mut len) };
-    if rc != 0 {
-        return Err(device_error("mlx5dv_dump_dr_domain", errno(rc)));
-    }
-    // SAFETY: `buf` holds `len` bytes written by the dump.
-    let text = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
-    let s = String::from_utf8_lossy(text).into_owned();
-    // SAFETY: allocated by open_memstream, freed once.
-    unsafe { libc::free(buf.cast()) };
-    Ok(s)
+fn dump_text(dom: &Dr<Domain>) -> Result<String, DrError> {
+    ffi::dump_domain(dom).map_err(|code| device_error("mlx5dv_dump_dr_domain", code))
 }
 
 /// A live domain's dump, parsed; a dump the parser cannot read is EIO,
 /// logged with the line.
-fn parse_dump(dom: NonNull<sys::mlx5dv_dr_domain>) -> Result<DevDump, DrError> {
+fn parse_dump(dom: &Dr<Domain>) -> Result<DevDump, DrError> {
     crate::dr_dump::parse(&dump_text(dom)?).map_err(|e| {
         tracing::warn!(%e, "mlx5: the device's dump");
         device_error("mlx5dv_dump_dr_domain (parse)", libc::EIO)
@@ -449,22 +406,20 @@ fn parse_dump(dom: NonNull<sys::mlx5dv_dr_domain>) -> Result<DevDump, DrError> {
 /// Made on the model, then on the device; undone on the model when the
 /// device refuses. In cross-check mode a call the model refuses is made on
 /// the device too ([`Mlx5Backend::refused`]), and a refusal only the
-/// device makes is recorded. `$raw` is the raw call, `$kill` the raw
-/// destroy of what it makes.
+/// device makes is recorded. `$raw` makes the object on the device
+/// ([`ffi`]).
 macro_rules! made {
-    ($self:ident, $model:expr, $undo:ident, $op:expr, $raw:expr, $kill:path $(,)?) => {{
+    ($self:ident, $model:expr, $undo:ident, $op:expr, $raw:expr $(,)?) => {{
         match $model {
             Err(e) => {
                 if $self.cross_check {
-                    let made = NonNull::new(($raw)());
-                    $self.refused($op, &e, made, $kill);
+                    $self.refused($op, &e, ($raw)());
                 }
                 Err(e)
             }
-            Ok(id) => match NonNull::new(($raw)()) {
-                Some(p) => Ok((id, p)),
-                None => {
-                    let code = errno(0);
+            Ok(id) => match ($raw)() {
+                Ok(p) => Ok((id, p)),
+                Err(code) => {
                     let _ = $self.model.$undo(id);
                     let e = device_error($op, code);
                     $self.diverged($op, "accepted".to_owned(), describe(&e));
@@ -483,15 +438,12 @@ impl DrBackend for Mlx5Backend {
             DomainType::NicTx => sys::MLX5DV_DR_DOMAIN_TYPE_NIC_TX,
             DomainType::Fdb => sys::MLX5DV_DR_DOMAIN_TYPE_FDB,
         };
-        let ctx = self.dev.context();
         let (id, p) = made!(
             self,
             self.model.domain_create(ty),
             domain_destroy,
             "mlx5dv_dr_domain_create",
-            // SAFETY: an open context; the result is checked for NULL.
-            || unsafe { sys::mlx5dv_dr_domain_create(ctx, t) },
-            sys::mlx5dv_dr_domain_destroy,
+            || ffi::domain_create(&self.dev, t),
         )?;
         raw.domains.insert(id, p);
         Ok(id)
@@ -502,7 +454,7 @@ impl DrBackend for Mlx5Backend {
     fn domain_destroy(&self, domain: DomainId) -> Result<(), DrError> {
         let mut raw = self.raw();
         if let Ok(dom) = raw.domains.get(domain) {
-            let tables = parse_dump(*dom)?.tables.len();
+            let tables = parse_dump(dom)?.tables.len();
             if tables > 0 {
                 return Err(DrError::InUse {
                     what: Object::Domain,
@@ -512,11 +464,7 @@ impl DrBackend for Mlx5Backend {
             }
         }
         self.model.domain_destroy(domain)?;
-        raw.domains.destroy(
-            domain,
-            "mlx5dv_dr_domain_destroy",
-            sys::mlx5dv_dr_domain_destroy,
-        )
+        raw.domains.destroy(domain)
     }
 
     fn domain_sync(&self, domain: DomainId, flags: SyncFlags) -> Result<(), DrError> {
@@ -533,34 +481,26 @@ impl DrBackend for Mlx5Backend {
         if flags.mem {
             f |= sys::MLX5DV_DR_DOMAIN_SYNC_FLAGS_MEM;
         }
-        // SAFETY: a live domain.
-        let rc = unsafe { sys::mlx5dv_dr_domain_sync(p.as_ptr(), f) };
-        if rc != 0 {
-            return Err(device_error("mlx5dv_dr_domain_sync", errno(rc)));
-        }
-        Ok(())
+        ffi::domain_sync(p, f).map_err(|code| device_error("mlx5dv_dr_domain_sync", code))
     }
 
     fn domain_allow_duplicate_rules(&self, domain: DomainId, allow: bool) -> Result<(), DrError> {
         let raw = self.raw();
         self.model.domain_allow_duplicate_rules(domain, allow)?;
         let p = raw.domains.get(domain)?;
-        // SAFETY: a live domain.
-        unsafe { sys::mlx5dv_dr_domain_allow_duplicate_rules(p.as_ptr(), allow) };
+        ffi::domain_allow_duplicate_rules(p, allow);
         Ok(())
     }
 
     fn table_create(&self, domain: DomainId, level: u32) -> Result<TableId, DrError> {
         let mut raw = self.raw();
-        let dom = *raw.domains.get(domain)?;
+        let dom = raw.domains.get(domain)?;
         let (id, p) = made!(
             self,
             self.model.table_create(domain, level),
             table_destroy,
             "mlx5dv_dr_table_create",
-            // SAFETY: a live domain; the result is checked for NULL.
-            || unsafe { sys::mlx5dv_dr_table_create(dom.as_ptr(), level) },
-            sys::mlx5dv_dr_table_destroy,
+            || ffi::table_create(dom, level),
         )?;
         raw.tables.insert(id, p);
         Ok(id)
@@ -569,11 +509,7 @@ impl DrBackend for Mlx5Backend {
     fn table_destroy(&self, table: TableId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.table_destroy(table)?;
-        raw.tables.destroy(
-            table,
-            "mlx5dv_dr_table_destroy",
-            sys::mlx5dv_dr_table_destroy,
-        )
+        raw.tables.destroy(table)
     }
 
     fn matcher_create(
@@ -584,19 +520,13 @@ impl DrBackend for Mlx5Backend {
         mask: &[u8],
     ) -> Result<MatcherId, DrError> {
         let mut raw = self.raw();
-        let tbl = *raw.tables.get(table)?;
-        let mut params = MatchParams::new(mask);
+        let tbl = raw.tables.get(table)?;
         let (id, p) = made!(
             self,
             self.model.matcher_create(table, priority, criteria, mask),
             matcher_destroy,
             "mlx5dv_dr_matcher_create",
-            // SAFETY: a live table and a match buffer that outlives the
-            // call; the result is checked for NULL.
-            || unsafe {
-                sys::mlx5dv_dr_matcher_create(tbl.as_ptr(), priority, criteria, params.as_ptr())
-            },
-            sys::mlx5dv_dr_matcher_destroy,
+            || ffi::matcher_create(tbl, priority, criteria, mask),
         )?;
         raw.matchers.insert(id, p);
         Ok(id)
@@ -605,11 +535,7 @@ impl DrBackend for Mlx5Backend {
     fn matcher_destroy(&self, matcher: MatcherId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.matcher_destroy(matcher)?;
-        raw.matchers.destroy(
-            matcher,
-            "mlx5dv_dr_matcher_destroy",
-            sys::mlx5dv_dr_matcher_destroy,
-        )
+        raw.matchers.destroy(matcher)
     }
 
     fn rule_create(
@@ -619,28 +545,17 @@ impl DrBackend for Mlx5Backend {
         actions: &[ActionId],
     ) -> Result<RuleId, DrError> {
         let mut raw = self.raw();
-        let m = *raw.matchers.get(matcher)?;
-        let mut ptrs = actions
+        let m = raw.matchers.get(matcher)?;
+        let acts = actions
             .iter()
-            .map(|a| raw.actions.ptr(*a))
+            .map(|a| raw.actions.get(*a))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut params = MatchParams::new(value);
         let (id, p) = made!(
             self,
             self.model.rule_create(matcher, value, actions),
             rule_destroy,
             "mlx5dv_dr_rule_create",
-            // SAFETY: a live matcher, a value buffer and an action array
-            // that outlive the call; the result is checked for NULL.
-            || unsafe {
-                sys::mlx5dv_dr_rule_create(
-                    m.as_ptr(),
-                    params.as_ptr(),
-                    ptrs.len(),
-                    ptrs.as_mut_ptr(),
-                )
-            },
-            sys::mlx5dv_dr_rule_destroy,
+            || ffi::rule_create(m, value, &acts),
         )?;
         raw.rules.insert(id, p);
         Ok(id)
@@ -649,116 +564,55 @@ impl DrBackend for Mlx5Backend {
     fn rule_destroy(&self, rule: RuleId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.rule_destroy(rule)?;
-        raw.rules
-            .destroy(rule, "mlx5dv_dr_rule_destroy", sys::mlx5dv_dr_rule_destroy)
+        raw.rules.destroy(rule)
     }
 
     fn action_create(&self, domain: DomainId, spec: ActionSpec) -> Result<ActionId, DrError> {
         let mut raw = self.raw();
-        let dom = *raw.domains.get(domain)?;
-        // Everything the call points at, gathered before the model is
-        // asked (a stale reference is the model's error too).
+        let dom = raw.domains.get(domain)?;
+        // Everything the call names, gathered before the model is asked
+        // (a stale reference is the model's error too).
         let op = action_op(&spec);
-        let call: Box<dyn FnOnce() -> *mut sys::mlx5dv_dr_action> = match &spec {
-            // Every pointer a call below is given is a live object of this
-            // backend (the raw lock is held until the call returns) or
-            // memory its closure owns; the result is checked for NULL.
-            // SAFETY: no argument.
-            ActionSpec::Drop => Box::new(|| unsafe { sys::mlx5dv_dr_action_create_drop() }),
-            ActionSpec::DefaultMiss => {
-                // SAFETY: no argument.
-                Box::new(|| unsafe { sys::mlx5dv_dr_action_create_default_miss() })
-            }
-            ActionSpec::DestVport(v) => {
-                let v = u32::from(v.0);
-                // SAFETY: a live domain.
-                Box::new(move || unsafe {
-                    sys::mlx5dv_dr_action_create_dest_vport(dom.as_ptr(), v)
-                })
-            }
-            ActionSpec::DestTable(t) => {
-                let t = raw.tables.ptr(*t)?;
-                // SAFETY: a live table.
-                Box::new(move || unsafe { sys::mlx5dv_dr_action_create_dest_table(t) })
-            }
-            ActionSpec::DestArray(list) => {
-                let dests = list
-                    .iter()
-                    .map(|a| raw.actions.ptr(*a))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let mut arr = DestArray::new(&dests);
-                // SAFETY: a live domain; `arr` (owned by the closure) holds
-                // `arr.len()` entries naming live actions.
-                Box::new(move || unsafe {
-                    sys::mlx5dv_dr_action_create_dest_array(
-                        dom.as_ptr(),
-                        arr.len(),
-                        arr.as_mut_ptr(),
-                    )
-                })
-            }
+        let args = match &spec {
+            ActionSpec::Drop => ActionArgs::Drop,
+            ActionSpec::DefaultMiss => ActionArgs::DefaultMiss,
+            ActionSpec::DestVport(v) => ActionArgs::DestVport(dom, u32::from(v.0)),
+            ActionSpec::DestTable(t) => ActionArgs::DestTable(raw.tables.get(*t)?),
+            ActionSpec::DestArray(list) => ActionArgs::DestArray(
+                dom,
+                list.iter()
+                    .map(|a| raw.actions.get(*a))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
             ActionSpec::FlowCounter { bulk, offset } => {
-                let obj = raw.bulks.get(*bulk)?.obj.as_ptr();
-                let offset = *offset;
-                // SAFETY: a live counter bulk; the model checked `offset`
-                // lies inside it.
-                Box::new(move || unsafe { sys::mlx5dv_dr_action_create_flow_counter(obj, offset) })
+                ActionArgs::FlowCounter(&raw.bulks.get(*bulk)?.obj, *offset)
             }
-            ActionSpec::FlowMeter(m) => {
-                let next = raw.tables.ptr(m.next_table)?;
-                let (active, reg) = (m.active, m.reg_c_index);
-                let mut params = m.params.clone();
-                Box::new(move || {
-                    let mut attr = meter_attr(next, active, reg, &mut params);
-                    // SAFETY: `attr` names a live table and points into
-                    // `params`, both alive for the call.
-                    unsafe { sys::mlx5dv_dr_action_create_flow_meter(&mut attr) }
-                })
-            }
-            ActionSpec::FlowSampler(s) => {
-                let next = raw.tables.ptr(s.default_next_table)?;
-                let mut acts = s
+            ActionSpec::FlowMeter(m) => ActionArgs::FlowMeter {
+                next: raw.tables.get(m.next_table)?,
+                active: m.active,
+                reg_c_index: m.reg_c_index,
+                params: m.params.clone(),
+            },
+            ActionSpec::FlowSampler(s) => ActionArgs::FlowSampler {
+                next: raw.tables.get(s.default_next_table)?,
+                ratio: s.sample_ratio,
+                actions: s
                     .sample_actions
                     .iter()
-                    .map(|a| raw.actions.ptr(*a))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let (ratio, set) = (s.sample_ratio, s.action);
-                Box::new(move || {
-                    let mut attr = sampler_attr(ratio, next, &mut acts, set);
-                    // SAFETY: `attr` names a live table and points into
-                    // `acts` (live actions), alive for the call.
-                    unsafe { sys::mlx5dv_dr_action_create_flow_sampler(&mut attr) }
-                })
-            }
-            ActionSpec::PushVlan { header } => {
-                let h = vlan_header(*header);
-                // SAFETY: a live domain.
-                Box::new(move || unsafe { sys::mlx5dv_dr_action_create_push_vlan(dom.as_ptr(), h) })
-            }
-            // SAFETY: no argument.
-            ActionSpec::PopVlan => Box::new(|| unsafe { sys::mlx5dv_dr_action_create_pop_vlan() }),
-            ActionSpec::ModifyHeader(bytes) => {
-                let len = bytes.len();
-                let mut words = memory_words(bytes);
-                // SAFETY: a live domain; `words` (owned by the closure)
-                // holds the `len` bytes of the actions.
-                Box::new(move || unsafe {
-                    sys::mlx5dv_dr_action_create_modify_header(
-                        dom.as_ptr(),
-                        0,
-                        len,
-                        words.as_mut_ptr(),
-                    )
-                })
-            }
+                    .map(|a| raw.actions.get(*a))
+                    .collect::<Result<Vec<_>, _>>()?,
+                set: s.action,
+            },
+            ActionSpec::PushVlan { header } => ActionArgs::PushVlan(dom, *header),
+            ActionSpec::PopVlan => ActionArgs::PopVlan,
+            ActionSpec::ModifyHeader(bytes) => ActionArgs::ModifyHeader(dom, bytes.clone()),
         };
         let (id, p) = made!(
             self,
             self.model.action_create(domain, spec),
             action_destroy,
             op,
-            call,
-            sys::mlx5dv_dr_action_destroy,
+            || ffi::action_create(args),
         )?;
         raw.actions.insert(id, p);
         Ok(id)
@@ -767,11 +621,7 @@ impl DrBackend for Mlx5Backend {
     fn action_destroy(&self, action: ActionId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.action_destroy(action)?;
-        raw.actions.destroy(
-            action,
-            "mlx5dv_dr_action_destroy",
-            sys::mlx5dv_dr_action_destroy,
-        )
+        raw.actions.destroy(action)
     }
 
     fn counter_bulk_alloc(&self, log_size: u8) -> Result<CounterBulkId, DrError> {
@@ -781,29 +631,15 @@ impl DrBackend for Mlx5Backend {
         let id = self.model.counter_bulk_alloc(log_size)?;
         let input = cmd::alloc_flow_counter_in(size);
         let mut out = [0u8; cmd::ALLOC_FLOW_COUNTER_LEN];
-        // SAFETY: an open context; `input` and `out` are valid for their
-        // lengths; the result is checked for NULL.
-        let obj = unsafe {
-            sys::mlx5dv_devx_obj_create(
-                self.dev.context(),
-                input.as_ptr().cast(),
-                input.len(),
-                out.as_mut_ptr().cast(),
-                out.len(),
-            )
-        };
         let fail = |code: i32| {
             let _ = self.model.counter_bulk_free(id);
             device_error("ALLOC_FLOW_COUNTER", code)
         };
-        let Some(obj) = NonNull::new(obj) else {
-            return Err(fail(errno(0)));
-        };
+        let obj = ffi::devx_obj_create(&self.dev, &input, &mut out).map_err(fail)?;
         let base = match cmd::alloc_flow_counter_out(&out) {
             Ok(b) => b,
             Err(_) => {
-                // SAFETY: the object just created, destroyed once.
-                unsafe { sys::mlx5dv_devx_obj_destroy(obj.as_ptr()) };
+                let _ = ffi::destroy(obj);
                 return Err(fail(libc::EIO));
             }
         };
@@ -821,17 +657,15 @@ impl DrBackend for Mlx5Backend {
     fn counter_bulk_free(&self, bulk: CounterBulkId) -> Result<(), DrError> {
         let mut raw = self.raw();
         self.model.counter_bulk_free(bulk)?;
-        let Some(b) = raw.bulks.remove(bulk) else {
+        let Some(Bulk { obj, base, size }) = raw.bulks.remove(bulk) else {
             return Ok(());
         };
-        // SAFETY: a live DEVX object no counter action uses (the model
-        // checked); the kernel sends its DEALLOC_FLOW_COUNTER.
-        let rc = unsafe { sys::mlx5dv_devx_obj_destroy(b.obj.as_ptr()) };
-        if rc != 0 {
-            raw.bulks.insert(bulk, b);
-            return Err(device_error("mlx5dv_devx_obj_destroy", errno(rc)));
-        }
-        Ok(())
+        // No counter action uses it (the model checked); the kernel sends
+        // its DEALLOC_FLOW_COUNTER.
+        ffi::destroy(obj).map_err(|(obj, code)| {
+            raw.bulks.insert(bulk, Bulk { obj, base, size });
+            device_error("mlx5dv_devx_obj_destroy", code)
+        })
     }
 
     fn counter_bulk_query(
@@ -887,7 +721,7 @@ impl DrBackend for Mlx5Backend {
         // agrees; every difference is listed with them.
         let mut device = DevDump::default();
         for dom in raw.domains.map.values() {
-            device.extend(parse_dump(*dom)?);
+            device.extend(parse_dump(dom)?);
         }
         dump.differences = crate::view::differences(&dump, &device, |slot, offset| {
             raw.bulks.by_index(slot).map(|b| b.base + offset)
@@ -940,19 +774,8 @@ fn query_bulk(b: &Bulk, out: &mut Vec<CounterValue>) -> Result<(), DrError> {
         let input = cmd::query_flow_counter_in(first, n);
         buf.clear();
         buf.resize(cmd::query_flow_counter_out_len(n), 0);
-        // SAFETY: a live DEVX object; buffers valid for their lengths.
-        let rc = unsafe {
-            sys::mlx5dv_devx_obj_query(
-                b.obj.as_ptr(),
-                input.as_ptr().cast(),
-                input.len(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            )
-        };
-        if rc != 0 {
-            return Err(device_error("QUERY_FLOW_COUNTER", errno(rc)));
-        }
+        ffi::devx_obj_query(&b.obj, &input, &mut buf)
+            .map_err(|code| device_error("QUERY_FLOW_COUNTER", code))?;
         cmd::query_flow_counter_out(&buf, n, out)
             .map_err(|_| device_error("QUERY_FLOW_COUNTER", libc::EIO))?;
     }
@@ -1026,43 +849,37 @@ impl Drop for Mlx5Backend {
     /// bulks, domains.
     fn drop(&mut self) {
         let raw = self.raw.get_mut().unwrap_or_else(|e| e.into_inner());
-        // Each pointer below is a live object of this backend, destroyed
-        // once (drained from its map), after everything that uses it.
-        for p in raw.rules.drain() {
-            // SAFETY: a live rule, nothing uses it.
-            unsafe { sys::mlx5dv_dr_rule_destroy(p.as_ptr()) };
+        // Each object goes once (drained from its map), after everything
+        // that uses it; one the device keeps is left to it (logged).
+        fn all<K: Kind>(what: &str, objects: impl Iterator<Item = Dr<K>>) {
+            let kept = objects.map(ffi::destroy).filter(Result::is_err).count();
+            left(what, kept);
         }
-        for p in raw.matchers.drain() {
-            // SAFETY: a live matcher; its rules are gone.
-            unsafe { sys::mlx5dv_dr_matcher_destroy(p.as_ptr()) };
+        fn left(what: &str, n: usize) {
+            if n > 0 {
+                tracing::warn!(left = n, "mlx5: {what} the device would not destroy");
+            }
         }
+        all("rules", raw.rules.drain());
+        all("matchers", raw.matchers.drain());
         // An action another one contains (a dest_array's destinations, a
         // sampler's actions) is busy until its container goes: passes
         // until none is left or a pass frees nothing.
-        let mut actions: Vec<NonNull<sys::mlx5dv_dr_action>> = raw.actions.drain().collect();
+        let mut actions: Vec<Dr<Action>> = raw.actions.drain().collect();
         while !actions.is_empty() {
             let before = actions.len();
-            // SAFETY: a live action, no rule uses it; one the device
-            // destroys leaves the list, so each goes once.
-            actions.retain(|p| unsafe { sys::mlx5dv_dr_action_destroy(p.as_ptr()) } != 0);
+            actions = actions
+                .into_iter()
+                .filter_map(|a| ffi::destroy(a).err().map(|(a, _)| a))
+                .collect();
             if actions.len() == before {
-                tracing::warn!(left = before, "mlx5: actions the device would not destroy");
+                left("actions", before);
                 break;
             }
         }
-        for p in raw.tables.drain() {
-            // SAFETY: a live table; its matchers and the actions that go
-            // to it are gone.
-            unsafe { sys::mlx5dv_dr_table_destroy(p.as_ptr()) };
-        }
-        for b in raw.bulks.drain() {
-            // SAFETY: a live DEVX object; the counter actions on it are gone.
-            unsafe { sys::mlx5dv_devx_obj_destroy(b.obj.as_ptr()) };
-        }
-        for p in raw.domains.drain() {
-            // SAFETY: a live domain; everything made in it is gone.
-            unsafe { sys::mlx5dv_dr_domain_destroy(p.as_ptr()) };
-        }
+        all("tables", raw.tables.drain());
+        all("counter bulks", raw.bulks.drain().map(|b| b.obj));
+        all("domains", raw.domains.drain());
     }
 }
 

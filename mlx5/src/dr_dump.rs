@@ -23,6 +23,8 @@
 //! device's rules with the model's by their counters (each offloaded rule
 //! has its own) and takes the decoded values from the model.
 
+#![forbid(unsafe_code)]
+
 use thiserror::Error;
 
 /// A dump line the parser could not read.

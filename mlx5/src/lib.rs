@@ -14,6 +14,9 @@
 //! - [`dr_dump`]: the device's own view, `mlx5dv_dump_dr_domain`
 //!   parsed;
 //! - [`view`]: the model held to the device's dump, object by object;
+//! - `ffi`: every call the Direct Rule backend makes into rdma-core, over
+//!   owned handles (an object is destroyed only by consuming its handle),
+//!   so the backend's model logic holds no raw pointer and no `unsafe`;
 //! - [`backend`]: `Mlx5Backend`, the `DrBackend` on the device, every
 //!   call checked first on a `sim` model in the same state (so both
 //!   backends answer with the same errors);
@@ -33,6 +36,8 @@ pub mod cmd;
 pub mod device;
 pub mod discover;
 pub mod dr_dump;
+#[cfg(not(rdma_core_missing))]
+mod ffi;
 #[cfg(not(rdma_core_missing))]
 pub mod marshal;
 #[cfg(not(rdma_core_missing))]

@@ -15,6 +15,8 @@
 //! line naming the object; none means the device holds what the model
 //! says.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{BTreeMap, HashMap};
 
 use offload::dr::DeviceDump;
