@@ -99,17 +99,22 @@ impl<K: Kind> std::fmt::Debug for Dr<K> {
     }
 }
 
+/// A call's return code: 0 is success, anything else its errno.
+fn check(rc: c_int) -> Result<(), i32> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(errno(rc))
+    }
+}
+
 /// Destroys `o`; a refusal gives it back with the errno (the object is
 /// still live: the device keeps it, and so does the caller).
 pub(crate) fn destroy<K: Kind>(o: Dr<K>) -> Result<(), (Dr<K>, i32)> {
     // SAFETY: a live object (its handle exists), destroyed once (the
     // handle is consumed; on failure it is handed back, still live).
     let rc = unsafe { K::destroy(o.raw()) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err((o, errno(rc)))
-    }
+    check(rc).map_err(|code| (o, code))
 }
 
 /// `mlx5dv_dr_domain_create` of `ty` (`MLX5DV_DR_DOMAIN_TYPE_*`).
@@ -122,12 +127,7 @@ pub(crate) fn domain_create(dev: &OpenDevice, ty: u32) -> Result<Dr<Domain>, i32
 /// `mlx5dv_dr_domain_sync` with `flags`.
 pub(crate) fn domain_sync(d: &Dr<Domain>, flags: u32) -> Result<(), i32> {
     // SAFETY: a live domain.
-    let rc = unsafe { sys::mlx5dv_dr_domain_sync(d.raw(), flags) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(errno(rc))
-    }
+    check(unsafe { sys::mlx5dv_dr_domain_sync(d.raw(), flags) })
 }
 
 /// `mlx5dv_dr_domain_allow_duplicate_rules`.
@@ -142,10 +142,7 @@ pub(crate) fn dump_domain(d: &Dr<Domain>) -> Result<String, i32> {
     let mut len = 0usize;
     // SAFETY: a live domain; the out pointers are valid; the buffer is
     // malloc'd by open_memstream and freed below.
-    let rc = unsafe { sys::eswitch_dump_dr_domain(d.raw(), &mut buf, &mut len) };
-    if rc != 0 {
-        return Err(errno(rc));
-    }
+    check(unsafe { sys::eswitch_dump_dr_domain(d.raw(), &mut buf, &mut len) })?;
     // SAFETY: `buf` holds `len` bytes written by the dump.
     let text = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
     let s = String::from_utf8_lossy(text).into_owned();
@@ -314,7 +311,7 @@ pub(crate) fn devx_obj_create(
 /// `mlx5dv_devx_obj_query` of `o` with the command `input`.
 pub(crate) fn devx_obj_query(o: &Dr<DevxObj>, input: &[u8], out: &mut [u8]) -> Result<(), i32> {
     // SAFETY: a live DEVX object; buffers valid for their lengths.
-    let rc = unsafe {
+    check(unsafe {
         sys::mlx5dv_devx_obj_query(
             o.raw(),
             input.as_ptr().cast(),
@@ -322,10 +319,5 @@ pub(crate) fn devx_obj_query(o: &Dr<DevxObj>, input: &[u8], out: &mut [u8]) -> R
             out.as_mut_ptr().cast(),
             out.len(),
         )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(errno(rc))
-    }
+    })
 }
