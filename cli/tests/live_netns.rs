@@ -11,7 +11,6 @@ mod lab;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use integration::netns::run;
 use lab::{can_run, settled_stats, u, LiveLab};
@@ -108,16 +107,27 @@ fn explicit_flows_and_a_flow_added_live() {
     lab.udp(1, 2, 50);
     lab.wait_for("50 datagrams", || lab.udp_received(2) >= before + 50);
     // A drop for UDP to port 9, added live: the revalidator rewrites the
-    // offloaded megaflow; pings still pass.
+    // offloaded megaflow; pings still pass. Waited for by events, not
+    // windows: two revalidator passes (one whole pass after the change),
+    // then the 50 datagrams counted as dropped, by the device or the
+    // software, or one of them delivered.
+    let stat = |k: &str| lab.stats()[k].as_u64().unwrap_or(0);
+    let passes = stat("revalidator_passes");
     lab.ctl(&[
         "add-flow",
         "priority=20,udp,nw_dst=198.18.0.2,tp_dst=9,actions=drop",
     ])
     .expect("add-flow");
-    std::thread::sleep(Duration::from_millis(1200));
+    lab.wait_for("a whole revalidator pass after the change", || {
+        stat("revalidator_passes") >= passes + 2
+    });
     let before = lab.udp_received(2);
+    let drops = || stat("hw_drops") + stat("sw_drops");
+    let dropped = drops();
     lab.udp(1, 2, 50);
-    std::thread::sleep(Duration::from_millis(300));
+    lab.wait_for("the 50 datagrams dropped or delivered", || {
+        drops() >= dropped + 50 || lab.udp_received(2) > before
+    });
     assert_eq!(lab.udp_received(2), before, "UDP to port 9 is dropped now");
     assert!(lab.ping(1, 2, 2), "ping still passes");
     let bad = lab.ctl(&["add-flow", "priority=20,udp,tp_dst=nine,actions=drop"]);
