@@ -179,7 +179,7 @@ fn describe(e: &DrError) -> String {
 /// The [`DrError`] for errno `code` from the device's `op`.
 pub fn device_error(op: &'static str, code: i32) -> DrError {
     match (op, code) {
-        ("mlx5dv_dr_rule_create", libc::EEXIST) => DrError::DuplicateRule,
+        ("mlx5dv_dr_rule_create" | "mlx5dv_create_flow", libc::EEXIST) => DrError::DuplicateRule,
         ("mlx5dv_dr_rule_create", libc::ENOSPC | libc::ENOMEM) => {
             DrError::NoSpace(Resource::TableRules)
         }
@@ -561,10 +561,14 @@ impl DrBackend for Mlx5Backend {
         Ok(id)
     }
 
+    /// On the device first, then on the model: a rule the device keeps
+    /// stays in both, so a retry finds it (nothing uses a rule, so the
+    /// model has no reason to refuse once the device agreed).
     fn rule_destroy(&self, rule: RuleId) -> Result<(), DrError> {
         let mut raw = self.raw();
-        self.model.rule_destroy(rule)?;
-        raw.rules.destroy(rule)
+        raw.rules.get(rule)?;
+        raw.rules.destroy(rule)?;
+        self.model.rule_destroy(rule)
     }
 
     fn action_create(&self, domain: DomainId, spec: ActionSpec) -> Result<ActionId, DrError> {

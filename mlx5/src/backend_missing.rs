@@ -48,6 +48,10 @@ impl Mlx5Backend {
     pub fn vport_of_metadata(&self, _: u32) -> Option<Vport> {
         match *self {}
     }
+
+    pub fn differences(&self) -> Result<Vec<String>, DrError> {
+        match *self {}
+    }
 }
 
 impl DrBackend for Mlx5Backend {

@@ -224,10 +224,11 @@ mod imp {
 
     /// The errno of a failed call: its return code (the negative errno
     /// some calls return, or the errno others return), else (NULL
-    /// returned, 0) `errno` itself.
+    /// returned, 0, or the -1 of a call that sets `errno`, as fprintf's
+    /// in `mlx5dv_dump_dr_domain`) `errno` itself.
     pub fn errno(rc: i32) -> i32 {
         match rc {
-            0 => std::io::Error::last_os_error()
+            0 | -1 => std::io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::EIO),
             rc => rc.abs(),

@@ -56,7 +56,8 @@ pub enum DevAction {
     Meter,
     Sampler,
     DestArray,
-    /// The `vlan_hdr` as rdma-core keeps it (network order).
+    /// The VLAN header as the dump prints it (`TPID << 16 | TCI`, host
+    /// order).
     PushVlan(u32),
     PopVlan,
     Aso,

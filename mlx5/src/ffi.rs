@@ -5,17 +5,24 @@
 //!
 //! An object is owned by its handle, [`Dr`]: made by a create call here,
 //! gone only through [`destroy`], which consumes it (a refusal gives it
-//! back). So a `&Dr<K>` is a live object for as long as it is borrowed,
-//! and every function here is safe to call: rdma-core refcounts what its
-//! objects use (destroying a table a matcher or an action still uses, or
-//! an action a rule uses, is EBUSY, never a freed object under a user),
-//! so one object being destroyed cannot invalidate another.
+//! back). So a `&Dr<K>` is a live object for as long as it is borrowed.
+//! One object must also not be freed while another still points at it:
+//! rdma-core refcounts most of what its objects use (a table its matchers
+//! and the actions that go to it, an action the rules and the actions that
+//! contain it), but not all of it: a flow-counter action keeps a pointer
+//! to its DEVX object, and a dest_vport action pointers into its domain,
+//! without a reference (`dr_action.c`), and reads them later (rule
+//! creation, the domain dump). So every handle carries a user count of its
+//! own: each object made from others holds a count on each of them, and
+//! [`destroy`] refuses (EBUSY) an object something still holds, whatever
+//! rdma-core would do. With that, every function here is safe to call.
 //!
 //! Errors are the errno the call set (or returned).
 
 use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use rdma_core_sys as sys;
 
@@ -65,6 +72,12 @@ kinds! {
 /// A live rdma-core object of kind `K`, made by this module.
 pub(crate) struct Dr<K: Kind> {
     p: NonNull<K::Raw>,
+    /// Counted once for the object itself and once by each object made
+    /// from it that is still alive.
+    users: Arc<()>,
+    /// The counts this object holds on the objects it was made from:
+    /// never read, released when the object is destroyed.
+    _holds: Vec<Arc<()>>,
     kind: PhantomData<K>,
 }
 
@@ -78,14 +91,22 @@ pub(crate) struct Dr<K: Kind> {
 unsafe impl<K: Kind> Send for Dr<K> {}
 
 impl<K: Kind> Dr<K> {
-    /// What a create call returned: the object, or (NULL) its errno.
-    fn made(p: *mut K::Raw) -> Result<Dr<K>, i32> {
+    /// What a create call returned: the object, holding a count on each
+    /// of `from`, or (NULL) its errno.
+    fn made(p: *mut K::Raw, from: &[&Arc<()>]) -> Result<Dr<K>, i32> {
         NonNull::new(p)
             .map(|p| Dr {
                 p,
+                users: Arc::new(()),
+                _holds: from.iter().map(|u| Arc::clone(u)).collect(),
                 kind: PhantomData,
             })
             .ok_or_else(|| errno(0))
+    }
+
+    /// Whether objects made from this one are still alive.
+    fn in_use(&self) -> bool {
+        Arc::strong_count(&self.users) > 1
     }
 
     fn raw(&self) -> *mut K::Raw {
@@ -111,17 +132,25 @@ fn check(rc: c_int) -> Result<(), i32> {
 /// Destroys `o`; a refusal gives it back with the errno (the object is
 /// still live: the device keeps it, and so does the caller).
 pub(crate) fn destroy<K: Kind>(o: Dr<K>) -> Result<(), (Dr<K>, i32)> {
-    // SAFETY: a live object (its handle exists), destroyed once (the
+    if o.in_use() {
+        return Err((o, libc::EBUSY));
+    }
+    // SAFETY: a live object (its handle exists) that nothing made here
+    // points at any more (its user count is its own), destroyed once (the
     // handle is consumed; on failure it is handed back, still live).
     let rc = unsafe { K::destroy(o.raw()) };
     check(rc).map_err(|code| (o, code))
+    // On success `o` drops here, and with it the counts it held.
 }
 
 /// `mlx5dv_dr_domain_create` of `ty` (`MLX5DV_DR_DOMAIN_TYPE_*`).
 pub(crate) fn domain_create(dev: &OpenDevice, ty: u32) -> Result<Dr<Domain>, i32> {
     // SAFETY: an open context (the device outlives the backend and every
     // object made on it); the result is checked for NULL.
-    Dr::made(unsafe { sys::mlx5dv_dr_domain_create(dev.context(), ty) })
+    Dr::made(
+        unsafe { sys::mlx5dv_dr_domain_create(dev.context(), ty) },
+        &[],
+    )
 }
 
 /// `mlx5dv_dr_domain_sync` with `flags`.
@@ -154,7 +183,10 @@ pub(crate) fn dump_domain(d: &Dr<Domain>) -> Result<String, i32> {
 /// `mlx5dv_dr_table_create` at `level`.
 pub(crate) fn table_create(d: &Dr<Domain>, level: u32) -> Result<Dr<Table>, i32> {
     // SAFETY: a live domain; the result is checked for NULL.
-    Dr::made(unsafe { sys::mlx5dv_dr_table_create(d.raw(), level) })
+    Dr::made(
+        unsafe { sys::mlx5dv_dr_table_create(d.raw(), level) },
+        &[&d.users],
+    )
 }
 
 /// `mlx5dv_dr_matcher_create` over `mask` (`fte_match_param` bytes).
@@ -167,7 +199,10 @@ pub(crate) fn matcher_create(
     let mut params = MatchParams::new(mask);
     // SAFETY: a live table and a match buffer that outlives the call; the
     // result is checked for NULL.
-    Dr::made(unsafe { sys::mlx5dv_dr_matcher_create(t.raw(), priority, criteria, params.as_ptr()) })
+    Dr::made(
+        unsafe { sys::mlx5dv_dr_matcher_create(t.raw(), priority, criteria, params.as_ptr()) },
+        &[&t.users],
+    )
 }
 
 /// `mlx5dv_dr_rule_create` with `value` and `actions`, in order.
@@ -178,11 +213,14 @@ pub(crate) fn rule_create(
 ) -> Result<Dr<Rule>, i32> {
     let mut params = MatchParams::new(value);
     let mut ptrs: Vec<*mut sys::mlx5dv_dr_action> = actions.iter().map(|a| a.raw()).collect();
+    let mut from: Vec<&Arc<()>> = actions.iter().map(|a| &a.users).collect();
+    from.push(&m.users);
     // SAFETY: a live matcher, a value buffer and an array of live actions
     // that outlive the call; the result is checked for NULL.
-    Dr::made(unsafe {
+    let p = unsafe {
         sys::mlx5dv_dr_rule_create(m.raw(), params.as_ptr(), ptrs.len(), ptrs.as_mut_ptr())
-    })
+    };
+    Dr::made(p, &from)
 }
 
 /// What an action is made of: its kind, and the objects and bytes it
@@ -213,34 +251,53 @@ pub(crate) enum ActionArgs<'a> {
     ModifyHeader(&'a Dr<Domain>, Vec<u8>),
 }
 
-/// `mlx5dv_dr_action_create_*`.
+/// `mlx5dv_dr_action_create_*`. The action holds a count on every
+/// object it names.
 pub(crate) fn action_create(args: ActionArgs<'_>) -> Result<Dr<Action>, i32> {
     // Every pointer a call below is given is a live object (a borrowed
     // handle) or memory this function owns until the call returns; each
     // result is checked for NULL.
-    let p = match args {
+    let (p, from): (*mut sys::mlx5dv_dr_action, Vec<&Arc<()>>) = match args {
         // SAFETY: no argument.
-        ActionArgs::Drop => unsafe { sys::mlx5dv_dr_action_create_drop() },
-        // SAFETY: no argument.
-        ActionArgs::DefaultMiss => unsafe { sys::mlx5dv_dr_action_create_default_miss() },
-        // SAFETY: a live domain.
-        ActionArgs::DestVport(d, v) => unsafe {
-            sys::mlx5dv_dr_action_create_dest_vport(d.raw(), v)
-        },
-        // SAFETY: a live table.
-        ActionArgs::DestTable(t) => unsafe { sys::mlx5dv_dr_action_create_dest_table(t.raw()) },
+        ActionArgs::Drop => (unsafe { sys::mlx5dv_dr_action_create_drop() }, vec![]),
+        ActionArgs::DefaultMiss => (
+            // SAFETY: no argument.
+            unsafe { sys::mlx5dv_dr_action_create_default_miss() },
+            vec![],
+        ),
+        ActionArgs::DestVport(d, v) => (
+            // SAFETY: a live domain (which rdma-core does not refcount
+            // for this action: the count taken here keeps it).
+            unsafe { sys::mlx5dv_dr_action_create_dest_vport(d.raw(), v) },
+            vec![&d.users],
+        ),
+        ActionArgs::DestTable(t) => (
+            // SAFETY: a live table.
+            unsafe { sys::mlx5dv_dr_action_create_dest_table(t.raw()) },
+            vec![&t.users],
+        ),
         ActionArgs::DestArray(d, dests) => {
             let raws: Vec<*mut sys::mlx5dv_dr_action> = dests.iter().map(|a| a.raw()).collect();
             let mut arr = DestArray::new(&raws);
+            let mut from: Vec<&Arc<()>> = dests.iter().map(|a| &a.users).collect();
+            from.push(&d.users);
             // SAFETY: a live domain; `arr` holds `arr.len()` entries naming
             // live actions, alive for the call.
-            unsafe { sys::mlx5dv_dr_action_create_dest_array(d.raw(), arr.len(), arr.as_mut_ptr()) }
+            let p = unsafe {
+                sys::mlx5dv_dr_action_create_dest_array(d.raw(), arr.len(), arr.as_mut_ptr())
+            };
+            (p, from)
         }
-        ActionArgs::FlowCounter(bulk, offset) => {
-            // SAFETY: a live counter bulk (the model checked the offset
-            // lies inside it).
-            unsafe { sys::mlx5dv_dr_action_create_flow_counter(bulk.raw(), offset) }
-        }
+        ActionArgs::FlowCounter(bulk, offset) => (
+            // SAFETY: a live counter bulk (rdma-core does not refcount it
+            // for this action: the count taken here keeps it). rdma-core
+            // does not check the offset; the model does, but in
+            // cross-check mode the call is made even after it refused: an
+            // offset outside the bulk counts nowhere, it touches no host
+            // memory.
+            unsafe { sys::mlx5dv_dr_action_create_flow_counter(bulk.raw(), offset) },
+            vec![&bulk.users],
+        ),
         ActionArgs::FlowMeter {
             next,
             active,
@@ -250,7 +307,8 @@ pub(crate) fn action_create(args: ActionArgs<'_>) -> Result<Dr<Action>, i32> {
             let mut attr = meter_attr(next.raw(), active, reg_c_index, &mut params);
             // SAFETY: `attr` names a live table and points into `params`,
             // both alive for the call.
-            unsafe { sys::mlx5dv_dr_action_create_flow_meter(&mut attr) }
+            let p = unsafe { sys::mlx5dv_dr_action_create_flow_meter(&mut attr) };
+            (p, vec![&next.users])
         }
         ActionArgs::FlowSampler {
             next,
@@ -261,31 +319,36 @@ pub(crate) fn action_create(args: ActionArgs<'_>) -> Result<Dr<Action>, i32> {
             let mut raws: Vec<*mut sys::mlx5dv_dr_action> =
                 actions.iter().map(|a| a.raw()).collect();
             let mut attr = sampler_attr(ratio, next.raw(), &mut raws, set);
+            let mut from: Vec<&Arc<()>> = actions.iter().map(|a| &a.users).collect();
+            from.push(&next.users);
             // SAFETY: `attr` names a live table and points into `raws`
             // (live actions), alive for the call.
-            unsafe { sys::mlx5dv_dr_action_create_flow_sampler(&mut attr) }
+            let p = unsafe { sys::mlx5dv_dr_action_create_flow_sampler(&mut attr) };
+            (p, from)
         }
-        ActionArgs::PushVlan(d, header) => {
+        ActionArgs::PushVlan(d, header) => (
             // SAFETY: a live domain.
-            unsafe { sys::mlx5dv_dr_action_create_push_vlan(d.raw(), vlan_header(header)) }
-        }
+            unsafe { sys::mlx5dv_dr_action_create_push_vlan(d.raw(), vlan_header(header)) },
+            vec![&d.users],
+        ),
         // SAFETY: no argument.
-        ActionArgs::PopVlan => unsafe { sys::mlx5dv_dr_action_create_pop_vlan() },
+        ActionArgs::PopVlan => (unsafe { sys::mlx5dv_dr_action_create_pop_vlan() }, vec![]),
         ActionArgs::ModifyHeader(d, bytes) => {
             let mut words = memory_words(&bytes);
             // SAFETY: a live domain; `words` holds the `bytes.len()` bytes
             // of the actions, alive for the call.
-            unsafe {
+            let p = unsafe {
                 sys::mlx5dv_dr_action_create_modify_header(
                     d.raw(),
                     0,
                     bytes.len(),
                     words.as_mut_ptr(),
                 )
-            }
+            };
+            (p, vec![&d.users])
         }
     };
-    Dr::made(p)
+    Dr::made(p, &from)
 }
 
 /// `mlx5dv_devx_obj_create` with the command `input`; `out` gets the
@@ -297,15 +360,18 @@ pub(crate) fn devx_obj_create(
 ) -> Result<Dr<DevxObj>, i32> {
     // SAFETY: an open context; `input` and `out` are valid for their
     // lengths; the result is checked for NULL.
-    Dr::made(unsafe {
-        sys::mlx5dv_devx_obj_create(
-            dev.context(),
-            input.as_ptr().cast(),
-            input.len(),
-            out.as_mut_ptr().cast(),
-            out.len(),
-        )
-    })
+    Dr::made(
+        unsafe {
+            sys::mlx5dv_devx_obj_create(
+                dev.context(),
+                input.as_ptr().cast(),
+                input.len(),
+                out.as_mut_ptr().cast(),
+                out.len(),
+            )
+        },
+        &[],
+    )
 }
 
 /// `mlx5dv_devx_obj_query` of `o` with the command `input`.
@@ -321,3 +387,7 @@ pub(crate) fn devx_obj_query(o: &Dr<DevxObj>, input: &[u8], out: &mut [u8]) -> R
         )
     })
 }
+
+#[cfg(test)]
+#[path = "tests/ffi.rs"]
+mod tests;

@@ -215,20 +215,32 @@ struct Queue {
 
 impl Drop for Queue {
     fn drop(&mut self) {
+        let warn = |what: &str, rc: i32| {
+            if rc != 0 {
+                tracing::warn!(rc, "slow-path queue: {what} failed");
+            }
+        };
         // SAFETY: each object was made by this queue, is destroyed once,
         // users before what they use (the steering rules that name the QP
         // went first: `SlowPathQueue` drops its steering before its queue).
         unsafe {
             if let Some(qp) = self.qp {
-                sys::ibv_destroy_qp(qp.as_ptr());
+                warn("ibv_destroy_qp", sys::ibv_destroy_qp(qp.as_ptr()));
             }
             if let Some(cq) = self.cq {
-                sys::ibv_destroy_cq(sys::eswitch_ibv_cq_ex_to_cq(cq.as_ptr()));
+                let cq = sys::eswitch_ibv_cq_ex_to_cq(cq.as_ptr());
+                warn("ibv_destroy_cq", sys::ibv_destroy_cq(cq));
             }
             if let Some(mr) = self.mr {
-                sys::ibv_dereg_mr(mr.as_ptr());
+                let rc = sys::ibv_dereg_mr(mr.as_ptr());
+                if rc != 0 {
+                    // Still registered: the device may write into it, so
+                    // the buffer is leaked, never freed under it.
+                    warn("ibv_dereg_mr", rc);
+                    std::mem::forget(std::mem::take(&mut self.buf));
+                }
             }
-            sys::ibv_dealloc_pd(self.pd.as_ptr());
+            warn("ibv_dealloc_pd", sys::ibv_dealloc_pd(self.pd.as_ptr()));
         }
     }
 }
@@ -298,8 +310,10 @@ impl Queue {
         // SAFETY: the MR is live; only its lkey is read.
         let lkey = unsafe { (*mr.as_ptr()).lkey };
         let at = slot as usize * FRAME_LEN;
+        // The slot's address, without a reference over memory the device
+        // may be writing (`Vec::as_mut_ptr` makes none).
         let mut sge = sys::ibv_sge {
-            addr: self.buf[at..].as_mut_ptr() as u64,
+            addr: self.buf.as_mut_ptr().wrapping_add(at) as u64,
             length: FRAME_LEN as u32,
             lkey,
         };
@@ -321,8 +335,10 @@ impl Queue {
     }
 
     /// Hands up to `max` received packets to `each`, reposting their
-    /// buffers; returns how many. A completion in error is counted in
-    /// `errors` and its buffer reposted.
+    /// buffers; returns how many. At most `max` completions are read. A
+    /// completion in error is counted in `errors` and its buffer reposted,
+    /// but for a flush (the QP went to the error state): then nothing is
+    /// reposted and the poll fails, so a dead QP cannot spin the loop.
     fn poll(
         &mut self,
         max: usize,
@@ -342,8 +358,10 @@ impl Queue {
             return Err(failed("ibv_start_poll", rc));
         }
         let mut n = 0;
+        let mut read = 0;
         let mut result = Ok(());
         loop {
+            read += 1;
             let mut wc = sys::eswitch_wc::default();
             // SAFETY: a completion is current (start/next_poll returned 0);
             // the CQ was created with WC_FLAGS, the readers used.
@@ -362,12 +380,19 @@ impl Queue {
                 } else {
                     *errors += 1;
                 }
+                if wc.status == sys::IBV_WC_WR_FLUSH_ERR {
+                    result = Err(failed(
+                        "ibv_poll_cq (the QP is in the error state)",
+                        libc::EIO,
+                    ));
+                    break;
+                }
                 if let Err(e) = self.post(slot) {
                     result = Err(e);
                     break;
                 }
             }
-            if n >= max {
+            if n >= max || read >= max.max(1) {
                 break;
             }
             // SAFETY: inside a poll that start_poll opened.

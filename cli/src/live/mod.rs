@@ -205,10 +205,11 @@ struct RxPort {
     used: usize,
 }
 
-/// The receive-side number of a device's slow-path queue: never one of
-/// the switch's ports (its packets name their own, and one it cannot name
-/// is counted and dropped as from an unknown port).
-const SLOW_PATH_PORT: PortNo = PortNo(0xffff_fe00);
+/// The receive-side number of a device's slow-path queue: above
+/// OFPP_MAX (0xffffff00), so never one of the switch's ports (the config
+/// and add-port refuse those), and none of OpenFlow's reserved numbers
+/// (0xfffffff8 and up). Its packets name their own ports.
+const SLOW_PATH_PORT: PortNo = PortNo(0xffff_ff40);
 
 impl RxPort {
     fn new(no: PortNo, port: Box<dyn Port>) -> RxPort {

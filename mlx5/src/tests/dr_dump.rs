@@ -9,11 +9,11 @@ const DUMP: &str = "\
 3002,0x1a2b02,4,22.36.1010,...
 3004,0x1a2b02,0x1,0x80000000,0x80000010,0x2,1,1
 3005,0x55aa00,0x1a2b02,0x41b,0x1d
-3100,0x55aa10,0x1a2b02,2,0
+3100,0x55aa10,0x1a2b02,4,0
 3200,0x55ab10,0x55aa10,0
 3300,0x55ac10,0x55ab10
 3405,0x55ad10,0x55ac10,0x1c,0x55aa20
-3100,0x55aa20,0x1a2b02,2,1
+3100,0x55aa20,0x1a2b02,4,1
 3101,0x55aa20,0x80000100
 3102,0x55aa20,0x80000200
 3200,0x55ab20,0x55aa20,1
@@ -40,7 +40,10 @@ fn a_dump_gives_domains_tables_matchers_rules_and_actions() {
     );
     let levels: Vec<u32> = d.tables.iter().map(|t| t.level).collect();
     assert_eq!(levels, [0, 1]);
-    assert!(d.tables.iter().all(|t| t.domain == 0x1a2b02 && t.kind == 2));
+    assert!(
+        d.tables.iter().all(|t| t.domain == 0x1a2b02 && t.kind == 4),
+        "FS_FT_FDB"
+    );
     assert_eq!(
         d.matchers_of(0x55aa20)
             .map(|m| m.priority)

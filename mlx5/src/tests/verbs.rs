@@ -125,7 +125,7 @@ fn the_copy_action_is_reg_c_0_into_reg_b() {
 
 #[test]
 fn refusals_name_the_call_and_what_to_check() {
-    let e = failed("ibv_create_qp(RAW_PACKET)", -libc::EPERM);
+    let e = failed("ibv_create_qp(RAW_PACKET)", libc::EPERM);
     let s = e.to_string();
     assert!(
         s.contains("ibv_create_qp(RAW_PACKET)") && s.contains("CAP_NET_RAW"),

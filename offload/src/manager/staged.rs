@@ -31,7 +31,7 @@ use crate::dr::meter::{Color, MeterMode, MeterParams};
 use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
 use crate::dr::{
     ActionId, ActionSpec, DrBackend, FlowMeterAttr, FlowSamplerAttr, MatcherId, RestoreRuleId,
-    RuleId,
+    RuleId, SyncFlags,
 };
 use crate::prm::{set, Block, PrmField, ENCODED_LEN};
 use crate::restore::{Restore, TAG_MAX};
@@ -288,6 +288,11 @@ impl<B: DrBackend> OffloadManager<B> {
             self.unuse_meter(m);
         }
         if let Some(r) = st.restore_rule {
+            // The FDB's destroys are posted, the NIC RX flow's removal is
+            // not: the level-1 rule must be gone from the device before
+            // the tag stops being steered, or a copy still in flight would
+            // arrive untagged, as a miss.
+            let _ = self.backend.domain_sync(self.domain, SyncFlags::ALL);
             let _ = self.backend.restore_rule_destroy(r);
         }
         if let Some(t) = st.tag {
