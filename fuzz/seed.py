@@ -14,6 +14,7 @@ Writes CORPUS_DIR/<target>/<name> files:
   config_parse         examples/eswitch.toml and the README's TOML blocks;
   control_request      the requests eswitchctl sends;
   dr_dump              fuzz/seeds/dr_dump/*: mlx5dv_dump_dr_domain output;
+  tunnel_decap         fuzz/seeds/tunnel_decap/*: VXLAN and Geneve packets;
   netlink_link         RTM_NEWLINK messages the kernel sends for this
                        machine's links (a live dump, when netlink is there);
   any target           fuzz/seeds/regressions/<target>/*: inputs that once
@@ -159,10 +160,12 @@ def main():
     ]
     for i, r in enumerate(requests):
         put(corpus, "control_request", f"req-{i}", json.dumps(r) + "\n")
-    # Device dumps as rdma-core writes them (fuzz/seeds/dr_dump/).
-    dumps = os.path.join(ROOT, "fuzz/seeds/dr_dump")
-    for name in sorted(os.listdir(dumps)) if os.path.isdir(dumps) else []:
-        put(corpus, "dr_dump", name, open(os.path.join(dumps, name), "rb").read())
+    # Committed seeds of their own: device dumps as rdma-core writes them,
+    # tunnel packets (fuzz/seeds/<target>/).
+    for target in ("dr_dump", "tunnel_decap"):
+        d = os.path.join(ROOT, "fuzz/seeds", target)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            put(corpus, target, name, open(os.path.join(d, name), "rb").read())
     # Inputs that once failed, kept so every run tries them again.
     reg = os.path.join(ROOT, "fuzz/seeds/regressions")
     for target in sorted(os.listdir(reg)) if os.path.isdir(reg) else []:

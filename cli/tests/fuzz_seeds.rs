@@ -17,7 +17,7 @@ use std::process::Command;
 type Check = fn(&[u8]);
 
 /// Each target's check, by the corpus directory's name.
-const TARGETS: [(&str, Check); 12] = [
+const TARGETS: [(&str, Check); 13] = [
     ("config_parse", checks::config_parse::check),
     ("control_request", checks::control_request::check),
     ("dr_dump", checks::dr_dump::check),
@@ -30,6 +30,7 @@ const TARGETS: [(&str, Check); 12] = [
     ("openflow_parse", checks::openflow_parse::check),
     ("pcap_read", checks::pcap_read::check),
     ("prm_decode", checks::prm_decode::check),
+    ("tunnel_decap", checks::tunnel_decap::check),
 ];
 
 fn root() -> PathBuf {

@@ -17,3 +17,4 @@ pub mod openflow_channel;
 pub mod openflow_parse;
 pub mod pcap_read;
 pub mod prm_decode;
+pub mod tunnel_decap;

@@ -16,7 +16,9 @@
 //!   sampler, commands from the slow path in, stats deltas out (see below);
 //! - [`meter`]: token-bucket meters shared by the datapath threads;
 //! - [`rand`]: [`SplitMix64`], the one small seedable generator;
-//! - [`port`]: the port I/O trait with in-memory and pcap implementations.
+//! - [`port`]: the port I/O trait with in-memory and pcap implementations;
+//! - [`tunnel`]: VXLAN and Geneve outer headers, built for software encap
+//!   and for the NIC's packet reformat, and read back at decap.
 //!
 //! ## Concurrency
 //!
@@ -46,6 +48,7 @@ pub mod offload;
 pub mod port;
 pub mod rand;
 pub mod shard;
+pub mod tunnel;
 mod types;
 
 pub use actions::{Actions, DpAction};

@@ -1,0 +1,223 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::frame::{sum16, FrameSpec, L4};
+
+fn inner() -> Vec<u8> {
+    FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(1000, 53))
+        .payload(40)
+        .build()
+}
+
+fn vxlan4() -> Outer {
+    Outer {
+        kind: Kind::Vxlan,
+        eth_src: [2, 0, 0, 0, 0, 0xa],
+        eth_dst: [2, 0, 0, 0, 0, 0xb],
+        ip: OuterIp::V4 {
+            src: [198, 18, 1, 1],
+            dst: [198, 18, 1, 2],
+        },
+        tos: 0x10,
+        ttl: 64,
+        df: true,
+        udp_dst: VXLAN_PORT,
+        csum: false,
+        vni: 0x12_3456,
+        opts: Vec::new(),
+    }
+}
+
+fn geneve6() -> Outer {
+    let mut src = [0u8; 16];
+    src[..2].copy_from_slice(&[0x20, 0x01]);
+    src[15] = 1;
+    let mut dst = src;
+    dst[15] = 2;
+    Outer {
+        kind: Kind::Geneve,
+        ip: OuterIp::V6 { src, dst },
+        udp_dst: GENEVE_PORT,
+        vni: 7,
+        opts: vec![
+            GeneveOpt {
+                class: 0x0102,
+                ty: 0x80,
+                data: vec![1, 2, 3, 4],
+            },
+            GeneveOpt {
+                class: 0xffff,
+                ty: 3,
+                data: vec![9; 8],
+            },
+        ],
+        ..vxlan4()
+    }
+}
+
+/// The ones'-complement sum folded: 0xffff over bytes whose checksum is
+/// right.
+fn folded(init: u32, data: &[u8]) -> u16 {
+    let mut s = u64::from(init) + u64::from(sum16(data));
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+#[test]
+fn the_nics_vxlan_header_leaves_what_the_hardware_fills_zero() {
+    let h = vxlan4().reformat_data().expect("valid");
+    assert_eq!(h.len(), 50, "Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8");
+    assert_eq!(&h[0..12], &[2, 0, 0, 0, 0, 0xb, 2, 0, 0, 0, 0, 0xa]);
+    assert_eq!(&h[12..14], &[0x08, 0x00]);
+    // version/IHL, TOS, total length 0, id 0, DF, TTL, UDP, checksum 0.
+    assert_eq!(&h[14..26], &[0x45, 0x10, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    assert_eq!(&h[26..34], &[198, 18, 1, 1, 198, 18, 1, 2]);
+    // UDP: source port 0 (the hardware's entropy), 4789, length 0, checksum 0.
+    assert_eq!(&h[34..42], &[0, 0, 0x12, 0xb5, 0, 0, 0, 0]);
+    // VXLAN: the I flag, then VNI << 8.
+    assert_eq!(&h[42..50], &[0x08, 0, 0, 0, 0x12, 0x34, 0x56, 0]);
+}
+
+#[test]
+fn software_encap_fills_lengths_checksum_and_entropy() {
+    let o = vxlan4();
+    let f = inner();
+    let mut pkt = Vec::new();
+    o.encap(&f, 0xdead_beef, &mut pkt).expect("encap");
+    assert_eq!(pkt.len(), 50 + f.len());
+    assert_eq!(
+        u16::from_be_bytes([pkt[16], pkt[17]]) as usize,
+        pkt.len() - 14
+    );
+    assert_eq!(folded(0, &pkt[14..34]), 0xffff, "IPv4 header checksum");
+    let sport = u16::from_be_bytes([pkt[34], pkt[35]]);
+    assert_eq!(sport, source_port(0xdead_beef));
+    assert!(sport >= 49152);
+    assert_eq!(
+        u16::from_be_bytes([pkt[38], pkt[39]]) as usize,
+        8 + 8 + f.len()
+    );
+    assert_eq!(&pkt[40..42], &[0, 0], "no UDP checksum unless asked");
+    assert_eq!(&pkt[50..], &f[..]);
+    assert_ne!(
+        source_port(1),
+        source_port(u32::MAX),
+        "the hash spreads ports"
+    );
+}
+
+#[test]
+fn geneve_over_ipv6_carries_options_and_a_checksum_when_asked() {
+    let o = Outer {
+        csum: true,
+        ..geneve6()
+    };
+    let f = inner();
+    let mut pkt = Vec::new();
+    o.encap(&f, 7, &mut pkt).expect("encap");
+    let udp = 14 + 40;
+    assert_eq!(
+        u16::from_be_bytes([pkt[18], pkt[19]]) as usize,
+        pkt.len() - udp
+    );
+    // opt_len 5 words (4 + 4, 4 + 8), the critical bit, protocol 0x6558.
+    assert_eq!(&pkt[udp + 8..udp + 12], &[5, 0x40, 0x65, 0x58]);
+    // The UDP checksum verifies over the pseudo-header.
+    let mut pseudo = pkt[22..54].to_vec();
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&((pkt.len() - udp) as u16).to_be_bytes());
+    assert_eq!(folded(sum16(&pseudo), &pkt[udp..]), 0xffff);
+    let d = decap(&pkt, &[(GENEVE_PORT, Kind::Geneve)])
+        .expect("well formed")
+        .expect("a tunnel packet");
+    assert_eq!(d.opts, o.opts);
+    assert_eq!((d.vni, d.csum, d.kind), (7, true, Kind::Geneve));
+    assert_eq!(&pkt[d.inner..], &f[..]);
+}
+
+#[test]
+fn bad_headers_and_bad_packets_are_errors_that_say_why() {
+    let mut o = vxlan4();
+    o.vni = 1 << 24;
+    assert_eq!(o.reformat_data(), Err(TunnelError::Vni(1 << 24)));
+    let mut o = vxlan4();
+    o.opts = geneve6().opts;
+    assert_eq!(o.reformat_data(), Err(TunnelError::VxlanOptions));
+    let mut o = geneve6();
+    o.opts[0].data = vec![0; 5];
+    assert_eq!(o.reformat_data(), Err(TunnelError::OptionLength(5)));
+    let ports = [(VXLAN_PORT, Kind::Vxlan)];
+    let mut pkt = Vec::new();
+    vxlan4().encap(&inner(), 1, &mut pkt).expect("encap");
+    // A fragment (more-fragments set).
+    let mut frag = pkt.clone();
+    frag[20] |= 0x20;
+    assert_eq!(decap(&frag, &ports), Err(TunnelError::Fragment));
+    // Cut in the VXLAN header, and in the inner frame.
+    assert_eq!(
+        decap(&pkt[..46], &ports),
+        Err(TunnelError::Truncated("VXLAN header"))
+    );
+    assert_eq!(
+        decap(&pkt[..55], &ports),
+        Err(TunnelError::Truncated("inner Ethernet header"))
+    );
+    // No I flag.
+    let mut bad = pkt.clone();
+    bad[42] = 0;
+    assert!(matches!(
+        decap(&bad, &ports),
+        Err(TunnelError::Malformed(_))
+    ));
+    // Not a tunnel: another UDP port, or not UDP at all.
+    assert_eq!(decap(&pkt, &[(GENEVE_PORT, Kind::Geneve)]), Ok(None));
+    assert_eq!(decap(&inner(), &ports), Ok(None));
+}
+
+proptest! {
+    /// Whatever is encapsulated decapsulates to the same metadata and
+    /// inner frame, and the NIC's header is the software header with the
+    /// hardware's fields zeroed.
+    #[test]
+    fn encap_then_decap_gives_back_what_went_in(
+        vni in 0u32..=VNI_MAX,
+        v6 in any::<bool>(),
+        geneve in any::<bool>(),
+        tos in any::<u8>(),
+        ttl in 1u8..,
+        hash in any::<u32>(),
+        opts in proptest::collection::vec((any::<u16>(), any::<u8>(), 0usize..4), 0..4),
+        payload in 0usize..200,
+    ) {
+        let mut o = if v6 { geneve6() } else { vxlan4() };
+        o.kind = if geneve { Kind::Geneve } else { Kind::Vxlan };
+        o.udp_dst = o.kind.default_port();
+        o.vni = vni;
+        o.tos = tos;
+        o.ttl = ttl;
+        o.opts = if geneve {
+            opts.iter()
+                .map(|&(class, ty, words)| GeneveOpt { class, ty, data: vec![ty; words * 4] })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let f = FrameSpec::ipv4(1, 2, L4::udp(5, 6)).payload(payload).build();
+        let mut pkt = Vec::new();
+        o.encap(&f, hash, &mut pkt).expect("encap");
+        let ports = [(VXLAN_PORT, Kind::Vxlan), (GENEVE_PORT, Kind::Geneve)];
+        let d = decap(&pkt, &ports).expect("well formed").expect("a tunnel packet");
+        prop_assert_eq!(d.kind, o.kind);
+        prop_assert_eq!(d.vni, vni);
+        prop_assert_eq!(d.tos, tos);
+        prop_assert_eq!(d.ttl, ttl);
+        prop_assert_eq!(d.udp_src, source_port(hash));
+        prop_assert_eq!(&d.opts, &o.opts);
+        prop_assert_eq!(&pkt[d.inner..], &f[..]);
+        let nic = o.reformat_data().expect("valid");
+        prop_assert_eq!(nic.len(), o.len());
+        prop_assert_eq!(d.inner, o.len());
+    }
+}

@@ -1,0 +1,467 @@
+//! Tunnel headers: VXLAN (RFC 7348) and Geneve (RFC 8926) over IPv4 or
+//! IPv6, built and read back.
+//!
+//! One description of the outer header ([`Outer`]) serves three users:
+//! - the software datapath's encap ([`Outer::encap`]): the whole packet,
+//!   with the IPv4 total length and header checksum, the IPv6 payload
+//!   length, the UDP length and a UDP source port taken from the inner
+//!   flow's hash (entropy for the underlay's ECMP, as Linux's
+//!   `udp_flow_src_port` does), the UDP checksum 0 unless asked for;
+//! - the NIC's encap ([`Outer::reformat_data`]): the bytes of an
+//!   `L2_TO_L2_TUNNEL` packet reformat context, with every field the
+//!   hardware fills left zero, as Linux's mlx5 driver builds them (IPv4
+//!   total length, id and checksum; IPv6 payload length; the UDP source
+//!   port, length and checksum);
+//! - decap ([`decap`]): a packet from the wire whose outer UDP port is a
+//!   tunnel port's is read back into its tunnel metadata and the offset of
+//!   the inner frame; a fragmented or malformed one is an error naming
+//!   why (the datapath drops and counts it).
+
+use std::net::IpAddr;
+
+use thiserror::Error;
+
+use crate::frame::checksum;
+
+/// VXLAN's IANA port.
+pub const VXLAN_PORT: u16 = 4789;
+/// Geneve's IANA port.
+pub const GENEVE_PORT: u16 = 6081;
+/// Geneve's protocol type for an Ethernet payload (Transparent Ethernet
+/// Bridging).
+pub const GENEVE_ETH: u16 = 0x6558;
+/// The largest VNI: 24 bits.
+pub const VNI_MAX: u32 = (1 << 24) - 1;
+/// The most Geneve option bytes (the 6-bit `opt_len` counts 4-byte words).
+pub const GENEVE_OPTS_MAX: usize = 63 * 4;
+
+/// The tunnel protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Vxlan,
+    Geneve,
+}
+
+impl Kind {
+    /// The protocol's IANA UDP port.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Kind::Vxlan => VXLAN_PORT,
+            Kind::Geneve => GENEVE_PORT,
+        }
+    }
+}
+
+/// One Geneve option: class, type, and data (a multiple of 4 bytes, at
+/// most 124).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GeneveOpt {
+    pub class: u16,
+    /// The type; bit 7 is the critical bit.
+    pub ty: u8,
+    pub data: Vec<u8>,
+}
+
+/// The outer addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OuterIp {
+    V4 { src: [u8; 4], dst: [u8; 4] },
+    V6 { src: [u8; 16], dst: [u8; 16] },
+}
+
+/// An outer header: what a tunnel port's options, the route and the
+/// neighbour say.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Outer {
+    pub kind: Kind,
+    pub eth_src: [u8; 6],
+    pub eth_dst: [u8; 6],
+    pub ip: OuterIp,
+    /// IPv4 TOS / IPv6 traffic class.
+    pub tos: u8,
+    /// IPv4 TTL / IPv6 hop limit.
+    pub ttl: u8,
+    /// IPv4 don't-fragment.
+    pub df: bool,
+    pub udp_dst: u16,
+    /// Fill the outer UDP checksum (software only: the NIC cannot).
+    pub csum: bool,
+    pub vni: u32,
+    /// Geneve only.
+    pub opts: Vec<GeneveOpt>,
+}
+
+/// Why a header cannot be built, or a packet not decapsulated.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum TunnelError {
+    #[error("VNI {0:#x} is above 24 bits")]
+    Vni(u32),
+    #[error("VXLAN carries no options")]
+    VxlanOptions,
+    #[error("a Geneve option's data is {0} bytes: it must be a multiple of 4, at most 124")]
+    OptionLength(usize),
+    #[error("Geneve options of {0} bytes: at most {GENEVE_OPTS_MAX}")]
+    OptionsTooLong(usize),
+    #[error("the outer packet is a fragment: tunnels are decapsulated whole")]
+    Fragment,
+    #[error("the outer packet is cut short ({0})")]
+    Truncated(&'static str),
+    #[error("malformed {0} header")]
+    Malformed(&'static str),
+    #[error("the encapsulated packet ({0} bytes) does not fit an outer IP header")]
+    TooLong(usize),
+}
+
+const ETH: usize = 14;
+const IPV4: usize = 20;
+const IPV6: usize = 40;
+const UDP: usize = 8;
+const VXLAN: usize = 8;
+const GENEVE: usize = 8;
+
+impl Outer {
+    fn ip_len(&self) -> usize {
+        match self.ip {
+            OuterIp::V4 { .. } => IPV4,
+            OuterIp::V6 { .. } => IPV6,
+        }
+    }
+
+    fn opts_len(&self) -> usize {
+        self.opts.iter().map(|o| 4 + o.data.len()).sum()
+    }
+
+    /// The length of the header before the inner frame.
+    pub fn len(&self) -> usize {
+        let tunnel = match self.kind {
+            Kind::Vxlan => VXLAN,
+            Kind::Geneve => GENEVE + self.opts_len(),
+        };
+        ETH + self.ip_len() + UDP + tunnel
+    }
+
+    /// Never: an outer header always has its fixed parts.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    fn check(&self) -> Result<(), TunnelError> {
+        if self.vni > VNI_MAX {
+            return Err(TunnelError::Vni(self.vni));
+        }
+        match self.kind {
+            Kind::Vxlan if !self.opts.is_empty() => return Err(TunnelError::VxlanOptions),
+            _ => {}
+        }
+        for o in &self.opts {
+            if o.data.len() % 4 != 0 || o.data.len() > 124 {
+                return Err(TunnelError::OptionLength(o.data.len()));
+            }
+        }
+        let n = self.opts_len();
+        if n > GENEVE_OPTS_MAX {
+            return Err(TunnelError::OptionsTooLong(n));
+        }
+        Ok(())
+    }
+
+    /// Writes the header for an inner frame of `inner` bytes; `fill`: the
+    /// lengths, IPv4 checksum and UDP source port `sport` are filled (else
+    /// left zero for the hardware).
+    fn write(&self, inner: usize, sport: u16, fill: bool, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&self.eth_dst);
+        out.extend_from_slice(&self.eth_src);
+        let l4_len = UDP + (self.len() - ETH - self.ip_len() - UDP) + inner;
+        match self.ip {
+            OuterIp::V4 { src, dst } => {
+                out.extend_from_slice(&0x0800u16.to_be_bytes());
+                let total = if fill { (IPV4 + l4_len) as u16 } else { 0 };
+                let frag: u16 = if self.df { 0x4000 } else { 0 };
+                out.push(0x45);
+                out.push(self.tos);
+                out.extend_from_slice(&total.to_be_bytes());
+                out.extend_from_slice(&[0, 0]); // id
+                out.extend_from_slice(&frag.to_be_bytes());
+                out.push(self.ttl);
+                out.push(17);
+                out.extend_from_slice(&[0, 0]); // checksum
+                out.extend_from_slice(&src);
+                out.extend_from_slice(&dst);
+                if fill {
+                    let ip = start + ETH;
+                    let c = checksum(0, &out[ip..ip + IPV4]);
+                    out[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+                }
+            }
+            OuterIp::V6 { src, dst } => {
+                out.extend_from_slice(&0x86ddu16.to_be_bytes());
+                let vtc = 0x6000_0000u32 | (u32::from(self.tos) << 20);
+                out.extend_from_slice(&vtc.to_be_bytes());
+                let plen = if fill { l4_len as u16 } else { 0 };
+                out.extend_from_slice(&plen.to_be_bytes());
+                out.push(17);
+                out.push(self.ttl);
+                out.extend_from_slice(&src);
+                out.extend_from_slice(&dst);
+            }
+        }
+        let (sport, ulen) = if fill { (sport, l4_len as u16) } else { (0, 0) };
+        out.extend_from_slice(&sport.to_be_bytes());
+        out.extend_from_slice(&self.udp_dst.to_be_bytes());
+        out.extend_from_slice(&ulen.to_be_bytes());
+        out.extend_from_slice(&[0, 0]); // checksum: later, or never
+        match self.kind {
+            Kind::Vxlan => {
+                out.extend_from_slice(&0x0800_0000u32.to_be_bytes());
+                out.extend_from_slice(&(self.vni << 8).to_be_bytes());
+            }
+            Kind::Geneve => {
+                let words = (self.opts_len() / 4) as u8;
+                let crit = self.opts.iter().any(|o| o.ty & 0x80 != 0);
+                out.push(words & 0x3f);
+                out.push(if crit { 0x40 } else { 0 });
+                out.extend_from_slice(&GENEVE_ETH.to_be_bytes());
+                out.extend_from_slice(&(self.vni << 8).to_be_bytes());
+                for o in &self.opts {
+                    out.extend_from_slice(&o.class.to_be_bytes());
+                    out.push(o.ty);
+                    out.push((o.data.len() / 4) as u8 & 0x1f);
+                    out.extend_from_slice(&o.data);
+                }
+            }
+        }
+    }
+
+    /// The data of the NIC's `L2_TO_L2_TUNNEL` reformat context: the outer
+    /// header with every field the hardware fills left zero.
+    pub fn reformat_data(&self) -> Result<Vec<u8>, TunnelError> {
+        self.check()?;
+        let mut v = Vec::with_capacity(self.len());
+        self.write(0, 0, false, &mut v);
+        Ok(v)
+    }
+
+    /// `inner` encapsulated into `out` (cleared first), as software sends
+    /// it: lengths and the IPv4 checksum filled, the UDP source port from
+    /// `hash` (the inner flow's), the UDP checksum only with `csum`.
+    pub fn encap(&self, inner: &[u8], hash: u32, out: &mut Vec<u8>) -> Result<(), TunnelError> {
+        self.check()?;
+        let l4 = self.len() - ETH - self.ip_len() + inner.len();
+        let limit = match self.ip {
+            OuterIp::V4 { .. } => usize::from(u16::MAX) - IPV4,
+            OuterIp::V6 { .. } => usize::from(u16::MAX),
+        };
+        if l4 > limit {
+            return Err(TunnelError::TooLong(inner.len()));
+        }
+        out.clear();
+        out.reserve(self.len() + inner.len());
+        self.write(inner.len(), source_port(hash), true, out);
+        out.extend_from_slice(inner);
+        if self.csum {
+            let udp = ETH + self.ip_len();
+            let c = udp_checksum(&out[ETH..udp], &out[udp..]);
+            out[udp + 6..udp + 8].copy_from_slice(&c.to_be_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// The UDP source port for a flow hash: in 49152..=65535 (IANA's dynamic
+/// range), spread by the hash's high bits as Linux's `udp_flow_src_port`
+/// spreads it.
+pub fn source_port(hash: u32) -> u16 {
+    const MIN: u32 = 49152;
+    const SPAN: u64 = 65536 - 49152;
+    (MIN + ((u64::from(hash) * SPAN) >> 32) as u32) as u16
+}
+
+/// The UDP checksum over `ip` (the IPv4 or IPv6 header, for the
+/// pseudo-header) and `udp` (header and payload, its checksum field 0);
+/// 0 is sent as 0xffff.
+fn udp_checksum(ip: &[u8], udp: &[u8]) -> u16 {
+    let mut pseudo = Vec::with_capacity(40);
+    if ip.len() == IPV4 {
+        pseudo.extend_from_slice(&ip[12..20]);
+    } else {
+        pseudo.extend_from_slice(&ip[8..40]);
+    }
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+    let init = crate::frame::sum16(&pseudo);
+    match checksum(init, udp) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// What a decapsulated packet's outer headers said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decapped {
+    pub kind: Kind,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub tos: u8,
+    pub ttl: u8,
+    pub df: bool,
+    pub udp_src: u16,
+    pub udp_dst: u16,
+    /// The outer UDP checksum was set.
+    pub csum: bool,
+    /// Geneve's OAM bit.
+    pub oam: bool,
+    pub vni: u32,
+    pub opts: Vec<GeneveOpt>,
+    /// Where the inner Ethernet frame starts.
+    pub inner: usize,
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Reads a packet from the wire: `Ok(None)` when it is not UDP to one of
+/// `ports` (an untagged Ethernet frame is expected), its tunnel metadata
+/// when it is, an error when it is such a packet but a fragment, cut
+/// short or malformed.
+pub fn decap(pkt: &[u8], ports: &[(u16, Kind)]) -> Result<Option<Decapped>, TunnelError> {
+    if pkt.len() < ETH {
+        return Ok(None);
+    }
+    let (src, dst, tos, ttl, df, l4) = match be16(pkt, 12) {
+        0x0800 => {
+            let ip = &pkt[ETH..];
+            if ip.len() < IPV4 || ip[9] != 17 {
+                return Ok(None);
+            }
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            if ip[0] >> 4 != 4 || ihl < IPV4 || ip.len() < ihl {
+                return Err(TunnelError::Malformed("IPv4"));
+            }
+            let frag = be16(ip, 6);
+            if frag & 0x3fff != 0 {
+                return Err(TunnelError::Fragment);
+            }
+            let s: [u8; 4] = ip[12..16]
+                .try_into()
+                .map_err(|_| TunnelError::Malformed("IPv4"))?;
+            let d: [u8; 4] = ip[16..20]
+                .try_into()
+                .map_err(|_| TunnelError::Malformed("IPv4"))?;
+            (
+                IpAddr::from(s),
+                IpAddr::from(d),
+                ip[1],
+                ip[8],
+                frag & 0x4000 != 0,
+                ETH + ihl,
+            )
+        }
+        0x86dd => {
+            let ip = &pkt[ETH..];
+            // Extension headers (a fragment header among them) are not
+            // followed: such a packet is not decapsulated here.
+            if ip.len() < IPV6 || ip[6] != 17 {
+                return Ok(None);
+            }
+            let s: [u8; 16] = ip[8..24]
+                .try_into()
+                .map_err(|_| TunnelError::Malformed("IPv6"))?;
+            let d: [u8; 16] = ip[24..40]
+                .try_into()
+                .map_err(|_| TunnelError::Malformed("IPv6"))?;
+            let tc = ((be16(ip, 0) >> 4) & 0xff) as u8;
+            (
+                IpAddr::from(s),
+                IpAddr::from(d),
+                tc,
+                ip[7],
+                false,
+                ETH + IPV6,
+            )
+        }
+        _ => return Ok(None),
+    };
+    if pkt.len() < l4 + UDP {
+        return Ok(None);
+    }
+    let udp_dst = be16(pkt, l4 + 2);
+    let Some(&(_, kind)) = ports.iter().find(|(p, _)| *p == udp_dst) else {
+        return Ok(None);
+    };
+    let udp_src = be16(pkt, l4);
+    let csum = be16(pkt, l4 + 6) != 0;
+    let t = l4 + UDP;
+    let (vni, oam, opts, inner) = match kind {
+        Kind::Vxlan => {
+            if pkt.len() < t + VXLAN {
+                return Err(TunnelError::Truncated("VXLAN header"));
+            }
+            if be32(pkt, t) & 0x0800_0000 == 0 {
+                return Err(TunnelError::Malformed("VXLAN (no VNI flag)"));
+            }
+            (be32(pkt, t + 4) >> 8, false, Vec::new(), t + VXLAN)
+        }
+        Kind::Geneve => {
+            if pkt.len() < t + GENEVE {
+                return Err(TunnelError::Truncated("Geneve header"));
+            }
+            if pkt[t] >> 6 != 0 {
+                return Err(TunnelError::Malformed("Geneve (version)"));
+            }
+            if be16(pkt, t + 2) != GENEVE_ETH {
+                return Err(TunnelError::Malformed("Geneve (not an Ethernet payload)"));
+            }
+            let opt_len = usize::from(pkt[t] & 0x3f) * 4;
+            let end = t + GENEVE + opt_len;
+            if pkt.len() < end {
+                return Err(TunnelError::Truncated("Geneve options"));
+            }
+            let mut opts = Vec::new();
+            let mut at = t + GENEVE;
+            while at < end {
+                if at + 4 > end {
+                    return Err(TunnelError::Malformed("Geneve option"));
+                }
+                let n = usize::from(pkt[at + 3] & 0x1f) * 4;
+                if at + 4 + n > end {
+                    return Err(TunnelError::Malformed("Geneve option"));
+                }
+                opts.push(GeneveOpt {
+                    class: be16(pkt, at),
+                    ty: pkt[at + 2],
+                    data: pkt[at + 4..at + 4 + n].to_vec(),
+                });
+                at += 4 + n;
+            }
+            (be32(pkt, t + 4) >> 8, pkt[t + 1] & 0x80 != 0, opts, end)
+        }
+    };
+    if pkt.len() < inner + ETH {
+        return Err(TunnelError::Truncated("inner Ethernet header"));
+    }
+    Ok(Some(Decapped {
+        kind,
+        src,
+        dst,
+        tos,
+        ttl,
+        df,
+        udp_src,
+        udp_dst,
+        csum,
+        oam,
+        vni,
+        opts,
+        inner,
+    }))
+}
+
+#[cfg(test)]
+#[path = "tests/tunnel.rs"]
+mod tests;
