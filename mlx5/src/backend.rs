@@ -155,6 +155,9 @@ pub struct Mlx5Backend {
     /// reg_c_0 tag (from `mlx5dv_query_port`).
     source_port: SourcePortMode,
     tags: HashMap<Vport, u32>,
+    /// The same, by tag: what a slow-path completion's reg_b names, per
+    /// packet.
+    vports: HashMap<u32, Vport>,
     /// Ask the device about calls the model refuses, and record every
     /// answer that differs ([`Mlx5Backend::set_cross_check`]).
     cross_check: bool,
@@ -227,6 +230,7 @@ impl Mlx5Backend {
             counter_bulk_log,
             source_port: SourcePortMode::MiscSourcePort,
             tags: HashMap::new(),
+            vports: HashMap::new(),
             cross_check: false,
             divergences: Mutex::new(Vec::new()),
             slow_path: Mutex::new(None),
@@ -282,8 +286,7 @@ impl Mlx5Backend {
         let SourcePortMode::Metadata { mask, shift } = self.source_port else {
             return None;
         };
-        let tag = (reg_b & mask) >> shift;
-        self.tags.iter().find(|(_, &t)| t == tag).map(|(&v, _)| v)
+        self.vports.get(&((reg_b & mask) >> shift)).copied()
     }
 
     /// How the firmware marks the source vport (`misc.source_port` until
@@ -300,7 +303,9 @@ impl Mlx5Backend {
             if mask != 0 {
                 let shift = mask.trailing_zeros() as u8;
                 self.source_port = SourcePortMode::Metadata { mask, shift };
-                self.tags.insert(vport, (value & mask) >> shift);
+                let tag = (value & mask) >> shift;
+                self.tags.insert(vport, tag);
+                self.vports.insert(tag, vport);
             }
         }
     }
@@ -372,21 +377,24 @@ impl Mlx5Backend {
         dump_text(raw.domains.get(d)?)
     }
 
-    /// The device's own view of every live domain, parsed.
-    pub fn device_view(&self) -> Result<DevDump, DrError> {
-        let raw = self.raw();
-        let mut all = DevDump::default();
-        for dom in raw.domains.map.values() {
-            all.extend(parse_dump(dom)?);
-        }
-        Ok(all)
-    }
-
     /// Where the device does not hold what the model says
-    /// ([`crate::view`]); empty when it does.
+    /// ([`crate::view`]); empty when it does. Reads the device's dump, not
+    /// its counters.
     pub fn differences(&self) -> Result<Vec<String>, DrError> {
-        Ok(self.dump()?.differences)
+        let raw = self.raw();
+        differences_of(&raw, &self.model.dump()?)
     }
+}
+
+/// Where the device's own dump of every live domain differs from `model`.
+fn differences_of(raw: &Raw, model: &DeviceDump) -> Result<Vec<String>, DrError> {
+    let mut device = DevDump::default();
+    for dom in raw.domains.map.values() {
+        device.extend(parse_dump(dom)?);
+    }
+    Ok(crate::view::differences(model, &device, |slot, offset| {
+        raw.bulks.by_index(slot).map(|b| b.base + offset)
+    }))
 }
 
 /// `mlx5dv_dump_dr_domain` of a live domain, as text.
@@ -723,13 +731,7 @@ impl DrBackend for Mlx5Backend {
         }
         // The objects listed are the device's only where its own dump
         // agrees; every difference is listed with them.
-        let mut device = DevDump::default();
-        for dom in raw.domains.map.values() {
-            device.extend(parse_dump(dom)?);
-        }
-        dump.differences = crate::view::differences(&dump, &device, |slot, offset| {
-            raw.bulks.by_index(slot).map(|b| b.base + offset)
-        });
+        dump.differences = differences_of(&raw, &dump)?;
         Ok(dump)
     }
 

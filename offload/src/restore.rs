@@ -161,7 +161,7 @@ impl RestoreTable {
 /// the modify-header every rule carries.
 pub mod rx {
     use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
-    use crate::prm::{set, Block, PrmField, ENCODED_LEN};
+    use crate::prm::{reg_c_match, Block};
 
     use super::{REG_SOURCE, REG_TAG};
 
@@ -176,14 +176,8 @@ pub mod rx {
         Block::Misc2.criteria_bit()
     }
 
-    /// An `fte_match_param` with reg_c `reg` set to `v`.
     fn reg(reg: u8, v: u32) -> Vec<u8> {
-        let mut b = vec![0u8; ENCODED_LEN];
-        if let Some(f) = PrmField::reg_c(reg) {
-            // A 32-bit value in a 32-bit field of a buffer that holds misc2.
-            let _ = set(&mut b, f, u128::from(v));
-        }
-        b
+        reg_c_match(&[(reg, v)])
     }
 
     /// The tag matcher's mask: all of reg_c_1.
@@ -214,43 +208,6 @@ pub mod rx {
             ModifyField::RegC(REG_SOURCE),
             ModifyField::RegB,
         )])
-    }
-}
-
-/// What a completion of the slow-path receive queue says of a packet
-/// (`struct mlx5_cqe64`, 64 bytes; with 128-byte CQEs the 64 that matter
-/// are the second half).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cqe {
-    /// `op_own >> 4`: 2 = a receive (`MLX5_CQE_RESP_SEND`), 0 = a send
-    /// completion, 13/14 = errors.
-    pub opcode: u8,
-    /// Bytes received (`byte_cnt`, dword 44).
-    pub byte_len: u32,
-    /// The flow tag: the low 24 bits of dword 56 (`sop_drop_qpn`).
-    pub tag: u32,
-    /// `flow_table_metadata`, dword 36: reg_b as the NIC RX rule left it.
-    pub reg_b: u32,
-}
-
-/// `MLX5_CQE_RESP_SEND`: a packet received.
-pub const CQE_RESP_SEND: u8 = 2;
-
-impl Cqe {
-    /// Reads a 64- or 128-byte CQE (`None` for another length).
-    pub fn parse(b: &[u8]) -> Option<Cqe> {
-        let b = match b.len() {
-            64 => b,
-            128 => &b[64..],
-            _ => return None,
-        };
-        let be = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        Some(Cqe {
-            opcode: b[63] >> 4,
-            byte_len: be(44),
-            tag: be(56) & TAG_MAX,
-            reg_b: be(36),
-        })
     }
 }
 

@@ -33,7 +33,7 @@ use crate::dr::{
     ActionId, ActionSpec, DrBackend, FlowMeterAttr, FlowSamplerAttr, MatcherId, RestoreRuleId,
     RuleId, SyncFlags,
 };
-use crate::prm::{set, Block, PrmField, ENCODED_LEN};
+use crate::prm::{reg_c_match, Block};
 use crate::restore::{Restore, TAG_MAX};
 
 use super::translate::Stage;
@@ -75,14 +75,7 @@ pub(super) struct Staged {
 /// An `fte_match_param` buffer with each reg_c `n` set to `v`, and its
 /// criteria (misc2).
 fn regs(values: &[(u8, u32)]) -> (u8, Vec<u8>) {
-    let mut b = vec![0u8; ENCODED_LEN];
-    for &(n, v) in values {
-        if let Some(f) = PrmField::reg_c(n) {
-            // A 32-bit value in a 32-bit field of a buffer that holds misc2.
-            let _ = set(&mut b, f, u128::from(v));
-        }
-    }
-    (Block::Misc2.criteria_bit(), b)
+    (Block::Misc2.criteria_bit(), reg_c_match(values))
 }
 
 impl<B: DrBackend> OffloadManager<B> {

@@ -105,6 +105,19 @@ pub use layout::{
     MATCH_PARAM_LEN,
 };
 
+/// An `fte_match_param` buffer (as long as [`ENCODED_LEN`]) with each
+/// metadata register reg_c_`n` set to `v`: a mask or a value over misc2.
+pub fn reg_c_match(values: &[(u8, u32)]) -> Vec<u8> {
+    let mut b = vec![0u8; ENCODED_LEN];
+    for &(n, v) in values {
+        if let Some(f) = PrmField::reg_c(n) {
+            // A 32-bit value in a 32-bit field of a buffer that holds misc2.
+            let _ = set(&mut b, f, u128::from(v));
+        }
+    }
+    b
+}
+
 /// How FDB rules name the port a packet came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SourcePortMode {
