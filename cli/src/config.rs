@@ -82,11 +82,14 @@
 //! Unknown keys are errors (a typo must not silently fall back to a
 //! default), and every error names the key or value at fault.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use megaflow::PortNo;
 use offload::Vport;
+use ofproto::tunnel::TunnelPort;
 use ofproto::{OffloadMode, OffloadPolicy, PipelineConfig, RevalidatorConfig};
 
 use crate::switch::PortKind;
@@ -649,9 +652,33 @@ pub struct PortConfig {
     /// `uplink`; an internal port has none.
     #[serde(default)]
     pub vport: Option<String>,
-    /// `representor` (the default), `uplink` or `internal`.
+    /// `representor` (the default), `uplink`, `internal`, `vxlan` or
+    /// `geneve`.
     #[serde(default, rename = "type")]
     pub kind: Option<String>,
+    /// A tunnel port's options, as Open vSwitch's `Interface.options`.
+    #[serde(default)]
+    pub options: BTreeMap<String, OptionValue>,
+}
+
+/// An option's value: TOML's string, integer or boolean, read as the
+/// string Open vSwitch's database would hold.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum OptionValue {
+    Text(String),
+    Number(i64),
+    Bool(bool),
+}
+
+impl std::fmt::Display for OptionValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptionValue::Text(s) => f.write_str(s),
+            OptionValue::Number(n) => write!(f, "{n}"),
+            OptionValue::Bool(b) => write!(f, "{b}"),
+        }
+    }
 }
 
 /// A port as the switch uses it.
@@ -660,8 +687,11 @@ pub struct PortSpec {
     pub name: String,
     pub no: PortNo,
     pub kind: PortKind,
-    /// `None`: a port the device does not see (an internal port).
+    /// `None`: a port the device does not see (an internal port, a
+    /// tunnel).
     pub vport: Option<Vport>,
+    /// A tunnel port's options.
+    pub tunnel: Option<Arc<TunnelPort>>,
 }
 
 impl PortSpec {
@@ -689,6 +719,13 @@ impl PortSpec {
             );
         }
         Ok(())
+    }
+
+    /// The port as the bridge knows it (up, a tunnel's options).
+    pub fn info(&self) -> ofproto::PortInfo {
+        let mut info = ofproto::PortInfo::new(self.no, self.name.clone());
+        info.tunnel = self.tunnel.clone();
+        info
     }
 
     /// The vport as `show` prints it (`-` for none).
@@ -777,11 +814,17 @@ impl Config {
         for p in &self.ports {
             let (kind, given) =
                 PortKind::parse_words(&p.name, p.kind.as_deref(), p.vport.as_deref())?;
+            let options: Vec<(String, String)> = p
+                .options
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect();
             let spec = PortSpec {
                 name: p.name.clone(),
                 no: PortNo(p.ofport),
                 kind,
                 vport: kind.spec().vport(&p.name, given, None)?,
+                tunnel: kind.tunnel(&p.name, &options)?,
             };
             spec.check(&out)?;
             out.push(spec);

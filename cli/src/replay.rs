@@ -161,6 +161,7 @@ pub fn default_ports(n: u32) -> Vec<PortSpec> {
                 no: PortNo(i + 1),
                 kind: crate::switch::PortKind::Representor,
                 vport: Some(Vport::vf(u16::try_from(i).ok()?)?),
+                tunnel: None,
             })
         })
         .collect()

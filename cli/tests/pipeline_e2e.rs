@@ -31,6 +31,7 @@ fn ports() -> Vec<PortSpec> {
             no: PortNo(i),
             kind: cli::switch::PortKind::Representor,
             vport: Some(Vport::vf((i - 1) as u16).expect("vf")),
+            tunnel: None,
         })
         .collect()
 }

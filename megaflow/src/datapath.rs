@@ -42,6 +42,7 @@ use crate::key::{FlowKey, Match};
 use crate::meter::{Meter, MeteredSink};
 use crate::rand::SplitMix64;
 use crate::shard::ShardedMap;
+use crate::tunnel::TunnelKey;
 use crate::types::{MeterId, PortNo, Timestamp};
 
 /// The slow path's name for a megaflow, the same in every datapath.
@@ -153,7 +154,24 @@ impl Datapath {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Lookup {
+        self.process_tunneled(now, in_port, &TunnelKey::NONE, pkt, sink)
+    }
+
+    /// [`process`](Self::process) for a packet that came in a tunnel
+    /// (decapsulated on `in_port`, the tunnel port): `tun` goes into its
+    /// key.
+    pub fn process_tunneled<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        tun: &TunnelKey,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Lookup {
         let ex = extract_into(in_port.0, pkt, &mut self.key);
+        if tun.is_set() {
+            tun.write(&mut self.key);
+        }
         self.stats.packets += 1;
         let Some(h) = self.cache.lookup(&self.key, pkt.len() as u32, now) else {
             self.stats.misses += 1;

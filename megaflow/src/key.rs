@@ -23,7 +23,7 @@
 use std::fmt;
 
 /// Number of 64-bit words in a [`FlowKey`] and a [`Mask`].
-pub const KEY_WORDS: usize = 22;
+pub const KEY_WORDS: usize = 27;
 
 /// Bit set in a VLAN TCI field when a tag is present (the CFI/DEI position, as
 /// Open vSwitch uses it).
@@ -141,6 +141,8 @@ macro_rules! fields {
 //  8 eth_dst[63:16] eth_type[15:0]      18,19 nd_target
 //  9 eth_src[63:16] vlan_tci[15:0]      20 arp_sha / nd_sll [63:16]
 // 10 vlan_tpid vlan2_tpid vlan2_tci ..  21 arp_tha / nd_tll [63:16]
+// 22,23 tun_ipv6_src   24,25 tun_ipv6_dst
+// 26 tun_flags[63:48] tun_tos[47:40] tun_ttl[39:32] tun_tp_src[31:16] tun_tp_dst[15:0]
 fields! {
     /// Ingress port (datapath port number).
     InPort "in_port" (0, 32, 32) in_port set_in_port;
@@ -216,7 +218,28 @@ fields! {
     ArpSha "arp_sha" (20, 16, 48) arp_sha set_arp_sha;
     /// ARP target hardware address; ND target link-layer address.
     ArpTha "arp_tha" (21, 16, 48) arp_tha set_arp_tha;
+    /// Tunnel outer IPv6 source.
+    TunIpv6Src "tun_ipv6_src" (22, 0, 128) tun_ipv6_src set_tun_ipv6_src;
+    /// Tunnel outer IPv6 destination.
+    TunIpv6Dst "tun_ipv6_dst" (24, 0, 128) tun_ipv6_dst set_tun_ipv6_dst;
+    /// Tunnel flags ([`TUN_FLAG_OAM`]).
+    TunFlags "tun_flags" (26, 48, 16) tun_flags set_tun_flags;
+    /// Tunnel outer IP TOS / traffic class.
+    TunTos "tun_tos" (26, 40, 8) tun_tos set_tun_tos;
+    /// Tunnel outer IP TTL / hop limit.
+    TunTtl "tun_ttl" (26, 32, 8) tun_ttl set_tun_ttl;
+    /// Tunnel outer UDP source port.
+    TunTpSrc "tun_tp_src" (26, 16, 16) tun_tp_src set_tun_tp_src;
+    /// Tunnel outer UDP destination port.
+    TunTpDst "tun_tp_dst" (26, 0, 16) tun_tp_dst set_tun_tp_dst;
 }
+
+/// `tun_flags` bit: Geneve's OAM bit was set (Open vSwitch's `oam`).
+pub const TUN_FLAG_OAM: u64 = 1;
+
+/// The first key word past the packet's own headers (the words after it
+/// hold tunnel metadata).
+const HEADER_END: usize = 22;
 
 impl fmt::Display for Field {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -304,7 +327,7 @@ impl FlowKey {
     }
 
     /// Hash of the words a packet brings (in_port and the headers, words 0
-    /// and 8..), skipping the pipeline metadata, registers and tunnel words,
+    /// and 8..22), skipping the pipeline metadata, registers and tunnel words,
     /// which are zero for a packet fresh from a port (tunnel receive will set
     /// the tunnel words; tenants with identical inner headers then share a
     /// set, which costs EMC hits, never correctness). The exact-match cache
@@ -312,9 +335,9 @@ impl FlowKey {
     /// and are told apart by verification against the megaflow.
     #[inline]
     pub fn packet_hash(&self) -> u64 {
-        let mut a = [0u64; KEY_WORDS - 7];
+        let mut a = [0u64; HEADER_END - 7];
         a[0] = self.w[0];
-        a[1..].copy_from_slice(&self.w[8..]);
+        a[1..].copy_from_slice(&self.w[8..HEADER_END]);
         hash_words(&a)
     }
 

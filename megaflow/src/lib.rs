@@ -57,4 +57,5 @@ pub use datapath::{Datapath, DpCommand, DpEvent, FlowId, Lookup};
 pub use extract::{extract, extract_into, Extracted, Layout, ParseCounters, ParseError};
 pub use key::{Field, FlowKey, Mask, Match, PackedKey, KEY_WORDS};
 pub use rand::SplitMix64;
+pub use tunnel::TunnelKey;
 pub use types::{MeterId, PortNo, Timestamp};

@@ -22,6 +22,7 @@ use std::net::IpAddr;
 use thiserror::Error;
 
 use crate::frame::checksum;
+use crate::key::FlowKey;
 
 /// VXLAN's IANA port.
 pub const VXLAN_PORT: u16 = 4789;
@@ -248,11 +249,7 @@ impl Outer {
     pub fn encap(&self, inner: &[u8], hash: u32, out: &mut Vec<u8>) -> Result<(), TunnelError> {
         self.check()?;
         let l4 = self.len() - ETH - self.ip_len() + inner.len();
-        let limit = match self.ip {
-            OuterIp::V4 { .. } => usize::from(u16::MAX) - IPV4,
-            OuterIp::V6 { .. } => usize::from(u16::MAX),
-        };
-        if l4 > limit {
+        if l4 > self.l4_limit() {
             return Err(TunnelError::TooLong(inner.len()));
         }
         out.clear();
@@ -265,6 +262,46 @@ impl Outer {
             out[udp + 6..udp + 8].copy_from_slice(&c.to_be_bytes());
         }
         Ok(())
+    }
+
+    /// Encapsulates `pkt` in place (the header goes in front of it), as
+    /// [`encap`](Self::encap) would: no allocation once `pkt` has room.
+    pub fn push(&self, pkt: &mut Vec<u8>, hash: u32) -> Result<(), TunnelError> {
+        self.check()?;
+        let inner = pkt.len();
+        let n = self.len();
+        if n - ETH - self.ip_len() + inner > self.l4_limit() {
+            return Err(TunnelError::TooLong(inner));
+        }
+        // The header is appended, then rotated to the front.
+        self.write(inner, source_port(hash), true, pkt);
+        pkt.rotate_right(n);
+        if self.csum {
+            let udp = ETH + self.ip_len();
+            let (head, rest) = pkt.split_at_mut(udp);
+            let c = udp_checksum(&head[ETH..], rest);
+            pkt[udp + 6..udp + 8].copy_from_slice(&c.to_be_bytes());
+        }
+        Ok(())
+    }
+
+    /// Takes off what [`push`](Self::push) put on.
+    pub fn pop(&self, pkt: &mut Vec<u8>) {
+        let n = self.len().min(pkt.len());
+        pkt.drain(..n);
+    }
+
+    fn l4_limit(&self) -> usize {
+        match self.ip {
+            OuterIp::V4 { .. } => usize::from(u16::MAX) - IPV4,
+            OuterIp::V6 { .. } => usize::from(u16::MAX),
+        }
+    }
+
+    /// The outer IP packet's length for an inner frame of `inner` bytes
+    /// (what must fit the uplink's MTU).
+    pub fn ip_packet_len(&self, inner: usize) -> usize {
+        self.len() - ETH + inner
     }
 }
 
@@ -460,6 +497,142 @@ pub fn decap(pkt: &[u8], ports: &[(u16, Kind)]) -> Result<Option<Decapped>, Tunn
         opts,
         inner,
     }))
+}
+
+/// The tunnel metadata a decapsulated packet brings into its flow key
+/// (the `tun_*` fields); all zero for a packet that came in no tunnel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TunnelKey {
+    pub id: u64,
+    pub ipv4_src: u32,
+    pub ipv4_dst: u32,
+    pub ipv6_src: u128,
+    pub ipv6_dst: u128,
+    /// [`crate::key::TUN_FLAG_OAM`].
+    pub flags: u16,
+    pub tos: u8,
+    pub ttl: u8,
+    pub tp_src: u16,
+    pub tp_dst: u16,
+}
+
+impl TunnelKey {
+    /// No tunnel.
+    pub const NONE: TunnelKey = TunnelKey {
+        id: 0,
+        ipv4_src: 0,
+        ipv4_dst: 0,
+        ipv6_src: 0,
+        ipv6_dst: 0,
+        flags: 0,
+        tos: 0,
+        ttl: 0,
+        tp_src: 0,
+        tp_dst: 0,
+    };
+
+    /// What a decapsulated packet's outer headers say.
+    pub fn of(d: &Decapped) -> TunnelKey {
+        let mut k = TunnelKey {
+            id: u64::from(d.vni),
+            flags: if d.oam {
+                crate::key::TUN_FLAG_OAM as u16
+            } else {
+                0
+            },
+            tos: d.tos,
+            ttl: d.ttl,
+            tp_src: d.udp_src,
+            tp_dst: d.udp_dst,
+            ..TunnelKey::NONE
+        };
+        match (d.src, d.dst) {
+            (IpAddr::V4(s), IpAddr::V4(t)) => {
+                k.ipv4_src = u32::from(s);
+                k.ipv4_dst = u32::from(t);
+            }
+            (s, t) => {
+                k.ipv6_src = ip6_bits(s);
+                k.ipv6_dst = ip6_bits(t);
+            }
+        }
+        k
+    }
+
+    /// Whether the packet came in a tunnel.
+    pub fn is_set(&self) -> bool {
+        self.ipv4_dst != 0 || self.ipv6_dst != 0
+    }
+
+    /// Writes the `tun_*` fields of `key`.
+    #[inline]
+    pub fn write(&self, key: &mut FlowKey) {
+        key.set_tun_id(self.id);
+        key.set_tun_src(u64::from(self.ipv4_src));
+        key.set_tun_dst(u64::from(self.ipv4_dst));
+        key.set_tun_ipv6_src(self.ipv6_src);
+        key.set_tun_ipv6_dst(self.ipv6_dst);
+        key.set_tun_flags(u64::from(self.flags));
+        key.set_tun_tos(u64::from(self.tos));
+        key.set_tun_ttl(u64::from(self.ttl));
+        key.set_tun_tp_src(u64::from(self.tp_src));
+        key.set_tun_tp_dst(u64::from(self.tp_dst));
+    }
+
+    /// The `tun_*` fields of `key`.
+    pub fn read(key: &FlowKey) -> TunnelKey {
+        TunnelKey {
+            id: key.tun_id(),
+            ipv4_src: key.tun_src() as u32,
+            ipv4_dst: key.tun_dst() as u32,
+            ipv6_src: key.tun_ipv6_src(),
+            ipv6_dst: key.tun_ipv6_dst(),
+            flags: key.tun_flags() as u16,
+            tos: key.tun_tos() as u8,
+            ttl: key.tun_ttl() as u8,
+            tp_src: key.tun_tp_src() as u16,
+            tp_dst: key.tun_tp_dst() as u16,
+        }
+    }
+}
+
+fn ip6_bits(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+/// A hash of an inner frame's flow (its addresses and L4 ports, as far as
+/// `layout` found them) for the outer UDP source port: packets of one
+/// flow take one underlay path, different flows spread.
+pub fn flow_hash(pkt: &[u8], layout: &crate::extract::Layout) -> u32 {
+    use crate::extract::NO_OFFSET;
+    let mut h = crate::key::WordHasher::new();
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        let n = b.len().min(8);
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(w)
+    };
+    h.push(word(pkt.get(..12).unwrap_or(pkt)));
+    if layout.l3 != NO_OFFSET {
+        let l3 = usize::from(layout.l3);
+        let addrs = match pkt.get(l3).map(|b| b >> 4) {
+            Some(4) => pkt.get(l3 + 12..l3 + 20),
+            Some(6) => pkt.get(l3 + 8..l3 + 40),
+            _ => None,
+        };
+        for c in addrs.unwrap_or(&[]).chunks(8) {
+            h.push(word(c));
+        }
+    }
+    if layout.l4 != NO_OFFSET {
+        let l4 = usize::from(layout.l4);
+        h.push(word(pkt.get(l4..l4 + 4).unwrap_or(&[])));
+    }
+    let v = h.finish();
+    (v ^ (v >> 32)) as u32
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 pub mod conformance;
 pub mod dr;
+pub mod host;
 pub mod manager;
 pub mod prm;
 pub mod representor;

@@ -16,6 +16,7 @@
 //! the revalidator re-translates it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use megaflow::{MeterId, PortNo, Timestamp};
 
@@ -23,6 +24,7 @@ use crate::group::{GroupError, GroupSpec, GroupTable, GROUP_TABLE};
 use crate::mac::{MacLearn, MacTable};
 use crate::rule::{FlowMod, FlowModCommand, OfPort, RuleSpec};
 use crate::table::{FlowModError, FlowModOutcome, FlowTables, RemovedReason, RemovedRule, RuleRef};
+use crate::tunnel::{TunnelPort, Underlay};
 use crate::{Priority, TableId};
 
 /// How a port carries VLANs for NORMAL.
@@ -49,6 +51,8 @@ pub struct PortInfo {
     /// sFlow: 1 in this many packets received on the port is sampled
     /// (0: none but the flows' own `sample` actions).
     pub sample_rate: u32,
+    /// A tunnel port's options (`None`: a port with a netdev).
+    pub tunnel: Option<Arc<TunnelPort>>,
 }
 
 impl PortInfo {
@@ -61,6 +65,7 @@ impl PortInfo {
             flood: true,
             up: true,
             sample_rate: 0,
+            tunnel: None,
         }
     }
 }
@@ -163,6 +168,8 @@ pub struct Bridge {
     fail_open: bool,
     /// Counts changes of `fail_open` (part of the tables' generation).
     fail_open_changes: u64,
+    /// Routes and neighbours for tunnel ports' packets.
+    underlay: Option<Arc<dyn Underlay>>,
 }
 
 impl Bridge {
@@ -264,6 +271,18 @@ impl Bridge {
         )
     }
 
+    /// The routes and neighbours tunnel ports send over; a change of its
+    /// generation re-translates every flow at the next revalidator pass.
+    pub fn set_underlay(&mut self, underlay: Arc<dyn Underlay>) {
+        self.underlay = Some(underlay);
+        self.ports.generation += 1;
+    }
+
+    /// The underlay, if the switch has one.
+    pub fn underlay(&self) -> Option<&Arc<dyn Underlay>> {
+        self.underlay.as_ref()
+    }
+
     /// Adds or replaces a port.
     pub fn add_port(&mut self, port: PortInfo) {
         self.ports.insert(port);
@@ -316,7 +335,7 @@ impl Bridge {
     pub fn generations(&self) -> Generations {
         Generations {
             tables: self.tables.generation() + self.groups.generation() + self.fail_open_changes,
-            ports: self.ports.generation(),
+            ports: self.ports.generation() + self.underlay.as_ref().map_or(0, |u| u.generation()),
             mac: self.mac.generation(),
         }
     }

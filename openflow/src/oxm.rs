@@ -167,6 +167,9 @@ pub const NXM1_FIELDS: &[(u8, &str, usize, bool)] = &[
     (32, "NXM_NX_TUN_IPV4_DST", 4, true),
     (33, "NXM_NX_PKT_MARK", 4, true),
     (34, "NXM_NX_TCP_FLAGS", 2, true),
+    (104, "NXM_NX_TUN_FLAGS", 2, true),
+    (109, "NXM_NX_TUN_IPV6_SRC", 16, true),
+    (110, "NXM_NX_TUN_IPV6_DST", 16, true),
 ];
 
 fn find(

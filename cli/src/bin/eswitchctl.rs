@@ -83,9 +83,15 @@ enum Cmd {
         /// The port's type: `representor` (a VF representor), `uplink`
         /// (the wire side of the eSwitch) or `internal` (a netdev of the
         /// host's own IP stack, which the device does not see) [default:
-        /// `uplink` for `--vport uplink`, else `representor`].
+        /// `uplink` for `--vport uplink`, else `representor`]; `vxlan` or
+        /// `geneve` for a tunnel port (no netdev; give its options).
         #[arg(long = "type")]
         kind: Option<String>,
+        /// A tunnel port's option, `NAME=VALUE` (as ovs-vsctl's
+        /// `options:NAME=VALUE`): remote_ip (an address or flow), local_ip,
+        /// key (a VNI or flow), dst_port, tos, ttl, df_default, csum.
+        #[arg(long = "option", value_name = "NAME=VALUE")]
+        options: Vec<String>,
     },
     /// Removes a port from the running daemon: its megaflows and hardware
     /// rules go with it.
@@ -153,6 +159,7 @@ impl Cmd {
                 ofport,
                 vport,
                 kind,
+                options,
             } => (
                 "add-port",
                 Request::AddPort {
@@ -160,6 +167,7 @@ impl Cmd {
                     ofport,
                     vport,
                     kind,
+                    options,
                 },
             ),
             Cmd::DelPort { name } => ("del-port", Request::DelPort { name }),

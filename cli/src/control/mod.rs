@@ -74,9 +74,13 @@ pub enum Request {
         ofport: Option<u32>,
         #[serde(default)]
         vport: Option<String>,
-        /// `representor` (the default), `uplink`, `internal`.
+        /// `representor` (the default), `uplink`, `internal`, `vxlan`,
+        /// `geneve`.
         #[serde(default, rename = "type")]
         kind: Option<String>,
+        /// A tunnel port's options, `NAME=VALUE` each.
+        #[serde(default)]
+        options: Vec<String>,
     },
     /// Removes a port while the daemon runs.
     DelPort { name: String },
@@ -306,6 +310,11 @@ fn run<B: Device, D: Datapaths>(
                 "hw_samples": c.hw_samples,
                 "sw_samples": c.sw_samples,
                 "restore_drops": c.restore_drops,
+                "tunnel_rx": c.tunnel_rx,
+                "tunnel_drop_fragment": c.tunnel_drop_fragment,
+                "tunnel_drop_malformed": c.tunnel_drop_malformed,
+                "tunnel_drop_unknown_vni": c.tunnel_drop_unknown_vni,
+                "tunnel_too_big": c.tunnel_too_big,
                 "to_controller": c.to_controller,
                 "upcalls": st.upcalls,
                 "upcalls_queued": c.upcalls_queued,

@@ -49,6 +49,7 @@ mod ports;
 mod run;
 pub mod sflow;
 pub mod tls;
+mod underlay;
 mod upcall;
 
 use std::collections::BTreeMap;
@@ -439,6 +440,8 @@ pub struct Daemon<B: Device = SimBackend> {
     known: BTreeMap<String, Representor>,
     /// Where ports added while running are tracked (`eswitchd run`).
     tracker: Option<offload::representor::TrackerHandle>,
+    /// The tunnel UDP ports held on the host.
+    claims: underlay::PortClaims,
     /// Stops the handler and the revalidator; `stop_rx` the datapath threads.
     stop: Arc<AtomicBool>,
     stop_rx: Arc<AtomicBool>,
@@ -622,6 +625,7 @@ impl<B: Device> Daemon<B> {
             factory,
             known: BTreeMap::new(),
             tracker: None,
+            claims: underlay::PortClaims::default(),
             stop,
             stop_rx,
             rx_cmds,
@@ -841,6 +845,17 @@ impl<B: Device> Daemon<B> {
         self.tracker = Some(t);
     }
 
+    /// Tunnel ports send over the host's routes and neighbours, `host`;
+    /// their UDP ports are held on the host.
+    pub fn set_host_state(&mut self, host: Arc<offload::host::HostState>) {
+        let mut sw = lock(self.shared());
+        let u = Arc::new(underlay::HostUnderlay::new(host, sw.shared_ports()));
+        sw.set_underlay(u);
+        for (_, t) in sw.port_map().tunnels() {
+            self.claims.claim(t.dst_port);
+        }
+    }
+
     /// Adds a port while running (`eswitchctl add-port`; not written to
     /// the config), of `kind`. Without `ofport`, the lowest free number;
     /// without `vport`, the one its kind gives it (a representor's own,
@@ -852,7 +867,9 @@ impl<B: Device> Daemon<B> {
         kind: PortKind,
         ofport: Option<u32>,
         vport: Option<Vport>,
+        options: &[(String, String)],
     ) -> anyhow::Result<PortSpec> {
+        let tunnel = kind.tunnel(name, options)?;
         let known = self.known.get(name).cloned();
         let reported = known.as_ref().and_then(|r| r.vport);
         let vport = kind.spec().vport(name, vport, reported)?;
@@ -864,11 +881,15 @@ impl<B: Device> Daemon<B> {
                 no,
                 kind,
                 vport,
+                tunnel,
             };
             sw.add_port(spec.clone())?;
             spec
         };
         info!(port = %spec.name, ofport = %spec.no, r#type = %spec.kind, vport = %spec.vport_name(), "port added");
+        if let Some(t) = &spec.tunnel {
+            self.claims.claim(t.dst_port);
+        }
         if let Some(t) = &self.tracker {
             t.track(name, vport);
         }
@@ -1100,10 +1121,11 @@ impl SoftwarePath for LivePath<'_> {
         &mut self,
         now: Timestamp,
         port: PortNo,
+        tun: &megaflow::TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Option<SwOutcome> {
-        match self.dp.process(now, port, pkt, sink) {
+        match self.dp.process_tunneled(now, port, tun, pkt, sink) {
             Lookup::Hit(exec) => Some(SwOutcome {
                 upcall: false,
                 exec,
@@ -1117,7 +1139,7 @@ impl SoftwarePath for LivePath<'_> {
                     }
                 };
                 let t = &mut self.tally[at].1;
-                match self.gate.offer(now, port, pkt) {
+                match self.gate.offer_tunneled(now, port, tun, pkt) {
                     Admission::Queued => t.queued += 1,
                     Admission::RateLimited => t.rate += 1,
                     Admission::QueueFull | Admission::Closed => t.full += 1,
@@ -1168,7 +1190,7 @@ fn handler<B: Device>(
         }
         let now = clock.now();
         for u in batch.iter_mut() {
-            let miss = ofproto::Miss::parse(u.port, &u.frame);
+            let miss = ofproto::Miss::parse_tunneled(u.port, &u.tunnel, &u.frame);
             let t = ofproto::translate_miss(ends.bridge, &miss.key, now);
             let mut sink = crate::switch::SwSink {
                 egress: &mut arena,

@@ -132,6 +132,13 @@ pub fn run_on<B: crate::switch::Device>(
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
+    // Routes, addresses and neighbours for the tunnel ports: followed on
+    // the netlink thread's runtime.
+    let host = {
+        let _on = rt.enter();
+        offload::host::HostTracker::start()
+    };
+    daemon.set_host_state(host.state());
     let watcher = std::thread::Builder::new()
         .name("esw-netlink".to_string())
         .spawn(move || {
@@ -266,8 +273,18 @@ fn port_cmd<B: crate::switch::Device>(
             ofport,
             vport,
             kind,
+            options,
         } => crate::switch::PortKind::parse_words(name, kind.as_deref(), vport.as_deref())
-            .and_then(|(kind, v)| daemon.add_port(name, kind, *ofport, v))
+            .and_then(|(kind, v)| {
+                let options = options
+                    .iter()
+                    .map(|o| match o.split_once('=') {
+                        Some((k, v)) => Ok((k.to_string(), v.to_string())),
+                        None => Err(anyhow::anyhow!("option \"{o}\": expected NAME=VALUE")),
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                daemon.add_port(name, kind, *ofport, v, &options)
+            })
             .map(|p| {
                 serde_json::json!({
                     "added": p.name,

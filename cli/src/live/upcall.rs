@@ -68,6 +68,8 @@ impl TokenBucket {
 pub struct Upcall {
     pub port: PortNo,
     pub frame: Vec<u8>,
+    /// What the tunnel said, for a packet decapsulated on `port`.
+    pub tunnel: megaflow::TunnelKey,
 }
 
 /// What happened to an offered miss.
@@ -185,6 +187,18 @@ impl UpcallGate {
     /// Offers a miss; never waits (but for the queue's lock, held for a
     /// push or a pop at a time).
     pub fn offer(&mut self, now: Timestamp, port: PortNo, frame: &[u8]) -> Admission {
+        self.offer_tunneled(now, port, &megaflow::TunnelKey::NONE, frame)
+    }
+
+    /// [`offer`](Self::offer) of a packet decapsulated on tunnel port
+    /// `port` with `tunnel`.
+    pub fn offer_tunneled(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        tunnel: &megaflow::TunnelKey,
+        frame: &[u8],
+    ) -> Admission {
         let sh = &*self.shared;
         let mut q = sh.lock();
         if q.closed {
@@ -208,6 +222,7 @@ impl UpcallGate {
         pq.waiting.push_back(Upcall {
             port,
             frame: frame.to_vec(),
+            tunnel: *tunnel,
         });
         q.total += 1;
         q.active += usize::from(newly);

@@ -67,6 +67,15 @@ pub struct SwitchCounters {
     pub upcalls_queued: u64,
     pub upcall_drops_rate: u64,
     pub upcall_drops_full: u64,
+    /// Frames decapsulated at receive (entered on a tunnel port).
+    pub tunnel_rx: u64,
+    /// Tunnel frames for a local endpoint dropped at receive: an outer
+    /// fragment, a malformed header, no port for their sender and VNI.
+    pub tunnel_drop_fragment: u64,
+    pub tunnel_drop_malformed: u64,
+    pub tunnel_drop_unknown_vni: u64,
+    /// Tunnel outputs not sent: over the uplink's MTU once encapsulated.
+    pub tunnel_too_big: u64,
 }
 
 impl SwitchCounters {
@@ -92,6 +101,20 @@ impl SwitchCounters {
         self.upcalls_queued += o.upcalls_queued;
         self.upcall_drops_rate += o.upcall_drops_rate;
         self.upcall_drops_full += o.upcall_drops_full;
+        self.tunnel_rx += o.tunnel_rx;
+        self.tunnel_drop_fragment += o.tunnel_drop_fragment;
+        self.tunnel_drop_malformed += o.tunnel_drop_malformed;
+        self.tunnel_drop_unknown_vni += o.tunnel_drop_unknown_vni;
+        self.tunnel_too_big += o.tunnel_too_big;
+    }
+
+    pub(crate) fn count_tunnel_drop(&mut self, why: super::tunnel::TunnelDrop) {
+        use super::tunnel::TunnelDrop as D;
+        match why {
+            D::Fragment => self.tunnel_drop_fragment += 1,
+            D::Malformed => self.tunnel_drop_malformed += 1,
+            D::NoPort => self.tunnel_drop_unknown_vni += 1,
+        }
     }
 
     /// A received frame, on `port`.

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use megaflow::actions::{ActionSink, SampleCookie, UserspaceReason};
-use megaflow::{MeterId, PortNo, Timestamp};
+use megaflow::{MeterId, PortNo, Timestamp, TunnelKey};
 use offload::dr::{DomainId, DrBackend};
 use offload::prm::SourcePortMode;
 use offload::restore::{Arrival, Restore, RestoreTable};
@@ -25,7 +25,8 @@ use ofproto::{LocalDatapath, Pipeline};
 
 use super::counters::SwitchCounters;
 use super::ports::Ingress;
-use super::ports::{PortsView, SharedPorts};
+use super::ports::{PortMap, PortsView, SharedPorts};
+use super::tunnel::Received;
 
 /// Where a packet went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -63,6 +64,7 @@ pub trait SoftwarePath {
         &mut self,
         now: Timestamp,
         port: PortNo,
+        tun: &TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Option<SwOutcome>;
@@ -75,10 +77,11 @@ impl<O: megaflow::offload::FlowOffload> SoftwarePath for Pipeline<O, LocalDatapa
         &mut self,
         now: Timestamp,
         port: PortNo,
+        tun: &TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Option<SwOutcome> {
-        Some(self.process(now, port, pkt, sink))
+        Some(self.process_tunneled(now, port, tun, pkt, sink))
     }
 }
 
@@ -191,23 +194,33 @@ struct ToSoftware {
 }
 
 impl ToSoftware {
+    /// A frame of `port` through software; a tunnel's (on an uplink)
+    /// decapsulated first, entering on its tunnel port.
+    #[allow(clippy::too_many_arguments)]
     fn run<E: Egressor, P: SoftwarePath>(
         &mut self,
         now: Timestamp,
+        ports: &PortMap,
         port: PortNo,
         frame: &[u8],
         egress: &mut E,
         sw: &mut P,
     ) {
         self.counters.sw_handled += 1;
+        let (port, tun, inner) =
+            match super::tunnel::receive(ports, port, frame, &mut self.counters) {
+                Received::Plain => (port, TunnelKey::NONE, 0),
+                Received::Tunnel { port, key, inner } => (port, key, inner),
+                Received::Dropped => return,
+            };
         self.buf.clear();
-        self.buf.extend_from_slice(frame);
+        self.buf.extend_from_slice(&frame[inner..]);
         let mut sink = SwSink {
             egress,
             counters: &mut self.counters,
             in_port: port,
         };
-        if let Some(r) = sw.run(now, port, &mut self.buf, &mut sink) {
+        if let Some(r) = sw.run(now, port, &tun, &mut self.buf, &mut sink) {
             count_sw_drop(&mut self.counters, &r);
         }
     }
@@ -219,6 +232,7 @@ impl ToSoftware {
     fn arrive<E: Egressor, P: SoftwarePath>(
         &mut self,
         now: Timestamp,
+        ports: &PortMap,
         port: PortNo,
         frame: &[u8],
         tag: u32,
@@ -227,7 +241,7 @@ impl ToSoftware {
         sw: &mut P,
     ) {
         match restore.classify(tag) {
-            Arrival::Miss => self.run(now, port, frame, egress, sw),
+            Arrival::Miss => self.run(now, ports, port, frame, egress, sw),
             Arrival::Restored(Restore::SampledCopy { cookie, .. }) => {
                 self.counters.hw_samples += 1;
                 egress.sample(port, cookie, frame, Path::Hardware);
@@ -277,7 +291,7 @@ impl Front for Direct {
             if ports.ingress(p.port) != Ingress::Unknown {
                 let restore = &self.restore;
                 self.sw
-                    .arrive(now, p.port, p.data, p.restore, restore, egress, sw);
+                    .arrive(now, ports, p.port, p.data, p.restore, restore, egress, sw);
             }
         }
     }
@@ -321,7 +335,7 @@ impl Front for SimFront {
             match ports.ingress(p.port) {
                 Ingress::Device(v) => known.push((v, p.data)),
                 // A host-stack port: the eSwitch never sees its frames.
-                Ingress::Software => self.sw.run(now, p.port, p.data, egress, sw),
+                Ingress::Software => self.sw.run(now, ports, p.port, p.data, egress, sw),
                 Ingress::Unknown => {}
             }
         }
@@ -358,7 +372,7 @@ impl Front for SimFront {
                     if let Some(port) = ports.port(ingress) {
                         let restore = &self.restore;
                         self.sw
-                            .arrive(now, port, &f.bytes, f.tag, restore, egress, sw);
+                            .arrive(now, ports, port, &f.bytes, f.tag, restore, egress, sw);
                     }
                 }
             }
@@ -379,6 +393,7 @@ impl Front for SimFront {
 /// A packet software dropped on purpose (a drop action, a meter, no
 /// output at all) is counted once.
 pub(crate) fn count_sw_drop(c: &mut SwitchCounters, r: &SwOutcome) {
+    c.tunnel_too_big += r.exec.too_big as u64;
     if r.exec.dropped.is_some() && r.exec.outputs == 0 && r.exec.userspace == 0 {
         c.sw_drops += 1;
     }

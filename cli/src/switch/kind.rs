@@ -14,6 +14,10 @@
 //!   tunnel endpoint address. It has no vport: its packets reach the
 //!   switch in software only, and flows that name it stay in software
 //!   (the device has no port to match or forward to).
+//! - `vxlan`, `geneve`: tunnel ports. No netdev and no vport: a packet
+//!   enters one when it arrives on an uplink for a local endpoint and the
+//!   port's UDP port (decapsulated at receive), and an output to one
+//!   encapsulates and leaves by the uplink the route says.
 
 use std::fmt;
 
@@ -28,6 +32,8 @@ pub enum PortKind {
     Representor,
     Uplink,
     Internal,
+    Vxlan,
+    Geneve,
 }
 
 /// What differs from one kind of port to another.
@@ -50,11 +56,17 @@ pub trait Kind: Sync {
     fn has_netdev(&self) -> bool {
         true
     }
+
+    /// The tunnel protocol of a tunnel port.
+    fn tunnel(&self) -> Option<megaflow::tunnel::Kind> {
+        None
+    }
 }
 
 struct Representor;
 struct Uplink;
 struct Internal;
+struct Tunnel(&'static str);
 
 impl Kind for Representor {
     fn name(&self) -> &'static str {
@@ -108,18 +120,53 @@ impl Kind for Internal {
         given: Option<Vport>,
         _reported: Option<Vport>,
     ) -> anyhow::Result<Option<Vport>> {
-        match given {
-            None => Ok(None),
-            Some(v) => bail!(
-                "port \"{port}\": an internal port is the host's own and has no vport (got {v})"
-            ),
+        no_vport(port, given, "an internal port is the host's own and has")
+    }
+}
+
+/// A port the device does not see: none may be given (`what` says why).
+fn no_vport(port: &str, given: Option<Vport>, what: &str) -> anyhow::Result<Option<Vport>> {
+    match given {
+        None => Ok(None),
+        Some(v) => bail!("port \"{port}\": {what} no vport (got {v})"),
+    }
+}
+
+impl Kind for Tunnel {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+
+    fn vport(
+        &self,
+        port: &str,
+        given: Option<Vport>,
+        _reported: Option<Vport>,
+    ) -> anyhow::Result<Option<Vport>> {
+        no_vport(port, given, &format!("a {} port is a tunnel, with", self.0))
+    }
+
+    fn has_netdev(&self) -> bool {
+        false
+    }
+
+    fn tunnel(&self) -> Option<megaflow::tunnel::Kind> {
+        match self.0 {
+            "vxlan" => Some(megaflow::tunnel::Kind::Vxlan),
+            _ => Some(megaflow::tunnel::Kind::Geneve),
         }
     }
 }
 
 impl PortKind {
     /// Every kind, in the order `--help` lists them.
-    pub const ALL: [PortKind; 3] = [PortKind::Representor, PortKind::Uplink, PortKind::Internal];
+    pub const ALL: [PortKind; 5] = [
+        PortKind::Representor,
+        PortKind::Uplink,
+        PortKind::Internal,
+        PortKind::Vxlan,
+        PortKind::Geneve,
+    ];
 
     /// The kind's specifics.
     pub fn spec(self) -> &'static dyn Kind {
@@ -127,11 +174,34 @@ impl PortKind {
             PortKind::Representor => &Representor,
             PortKind::Uplink => &Uplink,
             PortKind::Internal => &Internal,
+            PortKind::Vxlan => &Tunnel("vxlan"),
+            PortKind::Geneve => &Tunnel("geneve"),
         }
     }
 
     pub fn name(self) -> &'static str {
         self.spec().name()
+    }
+
+    /// A tunnel port's options from `(name, value)` pairs; `None` for
+    /// any other kind, which takes no options.
+    pub fn tunnel(
+        self,
+        port: &str,
+        options: &[(String, String)],
+    ) -> anyhow::Result<Option<std::sync::Arc<ofproto::tunnel::TunnelPort>>> {
+        let pairs = options.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        match self.spec().tunnel() {
+            Some(t) => ofproto::tunnel::TunnelPort::from_options(t, pairs)
+                .map(|p| Some(std::sync::Arc::new(p)))
+                .map_err(|e| anyhow::anyhow!("port \"{port}\": {e}")),
+            None if options.is_empty() => Ok(None),
+            None => bail!(
+                "port \"{port}\": a {} port takes no options ({} given)",
+                self.name(),
+                options[0].0
+            ),
+        }
     }
 
     /// A port's type and vport as the user wrote them (`type =` and
@@ -232,10 +302,15 @@ mod tests {
         for k in PortKind::ALL {
             assert_eq!(k.name().parse::<PortKind>().expect("parses"), k);
         }
-        let e = "vxlan".parse::<PortKind>().expect_err("not yet");
+        let e = "gre".parse::<PortKind>().expect_err("not a kind");
         assert_eq!(
             e.to_string(),
-            "port type \"vxlan\": expected one of representor, uplink, internal"
+            "port type \"gre\": expected one of representor, uplink, internal, vxlan, geneve"
         );
+        let t = PortKind::Vxlan.spec();
+        assert!(!t.has_netdev());
+        assert_eq!(t.vport("t", None, None).expect("none"), None);
+        let e = t.vport("t", Vport::vf(0), None).expect_err("vf");
+        assert!(e.to_string().contains("with no vport"), "{e}");
     }
 }

@@ -14,6 +14,7 @@ mod counters;
 mod front;
 mod kind;
 mod ports;
+mod tunnel;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +24,6 @@ use megaflow::{PortNo, Timestamp};
 use offload::dr::{DeviceDump, DomainId};
 use offload::manager::{ManagerConfig, OffloadManager};
 use offload::sim::{SimBackend, SimConfig};
-use ofproto::bridge::PortInfo;
 use ofproto::{
     Bridge, Datapaths, LocalDatapath, Pipeline, PipelineConfig, SharedOffload, ThreadedDatapaths,
 };
@@ -35,6 +35,7 @@ pub use front::{Device, Direct, Discard, Egressor, Front, Path, Rx, SimFront, So
 pub use kind::{Kind, PortKind};
 pub use ofproto::text::FlowFile;
 pub use ports::{Ingress, Netdev, PortMap, PortStatus, PortSummary, PortsView, SharedPorts};
+pub use tunnel::TunnelDrop;
 
 pub(crate) use front::{count_sw_drop, SwSink};
 
@@ -284,7 +285,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let restore = mgr.restore_table();
         let mut bridge = Bridge::new();
         for p in ports {
-            bridge.add_port(PortInfo::new(p.no, p.name.clone()));
+            bridge.add_port(p.info());
         }
         for (i, fm) in flows.flows.iter().enumerate() {
             bridge
@@ -455,6 +456,25 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         self.sample_rates = Some(rates);
     }
 
+    /// The tunnel ports' routes and neighbours (and the host's addresses,
+    /// their local endpoints).
+    pub fn set_underlay(&mut self, u: Arc<dyn ofproto::tunnel::Underlay>) {
+        self.pipeline.bridge_mut().set_underlay(Arc::clone(&u));
+        let map = Arc::new((*self.ports).clone().with_underlay(Some(u)));
+        self.ports = Arc::clone(&map);
+        self.shared_ports.replace(map);
+    }
+
+    /// The port map every thread reads.
+    pub fn shared_ports(&self) -> Arc<SharedPorts> {
+        Arc::clone(&self.shared_ports)
+    }
+
+    /// The current port map.
+    pub fn port_map(&self) -> Arc<PortMap> {
+        Arc::clone(&self.ports)
+    }
+
     /// Adds a port while the switch runs (`eswitchctl add-port`): in the
     /// port map (every thread's, at its next batch), the bridge (link
     /// down until its netdev is up) and the offload manager; PORT_STATUS
@@ -466,8 +486,9 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             .offloader()
             .lock()
             .set_port(spec.no, spec.vport, tag);
-        let mut info = PortInfo::new(spec.no, spec.name.clone());
-        info.up = false;
+        let mut info = spec.info();
+        // Down until its netdev is up; a tunnel port has none.
+        info.up = spec.tunnel.is_some();
         info.sample_rate = self.sample_rates.as_ref().map_or(0, |r| r(&spec.name));
         self.pipeline.bridge_mut().add_port(info);
         self.netdevs.insert(spec.no, Netdev::default());

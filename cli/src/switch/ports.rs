@@ -13,6 +13,7 @@ use anyhow::bail;
 use megaflow::PortNo;
 use offload::prm::PortTable;
 use offload::Vport;
+use ofproto::tunnel::{TunnelPort, Underlay};
 
 use crate::config::PortSpec;
 
@@ -26,6 +27,10 @@ pub struct PortMap {
     specs: Vec<PortSpec>,
     by_vport: BTreeMap<Vport, PortNo>,
     by_port: BTreeMap<PortNo, Vport>,
+    /// The tunnel ports' UDP ports (what decap looks for).
+    tunnel_udp: Vec<(u16, megaflow::tunnel::Kind)>,
+    /// The host's addresses, for local tunnel endpoints.
+    underlay: Option<Arc<dyn Underlay>>,
 }
 
 impl PortMap {
@@ -38,11 +43,56 @@ impl PortMap {
                 bail!("two ports on vport {v}");
             }
         }
+        let mut tunnel_udp: Vec<(u16, megaflow::tunnel::Kind)> = Vec::new();
+        for t in ports.iter().filter_map(|p| p.tunnel.as_ref()) {
+            match tunnel_udp.iter().find(|(u, _)| *u == t.dst_port) {
+                Some((u, k)) if *k != t.kind => {
+                    bail!("UDP port {u} is both a vxlan and a geneve port's")
+                }
+                Some(_) => {}
+                None => tunnel_udp.push((t.dst_port, t.kind)),
+            }
+        }
         Ok(PortMap {
             specs: ports.to_vec(),
             by_port: by_vport.iter().map(|(v, p)| (*p, *v)).collect(),
             by_vport,
+            tunnel_udp,
+            underlay: None,
         })
+    }
+
+    /// The map, whose local tunnel endpoints are `underlay`'s addresses.
+    pub fn with_underlay(mut self, underlay: Option<Arc<dyn Underlay>>) -> PortMap {
+        self.underlay = underlay;
+        self
+    }
+
+    /// The tunnel ports' UDP ports and protocols.
+    pub fn tunnel_udp_ports(&self) -> &[(u16, megaflow::tunnel::Kind)] {
+        &self.tunnel_udp
+    }
+
+    /// The tunnel ports.
+    pub fn tunnels(&self) -> impl Iterator<Item = (PortNo, &TunnelPort)> + '_ {
+        self.specs
+            .iter()
+            .filter_map(|p| p.tunnel.as_deref().map(|t| (p.no, t)))
+    }
+
+    /// Whether `addr` is a local tunnel endpoint: a tunnel port's
+    /// `local_ip`, or one of the host's addresses. With no host state
+    /// (replay) and no `local_ip` given, every address is.
+    pub fn is_local_endpoint(&self, addr: std::net::IpAddr) -> bool {
+        let mut locals = self.tunnels().filter_map(|(_, t)| t.local).peekable();
+        let any_local = locals.peek().is_some();
+        if locals.any(|l| l == addr) {
+            return true;
+        }
+        match &self.underlay {
+            Some(u) => u.is_local(addr),
+            None => !any_local,
+        }
     }
 
     /// The map with one more port; its name, number and vport must be
@@ -51,14 +101,16 @@ impl PortMap {
         spec.check(&self.specs)?;
         let mut specs = self.specs.clone();
         specs.push(spec);
-        PortMap::new(&specs)
+        Ok(PortMap::new(&specs)?.with_underlay(self.underlay.clone()))
     }
 
     /// The map without port `no`.
     pub fn without(&self, no: PortNo) -> PortMap {
         let specs: Vec<PortSpec> = self.specs.iter().filter(|p| p.no != no).cloned().collect();
         // Removing a port cannot make two share a vport.
-        PortMap::new(&specs).unwrap_or_default()
+        PortMap::new(&specs)
+            .unwrap_or_default()
+            .with_underlay(self.underlay.clone())
     }
 
     /// The lowest OpenFlow port number no port has.

@@ -235,6 +235,15 @@ pub enum DpAction {
     },
     /// Send the packet to userspace.
     Userspace(UserspaceReason),
+    /// Send a copy of the packet, encapsulated in `header`, to `port` (the
+    /// uplink the route says); the packet itself goes on unencapsulated.
+    /// A copy whose outer IP packet would exceed `mtu` is not sent
+    /// ([`ExecOutcome::too_big`]).
+    TunnelPush {
+        header: Arc<crate::tunnel::Outer>,
+        port: PortNo,
+        mtu: u16,
+    },
 }
 
 /// An ARP field a [`DpAction::SetArp`] writes, with its value.
@@ -312,6 +321,42 @@ impl fmt::Display for DpAction {
                 write!(f, "sample(sample={pct:.1}%,actions({actions}))")
             }
             DpAction::Userspace(r) => write!(f, "userspace({r})"),
+            DpAction::TunnelPush { header, port, mtu } => {
+                let h = header.as_ref();
+                let kind = match h.kind {
+                    crate::tunnel::Kind::Vxlan => "vxlan",
+                    crate::tunnel::Kind::Geneve => "geneve",
+                };
+                let (src, dst) = match h.ip {
+                    crate::tunnel::OuterIp::V4 { src, dst } => (
+                        Ipv4Addr::from(src).to_string(),
+                        Ipv4Addr::from(dst).to_string(),
+                    ),
+                    crate::tunnel::OuterIp::V6 { src, dst } => (
+                        Ipv6Addr::from(src).to_string(),
+                        Ipv6Addr::from(dst).to_string(),
+                    ),
+                };
+                write!(
+                    f,
+                    "tnl_push({kind},vni={:#x},src={src},dst={dst},eth_dst=",
+                    h.vni
+                )?;
+                fmt_mac(
+                    f,
+                    u64::from_be_bytes([
+                        0,
+                        0,
+                        h.eth_dst[0],
+                        h.eth_dst[1],
+                        h.eth_dst[2],
+                        h.eth_dst[3],
+                        h.eth_dst[4],
+                        h.eth_dst[5],
+                    ]),
+                )?;
+                write!(f, ",tp_dst={},out_port={port},mtu={mtu})", h.udp_dst)
+            }
         }
     }
 }
@@ -526,6 +571,9 @@ pub struct ExecOutcome {
     /// Set when the packet's own path stopped on `Drop`, a meter or an
     /// expired TTL (outputs before it did happen), or delivered nothing.
     pub dropped: Option<DropReason>,
+    /// Tunnel outputs not sent: the encapsulated packet would exceed the
+    /// uplink's MTU.
+    pub too_big: usize,
 }
 
 impl ExecOutcome {
@@ -621,6 +669,27 @@ fn run<S: ActionSink>(
             DpAction::SetTpSrc(p) => edit::set_tp_src(pkt, layout, *p),
             DpAction::SetTpDst(p) => edit::set_tp_dst(pkt, layout, *p),
             DpAction::SetArp(a) => edit::set_arp(pkt, layout, *a),
+            DpAction::TunnelPush { header, port, mtu } => {
+                if header.ip_packet_len(pkt.len()) > usize::from(*mtu) {
+                    out.too_big += 1;
+                    // Counted as the packet's delivery: it was sent to a
+                    // port, which refused it.
+                    delivered = true;
+                    true
+                } else {
+                    let hash = crate::tunnel::flow_hash(pkt, layout);
+                    match header.push(pkt, hash) {
+                        Ok(()) => {
+                            sink.output(*port, pkt);
+                            header.pop(pkt);
+                            out.outputs += 1;
+                            delivered = true;
+                            true
+                        }
+                        Err(_) => false,
+                    }
+                }
+            }
         };
         if !applied {
             out.skipped += 1;

@@ -221,3 +221,85 @@ proptest! {
         prop_assert_eq!(d.inner, o.len());
     }
 }
+
+#[test]
+fn push_in_place_is_encap_and_pop_gives_the_packet_back() {
+    for h in [vxlan4(), geneve6()] {
+        let pkt = inner();
+        let mut want = Vec::new();
+        h.encap(&pkt, 0xdead_beef, &mut want).expect("encap");
+        let mut buf = pkt.clone();
+        h.push(&mut buf, 0xdead_beef).expect("push");
+        assert_eq!(buf, want, "push is encap, in place");
+        h.pop(&mut buf);
+        assert_eq!(buf, pkt, "pop takes it off again");
+    }
+}
+
+#[test]
+fn the_tunnel_push_action_outputs_the_encapsulated_copy_or_counts_it_too_big() {
+    use crate::actions::{execute, CollectSink, DpAction};
+    use crate::extract::extract_into;
+    use crate::types::PortNo;
+    let pkt = inner();
+    let run = |mtu: u16| {
+        let mut key = FlowKey::ZERO;
+        let mut layout = extract_into(1, &pkt, &mut key).layout;
+        let acts = [
+            DpAction::TunnelPush {
+                header: std::sync::Arc::new(vxlan4()),
+                port: PortNo(100),
+                mtu,
+            },
+            DpAction::Output(PortNo(2)),
+        ];
+        let mut buf = pkt.clone();
+        let mut sink = CollectSink::new();
+        let o = execute(&acts, &mut buf, &mut layout, &mut sink);
+        (o, sink, buf)
+    };
+    let (o, sink, buf) = run(1500);
+    assert_eq!(o.outputs, 2);
+    assert_eq!(o.too_big, 0);
+    let (port, wire) = &sink.outputs[0];
+    assert_eq!(*port, PortNo(100));
+    let d = decap(wire, &[(VXLAN_PORT, Kind::Vxlan)])
+        .expect("ok")
+        .expect("vxlan");
+    assert_eq!(d.vni, 0x12_3456);
+    assert_eq!(&wire[d.inner..], &pkt[..], "the inner frame whole");
+    assert_eq!(
+        sink.outputs[1],
+        (PortNo(2), pkt.clone()),
+        "the packet goes on plain"
+    );
+    assert_eq!(buf, pkt);
+    // Over the MTU: not sent, counted; the packet still goes on.
+    let (o, sink, _) = run((vxlan4().ip_packet_len(pkt.len()) - 1) as u16);
+    assert_eq!(o.too_big, 1);
+    assert_eq!(sink.outputs.len(), 1);
+    assert_eq!(sink.outputs[0].0, PortNo(2));
+}
+
+#[test]
+fn tunnel_metadata_goes_into_the_key_and_back() {
+    let pkt = {
+        let mut v = Vec::new();
+        vxlan4().encap(&inner(), 7, &mut v).expect("encap");
+        v
+    };
+    let d = decap(&pkt, &[(VXLAN_PORT, Kind::Vxlan)])
+        .expect("ok")
+        .expect("vxlan");
+    let k = TunnelKey::of(&d);
+    assert!(k.is_set());
+    assert_eq!(k.id, 0x12_3456);
+    assert_eq!(k.ipv4_src, u32::from_be_bytes([198, 18, 1, 1]));
+    assert_eq!(k.ipv4_dst, u32::from_be_bytes([198, 18, 1, 2]));
+    assert_eq!((k.tos, k.ttl, k.tp_dst), (0x10, 64, VXLAN_PORT));
+    assert_eq!(k.tp_src, source_port(7));
+    let mut key = FlowKey::ZERO;
+    k.write(&mut key);
+    assert_eq!(TunnelKey::read(&key), k);
+    assert!(!TunnelKey::read(&FlowKey::ZERO).is_set());
+}

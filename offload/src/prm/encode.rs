@@ -448,9 +448,16 @@ fn leftover_reason(f: Field) -> &'static str {
         | Field::Reg5
         | Field::Reg6
         | Field::Reg7 => "pipeline metadata/register: the device has no such field",
-        Field::TunId | Field::TunSrc | Field::TunDst => {
-            "tunnel metadata: decap offload not implemented"
-        }
+        Field::TunId
+        | Field::TunSrc
+        | Field::TunDst
+        | Field::TunIpv6Src
+        | Field::TunIpv6Dst
+        | Field::TunFlags
+        | Field::TunTos
+        | Field::TunTtl
+        | Field::TunTpSrc
+        | Field::TunTpDst => "tunnel metadata: decap offload not implemented",
         Field::NdTarget => "ND target: the device has no such field",
         Field::ArpSha | Field::ArpTha => "ARP/ND link-layer address: the device has no such field",
         _ => "the device has no such field",

@@ -114,6 +114,9 @@ const WIRE: &[WireField] = &[
     w(N1, 31, "tun_src", F::TunSrc, Plain),
     w(N1, 32, "tun_dst", F::TunDst, Plain),
     w(N1, 33, "pkt_mark", F::PktMark, Plain),
+    w(N1, 104, "tun_flags", F::TunFlags, Plain),
+    w(N1, 109, "tun_ipv6_src", F::TunIpv6Src, Plain),
+    w(N1, 110, "tun_ipv6_dst", F::TunIpv6Dst, Plain),
     // As Open vSwitch sends it in OpenFlow 1.3 (1.5 has a basic field).
     w(ONF, 42, "tcp_flags", F::TcpFlags, Plain),
 ];

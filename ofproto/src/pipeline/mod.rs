@@ -57,6 +57,7 @@ use megaflow::actions::{execute, ActionSink, ExecOutcome};
 use megaflow::key::hash_words;
 use megaflow::meter::MeteredSink;
 use megaflow::offload::{FlowOffload, FlowState, HwId};
+use megaflow::TunnelKey;
 use megaflow::{
     extract_into, Actions, CacheConfig, Datapath, DpAction, DpCommand, DpEvent, FlowId, FlowKey,
     FlowStats, Lookup, Match, PortNo, SplitMix64, Timestamp,
@@ -285,6 +286,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     shares: fair::PortShares,
     /// The BARRIER sync point and the pass schedule ([`sync`]).
     sync: sync::SyncPoint,
+    /// The underlay's generation at the last pass.
+    underlay_seen: u64,
     /// The upcalled packets' sampler.
     rng: SplitMix64,
     /// Rules removed by timeouts, for whoever reports them.
@@ -316,9 +319,22 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
-        let out = match self.process_cached(now, in_port, pkt, sink) {
+        self.process_tunneled(now, in_port, &TunnelKey::NONE, pkt, sink)
+    }
+
+    /// [`process`](Self::process) of a packet decapsulated on tunnel port
+    /// `in_port` with `tun`.
+    pub fn process_tunneled<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        tun: &TunnelKey,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> SwOutcome {
+        let out = match self.process_cached(now, in_port, tun, pkt, sink) {
             Some(out) => out,
-            None => self.upcall(now, in_port, pkt, sink),
+            None => self.upcall_tunneled(now, in_port, tun, pkt, sink),
         };
         self.offload_tick(now);
         out
@@ -329,10 +345,11 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         &mut self,
         now: Timestamp,
         in_port: PortNo,
+        tun: &TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Option<SwOutcome> {
-        match self.dps.0.process(now, in_port, pkt, sink) {
+        match self.dps.0.process_tunneled(now, in_port, tun, pkt, sink) {
             // Counted in the pipeline's stats when the datapath reports it.
             Lookup::Hit(exec) => Some(SwOutcome {
                 upcall: false,
@@ -364,6 +381,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             sched: offload::Scheduler::default(),
             stats: PipelineStats::default(),
             sync: sync::SyncPoint::default(),
+            underlay_seen: 0,
             rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
             expired: Vec::new(),
             offload_in_passes: true,
@@ -425,9 +443,16 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.offload_in_passes = on;
     }
 
-    /// Whether a pass was asked for before its time.
+    /// Whether a pass was asked for before its time: a BARRIER waits for
+    /// one, or the underlay (routes, neighbours) changed since the last,
+    /// so tunnel flows' headers are rebuilt now.
     pub fn pass_wanted(&self) -> bool {
         self.sync.wanted()
+            || self
+                .bridge
+                .read()
+                .underlay()
+                .is_some_and(|u| u.generation() != self.underlay_seen)
     }
 
     pub fn stats(&self) -> &PipelineStats {
@@ -589,7 +614,19 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
-        let miss = Miss::parse(in_port, pkt);
+        self.upcall_tunneled(now, in_port, &TunnelKey::NONE, pkt, sink)
+    }
+
+    /// [`upcall`](Self::upcall) of a packet that came in a tunnel.
+    pub fn upcall_tunneled<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        tun: &TunnelKey,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> SwOutcome {
+        let miss = Miss::parse_tunneled(in_port, tun, pkt);
         let t = translate_miss(&self.bridge, &miss.key, now);
         self.upcall_translated(now, &miss, &t, pkt, sink)
     }
@@ -1057,8 +1094,16 @@ pub struct Miss {
 impl Miss {
     /// Parses `pkt`, received on `in_port`.
     pub fn parse(in_port: PortNo, pkt: &[u8]) -> Miss {
+        Miss::parse_tunneled(in_port, &TunnelKey::NONE, pkt)
+    }
+
+    /// Parses `pkt`, decapsulated on tunnel port `in_port` with `tun`.
+    pub fn parse_tunneled(in_port: PortNo, tun: &TunnelKey, pkt: &[u8]) -> Miss {
         let mut key = FlowKey::ZERO;
         let ex = extract_into(in_port.0, pkt, &mut key);
+        if tun.is_set() {
+            tun.write(&mut key);
+        }
         Miss {
             key,
             layout: ex.layout,

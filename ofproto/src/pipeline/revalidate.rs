@@ -136,6 +136,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             self.stats.expired_unreported += extra as u64;
         }
         br.mac.expire(now);
+        self.underlay_seen = br.underlay().map_or(0, |u| u.generation());
         let current = br.generations();
         let mark = br.sync_mark();
         drop(br);

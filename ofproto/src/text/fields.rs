@@ -50,6 +50,8 @@ pub(crate) enum Kind {
     Frag,
     /// `tcp_flags`: `+syn-ack` flag syntax or a number.
     TcpFlags,
+    /// `tun_flags`: `+oam` flag syntax or a number.
+    TunFlags,
 }
 
 impl Kind {
@@ -207,6 +209,13 @@ pub(crate) const FIELDS: &[FieldDef] = &[
     def("tunnel_id", F::TunId, K::Hex, P::None, true),
     def("tun_src", F::TunSrc, K::Ipv4, P::None, true),
     def("tun_dst", F::TunDst, K::Ipv4, P::None, true),
+    def("tun_ipv6_src", F::TunIpv6Src, K::Ipv6, P::None, true),
+    def("tun_ipv6_dst", F::TunIpv6Dst, K::Ipv6, P::None, true),
+    def("tun_flags", F::TunFlags, K::TunFlags, P::None, true),
+    def("tun_tos", F::TunTos, K::Dec, P::None, true),
+    def("tun_ttl", F::TunTtl, K::Dec, P::None, true),
+    def("tun_tp_src", F::TunTpSrc, K::Dec, P::None, true),
+    def("tun_tp_dst", F::TunTpDst, K::Dec, P::None, true),
     def("dl_src", F::EthSrc, K::Mac, P::None, true),
     def("eth_src", F::EthSrc, K::Mac, P::None, true),
     def("dl_dst", F::EthDst, K::Mac, P::None, true),
@@ -337,6 +346,9 @@ pub(crate) const TCP_FLAGS: [(&str, u128); 9] = [
     ("ns", 0x100),
 ];
 
+/// `tun_flags` flag names (Open vSwitch's public tunnel flags).
+pub(crate) const TUN_FLAGS: [(&str, u128); 1] = [("oam", megaflow::key::TUN_FLAG_OAM as u128)];
+
 /// `nw_frag` keywords as (name, value, mask) of `ip_frag`.
 pub(crate) const FRAG_KEYWORDS: [(&str, u128, u128); 5] = [
     ("no", 0, FRAG_ANY as u128),
@@ -414,9 +426,13 @@ fn parse_kind(kind: Kind, field: Field, text: &str) -> VResult<(u128, u128)> {
                 (n, num_mask(m, max)?)
             }
         },
-        Kind::TcpFlags => {
+        Kind::TcpFlags | Kind::TunFlags => {
+            let (names, what) = match kind {
+                Kind::TcpFlags => (&TCP_FLAGS[..], "TCP"),
+                _ => (&TUN_FLAGS[..], "tunnel"),
+            };
             if text.starts_with(['+', '-']) {
-                tcp_flags(text)?
+                flags(text, names, what)?
             } else {
                 (value::number_max(v, max)?, num_mask(m, max)?)
             }
@@ -425,8 +441,9 @@ fn parse_kind(kind: Kind, field: Field, text: &str) -> VResult<(u128, u128)> {
     Ok((value & mask, mask))
 }
 
-/// `+syn-ack...`: `+` flags must be set, `-` flags clear.
-fn tcp_flags(s: &str) -> VResult<(u128, u128)> {
+/// `+syn-ack...`: `+` flags must be set, `-` flags clear; `names` are
+/// the `what` (TCP, tunnel) flags.
+fn flags(s: &str, names: &[(&str, u128)], what: &str) -> VResult<(u128, u128)> {
     let (mut value, mut mask) = (0u128, 0u128);
     let mut rest = s;
     while !rest.is_empty() {
@@ -439,13 +456,15 @@ fn tcp_flags(s: &str) -> VResult<(u128, u128)> {
         };
         let end = after.find(['+', '-']).unwrap_or(after.len());
         let (name, next) = after.split_at(end);
-        let bit = TCP_FLAGS
+        let bit = names
             .iter()
             .find(|(n, _)| *n == name)
             .map(|&(_, b)| b)
-            .ok_or_else(|| ValueError::bad(format!("unknown TCP flag \"{name}\"")))?;
+            .ok_or_else(|| ValueError::bad(format!("unknown {what} flag \"{name}\"")))?;
         if mask & bit != 0 {
-            return Err(ValueError::bad(format!("TCP flag \"{name}\" given twice")));
+            return Err(ValueError::bad(format!(
+                "{what} flag \"{name}\" given twice"
+            )));
         }
         mask |= bit;
         if set {
@@ -617,6 +636,9 @@ const NXM_FIELDS: &[(&str, Field, bool)] = &[
     ("NXM_NX_TUN_ID", F::TunId, true),
     ("NXM_NX_TUN_IPV4_SRC", F::TunSrc, true),
     ("NXM_NX_TUN_IPV4_DST", F::TunDst, true),
+    ("NXM_NX_TUN_IPV6_SRC", F::TunIpv6Src, true),
+    ("NXM_NX_TUN_IPV6_DST", F::TunIpv6Dst, true),
+    ("NXM_NX_TUN_FLAGS", F::TunFlags, true),
     ("NXM_NX_ARP_SHA", F::ArpSha, true),
     ("NXM_NX_ARP_THA", F::ArpTha, true),
     ("NXM_NX_IPV6_SRC", F::Ipv6Src, true),

@@ -18,7 +18,7 @@ use megaflow::{Field, Match};
 
 use super::fields::{
     exact, shorthand_for, ETH_ARP, ETH_IP, ETH_IPV6, ETH_RARP, FRAG_KEYWORDS, PROTO_ICMP,
-    PROTO_ICMP6, TCP_FLAGS,
+    PROTO_ICMP6, TCP_FLAGS, TUN_FLAGS,
 };
 use crate::rule::{FieldRange, Instructions, OfAction, OfPort, RuleSpec};
 
@@ -37,14 +37,22 @@ fn style(field: Field) -> Style {
     match field {
         Field::EthSrc | Field::EthDst | Field::ArpSha | Field::ArpTha => Style::Mac,
         Field::Ipv4Src | Field::Ipv4Dst | Field::TunSrc | Field::TunDst => Style::Ipv4,
-        Field::Ipv6Src | Field::Ipv6Dst | Field::NdTarget => Style::Ipv6,
+        Field::Ipv6Src
+        | Field::Ipv6Dst
+        | Field::NdTarget
+        | Field::TunIpv6Src
+        | Field::TunIpv6Dst => Style::Ipv6,
         Field::InPort => Style::Port,
         Field::IpProto
         | Field::IpDscp
         | Field::IpEcn
         | Field::IpTtl
         | Field::TpSrc
-        | Field::TpDst => Style::Dec,
+        | Field::TpDst
+        | Field::TunTos
+        | Field::TunTtl
+        | Field::TunTpSrc
+        | Field::TunTpDst => Style::Dec,
         _ => Style::Hex,
     }
 }
@@ -103,6 +111,13 @@ const ORDER: &[Field] = &[
     Field::TunId,
     Field::TunSrc,
     Field::TunDst,
+    Field::TunIpv6Src,
+    Field::TunIpv6Dst,
+    Field::TunTos,
+    Field::TunTtl,
+    Field::TunTpSrc,
+    Field::TunTpDst,
+    Field::TunFlags,
     Field::Metadata,
     Field::Reg0,
     Field::Reg1,
@@ -220,10 +235,14 @@ fn format_field(parts: &mut Vec<String>, ctx: &Context, field: Field, v: u128, m
         Field::TpDst if ctx.icmp => "icmp_code",
         Field::TpSrc if ctx.icmp6 => "icmpv6_type",
         Field::TpDst if ctx.icmp6 => "icmpv6_code",
-        Field::TcpFlags => {
-            if mask & !0x1ff == 0 {
-                let mut s = String::from("tcp_flags=");
-                for (flag, bit) in TCP_FLAGS {
+        Field::TcpFlags | Field::TunFlags => {
+            let (names, all, name) = match field {
+                Field::TcpFlags => (&TCP_FLAGS[..], 0x1ff, "tcp_flags"),
+                _ => (&TUN_FLAGS[..], 0x1, "tun_flags"),
+            };
+            if mask & !all == 0 {
+                let mut s = format!("{name}=");
+                for &(flag, bit) in names {
                     if mask & bit != 0 {
                         s.push(if v & bit != 0 { '+' } else { '-' });
                         s.push_str(flag);
@@ -232,7 +251,7 @@ fn format_field(parts: &mut Vec<String>, ctx: &Context, field: Field, v: u128, m
                 parts.push(s);
                 return;
             }
-            "tcp_flags"
+            name
         }
         _ => read_name(field),
     };

@@ -162,8 +162,25 @@ fn dp_set(field: Field, v: u128, eth_type: u128) -> DpAction {
 
 /// Fields the pipeline may write that exist only inside it.
 fn is_pipeline_field(f: Field) -> bool {
-    PIPELINE_FIELDS.contains(&f) || matches!(f, Field::PktMark | Field::InPort)
+    PIPELINE_FIELDS.contains(&f)
+        || matches!(f, Field::PktMark | Field::InPort)
+        || TUNNEL_FIELDS.contains(&f)
 }
+
+/// The tunnel metadata: read at decap, written by `set_field` for the
+/// encap of a later output to a tunnel port.
+const TUNNEL_FIELDS: [Field; 10] = [
+    Field::TunId,
+    Field::TunSrc,
+    Field::TunDst,
+    Field::TunIpv6Src,
+    Field::TunIpv6Dst,
+    Field::TunFlags,
+    Field::TunTos,
+    Field::TunTtl,
+    Field::TunTpSrc,
+    Field::TunTpDst,
+];
 
 /// How a table visit ended.
 enum Next {
@@ -671,10 +688,14 @@ impl<'a> Ctx<'a> {
 
     /// Sends the packet, as it is now, to a port that exists and is up.
     fn output_port(&mut self, p: PortNo) {
-        match self.br.ports.get(p) {
+        let br: &'a Bridge = self.br;
+        match br.ports.get(p) {
             Some(info) if info.up => {
                 self.commit();
-                self.out.push(DpAction::Output(p));
+                match &info.tunnel {
+                    Some(t) => self.tunnel_output(p, t),
+                    None => self.out.push(DpAction::Output(p)),
+                }
             }
             Some(_) => self.note(|| format!("output:{p} skipped: port is down")),
             None => self.note(|| format!("output:{p} skipped: no such port")),
@@ -706,5 +727,66 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::Move { .. } => 3,
         OfAction::Sample { .. } | OfAction::Resubmit(_) => 4,
         OfAction::Output { .. } | OfAction::Group(_) => 5,
+    }
+}
+
+impl Ctx<'_> {
+    /// An output to tunnel port `p`: the outer header from the port's
+    /// options, the flow's `tun_*` fields where they say `flow`, and the
+    /// underlay's next hop. Nothing is sent when the endpoint cannot be
+    /// reached now (the trace says why; the underlay's change re-translates).
+    fn tunnel_output(&mut self, p: PortNo, t: &crate::tunnel::TunnelPort) {
+        use crate::tunnel::{outer, FromFlow, Tos, Unreachable};
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let dst = match t.remote {
+            FromFlow::Fixed(a) => a,
+            FromFlow::Flow => {
+                let v4 = self.read(Field::TunDst) as u32;
+                if v4 != 0 {
+                    IpAddr::V4(Ipv4Addr::from(v4))
+                } else {
+                    let v6 = self.read(Field::TunIpv6Dst);
+                    if v6 == 0 {
+                        self.note(|| format!("output:{p} skipped: remote_ip=flow and no tun_dst"));
+                        return;
+                    }
+                    IpAddr::V6(Ipv6Addr::from(v6))
+                }
+            }
+        };
+        let vni = match t.key {
+            FromFlow::Fixed(k) => k,
+            FromFlow::Flow => self.read(Field::TunId) as u32,
+        };
+        let tos = match t.tos {
+            Tos::Fixed(v) => v,
+            Tos::Flow => self.read(Field::TunTos) as u8,
+            Tos::Inherit => ((self.read(Field::IpDscp) as u8) << 2) | self.read(Field::IpEcn) as u8,
+        };
+        let Some(underlay) = self.br.underlay() else {
+            let why = Unreachable::NoUnderlay;
+            self.note(|| format!("output:{p} skipped: {why}"));
+            return;
+        };
+        let hop = match underlay.next_hop(dst, t.local) {
+            Ok(h) => h,
+            Err(why) => {
+                self.note(|| format!("output:{p} skipped: {why}"));
+                return;
+            }
+        };
+        match outer(t, dst, vni, tos, &hop) {
+            Some(h) => self.out.push(DpAction::TunnelPush {
+                header: std::sync::Arc::new(h),
+                port: hop.port,
+                mtu: hop.mtu,
+            }),
+            None => self.note(|| {
+                format!(
+                    "output:{p} skipped: source {} and remote {dst} differ in family",
+                    hop.src
+                )
+            }),
+        }
     }
 }

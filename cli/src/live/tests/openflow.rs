@@ -1210,21 +1210,21 @@ fn ports_added_and_removed_while_running_reach_the_controllers_and_carry_traffic
     assert!(!lock(&core).ports().iter().any(|p| p.name == "vm4"));
     // Refusals name what is wrong and change nothing.
     let e = d
-        .add_port("vm9", PortKind::Representor, None, None)
+        .add_port("vm9", PortKind::Representor, None, None, &[])
         .expect_err("unknown netdev");
     assert!(e.to_string().contains("give --vport"), "{e}");
     let e = d
-        .add_port("vm5", PortKind::Representor, Some(1), Vport::vf(9))
+        .add_port("vm5", PortKind::Representor, Some(1), Vport::vf(9), &[])
         .expect_err("ofport taken");
     assert!(e.to_string().contains("clashes with port \"vm1\""), "{e}");
     let e = d
-        .add_port("vm4", PortKind::Representor, None, Vport::vf(0))
+        .add_port("vm4", PortKind::Representor, None, Vport::vf(0), &[])
         .expect_err("vport taken");
     assert!(e.to_string().contains("clashes"), "{e}");
     // Added: the lowest free number, the representor's vport; the
     // controller hears ADD, then the link coming up as the port opens.
     let spec = d
-        .add_port("vm4", PortKind::Representor, None, None)
+        .add_port("vm4", PortKind::Representor, None, None, &[])
         .expect("add-port");
     assert_eq!((spec.no, spec.vport), (PortNo(4), Vport::vf(3)));
     let (_, m) = next(&mut c, &mut f);
@@ -1241,7 +1241,7 @@ fn ports_added_and_removed_while_running_reach_the_controllers_and_carry_traffic
         "{m:?}"
     );
     let e = d
-        .add_port("vm4", PortKind::Representor, None, None)
+        .add_port("vm4", PortKind::Representor, None, None, &[])
         .expect_err("twice");
     assert!(e.to_string().contains("clashes"), "{e}");
     // It carries traffic: a controller's flow to it, offloaded when hot.

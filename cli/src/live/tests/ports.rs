@@ -94,7 +94,7 @@ fn apply(d: &mut Daemon, m: &mut Model, s: &Step) {
             }
         }
         Step::AddPort(i) => {
-            let r = d.add_port(NAMES[i], PortKind::Representor, None, vport(i));
+            let r = d.add_port(NAMES[i], PortKind::Representor, None, vport(i), &[]);
             assert_eq!(r.is_ok(), m.ports.insert(i), "add-port {}: {r:?}", NAMES[i]);
         }
         Step::DelPort(i) => {

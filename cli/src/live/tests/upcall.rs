@@ -64,7 +64,8 @@ fn gate_limits_per_port_and_queue_bounds() {
         drained[1],
         Upcall {
             port: b,
-            frame: vec![2]
+            frame: vec![2],
+            tunnel: megaflow::TunnelKey::NONE,
         },
         "ports are served in turn: {drained:?}"
     );

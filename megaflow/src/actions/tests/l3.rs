@@ -19,7 +19,8 @@ fn ipv4_tcp_set_address_and_port() {
             outputs: 1,
             userspace: 0,
             skipped: 0,
-            dropped: None
+            dropped: None,
+            too_big: 0
         }
     );
 }

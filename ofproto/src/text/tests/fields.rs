@@ -48,11 +48,38 @@ fn vlan_spellings() {
 
 #[test]
 fn tcp_flag_syntax() {
+    let tcp_flags = |s| flags(s, &TCP_FLAGS, "TCP");
     assert_eq!(tcp_flags("+syn-ack").unwrap(), (0x002, 0x012));
     assert_eq!(tcp_flags("-fin").unwrap(), (0, 1));
     assert!(tcp_flags("+syn+syn").is_err());
     assert!(tcp_flags("+bogus").is_err());
     assert!(tcp_flags("+").is_err());
+}
+
+#[test]
+fn tunnel_fields_parse_print_and_round_trip() {
+    let tun = |s| flags(s, &TUN_FLAGS, "tunnel");
+    assert_eq!(tun("+oam").unwrap(), (1, 1));
+    assert_eq!(tun("-oam").unwrap(), (0, 1));
+    let e = tun("+csum").unwrap_err();
+    assert!(format!("{e:?}").contains("unknown tunnel flag"), "{e:?}");
+    for text in [
+        "tun_ipv6_dst=2001:db8::1,tun_flags=+oam",
+        "tun_id=0x1092,tun_dst=198.19.0.2,tun_tos=4,tun_ttl=63,tun_tp_dst=6081",
+    ] {
+        let toks: Vec<(&str, Option<&str>)> = text
+            .split(',')
+            .map(|t| match t.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (t, None),
+            })
+            .collect();
+        let got = m(&toks).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        let printed = crate::text::format_match(&got);
+        for t in text.split(',') {
+            assert!(printed.contains(t), "{text} printed as {printed}");
+        }
+    }
 }
 
 #[test]

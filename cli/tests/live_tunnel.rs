@@ -1,0 +1,254 @@
+//! Overlays against the Linux kernel's own tunnel devices: lab.sh's lab
+//! with an uplink (`wire0`, ofport 100) to the namespace `wire`, which
+//! plays the remote host: its `eth0` is the underlay (198.19.0.2/24; the
+//! switch namespace's `wire0` is 198.19.0.1/24, the local endpoint), and a
+//! kernel `vxlan` or `geneve` device there carries an overlay address
+//! (198.18.0.200/16) on the VMs' network. A tunnel port added live
+//! (`eswitchctl add-port --type vxlan|geneve --option ...`) joins them:
+//! vm1's packets are encapsulated toward the remote host, the remote
+//! device's come back decapsulated on the tunnel port. The neighbour of
+//! the remote endpoint is unknown at first: the switch asks the kernel to
+//! resolve it and re-translates when it is. `tshark` on the wire checks
+//! the outer headers. Root, iproute2 and tshark are needed (skipped
+//! otherwise); traffic stays in the lab's namespaces, which go on drop.
+
+mod lab;
+
+use integration::netns::run;
+use lab::{can_run, u, LiveLab};
+
+const TUNNEL_PORT: &str = "200";
+
+/// The remote host's tunnel device of `kind` (VNI 4242) and the local
+/// endpoint's address; the switch's tunnel port to it. `None` (skipped)
+/// when the kernel has no such device type.
+fn tunnel_lab(test: &str, kind: &str) -> Option<LiveLab> {
+    let flows = format!(
+        "priority=10,in_port=1,actions=output:{TUNNEL_PORT}\n\
+         priority=10,in_port={TUNNEL_PORT},tun_id=4242,actions=output:1\n\
+         priority=0,actions=drop\n"
+    );
+    let lab = LiveLab::start_with(2, "af_packet", Some(&flows), "", &["--uplink"]);
+    let (sw, wire) = (lab.ns("sw"), lab.ns("wire"));
+    let sh = |ns: &str, cmd: &str| {
+        run("ip", &["netns", "exec", ns, "sh", "-c", cmd]).unwrap_or_else(|e| panic!("{cmd}: {e}"))
+    };
+    sh(&sw, "ip addr add 198.19.0.1/24 dev wire0");
+    sh(
+        &wire,
+        "ip addr flush dev eth0 && ip addr add 198.19.0.2/24 dev eth0",
+    );
+    let dev = match kind {
+        "vxlan" => {
+            "ip link add tun0 type vxlan id 4242 local 198.19.0.2 remote 198.19.0.1 dstport 4789"
+        }
+        _ => "ip link add tun0 type geneve id 4242 remote 198.19.0.1",
+    };
+    if let Err(e) = run("ip", &["netns", "exec", &wire, "sh", "-c", dev]) {
+        if e.contains("Unknown device type") {
+            prereq::skip(test, format!("the kernel has no {kind} device type ({e})"));
+            return None;
+        }
+        panic!("{dev}: {e}");
+    }
+    sh(
+        &wire,
+        "ip link set tun0 address 02:00:00:00:ee:01 mtu 1400 && \
+         ip addr add 198.18.0.200/16 dev tun0 && ip link set tun0 up",
+    );
+    lab.ctl(&[
+        "add-port",
+        "tun0",
+        "--type",
+        kind,
+        "--ofport",
+        TUNNEL_PORT,
+        "--option",
+        "remote_ip=198.19.0.2",
+        "--option",
+        "key=4242",
+    ])
+    .expect("add-port");
+    Some(lab)
+}
+
+fn walk(test: &str, kind: &str) {
+    let Some(lab) = tunnel_lab(test, kind) else {
+        return;
+    };
+    // The first pings wait for the neighbour 198.19.0.2 to resolve (asked
+    // of the kernel) and the flows to be re-translated.
+    lab.wait_for("a ping through the tunnel", || {
+        lab.ping_addr("vm1", "198.18.0.200", 1)
+    });
+    assert!(
+        lab.ping_addr("vm1", "198.18.0.200", 5),
+        "5 pings vm1 → the remote host's {kind} device"
+    );
+    // The other way: the remote host pings vm1.
+    assert!(
+        lab.ping_addr("wire", "198.18.0.1", 3),
+        "3 pings the remote host → vm1"
+    );
+    // UDP, counted at the far end.
+    let before = lab.udp_received_in("wire");
+    lab.udp_addr("vm1", "198.18.0.200", 9, 100);
+    lab.wait_for("100 datagrams at the remote host", || {
+        lab.udp_received_in("wire") >= before + 100
+    });
+    let st = lab.stats();
+    assert!(u(&st["tunnel_rx"]) >= 8, "decapsulated at receive: {st}");
+    assert_eq!(u(&st["tunnel_drop_unknown_vni"]), 0, "{st}");
+    // The outer headers as Wireshark reads them: the VNI, the UDP port,
+    // the switch's source port in the dynamic range.
+    let pcap = lab.dir().join("wire.pcap");
+    let pcap_s = pcap.display().to_string();
+    let wire = lab.ns("wire");
+    let cap = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &wire, "tcpdump", "-i", "eth0", "-U", "-c", "10", "-w", &pcap_s,
+        ])
+        .arg(format!(
+            "src host 198.19.0.1 and udp dst port {}",
+            if kind == "vxlan" { 4789 } else { 6081 }
+        ))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("tcpdump");
+    let mut cap = KillOnDrop(cap);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    lab.udp_addr("vm1", "198.18.0.200", 9, 10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cap.0.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let fields = match kind {
+        "vxlan" => "vxlan.vni",
+        _ => "geneve.vni",
+    };
+    let out = run(
+        "tshark",
+        &[
+            "-r",
+            &pcap_s,
+            "-T",
+            "fields",
+            "-e",
+            fields,
+            "-e",
+            "udp.srcport",
+            "-e",
+            "ip.dst",
+            "-e",
+            "ip.src",
+        ],
+    )
+    .expect("tshark");
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    assert!(!lines.is_empty(), "no tunnel packet captured");
+    for l in &lines {
+        // Outer first: the inner packet's UDP and IP fields follow.
+        let f: Vec<&str> = l
+            .split('\t')
+            .map(|v| v.split(',').next().unwrap_or(""))
+            .collect();
+        assert_eq!(f[0], "4242", "VNI: {l}");
+        let sport: u16 = f[1].parse().expect("source port");
+        assert!(
+            sport >= 49152,
+            "source port {sport} outside the dynamic range: {l}"
+        );
+        assert_eq!(f[2], "198.19.0.2", "{l}");
+        assert_eq!(f[3], "198.19.0.1", "{l}");
+    }
+    cap.0.kill().ok();
+    if kind == "vxlan" {
+        neighbour_change(&lab);
+    }
+}
+
+/// The remote endpoint's MAC changes and the host learns it: the flows
+/// through the tunnel are re-translated with the new outer header, and
+/// traffic flows again. Prints the time from the neighbour change to the
+/// new header in the megaflow (`bench:` line).
+fn neighbour_change(lab: &LiveLab) {
+    let (sw, wire) = (lab.ns("sw"), lab.ns("wire"));
+    let new_mac = "02:00:00:00:ff:09";
+    let has_new = || {
+        lab.flows().iter().any(|f| {
+            f["actions"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!("eth_dst={new_mac}"))
+        })
+    };
+    assert!(!has_new());
+    lab.udp_addr("vm1", "198.18.0.200", 9, 1);
+    run(
+        "ip",
+        &["-n", &wire, "link", "set", "eth0", "address", new_mac],
+    )
+    .expect("new MAC");
+    let t0 = std::time::Instant::now();
+    run(
+        "ip",
+        &[
+            "-n",
+            &sw,
+            "neigh",
+            "replace",
+            "198.19.0.2",
+            "lladdr",
+            new_mac,
+            "dev",
+            "wire0",
+            "nud",
+            "reachable",
+        ],
+    )
+    .expect("neighbour");
+    let deadline = t0 + std::time::Duration::from_secs(10);
+    while !has_new() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    assert!(
+        has_new(),
+        "no megaflow with the new header: {:?}",
+        lab.flows()
+    );
+    println!("bench: tunnel.neigh_change_recover_ms {ms:.1} ms");
+    assert!(
+        lab.ping_addr("vm1", "198.18.0.200", 3),
+        "pings through the tunnel after the MAC change"
+    );
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn ready(test: &str) -> bool {
+    can_run(test, "af_packet") && prereq::tools(test, &["tshark", "tcpdump"])
+}
+
+#[test]
+fn vxlan_with_the_kernels_vxlan_device() {
+    if !ready("vxlan_with_the_kernels_vxlan_device") {
+        return;
+    }
+    walk("vxlan_with_the_kernels_vxlan_device", "vxlan");
+}
+
+#[test]
+fn geneve_with_the_kernels_geneve_device() {
+    if !ready("geneve_with_the_kernels_geneve_device") {
+        return;
+    }
+    walk("geneve_with_the_kernels_geneve_device", "geneve");
+}
