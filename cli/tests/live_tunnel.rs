@@ -46,7 +46,13 @@ fn tunnel_lab(test: &str, kind: &str) -> Option<LiveLab> {
     };
     if let Err(e) = run("ip", &["netns", "exec", &wire, "sh", "-c", dev]) {
         if e.contains("Unknown device type") {
-            prereq::skip(test, format!("the kernel has no {kind} device type ({e})"));
+            // Not an install step: the running kernel lacks the module.
+            prereq::no_hardware(
+                test,
+                format!(
+                    "the running kernel has no {kind} device type ({e}); on a kernel with the {kind} module run cargo test -p cli --test live_tunnel"
+                ),
+            );
             return None;
         }
         panic!("{dev}: {e}");
