@@ -296,6 +296,12 @@ impl FlowKey {
         &self.w
     }
 
+    /// The raw words, for writers in this crate that fill whole words.
+    #[inline]
+    pub(crate) fn words_mut(&mut self) -> &mut [u64; KEY_WORDS] {
+        &mut self.w
+    }
+
     /// Any field's value, zero-extended.
     #[inline]
     pub fn field(&self, field: Field) -> u128 {

@@ -160,6 +160,10 @@ impl<S: ActionSink, M: Meters> ActionSink for MeteredSink<'_, S, M> {
         self.inner.output(port, pkt);
     }
 
+    fn output_parts(&mut self, port: PortNo, head: &[u8], body: &[u8]) {
+        self.inner.output_parts(port, head, body);
+    }
+
     fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {
         self.inner.userspace(reason, pkt);
     }

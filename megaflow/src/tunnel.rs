@@ -264,33 +264,6 @@ impl Outer {
         Ok(())
     }
 
-    /// Encapsulates `pkt` in place (the header goes in front of it), as
-    /// [`encap`](Self::encap) would: no allocation once `pkt` has room.
-    pub fn push(&self, pkt: &mut Vec<u8>, hash: u32) -> Result<(), TunnelError> {
-        self.check()?;
-        let inner = pkt.len();
-        let n = self.len();
-        if n - ETH - self.ip_len() + inner > self.l4_limit() {
-            return Err(TunnelError::TooLong(inner));
-        }
-        // The header is appended, then rotated to the front.
-        self.write(inner, source_port(hash), true, pkt);
-        pkt.rotate_right(n);
-        if self.csum {
-            let udp = ETH + self.ip_len();
-            let (head, rest) = pkt.split_at_mut(udp);
-            let c = udp_checksum(&head[ETH..], rest);
-            pkt[udp + 6..udp + 8].copy_from_slice(&c.to_be_bytes());
-        }
-        Ok(())
-    }
-
-    /// Takes off what [`push`](Self::push) put on.
-    pub fn pop(&self, pkt: &mut Vec<u8>) {
-        let n = self.len().min(pkt.len());
-        pkt.drain(..n);
-    }
-
     fn l4_limit(&self) -> usize {
         match self.ip {
             OuterIp::V4 { .. } => usize::from(u16::MAX) - IPV4,
@@ -305,6 +278,113 @@ impl Outer {
     }
 }
 
+/// An outer header ready for the datapath: checked once, its bytes built
+/// once (a template with the lengths, the IPv4 checksum's length part and
+/// the UDP source port left for each packet), so encapsulating a packet
+/// is a copy and four patched fields.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Encap {
+    outer: Outer,
+    template: Vec<u8>,
+}
+
+impl Encap {
+    /// The header of `outer`, or why it cannot be built.
+    pub fn new(outer: Outer) -> Result<Encap, TunnelError> {
+        outer.check()?;
+        let mut template = Vec::with_capacity(outer.len());
+        // Filled with an empty inner frame: every length is the header's
+        // own, each packet's adds its frame's length.
+        outer.write(0, 0, true, &mut template);
+        Ok(Encap { outer, template })
+    }
+
+    pub fn outer(&self) -> &Outer {
+        &self.outer
+    }
+
+    /// The header's length.
+    pub fn len(&self) -> usize {
+        self.template.len()
+    }
+
+    /// Never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The outer IP packet's length for an inner frame of `inner` bytes.
+    pub fn ip_packet_len(&self, inner: usize) -> usize {
+        self.template.len() - ETH + inner
+    }
+
+    /// `inner` encapsulated into `out` (cleared first), as
+    /// [`Outer::encap`] gives it.
+    pub fn encap_into(
+        &self,
+        inner: &[u8],
+        hash: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), TunnelError> {
+        let mut h = [0u8; HEADER_MAX];
+        let n = self.header(inner, hash, &mut h)?;
+        out.clear();
+        out.extend_from_slice(&h[..n]);
+        out.extend_from_slice(inner);
+        Ok(())
+    }
+
+    /// The header for `inner` (which follows it on the wire) into `out`;
+    /// its length. Sent as two parts, the packet is never copied to
+    /// prepend it.
+    pub fn header(
+        &self,
+        inner: &[u8],
+        hash: u32,
+        out: &mut [u8; HEADER_MAX],
+    ) -> Result<usize, TunnelError> {
+        let ip = self.outer.ip_len();
+        let n = self.template.len();
+        let l4 = n - ETH - ip + inner.len();
+        if l4 > self.outer.l4_limit() {
+            return Err(TunnelError::TooLong(inner.len()));
+        }
+        let add = inner.len() as u16;
+        let out = &mut out[..n];
+        out.copy_from_slice(&self.template);
+        let bump = |b: &mut [u8]| {
+            let v = u16::from_be_bytes([b[0], b[1]]).wrapping_add(add);
+            b.copy_from_slice(&v.to_be_bytes());
+        };
+        let udp = ETH + ip;
+        if ip == IPV4 {
+            bump(&mut out[ETH + 2..ETH + 4]);
+            // RFC 1624: the checksum of the header with the total length
+            // raised by `add`.
+            let old = u16::from_be_bytes([out[ETH + 10], out[ETH + 11]]);
+            let sum = u32::from(!old) + u32::from(add);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let c = !((sum & 0xffff) + (sum >> 16)) as u16;
+            out[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
+        } else {
+            bump(&mut out[ETH + 4..ETH + 6]);
+        }
+        out[udp..udp + 2].copy_from_slice(&source_port(hash).to_be_bytes());
+        bump(&mut out[udp + 4..udp + 6]);
+        if self.outer.csum {
+            // The UDP part of the header is of even length: the sums of
+            // its words and of the inner frame's add up.
+            let c = udp_checksum_parts(&out[ETH..udp], &out[udp..], inner);
+            out[udp + 6..udp + 8].copy_from_slice(&c.to_be_bytes());
+        }
+        Ok(n)
+    }
+}
+
+/// The longest outer header: Ethernet, IPv6, UDP, Geneve with the most
+/// options.
+pub const HEADER_MAX: usize = ETH + IPV6 + UDP + GENEVE + GENEVE_OPTS_MAX;
+
 /// The UDP source port for a flow hash: in 49152..=65535 (IANA's dynamic
 /// range), spread by the hash's high bits as Linux's `udp_flow_src_port`
 /// spreads it.
@@ -318,16 +398,19 @@ pub fn source_port(hash: u32) -> u16 {
 /// pseudo-header) and `udp` (header and payload, its checksum field 0);
 /// 0 is sent as 0xffff.
 fn udp_checksum(ip: &[u8], udp: &[u8]) -> u16 {
-    let mut pseudo = Vec::with_capacity(40);
-    if ip.len() == IPV4 {
-        pseudo.extend_from_slice(&ip[12..20]);
+    udp_checksum_parts(ip, udp, &[])
+}
+
+/// [`udp_checksum`] of a datagram in two parts, `head` of even length.
+fn udp_checksum_parts(ip: &[u8], head: &[u8], body: &[u8]) -> u16 {
+    let addrs = if ip.len() == IPV4 {
+        &ip[12..20]
     } else {
-        pseudo.extend_from_slice(&ip[8..40]);
-    }
-    pseudo.extend_from_slice(&[0, 17]);
-    pseudo.extend_from_slice(&(udp.len() as u16).to_be_bytes());
-    let init = crate::frame::sum16(&pseudo);
-    match checksum(init, udp) {
+        &ip[8..40]
+    };
+    let len = (head.len() + body.len()) as u32;
+    let init = crate::frame::sum16(addrs) + 17 + len + crate::frame::sum16(head);
+    match checksum(init, body) {
         0 => 0xffff,
         c => c,
     }
@@ -567,16 +650,20 @@ impl TunnelKey {
     /// Writes the `tun_*` fields of `key`.
     #[inline]
     pub fn write(&self, key: &mut FlowKey) {
-        key.set_tun_id(self.id);
-        key.set_tun_src(u64::from(self.ipv4_src));
-        key.set_tun_dst(u64::from(self.ipv4_dst));
-        key.set_tun_ipv6_src(self.ipv6_src);
-        key.set_tun_ipv6_dst(self.ipv6_dst);
-        key.set_tun_flags(u64::from(self.flags));
-        key.set_tun_tos(u64::from(self.tos));
-        key.set_tun_ttl(u64::from(self.ttl));
-        key.set_tun_tp_src(u64::from(self.tp_src));
-        key.set_tun_tp_dst(u64::from(self.tp_dst));
+        // The tunnel fields fill their words whole (checked below): whole
+        // words are stored.
+        let w = key.words_mut();
+        w[6] = self.id;
+        w[7] = u64::from(self.ipv4_src) << 32 | u64::from(self.ipv4_dst);
+        w[22] = (self.ipv6_src >> 64) as u64;
+        w[23] = self.ipv6_src as u64;
+        w[24] = (self.ipv6_dst >> 64) as u64;
+        w[25] = self.ipv6_dst as u64;
+        w[26] = u64::from(self.flags) << 48
+            | u64::from(self.tos) << 40
+            | u64::from(self.ttl) << 32
+            | u64::from(self.tp_src) << 16
+            | u64::from(self.tp_dst);
     }
 
     /// The `tun_*` fields of `key`.
@@ -595,6 +682,19 @@ impl TunnelKey {
         }
     }
 }
+
+// The layout [`TunnelKey::write`] stores whole words of.
+const _: () = {
+    use crate::key::Field as F;
+    const fn at(f: F, word: u8, shift: u8) -> bool {
+        let l = f.layout();
+        l.word == word && l.shift == shift
+    }
+    assert!(at(F::TunId, 6, 0) && at(F::TunSrc, 7, 32) && at(F::TunDst, 7, 0));
+    assert!(at(F::TunIpv6Src, 22, 0) && at(F::TunIpv6Dst, 24, 0));
+    assert!(at(F::TunFlags, 26, 48) && at(F::TunTos, 26, 40) && at(F::TunTtl, 26, 32));
+    assert!(at(F::TunTpSrc, 26, 16) && at(F::TunTpDst, 26, 0));
+};
 
 fn ip6_bits(a: IpAddr) -> u128 {
     match a {

@@ -454,9 +454,9 @@ mod tests {
             panic!("{:?}", t.actions);
         };
         assert_eq!((*port, *mtu), (UPLINK, 1500));
-        assert_eq!(header.vni, 0x1092);
-        assert_eq!(header.eth_dst, [2, 0, 0, 0, 0, 2]);
-        assert_eq!(header.udp_dst, 4789);
+        assert_eq!(header.outer().vni, 0x1092);
+        assert_eq!(header.outer().eth_dst, [2, 0, 0, 0, 0, 2]);
+        assert_eq!(header.outer().udp_dst, 4789);
         // The VNI was written, not read: tun_id stays wildcarded.
         assert_eq!(t.mask.field(Field::TunId), 0);
     }

@@ -318,9 +318,14 @@ impl TxArena {
 
 impl Egressor for TxArena {
     fn tx(&mut self, port: PortNo, frame: &[u8], _path: Path) {
+        self.tx_parts(port, frame, &[], _path);
+    }
+
+    fn tx_parts(&mut self, port: PortNo, head: &[u8], body: &[u8], _path: Path) {
         let off = self.data.len();
-        self.data.extend_from_slice(frame);
-        self.frames.push((port, off, frame.len()));
+        self.data.extend_from_slice(head);
+        self.data.extend_from_slice(body);
+        self.frames.push((port, off, head.len() + body.len()));
     }
 
     fn sample(

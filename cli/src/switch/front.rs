@@ -41,6 +41,11 @@ pub enum Path {
 /// transmit batch, a test's recorder, nothing.
 pub trait Egressor {
     fn tx(&mut self, port: PortNo, frame: &[u8], path: Path);
+    /// A frame made of `head` then `body` (a tunnel header and the
+    /// packet); the default joins them.
+    fn tx_parts(&mut self, port: PortNo, head: &[u8], body: &[u8], path: Path) {
+        megaflow::actions::with_joined(head, body, |f| self.tx(port, f, path));
+    }
     /// A sampled copy of a packet received on `in_port`, for the sFlow
     /// exporter: `cookie` says its rate and where the packet went.
     fn sample(&mut self, _in_port: PortNo, _cookie: SampleCookie, _frame: &[u8], _path: Path) {}
@@ -416,6 +421,16 @@ impl<E: Egressor> ActionSink for SwSink<'_, E> {
             .tx_sw
             .add(pkt.len());
         self.egress.tx(port, pkt, Path::Software);
+    }
+
+    fn output_parts(&mut self, port: PortNo, head: &[u8], body: &[u8]) {
+        self.counters
+            .ports
+            .entry(port)
+            .or_default()
+            .tx_sw
+            .add(head.len() + body.len());
+        self.egress.tx_parts(port, head, body, Path::Software);
     }
 
     fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]) {

@@ -240,7 +240,7 @@ pub enum DpAction {
     /// A copy whose outer IP packet would exceed `mtu` is not sent
     /// ([`ExecOutcome::too_big`]).
     TunnelPush {
-        header: Arc<crate::tunnel::Outer>,
+        header: Arc<crate::tunnel::Encap>,
         port: PortNo,
         mtu: u16,
     },
@@ -322,7 +322,7 @@ impl fmt::Display for DpAction {
             }
             DpAction::Userspace(r) => write!(f, "userspace({r})"),
             DpAction::TunnelPush { header, port, mtu } => {
-                let h = header.as_ref();
+                let h = header.outer();
                 let kind = match h.kind {
                     crate::tunnel::Kind::Vxlan => "vxlan",
                     crate::tunnel::Kind::Geneve => "geneve",
@@ -439,6 +439,12 @@ impl fmt::Display for Actions {
 pub trait ActionSink {
     /// A copy of the packet leaves through `port`.
     fn output(&mut self, port: PortNo, pkt: &[u8]);
+    /// A copy made of `head` then `body` (a tunnel header and the packet)
+    /// leaves through `port`. The default joins them in a per-thread
+    /// buffer; a sink that can send two parts overrides it.
+    fn output_parts(&mut self, port: PortNo, head: &[u8], body: &[u8]) {
+        with_joined(head, body, |frame| self.output(port, frame));
+    }
     /// A copy of the packet goes to userspace.
     fn userspace(&mut self, reason: &UserspaceReason, pkt: &[u8]);
     /// Charges `len` bytes to meter `id`: true = pass, false = packet dropped.
@@ -582,6 +588,28 @@ impl ExecOutcome {
     }
 }
 
+thread_local! {
+    /// Where [`with_joined`] builds a frame: one buffer per thread, so
+    /// joining allocates nothing once it has grown.
+    static JOINED: std::cell::RefCell<Vec<u8>> =
+        std::cell::RefCell::new(Vec::with_capacity(2048));
+}
+
+/// Runs `f` on `head` followed by `body` as one frame (for sinks and
+/// ports that send one slice).
+pub fn with_joined(head: &[u8], body: &[u8], f: impl FnOnce(&[u8])) {
+    JOINED.with(|s| match s.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            buf.extend_from_slice(head);
+            buf.extend_from_slice(body);
+            f(&buf);
+        }
+        // Re-entered from inside `f`: a buffer of its own.
+        Err(_) => f(&[head, body].concat()),
+    })
+}
+
 /// Deepest nesting of [`DpAction::Sample`] executed; deeper samples are
 /// skipped, so a hostile action list cannot exhaust the stack.
 pub const MAX_SAMPLE_DEPTH: usize = 8;
@@ -678,16 +706,19 @@ fn run<S: ActionSink>(
                     true
                 } else {
                     let hash = crate::tunnel::flow_hash(pkt, layout);
-                    match header.push(pkt, hash) {
-                        Ok(()) => {
-                            sink.output(*port, pkt);
-                            header.pop(pkt);
-                            out.outputs += 1;
-                            delivered = true;
+                    let mut head = [0u8; crate::tunnel::HEADER_MAX];
+                    let sent = match header.header(pkt, hash, &mut head) {
+                        Ok(n) => {
+                            sink.output_parts(*port, &head[..n], pkt);
                             true
                         }
                         Err(_) => false,
+                    };
+                    if sent {
+                        out.outputs += 1;
+                        delivered = true;
                     }
+                    sent
                 }
             }
         };

@@ -223,17 +223,23 @@ proptest! {
 }
 
 #[test]
-fn push_in_place_is_encap_and_pop_gives_the_packet_back() {
-    for h in [vxlan4(), geneve6()] {
-        let pkt = inner();
-        let mut want = Vec::new();
-        h.encap(&pkt, 0xdead_beef, &mut want).expect("encap");
-        let mut buf = pkt.clone();
-        h.push(&mut buf, 0xdead_beef).expect("push");
-        assert_eq!(buf, want, "push is encap, in place");
-        h.pop(&mut buf);
-        assert_eq!(buf, pkt, "pop takes it off again");
+fn the_template_encap_gives_the_same_bytes_as_building_the_header() {
+    let mut g = geneve6();
+    g.csum = true;
+    for h in [vxlan4(), g] {
+        let e = Encap::new(h.clone()).expect("header");
+        assert_eq!(e.len(), h.len());
+        for n in [0usize, 60, 1400] {
+            let pkt = FrameSpec::ipv4(1, 2, L4::udp(3, 4)).payload(n).build();
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            h.encap(&pkt, 0x1234_5678, &mut want).expect("encap");
+            e.encap_into(&pkt, 0x1234_5678, &mut got).expect("template");
+            assert_eq!(got, want, "{:?} inner {n}", h.kind);
+        }
     }
+    let mut bad = vxlan4();
+    bad.vni = 1 << 24;
+    assert!(Encap::new(bad).is_err());
 }
 
 #[test]
@@ -247,7 +253,7 @@ fn the_tunnel_push_action_outputs_the_encapsulated_copy_or_counts_it_too_big() {
         let mut layout = extract_into(1, &pkt, &mut key).layout;
         let acts = [
             DpAction::TunnelPush {
-                header: std::sync::Arc::new(vxlan4()),
+                header: std::sync::Arc::new(Encap::new(vxlan4()).expect("header")),
                 port: PortNo(100),
                 mtu,
             },

@@ -776,11 +776,14 @@ impl Ctx<'_> {
             }
         };
         match outer(t, dst, vni, tos, &hop) {
-            Some(h) => self.out.push(DpAction::TunnelPush {
-                header: std::sync::Arc::new(h),
-                port: hop.port,
-                mtu: hop.mtu,
-            }),
+            Some(h) => match megaflow::tunnel::Encap::new(h) {
+                Ok(h) => self.out.push(DpAction::TunnelPush {
+                    header: std::sync::Arc::new(h),
+                    port: hop.port,
+                    mtu: hop.mtu,
+                }),
+                Err(e) => self.note(|| format!("output:{p} skipped: {e}")),
+            },
             None => self.note(|| {
                 format!(
                     "output:{p} skipped: source {} and remote {dst} differ in family",

@@ -1,0 +1,243 @@
+//! Software forwarding through tunnels against plain forwarding, in one
+//! run: the same megaflow cache hits, one output each, with
+//! - plain: a frame in, out to a port;
+//! - encap: a frame in, out through `tnl_push` (VXLAN over IPv4: the
+//!   header pushed in place, output, popped);
+//! - decap: a VXLAN frame in, read and stripped as the switch's receive
+//!   does (`tunnel::decap`, the inner frame copied out, the tunnel
+//!   metadata into the key), out to a port.
+//!
+//! Each output is copied into a transmit slot, as a port's ring takes it
+//! (a sink that only counted would leave plain forwarding no work at all
+//! past the lookup). Frames of 512 bytes (inner). Prints `bench: tunnel.plain_mpps`,
+//! `tunnel.encap_mpps`, `tunnel.decap_mpps`, `tunnel.encap_vs_plain` and
+//! `tunnel.decap_vs_plain` (medians of 7 interleaved rounds). Run with
+//! `cargo bench -p megaflow --bench tunnel`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use megaflow::actions::{ActionSink, DpAction, UserspaceReason};
+use megaflow::frame::{FrameSpec, L4};
+use megaflow::tunnel::{decap, Encap, Kind, Outer, OuterIp, VXLAN_PORT};
+use megaflow::{
+    extract_into, Actions, CacheConfig, Datapath, DpCommand, Field, FlowId, FlowKey, Lookup, Mask,
+    Match, PortNo, SplitMix64, Timestamp, TunnelKey,
+};
+
+const FLOWS: u64 = 1000;
+const FRAMES: usize = 4096;
+const PACKETS: usize = 1_000_000;
+const ROUNDS: usize = 15;
+const TUNNEL: PortNo = PortNo(200);
+const VNI: u32 = 4242;
+
+fn frame(flow: u64, noise: u64) -> Vec<u8> {
+    FrameSpec::ipv4(
+        0xc612_0000 | (noise as u32 & 0xff),
+        0xc612_1000 | flow as u32,
+        L4::udp(1024 + noise as u16, 80),
+    )
+    .payload(470)
+    .build()
+}
+
+fn outer() -> Outer {
+    Outer {
+        kind: Kind::Vxlan,
+        eth_src: [2, 0, 0, 0, 0, 1],
+        eth_dst: [2, 0, 0, 0, 0, 2],
+        ip: OuterIp::V4 {
+            src: [198, 19, 0, 1],
+            dst: [198, 19, 0, 2],
+        },
+        tos: 0,
+        ttl: 64,
+        df: true,
+        udp_dst: VXLAN_PORT,
+        csum: false,
+        vni: VNI,
+        opts: Vec::new(),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Plain,
+    Encap,
+    Decap,
+}
+
+/// One megaflow per destination address, entering on `in_port` (with the
+/// tunnel's metadata for decap), each with `action`.
+fn datapath(mode: Mode) -> Datapath {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    let mut mask = Mask::EMPTY
+        .with_exact(Field::InPort)
+        .with_exact(Field::EthType)
+        .with_exact(Field::Ipv4Dst);
+    if mode == Mode::Decap {
+        mask = mask.with_exact(Field::TunId).with_exact(Field::TunSrc);
+    }
+    let header = Arc::new(Encap::new(outer()).expect("header"));
+    for f in 0..FLOWS {
+        let mut key = FlowKey::ZERO;
+        let (in_port, action) = match mode {
+            Mode::Plain => (1, DpAction::Output(PortNo(2))),
+            Mode::Encap => (
+                1,
+                DpAction::TunnelPush {
+                    header: Arc::clone(&header),
+                    port: PortNo(100),
+                    mtu: 1500,
+                },
+            ),
+            Mode::Decap => (TUNNEL.0, DpAction::Output(PortNo(2))),
+        };
+        extract_into(in_port, &frame(f, 0), &mut key);
+        if mode == Mode::Decap {
+            key.set_tun_id(u64::from(VNI));
+            key.set_tun_src(u64::from(u32::from_be_bytes([198, 19, 0, 2])));
+        }
+        dp.apply(DpCommand::Insert {
+            id: FlowId(f),
+            matched: Box::new(Match::new(&key, &mask)),
+            actions: Actions::new(vec![action]),
+        });
+    }
+    dp
+}
+
+/// Packets per second of `PACKETS` through a datapath in `mode`.
+fn forward(mode: Mode, seed: u64) -> f64 {
+    let mut dp = datapath(mode);
+    let mut rng = SplitMix64::new(seed);
+    // What the far endpoint sends, for decap.
+    let back = {
+        let mut o = outer();
+        o.ip = OuterIp::V4 {
+            src: [198, 19, 0, 2],
+            dst: [198, 19, 0, 1],
+        };
+        o
+    };
+    let frames: Vec<Vec<u8>> = (0..FRAMES)
+        .map(|_| {
+            let f = frame(rng.below(FLOWS), rng.below(256));
+            if mode == Mode::Decap {
+                let mut v = Vec::new();
+                back.encap(&f, rng.next_u64() as u32, &mut v)
+                    .expect("encap");
+                v
+            } else {
+                f
+            }
+        })
+        .collect();
+    let ports = [(VXLAN_PORT, Kind::Vxlan)];
+    let mut buf = Vec::with_capacity(2048);
+    let mut sink = TxSink {
+        slot: [0; 2048],
+        outputs: 0,
+        bytes: 0,
+    };
+    let started = Instant::now();
+    for i in 0..PACKETS {
+        let f = &frames[i % FRAMES];
+        let now = Timestamp(i as u64);
+        buf.clear();
+        let r = match mode {
+            Mode::Decap => {
+                let d = decap(f, &ports)
+                    .expect("well formed")
+                    .expect("a tunnel packet");
+                buf.extend_from_slice(&f[d.inner..]);
+                let tun = TunnelKey::of(&d);
+                dp.process_tunneled(now, TUNNEL, &tun, &mut buf, &mut sink)
+            }
+            _ => {
+                buf.extend_from_slice(f);
+                dp.process(now, PortNo(1), &mut buf, &mut sink)
+            }
+        };
+        assert!(matches!(r, Lookup::Hit(_)), "every packet hits");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(sink.outputs, PACKETS as u64);
+    std::hint::black_box(sink.bytes);
+    PACKETS as f64 / secs
+}
+
+/// Copies every output into a transmit slot, as a port's ring would.
+struct TxSink {
+    slot: [u8; 2048],
+    outputs: u64,
+    bytes: u64,
+}
+
+impl ActionSink for TxSink {
+    fn output(&mut self, _: PortNo, pkt: &[u8]) {
+        let n = pkt.len().min(self.slot.len());
+        self.slot[..n].copy_from_slice(&pkt[..n]);
+        self.outputs += 1;
+        self.bytes += n as u64;
+    }
+    fn output_parts(&mut self, _: PortNo, head: &[u8], body: &[u8]) {
+        let (h, n) = (head.len(), (head.len() + body.len()).min(self.slot.len()));
+        self.slot[..h].copy_from_slice(head);
+        self.slot[h..n].copy_from_slice(&body[..n - h]);
+        self.outputs += 1;
+        self.bytes += n as u64;
+    }
+    fn userspace(&mut self, _: &UserspaceReason, _: &[u8]) {}
+    fn meter(&mut self, _: megaflow::MeterId, _: usize) -> bool {
+        true
+    }
+    fn sample(&mut self, _: u32) -> bool {
+        false
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let (mut plain, mut encap, mut dec) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut er, mut dr) = (Vec::new(), Vec::new());
+    // `-- decap` (or `encap`, `plain`): that mode alone, for a profiler.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if let Some(m) = only.as_deref() {
+        let mode = match m {
+            "encap" => Mode::Encap,
+            "decap" => Mode::Decap,
+            _ => Mode::Plain,
+        };
+        for round in 0..ROUNDS as u64 {
+            eprintln!("{m}: {:.2} Mpps", forward(mode, round) / 1e6);
+        }
+        return;
+    }
+    for round in 0..ROUNDS as u64 {
+        let p = forward(Mode::Plain, round);
+        let e = forward(Mode::Encap, round);
+        let d = forward(Mode::Decap, round);
+        eprintln!(
+            "round {round}: plain {:.2} Mpps, encap {:.2} Mpps, decap {:.2} Mpps",
+            p / 1e6,
+            e / 1e6,
+            d / 1e6
+        );
+        plain.push(p / 1e6);
+        encap.push(e / 1e6);
+        dec.push(d / 1e6);
+        er.push(e / p);
+        dr.push(d / p);
+    }
+    println!("bench: tunnel.plain_mpps {:.2} Mpps", median(plain));
+    println!("bench: tunnel.encap_mpps {:.2} Mpps", median(encap));
+    println!("bench: tunnel.decap_mpps {:.2} Mpps", median(dec));
+    println!("bench: tunnel.encap_vs_plain {:.2} x", median(er));
+    println!("bench: tunnel.decap_vs_plain {:.2} x", median(dr));
+}
