@@ -17,6 +17,8 @@ Writes CORPUS_DIR/<target>/<name> files:
   tunnel_decap         fuzz/seeds/tunnel_decap/*: VXLAN and Geneve packets;
   netlink_link         RTM_NEWLINK messages the kernel sends for this
                        machine's links (a live dump, when netlink is there);
+  netlink_host         those and the machine's addresses, routes and
+                       neighbours (live dumps);
   any target           fuzz/seeds/regressions/<target>/*: inputs that once
                        failed.
 """
@@ -81,14 +83,29 @@ def of_messages(stream):
 
 def netlink_links():
     """RTM_NEWLINK messages of a live link dump."""
+    # nlmsghdr + ifinfomsg: RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP.
+    return netlink_dump(18, 16, struct.pack("=BxHiII", 0, 0, 0, 0, 0))
+
+
+def netlink_host():
+    """RTM_NEWADDR, RTM_NEWROUTE and RTM_NEWNEIGH messages of live dumps
+    (what the tunnel ports' host state reads)."""
+    return (
+        netlink_dump(22, 20, struct.pack("=BBBBI", 0, 0, 0, 0, 0))  # ifaddrmsg
+        + netlink_dump(26, 24, struct.pack("=BBBBBBBBI", 0, 0, 0, 0, 0, 0, 0, 0, 0))  # rtmsg
+        + netlink_dump(30, 28, struct.pack("=BxxxiHBB", 0, 0, 0, 0, 0))  # ndmsg
+    )
+
+
+def netlink_dump(get, new, body):
+    """The messages of type `new` a dump request of type `get` returns."""
     try:
         s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
     except OSError:
         return []
     with s:
         s.settimeout(2)
-        # nlmsghdr + ifinfomsg: RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP.
-        req = struct.pack("=IHHII", 32, 18, 0x301, 1, 0) + struct.pack("=BxHiII", 0, 0, 0, 0, 0)
+        req = struct.pack("=IHHII", 16 + len(body), get, 0x301, 1, 0) + body
         s.send(req)
         msgs = []
         while True:
@@ -104,7 +121,7 @@ def netlink_links():
                 if ty == 3:  # NLMSG_DONE
                     done = True
                     break
-                if ty == 16:  # RTM_NEWLINK
+                if ty == new:
                     msgs.append(data[off : off + n])
                 off += (n + 3) & ~3
             if done:
@@ -174,9 +191,12 @@ def main():
     links = netlink_links()
     for i, m in enumerate(links):
         put(corpus, "netlink_link", f"link-{i}", m)
+    host = netlink_host()
+    for i, m in enumerate(links + host):
+        put(corpus, "netlink_host", f"host-{i}", m)
     print(
         f"seed: {len(frames)} frames, {n_of} OpenFlow messages, {len(lines)} flows, "
-        f"{len(meters)} meters, {len(links)} netlink links"
+        f"{len(meters)} meters, {len(links)} netlink links, {len(host)} host messages"
     )
 
 

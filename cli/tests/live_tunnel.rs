@@ -75,6 +75,29 @@ fn tunnel_lab(test: &str, kind: &str) -> Option<LiveLab> {
         "key=4242",
     ])
     .expect("add-port");
+    let port = lab.port("tun0");
+    assert_eq!(port["type"], kind, "{port}");
+    let opts = port["tunnel"].as_str().unwrap_or("");
+    assert!(
+        opts.contains("remote_ip=198.19.0.2") && opts.contains("key=4242"),
+        "{port}"
+    );
+    assert_eq!(port["overhead"], 50, "{port}");
+    // A bad option is refused by name; the switch goes on.
+    let e = lab
+        .ctl(&[
+            "add-port",
+            "tun1",
+            "--type",
+            kind,
+            "--option",
+            "remote_ip=198.19.0.2",
+            "--option",
+            "ttl=0",
+        ])
+        .expect_err("ttl=0");
+    assert!(e.contains("option ttl=\"0\""), "{e}");
+    assert!(lab.port("tun1").is_null(), "no half-added port");
     Some(lab)
 }
 

@@ -12,6 +12,7 @@ pub mod extract;
 pub mod flow_file;
 pub mod flow_text;
 pub mod meter_parse;
+pub mod netlink_host;
 pub mod netlink_link;
 pub mod openflow_channel;
 pub mod openflow_parse;

@@ -189,7 +189,10 @@ impl TunnelPort {
     /// and tunnel header, no options), for `show`.
     pub fn overhead(&self, v6: bool) -> usize {
         let ip = if v6 { 40 } else { 20 };
-        14 + ip + 8 + 8
+        let fixed = match self.kind {
+            Kind::Vxlan | Kind::Geneve => 8,
+        };
+        14 + ip + 8 + fixed
     }
 }
 

@@ -108,6 +108,15 @@ pub fn show(v: &Value) -> String {
         ],
         &rows,
     );
+    for p in array(v, "ports") {
+        if let Some(t) = field(p, "tunnel").as_str() {
+            out.push_str(&format!(
+                "tunnel {}: {t}; adds {} bytes (an IPv4 underlay)\n",
+                text(field(p, "name")),
+                text(field(p, "overhead"))
+            ));
+        }
+    }
     if let Some(conns) = v.get("openflow").and_then(Value::as_array) {
         let rows: Vec<Vec<String>> = conns
             .iter()

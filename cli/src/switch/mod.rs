@@ -592,6 +592,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
                 tx_sw_packets: pc.tx_sw.packets,
                 tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,
                 status,
+                tunnel: p.tunnel.as_ref().map(|t| t.to_string()),
+                overhead: p.tunnel.as_ref().map(|t| t.overhead(false)),
             })
             .collect()
     }

@@ -207,7 +207,8 @@ pub struct PortStatus {
 pub struct PortSummary {
     pub name: String,
     pub ofport: u32,
-    /// The port's kind: `representor`, `uplink`, `internal`.
+    /// The port's kind: `representor`, `uplink`, `internal`, `vxlan`,
+    /// `geneve`.
     #[serde(rename = "type")]
     pub kind: String,
     pub vport: String,
@@ -218,6 +219,14 @@ pub struct PortSummary {
     /// Live mode only: ifindex, state, port type, drops.
     #[serde(skip_serializing_if = "Option::is_none", flatten)]
     pub status: Option<PortStatus>,
+    /// A tunnel port's options, as `ovs-vsctl` would list them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<String>,
+    /// Bytes a tunnel port adds in front of a frame (an IPv4 underlay;
+    /// an IPv6 one adds 20 more): an inner IP packet fits the uplink when
+    /// it is this much under the uplink's MTU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<usize>,
 }
 
 /// The port map as the datapath threads read it. A port added or removed

@@ -225,3 +225,6 @@ async fn run(state: Arc<HostState>, mut resolve: mpsc::UnboundedReceiver<(u32, I
         tokio::time::sleep(RETRY).await;
     }
 }
+
+#[cfg(test)]
+mod tests;
