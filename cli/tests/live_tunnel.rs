@@ -125,6 +125,24 @@ fn walk(test: &str, kind: &str) {
     lab.wait_for("100 datagrams at the remote host", || {
         lab.udp_received_in("wire") >= before + 100
     });
+    // The encap flow is in the (sim) eSwitch: an L2_TO_L2_TUNNEL reformat
+    // and the uplink.
+    let encap_flow = || {
+        lab.flows()
+            .into_iter()
+            .find(|f| f["actions"].as_str().unwrap_or("").contains("tnl_push"))
+            .unwrap_or_default()
+    };
+    lab.wait_for("the encap flow offloaded", || {
+        encap_flow()["offloaded"] == "yes"
+    });
+    let hw_before = u(&lab.stats()["hw_handled"]);
+    lab.udp_addr("vm1", "198.18.0.200", 9, 50);
+    lab.wait_for("50 more datagrams at the remote host", || {
+        lab.udp_received_in("wire") >= before + 150
+    });
+    let hw = u(&lab.stats()["hw_handled"]) - hw_before;
+    assert!(hw >= 45, "the sim's FDB encapsulated only {hw} of 50");
     let st = lab.stats();
     assert!(u(&st["tunnel_rx"]) >= 8, "decapsulated at receive: {st}");
     assert_eq!(u(&st["tunnel_drop_unknown_vni"]), 0, "{st}");

@@ -43,22 +43,12 @@ fn frame(flow: u64, noise: u64) -> Vec<u8> {
 }
 
 fn outer() -> Outer {
-    Outer {
-        kind: Kind::Vxlan,
-        eth_src: [2, 0, 0, 0, 0, 1],
-        eth_dst: [2, 0, 0, 0, 0, 2],
-        ip: OuterIp::V4 {
-            src: [198, 19, 0, 1],
-            dst: [198, 19, 0, 2],
-        },
-        tos: 0,
-        ttl: 64,
-        df: true,
-        udp_dst: VXLAN_PORT,
-        csum: false,
-        vni: VNI,
-        opts: Vec::new(),
-    }
+    Outer::vxlan_v4(
+        ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
+        [198, 19, 0, 1],
+        [198, 19, 0, 2],
+        VNI,
+    )
 }
 
 #[derive(Clone, Copy, PartialEq)]

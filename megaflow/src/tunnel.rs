@@ -121,6 +121,25 @@ const VXLAN: usize = 8;
 const GENEVE: usize = 8;
 
 impl Outer {
+    /// VXLAN over IPv4 with VNI `vni` between `src` and `dst`, the MACs
+    /// given, every other field at its default: TOS 0, TTL 64, DF, port
+    /// 4789, no UDP checksum.
+    pub fn vxlan_v4(macs: ([u8; 6], [u8; 6]), src: [u8; 4], dst: [u8; 4], vni: u32) -> Outer {
+        Outer {
+            kind: Kind::Vxlan,
+            eth_src: macs.0,
+            eth_dst: macs.1,
+            ip: OuterIp::V4 { src, dst },
+            tos: 0,
+            ttl: 64,
+            df: true,
+            udp_dst: VXLAN_PORT,
+            csum: false,
+            vni,
+            opts: Vec::new(),
+        }
+    }
+
     fn ip_len(&self) -> usize {
         match self.ip {
             OuterIp::V4 { .. } => IPV4,

@@ -618,6 +618,9 @@ impl DrBackend for Mlx5Backend {
             ActionSpec::PushVlan { header } => ActionArgs::PushVlan(dom, *header),
             ActionSpec::PopVlan => ActionArgs::PopVlan,
             ActionSpec::ModifyHeader(bytes) => ActionArgs::ModifyHeader(dom, bytes.clone()),
+            ActionSpec::PacketReformat { reformat, data } => {
+                ActionArgs::PacketReformat(dom, *reformat as u32, data.clone())
+            }
         };
         let (id, p) = made!(
             self,
@@ -845,6 +848,7 @@ fn action_op(spec: &ActionSpec) -> &'static str {
         ActionSpec::PushVlan { .. } => "mlx5dv_dr_action_create_push_vlan",
         ActionSpec::PopVlan => "mlx5dv_dr_action_create_pop_vlan",
         ActionSpec::ModifyHeader(_) => "mlx5dv_dr_action_create_modify_header",
+        ActionSpec::PacketReformat { .. } => "mlx5dv_dr_action_create_packet_reformat",
     }
 }
 

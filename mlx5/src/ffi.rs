@@ -249,6 +249,9 @@ pub(crate) enum ActionArgs<'a> {
     PopVlan,
     /// PRM modify-header actions, 8 bytes each.
     ModifyHeader(&'a Dr<Domain>, Vec<u8>),
+    /// A reformat type (`MLX5DV_FLOW_ACTION_PACKET_REFORMAT_TYPE_*`) and
+    /// its data (the encap header; none for decap).
+    PacketReformat(&'a Dr<Domain>, u32, Vec<u8>),
 }
 
 /// `mlx5dv_dr_action_create_*`. The action holds a count on every
@@ -345,6 +348,19 @@ pub(crate) fn action_create(args: ActionArgs<'_>) -> Result<Dr<Action>, i32> {
                     words.as_mut_ptr(),
                 )
             };
+            (p, vec![&d.users])
+        }
+        ActionArgs::PacketReformat(d, ty, mut data) => {
+            let (len, ptr) = if data.is_empty() {
+                (0, std::ptr::null_mut())
+            } else {
+                (data.len(), data.as_mut_ptr().cast())
+            };
+            // SAFETY: a live domain; `ptr` is null with a length of 0
+            // (decap) or `data`'s `len` bytes, alive for the call, which
+            // copies them.
+            let p =
+                unsafe { sys::mlx5dv_dr_action_create_packet_reformat(d.raw(), 0, ty, len, ptr) };
             (p, vec![&d.users])
         }
     };

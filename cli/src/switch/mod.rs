@@ -696,3 +696,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "tests_tunnel.rs"]
+mod tunnel_tests;

@@ -10,22 +10,14 @@ fn inner() -> Vec<u8> {
 }
 
 fn vxlan4() -> Outer {
-    Outer {
-        kind: Kind::Vxlan,
-        eth_src: [2, 0, 0, 0, 0, 0xa],
-        eth_dst: [2, 0, 0, 0, 0, 0xb],
-        ip: OuterIp::V4 {
-            src: [198, 18, 1, 1],
-            dst: [198, 18, 1, 2],
-        },
-        tos: 0x10,
-        ttl: 64,
-        df: true,
-        udp_dst: VXLAN_PORT,
-        csum: false,
-        vni: 0x12_3456,
-        opts: Vec::new(),
-    }
+    let mut o = Outer::vxlan_v4(
+        ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]),
+        [198, 18, 1, 1],
+        [198, 18, 1, 2],
+        0x12_3456,
+    );
+    o.tos = 0x10;
+    o
 }
 
 fn geneve6() -> Outer {

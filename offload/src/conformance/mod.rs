@@ -171,6 +171,7 @@ fn manager<D: Device>(dev: &D) -> Egress {
 
 mod actions;
 mod errors;
+mod reformat;
 mod restore;
 mod run;
 pub mod support;
@@ -178,6 +179,7 @@ mod tracked;
 
 pub use actions::*;
 pub use errors::*;
+pub use reformat::*;
 pub use restore::*;
 pub use run::*;
 pub use tracked::Tracked;

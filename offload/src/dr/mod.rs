@@ -190,6 +190,20 @@ pub enum ActionSpec {
     /// Rewrite header fields and registers: PRM modify-header actions, 8
     /// bytes each.
     ModifyHeader(Vec<u8>),
+    /// `mlx5dv_dr_action_create_packet_reformat`: decapsulate
+    /// (`L2TunnelToL2`, no data) or encapsulate in `data`, a whole outer
+    /// header (`L2ToL2Tunnel`; the fields the hardware fills left zero).
+    PacketReformat { reformat: Reformat, data: Vec<u8> },
+}
+
+/// A packet reformat's type (`MLX5DV_FLOW_ACTION_PACKET_REFORMAT_TYPE_*`,
+/// the values of the uapi).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reformat {
+    /// Decap: the outer headers of a VXLAN/Geneve packet come off.
+    L2TunnelToL2 = 0,
+    /// Encap: an outer header goes on.
+    L2ToL2Tunnel = 1,
 }
 
 impl ActionSpec {
@@ -213,6 +227,8 @@ pub enum ActionKind {
     PushVlan,
     PopVlan,
     ModifyHeader,
+    Decap,
+    Encap,
 }
 
 impl ActionKind {
@@ -230,6 +246,10 @@ impl ActionKind {
             ActionSpec::PushVlan { .. } => ActionKind::PushVlan,
             ActionSpec::PopVlan => ActionKind::PopVlan,
             ActionSpec::ModifyHeader(_) => ActionKind::ModifyHeader,
+            ActionSpec::PacketReformat { reformat, .. } => match reformat {
+                Reformat::L2TunnelToL2 => ActionKind::Decap,
+                Reformat::L2ToL2Tunnel => ActionKind::Encap,
+            },
         }
     }
 
@@ -247,6 +267,8 @@ impl ActionKind {
             ActionKind::PushVlan => "push_vlan",
             ActionKind::PopVlan => "pop_vlan",
             ActionKind::ModifyHeader => "modify_header",
+            ActionKind::Decap => "packet_reformat(l2_tunnel_to_l2)",
+            ActionKind::Encap => "packet_reformat(l2_to_l2_tunnel)",
         }
     }
 }
@@ -260,6 +282,8 @@ pub enum ActionState {
     ModifyHdr,
     PopVlan,
     PushVlan,
+    Decap,
+    Encap,
     Term,
 }
 
@@ -271,6 +295,8 @@ impl ActionState {
             ActionState::ModifyHdr => "modify_header",
             ActionState::PopVlan => "pop_vlan",
             ActionState::PushVlan => "push_vlan",
+            ActionState::Decap => "decap",
+            ActionState::Encap => "encap",
             ActionState::Term => "a terminating action",
         }
     }
@@ -279,7 +305,8 @@ impl ActionState {
     /// the FDB-ingress row of rdma-core's state machine: counters go
     /// anywhere; drop and default_miss only before any rewrite; a rewrite
     /// order of pop → modify → push; nothing but counters after a
-    /// terminating action.
+    /// terminating action. Reformats: decap first, encap last and then
+    /// only a vport (`decap → modify → push VLAN → encap → vport`).
     pub fn next(self, kind: ActionKind) -> Result<ActionState, DrError> {
         use ActionKind as K;
         use ActionState as S;
@@ -292,12 +319,21 @@ impl ActionState {
             (S::NoAction, K::FlowCounter) => Some(S::NonTerm),
             (S::NoAction | S::NonTerm, K::Drop | K::DefaultMiss) => Some(S::Term),
             (S::Term, _) => None,
+            (S::Encap, K::DestVport) => Some(S::Term),
+            (S::Encap, _) => None,
             (_, _) if terminal => Some(S::Term),
-            (S::NoAction | S::NonTerm | S::PopVlan, K::ModifyHeader) => Some(S::ModifyHdr),
-            (S::NoAction | S::NonTerm | S::PopVlan, K::PopVlan) => Some(S::PopVlan),
-            (S::NoAction | S::NonTerm | S::ModifyHdr | S::PushVlan, K::PushVlan) => {
+            (S::NoAction | S::NonTerm, K::Decap) => Some(S::Decap),
+            (S::NoAction | S::NonTerm | S::PopVlan | S::Decap, K::ModifyHeader) => {
+                Some(S::ModifyHdr)
+            }
+            (S::NoAction | S::NonTerm | S::PopVlan | S::Decap, K::PopVlan) => Some(S::PopVlan),
+            (S::NoAction | S::NonTerm | S::ModifyHdr | S::PushVlan | S::Decap, K::PushVlan) => {
                 Some(S::PushVlan)
             }
+            (
+                S::NoAction | S::NonTerm | S::ModifyHdr | S::PushVlan | S::PopVlan | S::Decap,
+                K::Encap,
+            ) => Some(S::Encap),
             _ => None,
         };
         next.ok_or(DrError::ActionSequence {
@@ -312,7 +348,7 @@ impl ActionState {
 /// push/pop (at most two of them together).
 pub fn check_sequence(kinds: impl IntoIterator<Item = ActionKind>) -> Result<(), DrError> {
     let mut state = ActionState::NoAction;
-    let mut seen = [0u8; 11];
+    let mut seen = [0u8; 13];
     let mut vlans = 0;
     for kind in kinds {
         if kind == ActionKind::PushVlan && vlans == 2 {

@@ -116,8 +116,13 @@ struct Shared {
     miss: Option<ActionId>,
     pop: Option<ActionId>,
     push: HashMap<u32, ActionId>,
-    modify: HashMap<Vec<u8>, (ActionId, usize)>,
+    /// Actions shared by content and counted (modify-headers, encap
+    /// headers): destroyed when their last flow goes.
+    counted: HashMap<Counted, (ActionId, usize)>,
 }
+
+/// A counted shared action's key: its kind and bytes.
+pub(super) type Counted = (crate::dr::ActionKind, Vec<u8>);
 
 /// What a flow holds in the device. An install fills it step by step; a
 /// remove, or a failed install, gives back whatever part of it is set.
@@ -130,9 +135,10 @@ struct Held {
     matcher: Option<MatcherKey>,
     /// The counter action and its (bulk, offset).
     counter: Option<(ActionId, (usize, u32))>,
-    /// The shared modify-header of the flow's rewrites (in the level-1
-    /// rule, or in the level-2 rule of a metered or sampled flow).
-    modify: Option<Vec<u8>>,
+    /// The counted shared actions of the flow (its rewrites' modify-header,
+    /// its encap header), in the level-1 rule, or in the level-2 rule of a
+    /// metered or sampled flow.
+    counted: Vec<Counted>,
     /// The meter or sampler stage (boxed: most flows have none, and a
     /// million flows' records stay small).
     staged: Option<Box<Staged>>,
@@ -384,21 +390,48 @@ impl<B: DrBackend> OffloadManager<B> {
         Ok(a)
     }
 
-    fn release_modify(&mut self, bytes: Option<Vec<u8>>) {
-        let Some(bytes) = bytes else {
-            return;
-        };
-        let gone = match self.shared.modify.get_mut(&bytes) {
-            Some((a, n)) => {
-                *n -= 1;
-                (*n == 0).then_some(*a)
+    /// Gives back counted shared actions; the last user's goes.
+    fn release_counted(&mut self, keys: Vec<Counted>) {
+        for key in keys {
+            let gone = match self.shared.counted.get_mut(&key) {
+                Some((a, n)) => {
+                    *n -= 1;
+                    (*n == 0).then_some(*a)
+                }
+                None => None,
+            };
+            if let Some(a) = gone {
+                self.shared.counted.remove(&key);
+                let _ = self.backend.action_destroy(a);
             }
-            None => None,
-        };
-        if let Some(a) = gone {
-            self.shared.modify.remove(&bytes);
-            let _ = self.backend.action_destroy(a);
         }
+    }
+
+    /// The shared action of `spec` (its kind and `bytes` its key), made on
+    /// first use, counted once more; `keys` records it for release.
+    fn counted_action(
+        &mut self,
+        bytes: Vec<u8>,
+        spec: ActionSpec,
+        keys: &mut Vec<Counted>,
+    ) -> Result<ActionId, NotOffloaded> {
+        let key = (crate::dr::ActionKind::of(&spec), bytes);
+        let a = match self.shared.counted.get_mut(&key) {
+            Some((a, n)) => {
+                *n += 1;
+                *a
+            }
+            None => {
+                let a = self
+                    .backend
+                    .action_create(self.domain, spec)
+                    .map_err(backend("action_create"))?;
+                self.shared.counted.insert(key.clone(), (a, 1));
+                a
+            }
+        };
+        keys.push(key);
+        Ok(a)
     }
 
     /// The matcher for an encoded mask, created on first use, and its
@@ -481,8 +514,8 @@ impl<B: DrBackend> OffloadManager<B> {
             Stage::Meter(mid) => Some(self.meter_action(mid)?),
             _ => None,
         };
-        let (list, modify) = self.translate(m, rest)?;
-        held.modify = modify;
+        let (list, counted) = self.translate(m, rest)?;
+        held.counted = counted;
         let mut first = match stage {
             Stage::Plain => list,
             _ => {
@@ -530,7 +563,7 @@ impl<B: DrBackend> OffloadManager<B> {
         if let Some(st) = held.staged {
             self.release_staged(*st);
         }
-        self.release_modify(held.modify);
+        self.release_counted(held.counted);
         if let Some(k) = held.matcher {
             self.release_matcher(&k);
         }
@@ -609,7 +642,7 @@ impl<B: DrBackend> OffloadManager<B> {
             .drain()
             .map(|(_, a)| a)
             .chain(self.shared.push.drain().map(|(_, a)| a))
-            .chain(self.shared.modify.drain().map(|(_, (a, _))| a))
+            .chain(self.shared.counted.drain().map(|(_, (a, _))| a))
             .chain(self.shared.drop.take())
             .chain(self.shared.miss.take())
             .chain(self.shared.pop.take())

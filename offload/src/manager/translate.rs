@@ -8,10 +8,10 @@ use megaflow::MeterId;
 use megaflow::{DpAction, Field, Match};
 
 use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
-use crate::dr::{ActionId, ActionSpec, DrBackend};
+use crate::dr::{ActionId, ActionSpec, DrBackend, Reformat};
 use crate::Vport;
 
-use super::{action, backend, OffloadManager};
+use super::{action, backend, Counted, OffloadManager};
 
 /// How a flow starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,21 +169,26 @@ impl<B: DrBackend> OffloadManager<B> {
     }
 
     /// The DR actions for a megaflow's datapath actions (without a meter
-    /// or sample, which [`stage`] took off), in device order; the shared
-    /// modify-header's bytes if one is used (counted: give it back with
-    /// `release_modify`).
+    /// or sample, which [`stage`] took off), in device order; the counted
+    /// shared actions used (a modify-header, an encap header: give them
+    /// back with `release_counted`).
     pub(super) fn translate(
         &mut self,
         m: &Match,
         actions: &[DpAction],
-    ) -> Result<(Vec<ActionId>, Option<Vec<u8>>), NotOffloaded> {
+    ) -> Result<(Vec<ActionId>, Vec<Counted>), NotOffloaded> {
         let mut pops = 0;
         let mut pushes = Vec::new();
         let mut ops = Vec::new();
         let mut outs: Vec<Vport> = Vec::new();
+        let mut encap: Option<Vec<u8>> = None;
         for a in actions {
             match a {
                 DpAction::Output(p) => {
+                    if encap.is_some() {
+                        // One rule's encap applies to every copy it sends.
+                        return Err(action(&format!("output:{p} beside a tnl_push")));
+                    }
                     let v = self.vport_of(*p)?;
                     if outs.contains(&v) {
                         // Software sends a copy per output; a dest_array
@@ -191,6 +196,17 @@ impl<B: DrBackend> OffloadManager<B> {
                         return Err(action(&format!("output:{p} twice")));
                     }
                     outs.push(v);
+                }
+                DpAction::TunnelPush { header, port, .. } => {
+                    if !outs.is_empty() {
+                        return Err(action("tnl_push beside another output"));
+                    }
+                    outs.push(self.vport_of(*port)?);
+                    let data = header
+                        .outer()
+                        .reformat_data()
+                        .map_err(|e| action(&format!("tnl_push: {e}")))?;
+                    encap = Some(data);
                 }
                 DpAction::Drop => {}
                 _ if !outs.is_empty() => {
@@ -233,43 +249,33 @@ impl<B: DrBackend> OffloadManager<B> {
             self.shared.pop = Some(a);
             list.push(a);
         }
-        let modify = if ops.is_empty() {
-            None
-        } else {
-            let bytes = encode_list(&ops);
-            let a = match self.shared.modify.get_mut(&bytes) {
-                Some((a, n)) => {
-                    *n += 1;
-                    *a
-                }
-                None => {
-                    let a = self
-                        .backend
-                        .action_create(self.domain, ActionSpec::ModifyHeader(bytes.clone()))
-                        .map_err(backend("action_create"))?;
-                    self.shared.modify.insert(bytes.clone(), (a, 1));
-                    a
-                }
-            };
-            list.push(a);
-            Some(bytes)
-        };
-        match self.finish(pushes, &outs, &mut list) {
-            Ok(()) => Ok((list, modify)),
+        let mut counted = Vec::new();
+        let r = self.finish(ops, pushes, encap, &outs, &mut list, &mut counted);
+        match r {
+            Ok(()) => Ok((list, counted)),
             Err(e) => {
-                self.release_modify(modify);
+                self.release_counted(counted);
                 Err(e)
             }
         }
     }
 
-    /// The pushes and the destination (shared actions).
+    /// The rewrites, the pushes, the encap and the destination (shared
+    /// actions, in the device's order).
     fn finish(
         &mut self,
+        ops: Vec<ModifyOp>,
         pushes: Vec<u32>,
+        encap: Option<Vec<u8>>,
         outs: &[Vport],
         list: &mut Vec<ActionId>,
+        counted: &mut Vec<Counted>,
     ) -> Result<(), NotOffloaded> {
+        if !ops.is_empty() {
+            let bytes = encode_list(&ops);
+            let spec = ActionSpec::ModifyHeader(bytes.clone());
+            list.push(self.counted_action(bytes, spec, counted)?);
+        }
         for h in pushes {
             let a = self.shared_action(
                 self.shared.push.get(&h).copied(),
@@ -277,6 +283,13 @@ impl<B: DrBackend> OffloadManager<B> {
             )?;
             self.shared.push.insert(h, a);
             list.push(a);
+        }
+        if let Some(data) = encap {
+            let spec = ActionSpec::PacketReformat {
+                reformat: Reformat::L2ToL2Tunnel,
+                data: data.clone(),
+            };
+            list.push(self.counted_action(data, spec, counted)?);
         }
         let term = match outs {
             [] => self.drop_action()?,

@@ -22,6 +22,10 @@ pub struct SimConfig {
     pub max_meters: usize,
     /// Actions in one modify-header object.
     pub max_modify_actions: usize,
+    /// The longest encap header (`max_encap_header_size`): 128 bytes, as
+    /// ConnectX-5 and -6 report (VXLAN over IPv6 is 70; Geneve options
+    /// beyond the rest stay in software).
+    pub max_encap_header_size: usize,
     /// Seed of the samplers' random numbers.
     pub seed: u64,
     /// How the firmware marks the source vport: with vport metadata, reg_c_0
@@ -49,6 +53,7 @@ impl Default for SimConfig {
             max_bulk_log: 16,
             max_meters: 1 << 16,
             max_modify_actions: 64,
+            max_encap_header_size: 128,
             seed: 0x5eed_5eed,
             source_port: SourcePortMode::REG_C0_UPPER_16,
             restore_path: true,

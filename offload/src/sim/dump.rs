@@ -77,6 +77,8 @@ fn action_text(st: &State, a: u32) -> String {
             let ops: Vec<String> = ops.iter().map(modify_text).collect();
             format!("modify_header({})", ops.join(", "))
         }
+        Body::Decap => "packet_reformat(l2_tunnel_to_l2)".to_string(),
+        Body::Encap(data) => format!("packet_reformat(l2_to_l2_tunnel, {} bytes)", data.len()),
     }
 }
 

@@ -353,6 +353,14 @@ impl Walk<'_> {
                     pop_vlan(&mut w.bytes);
                     w.fresh = false;
                 }
+                Body::Decap => {
+                    super::packet::decap(&mut w.bytes);
+                    w.fresh = false;
+                }
+                Body::Encap(data) => {
+                    super::packet::encap(&mut w.bytes, data);
+                    w.fresh = false;
+                }
                 // compile() turns these into their own ops.
                 Body::Counter { .. }
                 | Body::Drop

@@ -566,6 +566,56 @@ pub fn pop_vlan(pkt: &mut Vec<u8>) {
     edit::pop_vlan(pkt, &mut l);
 }
 
+/// Whether an encap header is one the sim can fill: Ethernet, IPv4 (no
+/// options) or IPv6, UDP.
+pub fn encap_header_ok(h: &[u8]) -> bool {
+    match h.get(12..14) {
+        Some([0x08, 0x00]) => h.len() >= 42 && h[14] == 0x45 && h[23] == 17,
+        Some([0x86, 0xdd]) => h.len() >= 62 && h[20] == 17,
+        _ => false,
+    }
+}
+
+/// The encap the device does: `header` in front of the frame, and what the
+/// hardware fills: the IPv4 total length and checksum (or the IPv6
+/// payload length), the UDP length, and the UDP source port from the inner
+/// flow's hash (the entropy the port is set up for).
+pub fn encap(pkt: &mut Vec<u8>, header: &[u8]) {
+    let mut key = megaflow::FlowKey::ZERO;
+    let layout = megaflow::extract_into(0, pkt, &mut key).layout;
+    let hash = megaflow::tunnel::flow_hash(pkt, &layout);
+    let inner = std::mem::take(pkt);
+    pkt.reserve(header.len() + inner.len());
+    pkt.extend_from_slice(header);
+    pkt.extend_from_slice(&inner);
+    let total = pkt.len();
+    let udp = if header[12..14] == [0x08, 0x00] {
+        let ip_len = (total - 14) as u16;
+        pkt[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        pkt[24..26].copy_from_slice(&[0, 0]);
+        let c = megaflow::frame::checksum(0, &pkt[14..34]);
+        pkt[24..26].copy_from_slice(&c.to_be_bytes());
+        34
+    } else {
+        let plen = (total - 54) as u16;
+        pkt[18..20].copy_from_slice(&plen.to_be_bytes());
+        54
+    };
+    let ulen = (total - udp) as u16;
+    pkt[udp..udp + 2].copy_from_slice(&megaflow::tunnel::source_port(hash).to_be_bytes());
+    pkt[udp + 4..udp + 6].copy_from_slice(&ulen.to_be_bytes());
+}
+
+/// The decap the device does: a VXLAN or Geneve packet (on their IANA
+/// ports) loses its outer headers; anything else is left as it is.
+pub fn decap(pkt: &mut Vec<u8>) {
+    use megaflow::tunnel::{Kind, GENEVE_PORT, VXLAN_PORT};
+    let ports = [(VXLAN_PORT, Kind::Vxlan), (GENEVE_PORT, Kind::Geneve)];
+    if let Ok(Some(d)) = megaflow::tunnel::decap(pkt, &ports) {
+        pkt.drain(..d.inner);
+    }
+}
+
 #[cfg(test)]
 #[path = "tests/packet.rs"]
 mod tests;

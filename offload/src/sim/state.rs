@@ -8,7 +8,7 @@ use crate::dr::meter::{MeterParams, MeterState, PARAMS_LEN};
 use crate::dr::modify::{decode_list, ModifyField, ModifyOp};
 use crate::dr::{
     check_sequence, ActionId, ActionKind, ActionSpec, CounterBulkId, CounterValue, DomainId,
-    DomainType, DrError, MatcherId, Object, Resource, RestoreRuleId, RuleId, TableId,
+    DomainType, DrError, MatcherId, Object, Reformat, Resource, RestoreRuleId, RuleId, TableId,
     NO_RESTORE_PATH,
 };
 use crate::prm::{Block, DecodeError, Encoded, PrmField, ENCODED_LEN, FIELDS};
@@ -134,6 +134,8 @@ pub(crate) enum Body {
     PushVlan(u32),
     PopVlan,
     Modify(Box<[ModifyOp]>),
+    Decap,
+    Encap(Box<[u8]>),
 }
 
 pub(crate) struct Action {
@@ -843,6 +845,47 @@ impl State {
                     ));
                 }
                 Body::Modify(ops.into_boxed_slice())
+            }
+            ActionSpec::PacketReformat { reformat, data } => {
+                // rdma-core's dr_action_verify_reformat_params: data with
+                // encap only, within max_encap_size; RX domains decap, TX
+                // domains encap, the FDB both (EINVAL otherwise).
+                match reformat {
+                    Reformat::L2TunnelToL2 => {
+                        if !data.is_empty() {
+                            return Err(DrError::Invalid("decap (l2_tunnel_to_l2) takes no data"));
+                        }
+                        if ty == DomainType::NicTx {
+                            return Err(DrError::Invalid(
+                                "Action reformat type not support on TX domain",
+                            ));
+                        }
+                        Body::Decap
+                    }
+                    Reformat::L2ToL2Tunnel => {
+                        if data.is_empty() {
+                            return Err(DrError::Invalid(
+                                "encap (l2_to_l2_tunnel) needs its header",
+                            ));
+                        }
+                        if data.len() > self.config.max_encap_header_size {
+                            return Err(DrError::Invalid(
+                                "encap header larger than the device's max_encap_header_size",
+                            ));
+                        }
+                        if ty == DomainType::NicRx {
+                            return Err(DrError::Invalid(
+                                "Action reformat type not support on RX domain",
+                            ));
+                        }
+                        if !super::packet::encap_header_ok(&data) {
+                            return Err(DrError::Invalid(
+                                "encap header is not Ethernet + IPv4/IPv6 + UDP (the sim fills those)",
+                            ));
+                        }
+                        Body::Encap(data.into_boxed_slice())
+                    }
+                }
             }
         })
     }

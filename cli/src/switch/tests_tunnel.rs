@@ -1,0 +1,197 @@
+//! Tunnel ports through the whole switch on the sim: encap in software
+//! and, once the flow is hot, in the sim's FDB (an `L2_TO_L2_TUNNEL`
+//! reformat), byte for byte the same frames; decap at receive from the
+//! uplink into the tunnel port; drops by reason.
+
+use std::net::IpAddr;
+
+use megaflow::frame::{FrameSpec, L4};
+use megaflow::tunnel::{decap, Encap, Kind, Outer, OuterIp, VXLAN_PORT};
+use offload::sim::SimConfig;
+use offload::Vport;
+use ofproto::tunnel::{FromFlow, NextHop, StaticUnderlay, TunnelPort};
+use ofproto::PipelineConfig;
+
+use super::*;
+
+const T0: u64 = 1_700_000_000_000_000_000;
+const UPLINK: PortNo = PortNo(100);
+const VNI: u32 = 4242;
+const LOCAL: [u8; 4] = [198, 19, 0, 1];
+const REMOTE: [u8; 4] = [198, 19, 0, 2];
+
+fn at(ms: u64) -> Timestamp {
+    Timestamp(T0 + ms * 1_000_000)
+}
+
+fn ports() -> Vec<PortSpec> {
+    let mut t = TunnelPort::new(Kind::Vxlan, FromFlow::Fixed(IpAddr::from(REMOTE)));
+    t.key = FromFlow::Fixed(VNI);
+    let spec = |name: &str, no: u32, kind, vport| PortSpec {
+        name: name.into(),
+        no: PortNo(no),
+        kind,
+        vport,
+        tunnel: None,
+    };
+    vec![
+        spec("vm1", 1, PortKind::Representor, Vport::vf(0)),
+        spec("vm2", 2, PortKind::Representor, Vport::vf(1)),
+        spec("wire0", 100, PortKind::Uplink, Some(Vport::UPLINK)),
+        PortSpec {
+            tunnel: Some(Arc::new(t)),
+            ..spec("tun0", 200, PortKind::Vxlan, None)
+        },
+    ]
+}
+
+fn switch() -> SimSwitch {
+    let flows = FlowFile::parse(
+        "priority=10,in_port=1,actions=output:200\n\
+         priority=10,in_port=200,tun_id=4242,actions=output:2\n\
+         priority=0,actions=drop",
+    )
+    .expect("flows");
+    let mut sw = SimSwitch::new(
+        &ports(),
+        &flows,
+        PipelineConfig::default(),
+        SimConfig::default(),
+        at(0),
+    )
+    .expect("switch");
+    sw.set_underlay(Arc::new(StaticUnderlay {
+        local: vec![IpAddr::from(LOCAL)],
+        hops: vec![(
+            IpAddr::from(REMOTE),
+            NextHop {
+                port: UPLINK,
+                src: IpAddr::from(LOCAL),
+                eth_src: [2, 0, 0, 0, 0xff, 1],
+                eth_dst: [2, 0, 0, 0, 0xff, 2],
+                mtu: 1500,
+            },
+        )],
+    }));
+    sw
+}
+
+#[derive(Default)]
+struct Rec {
+    out: Vec<(PortNo, Vec<u8>, Path)>,
+}
+
+impl Egressor for Rec {
+    fn tx(&mut self, port: PortNo, frame: &[u8], path: Path) {
+        self.out.push((port, frame.to_vec(), path));
+    }
+}
+
+fn inner() -> Vec<u8> {
+    FrameSpec::ipv4(0xc612_0001, 0xc612_00c8, L4::udp(5000, 9))
+        .payload(100)
+        .build()
+}
+
+#[test]
+fn encap_in_software_then_in_the_sims_fdb_gives_the_same_frames() {
+    let mut sw = switch();
+    let pkt = inner();
+    let mut rec = Rec::default();
+    for i in 0..50 {
+        sw.receive(at(i), &[(PortNo(1), &pkt[..])], &mut rec);
+    }
+    assert_eq!(rec.out.len(), 50, "every packet sent");
+    let hw = rec.out.iter().filter(|o| o.2 == Path::Hardware).count();
+    assert!(hw >= 40, "offloaded once hot: {hw} of 50 by the sim's FDB");
+    assert!(
+        rec.out.iter().any(|o| o.2 == Path::Software),
+        "the first by software"
+    );
+    // One frame, whichever path encapsulated it: the hardware fills what
+    // software fills (lengths, checksum, source port from the same hash).
+    let first = &rec.out[0].1;
+    for (port, frame, path) in &rec.out {
+        assert_eq!(*port, UPLINK);
+        assert_eq!(frame, first, "{path:?} frame differs");
+    }
+    let d = decap(first, &[(VXLAN_PORT, Kind::Vxlan)])
+        .expect("ok")
+        .expect("vxlan");
+    assert_eq!(
+        (d.vni, d.dst, d.src),
+        (VNI, IpAddr::from(REMOTE), IpAddr::from(LOCAL))
+    );
+    assert_eq!(&first[d.inner..], &pkt[..]);
+    // The device holds one encap context for the flow.
+    let rules = sw.dump_rules();
+    let text = format!("{rules:?}");
+    assert!(text.contains("l2_to_l2_tunnel"), "{text}");
+}
+
+#[test]
+fn decap_at_receive_enters_the_tunnel_port_and_bad_tunnel_packets_are_counted() {
+    let mut sw = switch();
+    let outer = |vni: u32| {
+        let mut o = Outer::vxlan_v4(
+            ([2, 0, 0, 0, 0xff, 2], [2, 0, 0, 0, 0xff, 1]),
+            REMOTE,
+            LOCAL,
+            vni,
+        );
+        o.df = false;
+        o
+    };
+    let pkt = inner();
+    let wire = |vni: u32| {
+        let mut v = Vec::new();
+        Encap::new(outer(vni))
+            .expect("header")
+            .encap_into(&pkt, 7, &mut v)
+            .expect("encap");
+        v
+    };
+    let mut rec = Rec::default();
+    let good = wire(VNI);
+    for i in 0..5 {
+        sw.receive(at(i), &[(UPLINK, &good[..])], &mut rec);
+    }
+    assert_eq!(rec.out.len(), 5);
+    for (port, frame, _) in &rec.out {
+        assert_eq!((*port, frame), (PortNo(2), &pkt), "the inner frame to vm2");
+    }
+    // Another VNI: no port takes it. A fragment: not decapsulated.
+    let other = wire(7);
+    let mut frag = good.clone();
+    frag[20] = 0x20; // more fragments
+    let c = megaflow::frame::checksum(0, &{
+        let mut h = frag[14..34].to_vec();
+        h[10..12].copy_from_slice(&[0, 0]);
+        h
+    });
+    frag[24..26].copy_from_slice(&c.to_be_bytes());
+    sw.receive(
+        at(10),
+        &[(UPLINK, &other[..]), (UPLINK, &frag[..])],
+        &mut rec,
+    );
+    assert_eq!(rec.out.len(), 5, "neither delivered");
+    let c = sw.counters();
+    assert_eq!(c.tunnel_rx, 5);
+    assert_eq!(c.tunnel_drop_unknown_vni, 1);
+    assert_eq!(c.tunnel_drop_fragment, 1);
+    // For another host (not a local endpoint): switched as it is, here by
+    // the table's drop.
+    let mut elsewhere = outer(VNI);
+    elsewhere.ip = OuterIp::V4 {
+        src: REMOTE,
+        dst: [198, 19, 0, 9],
+    };
+    let mut v = Vec::new();
+    Encap::new(elsewhere)
+        .expect("header")
+        .encap_into(&pkt, 7, &mut v)
+        .expect("encap");
+    sw.receive(at(11), &[(UPLINK, &v[..])], &mut rec);
+    assert_eq!(sw.counters().tunnel_rx, 5);
+}
