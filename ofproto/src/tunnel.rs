@@ -490,6 +490,38 @@ mod tests {
     }
 
     #[test]
+    fn a_packet_from_a_tunnel_matches_what_chose_its_port() {
+        let mut port = TunnelPort::new(Kind::Vxlan, FromFlow::Flow);
+        port.key = FromFlow::Fixed(7);
+        // The table reads nothing of the tunnel.
+        let b = bridge(port, &["actions=output:1"], Some(underlay()));
+        let mut k = key_from(TUN.0);
+        k.set_tun_dst(u64::from(u32::from_be_bytes([198, 19, 0, 1])));
+        k.set_tun_src(u64::from(u32::from_be_bytes([198, 19, 0, 2])));
+        k.set_tun_id(7);
+        k.set_tun_tp_dst(4789);
+        let t = b.translate(&k, Timestamp(0));
+        for f in [
+            Field::InPort,
+            Field::TunSrc,
+            Field::TunDst,
+            Field::TunTpDst,
+            Field::TunId,
+        ] {
+            assert!(t.mask.is_exact(f), "{f} not matched: {:?}", t.mask);
+        }
+        assert_eq!(
+            t.mask.field(Field::TunTpSrc),
+            0,
+            "the source port is entropy"
+        );
+        // Not from a tunnel: none of it.
+        let t = b.translate(&key_from(100), Timestamp(0));
+        assert_eq!(t.mask.field(Field::TunDst), 0);
+        assert_eq!(t.mask.field(Field::TunId), 0);
+    }
+
+    #[test]
     fn a_tunnel_port_accepts_its_remote_and_key_only() {
         let mut p = TunnelPort::new(Kind::Vxlan, FromFlow::Fixed("198.19.0.2".parse().unwrap()));
         p.key = FromFlow::Fixed(7);

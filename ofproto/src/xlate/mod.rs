@@ -237,6 +237,7 @@ impl Bridge {
 fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
     let mut ctx = Ctx::new(br, key, now, tracing);
     ctx.port_sampling();
+    ctx.tunnel_ingress();
     if br.fail_open() {
         // Fail-open: the switch is a learning switch until a controller
         // is back.
@@ -731,6 +732,31 @@ fn action_set_rank(a: &OfAction) -> u8 {
 }
 
 impl Ctx<'_> {
+    /// A packet that came in a tunnel: the megaflow matches what chose its
+    /// tunnel port (the outer addresses, the UDP port, a fixed key), as
+    /// Open vSwitch's `tnl_wc_init` does, so the device can match the
+    /// outer headers of the packets it takes (a decap rule) and a packet
+    /// of no tunnel (`tun_*` zero) never shares the megaflow.
+    fn tunnel_ingress(&mut self) {
+        let in_port = PortNo(self.orig.in_port() as u32);
+        let br: &Bridge = self.br;
+        let Some(t) = br.ports.get(in_port).and_then(|p| p.tunnel.as_deref()) else {
+            return;
+        };
+        let mut fields = vec![Field::InPort, Field::TunTpDst];
+        if self.orig.tun_dst() != 0 {
+            fields.extend([Field::TunSrc, Field::TunDst]);
+        } else {
+            fields.extend([Field::TunIpv6Src, Field::TunIpv6Dst]);
+        }
+        if matches!(t.key, crate::tunnel::FromFlow::Fixed(_)) {
+            fields.push(Field::TunId);
+        }
+        for f in fields {
+            self.wc.unwildcard_packet(f, f.layout().max_value());
+        }
+    }
+
     /// An output to tunnel port `p`: the outer header from the port's
     /// options, the flow's `tun_*` fields where they say `flow`, and the
     /// underlay's next hop. Nothing is sent when the endpoint cannot be
