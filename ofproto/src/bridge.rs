@@ -145,6 +145,30 @@ pub struct Generations {
     pub tables: u64,
     pub ports: u64,
     pub mac: u64,
+    /// The underlay's (routes, addresses, neighbours), for the flows that
+    /// send through a tunnel port.
+    pub underlay: u64,
+}
+
+/// What besides the tables and ports a translation read, whose change
+/// makes its megaflow stale.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Uses {
+    /// NORMAL consulted the MAC table.
+    pub mac: bool,
+    /// A tunnel output consulted the underlay.
+    pub underlay: bool,
+}
+
+impl Generations {
+    /// Whether a megaflow translated at `self`, having read what `uses`
+    /// says, is out of date at `now`.
+    pub fn stale(&self, uses: Uses, now: &Generations) -> bool {
+        self.tables != now.tables
+            || self.ports != now.ports
+            || (uses.mac && self.mac != now.mac)
+            || (uses.underlay && self.underlay != now.underlay)
+    }
 }
 
 /// Where the tables stand ([`Bridge::sync_mark`]).
@@ -170,6 +194,8 @@ pub struct Bridge {
     fail_open_changes: u64,
     /// Routes and neighbours for tunnel ports' packets.
     underlay: Option<Arc<dyn Underlay>>,
+    /// Counts `set_underlay` calls (part of the underlay's generation).
+    underlay_sets: u64,
 }
 
 impl Bridge {
@@ -272,10 +298,11 @@ impl Bridge {
     }
 
     /// The routes and neighbours tunnel ports send over; a change of its
-    /// generation re-translates every flow at the next revalidator pass.
+    /// generation re-translates, at the next revalidator pass, the flows
+    /// that sent through a tunnel port (and only those).
     pub fn set_underlay(&mut self, underlay: Arc<dyn Underlay>) {
         self.underlay = Some(underlay);
-        self.ports.generation += 1;
+        self.underlay_sets += 1;
     }
 
     /// The underlay, if the switch has one.
@@ -335,7 +362,8 @@ impl Bridge {
     pub fn generations(&self) -> Generations {
         Generations {
             tables: self.tables.generation() + self.groups.generation() + self.fail_open_changes,
-            ports: self.ports.generation() + self.underlay.as_ref().map_or(0, |u| u.generation()),
+            ports: self.ports.generation(),
+            underlay: self.underlay_sets + self.underlay.as_ref().map_or(0, |u| u.generation()),
             mac: self.mac.generation(),
         }
     }

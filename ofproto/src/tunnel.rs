@@ -522,6 +522,31 @@ mod tests {
     }
 
     #[test]
+    fn an_underlay_change_makes_only_the_tunnel_flows_stale() {
+        let port = TunnelPort::new(Kind::Vxlan, FromFlow::Fixed("198.19.0.2".parse().unwrap()));
+        let b = bridge(
+            port,
+            &[
+                "in_port=1,actions=output:200",
+                "in_port=100,actions=output:1",
+            ],
+            Some(underlay()),
+        );
+        let tunnel = b.translate(&key_from(1), Timestamp(0));
+        let plain = b.translate(&key_from(100), Timestamp(0));
+        assert!(tunnel.uses().underlay && !plain.uses().underlay);
+        let mut later = b.generations();
+        later.underlay += 1;
+        assert!(tunnel.generations.stale(tunnel.uses(), &later));
+        assert!(!plain.generations.stale(plain.uses(), &later));
+        later.ports += 1;
+        assert!(
+            plain.generations.stale(plain.uses(), &later),
+            "a port change, all"
+        );
+    }
+
+    #[test]
     fn a_tunnel_port_accepts_its_remote_and_key_only() {
         let mut p = TunnelPort::new(Kind::Vxlan, FromFlow::Fixed("198.19.0.2".parse().unwrap()));
         p.key = FromFlow::Fixed(7);

@@ -537,7 +537,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         key: &FlowKey,
         rules: Arc<[RuleRef]>,
         generations: Generations,
-        uses_mac: bool,
+        uses: crate::bridge::Uses,
         now: Timestamp,
     ) -> u32 {
         let id = self.shared.new_id();
@@ -549,7 +549,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
                 actions: actions.clone(),
             },
         );
-        self.register(id, matched, actions, key, rules, generations, uses_mac, now)
+        self.register(id, matched, actions, key, rules, generations, uses, now)
     }
 
     /// Enters megaflow `id`, sent to its datapaths already, in the
@@ -563,7 +563,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         key: &FlowKey,
         rules: Arc<[RuleRef]>,
         generations: Generations,
-        uses_mac: bool,
+        uses: crate::bridge::Uses,
         now: Timestamp,
     ) -> u32 {
         let home = home_of(&matched);
@@ -582,7 +582,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             credited: (0, 0),
             rules,
             generations,
-            uses_mac,
+            uses,
         };
         let idx = self.reg.insert(meta, &matched, actions, key);
         self.shares.add(home.unwrap_or(fair::NO_HOME), idx);
@@ -747,7 +747,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             key,
             t.rules.clone().into(),
             t.generations,
-            t.uses_mac_table,
+            t.uses(),
             now,
         );
         self.count(idx, one, now);
@@ -865,7 +865,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             m.key(),
             Arc::from(Vec::new()),
             gens,
-            false,
+            crate::bridge::Uses::default(),
             now,
         );
         if self.cfg.offload.mode == OffloadMode::All && self.go(idx, FlowState::Offloading) {

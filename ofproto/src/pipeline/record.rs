@@ -38,7 +38,8 @@ pub(super) struct FlowMeta {
     pub(super) credited: (u64, u64),
     pub(super) rules: Arc<[RuleRef]>,
     pub(super) generations: Generations,
-    pub(super) uses_mac: bool,
+    /// What else its translation read (the MAC table, the underlay).
+    pub(super) uses: crate::bridge::Uses,
 }
 
 /// A megaflow's match and actions (apart from [`FlowMeta`]: a pass rarely

@@ -291,9 +291,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         );
         let last = st.used.max(m.created);
         let in_hw = m.hw.is_some();
-        let stale = m.generations.tables != current.tables
-            || m.generations.ports != current.ports
-            || (m.uses_mac && m.generations.mac != current.mac);
+        let stale = m.generations.stale(m.uses, &current);
         let retry =
             pass.retry_all && m.state == FlowState::SoftwareOnly && m.eligible && now >= m.retry_at;
         if dp > 0 || db > 0 {
@@ -389,7 +387,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let new = t.datapath_actions();
         let offloaded = if let Some(m) = self.meta_mut(idx) {
             m.generations = t.generations;
-            m.uses_mac = t.uses_mac_table;
+            m.uses = t.uses();
             m.rules = t.rules.clone().into();
             m.hw.is_some()
         } else {

@@ -71,7 +71,7 @@ pub(super) struct Staged {
     pub(super) key: FlowKey,
     pub(super) rules: Arc<[RuleRef]>,
     pub(super) generations: Generations,
-    pub(super) uses_mac: bool,
+    pub(super) uses: crate::bridge::Uses,
     /// Where its insert went, and to how many datapaths.
     pub(super) to: Option<PortNo>,
     pub(super) sent: u32,
@@ -216,7 +216,7 @@ impl FlowSetup {
                         key: miss.key,
                         rules: t.rules.clone().into(),
                         generations: t.generations,
-                        uses_mac: t.uses_mac_table,
+                        uses: t.uses(),
                         to,
                         sent: 0,
                         stats: one,
@@ -327,7 +327,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             &s.key,
             s.rules,
             s.generations,
-            s.uses_mac,
+            s.uses,
             now,
         );
         self.count(idx, &s.stats, now);

@@ -78,6 +78,9 @@ pub struct Translation {
     /// True when NORMAL consulted the MAC table: the result also depends on
     /// `generations.mac`.
     pub uses_mac_table: bool,
+    /// True when a tunnel output consulted the underlay: the result also
+    /// depends on `generations.underlay`.
+    pub uses_underlay: bool,
     /// Generations of the inputs at translation time.
     pub generations: Generations,
     /// What NORMAL learned from this packet (apply with `Bridge::learn`).
@@ -91,6 +94,14 @@ pub struct Translation {
 }
 
 impl Translation {
+    /// What it read besides the tables and ports.
+    pub fn uses(&self) -> crate::bridge::Uses {
+        crate::bridge::Uses {
+            mac: self.uses_mac_table,
+            underlay: self.uses_underlay,
+        }
+    }
+
     /// The megaflow: the key under the mask.
     pub fn megaflow(&self, key: &FlowKey) -> Match {
         Match::new(key, &self.mask)
@@ -215,6 +226,7 @@ pub(crate) struct Ctx<'a> {
     depth: u32,
     lookups: u32,
     uses_mac_table: bool,
+    uses_underlay: bool,
     learned: Vec<MacLearn>,
     error: Option<XlateError>,
     tracing: bool,
@@ -288,6 +300,7 @@ impl<'a> Ctx<'a> {
             depth: 0,
             lookups: 0,
             uses_mac_table: false,
+            uses_underlay: false,
             learned: Vec::new(),
             error: None,
             tracing,
@@ -306,6 +319,7 @@ impl<'a> Ctx<'a> {
             actions: self.out,
             rules: self.rules,
             uses_mac_table: self.uses_mac_table,
+            uses_underlay: self.uses_underlay,
             generations: self.br.generations(),
             learned: self.learned,
             error: self.error,
@@ -789,6 +803,7 @@ impl Ctx<'_> {
             Tos::Flow => self.read(Field::TunTos) as u8,
             Tos::Inherit => ((self.read(Field::IpDscp) as u8) << 2) | self.read(Field::IpEcn) as u8,
         };
+        self.uses_underlay = true;
         let Some(underlay) = self.br.underlay() else {
             let why = Unreachable::NoUnderlay;
             self.note(|| format!("output:{p} skipped: {why}"));
