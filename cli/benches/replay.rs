@@ -74,6 +74,7 @@ fn main() {
             speed: Speed::Max,
             progress: false,
             dump_flows: false,
+            underlay: None,
         };
         let s = replay::run(job).expect("replay");
         assert_eq!(s.packets, written);

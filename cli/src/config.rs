@@ -77,6 +77,17 @@
 //! vport = "vf0"                  # pf | vfN | pf0vfN | number (a representor's)
 //! type = "representor"           # representor (default) | uplink (vport: uplink)
 //!                                # | internal (the host's own netdev; no vport)
+//!                                # | vxlan | geneve (tunnel ports: no netdev)
+//! options = { remote_ip = "198.19.0.2", key = 4242 }   # a tunnel port's, as
+//!                                # Open vSwitch's Interface.options
+//!
+//! [underlay]                     # the tunnel ports' routes, given (replay; live
+//! local = ["198.19.0.1"]         # without it follows the host's over rtnetlink)
+//! [[underlay.next_hop]]
+//! remote = "198.19.0.2"          # a remote tunnel endpoint
+//! port = "wire0"                 # the uplink port toward it
+//! mac = "02:00:00:00:ff:02"      # the next hop's MAC
+//! # src = "198.19.0.1"  src_mac = "02:00:00:00:ff:01"  mtu = 1500
 //! ```
 //!
 //! Unknown keys are errors (a typo must not silently fall back to a
@@ -121,6 +132,10 @@ pub struct Config {
     pub sflow: SflowConfig,
     #[serde(default, rename = "port")]
     pub ports: Vec<PortConfig>,
+    /// The tunnel ports' routes and neighbours, given (replay; a live
+    /// daemon without it follows the host's over rtnetlink).
+    #[serde(default)]
+    pub underlay: Option<UnderlayConfig>,
     /// Where the file was read from (for relative paths).
     #[serde(skip)]
     pub dir: Option<PathBuf>,
@@ -659,6 +674,109 @@ pub struct PortConfig {
     /// A tunnel port's options, as Open vSwitch's `Interface.options`.
     #[serde(default)]
     pub options: BTreeMap<String, OptionValue>,
+}
+
+/// `[underlay]`: local tunnel endpoints and the next hop toward each
+/// remote one.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UnderlayConfig {
+    /// The host's own addresses (local tunnel endpoints).
+    #[serde(default)]
+    pub local: Vec<String>,
+    #[serde(default, rename = "next_hop")]
+    pub next_hops: Vec<NextHopConfig>,
+}
+
+/// `[[underlay.next_hop]]`: how to reach one remote endpoint.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NextHopConfig {
+    /// The remote endpoint's address.
+    pub remote: String,
+    /// The uplink port it is reached by.
+    pub port: String,
+    /// The next hop's MAC.
+    pub mac: String,
+    /// The outer source address (default: the first `local` of the
+    /// remote's family).
+    #[serde(default)]
+    pub src: Option<String>,
+    /// The uplink's MAC (default 02:00:00:00:00:00).
+    #[serde(default)]
+    pub src_mac: Option<String>,
+    /// The uplink's MTU (default 1500).
+    #[serde(default)]
+    pub mtu: Option<u16>,
+}
+
+/// `aa:bb:cc:dd:ee:ff` as bytes.
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let parts: Vec<u8> = s
+        .split(':')
+        .map(|p| u8::from_str_radix(p, 16).ok().filter(|_| p.len() == 2))
+        .collect::<Option<Vec<u8>>>()?;
+    parts.try_into().ok()
+}
+
+impl UnderlayConfig {
+    /// The underlay of `[underlay]`, its ports resolved in `ports`; errors
+    /// name the key and value at fault.
+    pub fn underlay(&self, ports: &[PortSpec]) -> anyhow::Result<ofproto::tunnel::StaticUnderlay> {
+        let ip = |key: &str, v: &str| -> anyhow::Result<std::net::IpAddr> {
+            v.parse()
+                .map_err(|_| anyhow::anyhow!("underlay {key} = \"{v}\": expected an IP address"))
+        };
+        let local = self
+            .local
+            .iter()
+            .map(|a| ip("local", a))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut hops = Vec::new();
+        for h in &self.next_hops {
+            let remote = ip("next_hop.remote", &h.remote)?;
+            let port = ports
+                .iter()
+                .find(|p| p.name == h.port)
+                .filter(|p| p.kind == PortKind::Uplink)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "underlay next_hop.port = \"{}\": not an uplink port of the config",
+                        h.port
+                    )
+                })?;
+            let mac = |key: &str, v: &str| {
+                parse_mac(v).ok_or_else(|| {
+                    anyhow::anyhow!("underlay next_hop.{key} = \"{v}\": expected aa:bb:cc:dd:ee:ff")
+                })
+            };
+            let src = match &h.src {
+                Some(s) => ip("next_hop.src", s)?,
+                None => *local
+                    .iter()
+                    .find(|l| l.is_ipv4() == remote.is_ipv4())
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "underlay next_hop {remote}: no src, and no local address of its family"
+                        )
+                    })?,
+            };
+            hops.push((
+                remote,
+                ofproto::tunnel::NextHop {
+                    port: port.no,
+                    src,
+                    eth_src: match &h.src_mac {
+                        Some(m) => mac("src_mac", m)?,
+                        None => [2, 0, 0, 0, 0, 0],
+                    },
+                    eth_dst: mac("mac", &h.mac)?,
+                    mtu: h.mtu.unwrap_or(1500),
+                },
+            ));
+        }
+        Ok(ofproto::tunnel::StaticUnderlay { local, hops })
+    }
 }
 
 /// An option's value: TOML's string, integer or boolean, read as the

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -223,6 +224,8 @@ pub struct ReplayJob {
     pub progress: bool,
     /// Keep the megaflows left at the end in [`Summary::flows`].
     pub dump_flows: bool,
+    /// The tunnel ports' routes and neighbours (`[underlay]`).
+    pub underlay: Option<Arc<ofproto::tunnel::StaticUnderlay>>,
 }
 
 /// Runs a replay to the end of its source.
@@ -251,6 +254,9 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
                 job.sim.clone(),
                 ts0,
             )?);
+            if let (Some(sw), Some(u)) = (switch.as_mut(), &job.underlay) {
+                sw.set_underlay(Arc::clone(u) as Arc<dyn ofproto::tunnel::Underlay>);
+            }
         }
         let Some(sw) = switch.as_mut() else {
             break;

@@ -197,6 +197,10 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         (Source::Capture(Box::new(reader)), flow_text(&flows)?)
     };
     let flows = FlowFile::parse(&flows).context("in the flow file")?;
+    let underlay = match &config.underlay {
+        Some(u) => Some(std::sync::Arc::new(u.underlay(&ports)?)),
+        None => None,
+    };
     let summary = replay::run(ReplayJob {
         source,
         ports,
@@ -206,6 +210,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         speed: a.speed,
         progress: !a.json,
         dump_flows: a.dump_flows,
+        underlay,
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);

@@ -853,8 +853,13 @@ impl<B: Device> Daemon<B> {
     /// Tunnel ports send over the host's routes and neighbours, `host`;
     /// their UDP ports are held on the host.
     pub fn set_host_state(&mut self, host: Arc<offload::host::HostState>) {
+        let ports = lock(self.shared()).shared_ports();
+        self.set_underlay(Arc::new(underlay::HostUnderlay::new(host, ports)));
+    }
+
+    /// Tunnel ports send over `u`; their UDP ports are held on the host.
+    pub fn set_underlay(&mut self, u: Arc<dyn ofproto::tunnel::Underlay>) {
         let mut sw = lock(self.shared());
-        let u = Arc::new(underlay::HostUnderlay::new(host, sw.shared_ports()));
         sw.set_underlay(u);
         for (_, t) in sw.port_map().tunnels() {
             self.claims.claim(t.dst_port);

@@ -134,11 +134,20 @@ pub fn run_on<B: crate::switch::Device>(
         .context("cannot start the tokio runtime")?;
     // Routes, addresses and neighbours for the tunnel ports: followed on
     // the netlink thread's runtime.
-    let host = {
-        let _on = rt.enter();
-        offload::host::HostTracker::start()
+    // Held to the end: dropping the tracker stops it.
+    let _host = match &cfg.underlay {
+        // Given: no host state followed.
+        Some(u) => {
+            daemon.set_underlay(Arc::new(u.underlay(&cfg.port_specs()?)?));
+            None
+        }
+        None => {
+            let _on = rt.enter();
+            let host = offload::host::HostTracker::start();
+            daemon.set_host_state(host.state());
+            Some(host)
+        }
     };
-    daemon.set_host_state(host.state());
     let watcher = std::thread::Builder::new()
         .name("esw-netlink".to_string())
         .spawn(move || {

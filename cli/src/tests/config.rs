@@ -209,3 +209,104 @@ fn sflow_rates_come_from_the_port_or_the_default_and_only_with_a_collector() {
         (20, 128, 1400)
     );
 }
+
+const TUNNELS: &str = r#"
+[[port]]
+name = "vm1"
+ofport = 1
+vport = "vf0"
+
+[[port]]
+name = "wire0"
+ofport = 100
+type = "uplink"
+
+[[port]]
+name = "vx0"
+ofport = 200
+type = "vxlan"
+options = { remote_ip = "198.19.0.2", key = 4242, csum = true }
+
+[underlay]
+local = ["198.19.0.1"]
+
+[[underlay.next_hop]]
+remote = "198.19.0.2"
+port = "wire0"
+mac = "02:00:00:00:ff:02"
+mtu = 9000
+"#;
+
+#[test]
+fn tunnel_ports_and_a_given_underlay() {
+    let c = Config::parse(TUNNELS).expect("config");
+    let specs = c.port_specs().expect("ports");
+    let vx = specs.iter().find(|p| p.name == "vx0").expect("vx0");
+    assert_eq!(vx.kind, PortKind::Vxlan);
+    assert_eq!(vx.vport, None);
+    let t = vx.tunnel.as_ref().expect("options");
+    assert_eq!(t.key, ofproto::tunnel::FromFlow::Fixed(4242));
+    assert!(t.csum);
+    let u = c
+        .underlay
+        .as_ref()
+        .expect("underlay")
+        .underlay(&specs)
+        .expect("underlay");
+    assert_eq!(
+        u.local,
+        vec!["198.19.0.1".parse::<std::net::IpAddr>().unwrap()]
+    );
+    let (remote, hop) = u.hops[0];
+    assert_eq!(remote, "198.19.0.2".parse::<std::net::IpAddr>().unwrap());
+    assert_eq!(
+        (hop.port, hop.mtu, hop.src),
+        (PortNo(100), 9000, u.local[0])
+    );
+    assert_eq!(hop.eth_dst, [2, 0, 0, 0, 0xff, 2]);
+}
+
+#[test]
+fn bad_tunnel_config_is_named() {
+    for (from, to, want) in [
+        ("key = 4242", "key = \"x\"", "option key=\"x\""),
+        (
+            "type = \"vxlan\"",
+            "type = \"vxlan\"\nvport = \"vf3\"",
+            "with no vport",
+        ),
+        (
+            "port = \"wire0\"",
+            "port = \"vm1\"",
+            "next_hop.port = \"vm1\": not an uplink",
+        ),
+        (
+            "mac = \"02:00:00:00:ff:02\"",
+            "mac = \"02:00\"",
+            "next_hop.mac = \"02:00\"",
+        ),
+        (
+            "local = [\"198.19.0.1\"]",
+            "local = [\"nowhere\"]",
+            "underlay local = \"nowhere\"",
+        ),
+    ] {
+        let text = TUNNELS.replace(from, to);
+        let e = Config::parse(&text)
+            .and_then(|c| {
+                let specs = c.port_specs()?;
+                c.underlay.expect("underlay").underlay(&specs).map(|_| ())
+            })
+            .expect_err(want);
+        assert!(format!("{e:#}").contains(want), "{e:#} (wanted {want})");
+    }
+    // Options on a port that takes none.
+    let text = TUNNELS.replace(
+        "type = \"uplink\"",
+        "type = \"uplink\"\noptions = { remote_ip = \"1.2.3.4\" }",
+    );
+    let e = Config::parse(&text)
+        .and_then(|c| c.port_specs())
+        .expect_err("options");
+    assert!(format!("{e:#}").contains("takes no options"), "{e:#}");
+}
