@@ -451,9 +451,36 @@ pub struct Decapped {
     /// Geneve's OAM bit.
     pub oam: bool,
     pub vni: u32,
-    pub opts: Vec<GeneveOpt>,
+    /// Where the Geneve options are in the packet (empty for VXLAN),
+    /// checked well formed; [`Decapped::options`] reads them. Decap itself
+    /// allocates nothing.
+    pub opts: std::ops::Range<usize>,
     /// Where the inner Ethernet frame starts.
     pub inner: usize,
+}
+
+impl Decapped {
+    /// The Geneve options of `pkt`, the packet this was read from.
+    pub fn options(&self, pkt: &[u8]) -> Vec<GeneveOpt> {
+        let mut out = Vec::new();
+        let Some(b) = pkt.get(self.opts.clone()) else {
+            return out;
+        };
+        let mut at = 0;
+        while at + 4 <= b.len() {
+            let n = usize::from(b[at + 3] & 0x1f) * 4;
+            let Some(data) = b.get(at + 4..at + 4 + n) else {
+                break;
+            };
+            out.push(GeneveOpt {
+                class: be16(b, at),
+                ty: b[at + 2],
+                data: data.to_vec(),
+            });
+            at += 4 + n;
+        }
+        out
+    }
 }
 
 fn be16(b: &[u8], at: usize) -> u16 {
@@ -544,7 +571,7 @@ pub fn decap(pkt: &[u8], ports: &[(u16, Kind)]) -> Result<Option<Decapped>, Tunn
             if be32(pkt, t) & 0x0800_0000 == 0 {
                 return Err(TunnelError::Malformed("VXLAN (no VNI flag)"));
             }
-            (be32(pkt, t + 4) >> 8, false, Vec::new(), t + VXLAN)
+            (be32(pkt, t + 4) >> 8, false, 0..0, t + VXLAN)
         }
         Kind::Geneve => {
             if pkt.len() < t + GENEVE {
@@ -561,7 +588,6 @@ pub fn decap(pkt: &[u8], ports: &[(u16, Kind)]) -> Result<Option<Decapped>, Tunn
             if pkt.len() < end {
                 return Err(TunnelError::Truncated("Geneve options"));
             }
-            let mut opts = Vec::new();
             let mut at = t + GENEVE;
             while at < end {
                 if at + 4 > end {
@@ -571,14 +597,14 @@ pub fn decap(pkt: &[u8], ports: &[(u16, Kind)]) -> Result<Option<Decapped>, Tunn
                 if at + 4 + n > end {
                     return Err(TunnelError::Malformed("Geneve option"));
                 }
-                opts.push(GeneveOpt {
-                    class: be16(pkt, at),
-                    ty: pkt[at + 2],
-                    data: pkt[at + 4..at + 4 + n].to_vec(),
-                });
                 at += 4 + n;
             }
-            (be32(pkt, t + 4) >> 8, pkt[t + 1] & 0x80 != 0, opts, end)
+            (
+                be32(pkt, t + 4) >> 8,
+                pkt[t + 1] & 0x80 != 0,
+                t + GENEVE..end,
+                end,
+            )
         }
     };
     if pkt.len() < inner + ETH {
