@@ -44,6 +44,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The protocol's name (`vxlan`, `geneve`), as port types and dumps
+    /// spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Vxlan => "vxlan",
+            Kind::Geneve => "geneve",
+        }
+    }
+
     /// The protocol's IANA UDP port.
     pub fn default_port(self) -> u16 {
         match self {
@@ -334,7 +343,7 @@ impl Encap {
 
     /// The outer IP packet's length for an inner frame of `inner` bytes.
     pub fn ip_packet_len(&self, inner: usize) -> usize {
-        self.template.len() - ETH + inner
+        self.outer.ip_packet_len(inner)
     }
 
     /// `inner` encapsulated into `out` (cleared first), as
@@ -368,28 +377,10 @@ impl Encap {
         if l4 > self.outer.l4_limit() {
             return Err(TunnelError::TooLong(inner.len()));
         }
-        let add = inner.len() as u16;
         let out = &mut out[..n];
         out.copy_from_slice(&self.template);
-        let bump = |b: &mut [u8]| {
-            let v = u16::from_be_bytes([b[0], b[1]]).wrapping_add(add);
-            b.copy_from_slice(&v.to_be_bytes());
-        };
+        fill_header(out, inner.len(), source_port(hash));
         let udp = ETH + ip;
-        if ip == IPV4 {
-            bump(&mut out[ETH + 2..ETH + 4]);
-            // RFC 1624: the checksum of the header with the total length
-            // raised by `add`.
-            let old = u16::from_be_bytes([out[ETH + 10], out[ETH + 11]]);
-            let sum = u32::from(!old) + u32::from(add);
-            let sum = (sum & 0xffff) + (sum >> 16);
-            let c = !((sum & 0xffff) + (sum >> 16)) as u16;
-            out[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
-        } else {
-            bump(&mut out[ETH + 4..ETH + 6]);
-        }
-        out[udp..udp + 2].copy_from_slice(&source_port(hash).to_be_bytes());
-        bump(&mut out[udp + 4..udp + 6]);
         if self.outer.csum {
             // The UDP part of the header is of even length: the sums of
             // its words and of the inner frame's add up.
@@ -398,6 +389,31 @@ impl Encap {
         }
         Ok(n)
     }
+}
+
+/// Fills in an outer header `head` (Ethernet, IPv4 without options or
+/// IPv6, UDP, ...) what depends on the packet behind it, as a NIC's encap
+/// does: the IPv4 total length and header checksum (or the IPv6 payload
+/// length) and the UDP length for an inner frame of `inner` bytes, and
+/// the UDP source port `sport`. The software datapath's template and the
+/// sim's reformat both fill through this.
+pub fn fill_header(head: &mut [u8], inner: usize, sport: u16) {
+    let l3_end = head.len() + inner - ETH;
+    let put = |b: &mut [u8], at: usize, v: usize| {
+        b[at..at + 2].copy_from_slice(&(v as u16).to_be_bytes());
+    };
+    let udp = if head[12..14] == [0x08, 0x00] {
+        put(head, ETH + 2, l3_end);
+        put(head, ETH + 10, 0);
+        let c = checksum(0, &head[ETH..ETH + IPV4]);
+        head[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
+        ETH + IPV4
+    } else {
+        put(head, ETH + 4, l3_end - IPV6);
+        ETH + IPV6
+    };
+    put(head, udp, usize::from(sport));
+    put(head, udp + 4, head.len() + inner - udp);
 }
 
 /// The longest outer header: Ethernet, IPv6, UDP, Geneve with the most

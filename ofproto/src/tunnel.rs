@@ -165,11 +165,6 @@ impl TunnelPort {
         Ok(p)
     }
 
-    /// The option's name for `show`.
-    pub fn kind_name(&self) -> &'static str {
-        kind_name(self.kind)
-    }
-
     /// Whether a packet received from `src` with VNI `vni` is this port's:
     /// a fixed remote must be the sender, a fixed key the VNI.
     pub fn accepts(&self, src: IpAddr, dst: IpAddr, vni: u32) -> bool {
@@ -189,10 +184,9 @@ impl TunnelPort {
     /// and tunnel header, no options), for `show`.
     pub fn overhead(&self, v6: bool) -> usize {
         let ip = if v6 { 40 } else { 20 };
-        let fixed = match self.kind {
-            Kind::Vxlan | Kind::Geneve => 8,
-        };
-        14 + ip + 8 + fixed
+        // Ethernet, IP, UDP, and the 8 bytes of VXLAN or of Geneve
+        // without options.
+        14 + ip + 8 + 8
     }
 }
 
@@ -203,17 +197,9 @@ fn parse_number(v: &str) -> Option<u64> {
     }
 }
 
-/// The protocol's name (`vxlan`, `geneve`).
-pub fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Vxlan => "vxlan",
-        Kind::Geneve => "geneve",
-    }
-}
-
 impl fmt::Display for TunnelPort {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: remote_ip=", self.kind_name())?;
+        write!(f, "{}: remote_ip=", self.kind.name())?;
         match self.remote {
             FromFlow::Fixed(a) => write!(f, "{a}")?,
             FromFlow::Flow => f.write_str("flow")?,

@@ -66,7 +66,7 @@ pub trait Kind: Sync {
 struct Representor;
 struct Uplink;
 struct Internal;
-struct Tunnel(&'static str);
+struct Tunnel(megaflow::tunnel::Kind);
 
 impl Kind for Representor {
     fn name(&self) -> &'static str {
@@ -134,7 +134,7 @@ fn no_vport(port: &str, given: Option<Vport>, what: &str) -> anyhow::Result<Opti
 
 impl Kind for Tunnel {
     fn name(&self) -> &'static str {
-        self.0
+        self.0.name()
     }
 
     fn vport(
@@ -143,7 +143,11 @@ impl Kind for Tunnel {
         given: Option<Vport>,
         _reported: Option<Vport>,
     ) -> anyhow::Result<Option<Vport>> {
-        no_vport(port, given, &format!("a {} port is a tunnel, with", self.0))
+        no_vport(
+            port,
+            given,
+            &format!("a {} port is a tunnel, with", self.0.name()),
+        )
     }
 
     fn has_netdev(&self) -> bool {
@@ -151,10 +155,7 @@ impl Kind for Tunnel {
     }
 
     fn tunnel(&self) -> Option<megaflow::tunnel::Kind> {
-        match self.0 {
-            "vxlan" => Some(megaflow::tunnel::Kind::Vxlan),
-            _ => Some(megaflow::tunnel::Kind::Geneve),
-        }
+        Some(self.0)
     }
 }
 
@@ -174,8 +175,8 @@ impl PortKind {
             PortKind::Representor => &Representor,
             PortKind::Uplink => &Uplink,
             PortKind::Internal => &Internal,
-            PortKind::Vxlan => &Tunnel("vxlan"),
-            PortKind::Geneve => &Tunnel("geneve"),
+            PortKind::Vxlan => &Tunnel(megaflow::tunnel::Kind::Vxlan),
+            PortKind::Geneve => &Tunnel(megaflow::tunnel::Kind::Geneve),
         }
     }
 

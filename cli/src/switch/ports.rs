@@ -84,14 +84,13 @@ impl PortMap {
     /// `local_ip`, or one of the host's addresses. With no host state
     /// (replay) and no `local_ip` given, every address is.
     pub fn is_local_endpoint(&self, addr: std::net::IpAddr) -> bool {
-        let mut locals = self.tunnels().filter_map(|(_, t)| t.local).peekable();
-        let any_local = locals.peek().is_some();
-        if locals.any(|l| l == addr) {
+        if self.tunnels().any(|(_, t)| t.local == Some(addr)) {
             return true;
         }
         match &self.underlay {
             Some(u) => u.is_local(addr),
-            None => !any_local,
+            // No host state: any address, unless a port names its own.
+            None => self.tunnels().all(|(_, t)| t.local.is_none()),
         }
     }
 

@@ -323,10 +323,7 @@ impl fmt::Display for DpAction {
             DpAction::Userspace(r) => write!(f, "userspace({r})"),
             DpAction::TunnelPush { header, port, mtu } => {
                 let h = header.outer();
-                let kind = match h.kind {
-                    crate::tunnel::Kind::Vxlan => "vxlan",
-                    crate::tunnel::Kind::Geneve => "geneve",
-                };
+                let kind = h.kind.name();
                 let (src, dst) = match h.ip {
                     crate::tunnel::OuterIp::V4 { src, dst } => (
                         Ipv4Addr::from(src).to_string(),

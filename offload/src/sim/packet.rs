@@ -584,26 +584,10 @@ pub fn encap(pkt: &mut Vec<u8>, header: &[u8]) {
     let mut key = megaflow::FlowKey::ZERO;
     let layout = megaflow::extract_into(0, pkt, &mut key).layout;
     let hash = megaflow::tunnel::flow_hash(pkt, &layout);
-    let inner = std::mem::take(pkt);
-    pkt.reserve(header.len() + inner.len());
-    pkt.extend_from_slice(header);
-    pkt.extend_from_slice(&inner);
-    let total = pkt.len();
-    let udp = if header[12..14] == [0x08, 0x00] {
-        let ip_len = (total - 14) as u16;
-        pkt[16..18].copy_from_slice(&ip_len.to_be_bytes());
-        pkt[24..26].copy_from_slice(&[0, 0]);
-        let c = megaflow::frame::checksum(0, &pkt[14..34]);
-        pkt[24..26].copy_from_slice(&c.to_be_bytes());
-        34
-    } else {
-        let plen = (total - 54) as u16;
-        pkt[18..20].copy_from_slice(&plen.to_be_bytes());
-        54
-    };
-    let ulen = (total - udp) as u16;
-    pkt[udp..udp + 2].copy_from_slice(&megaflow::tunnel::source_port(hash).to_be_bytes());
-    pkt[udp + 4..udp + 6].copy_from_slice(&ulen.to_be_bytes());
+    let n = pkt.len();
+    pkt.splice(0..0, header.iter().copied());
+    let sport = megaflow::tunnel::source_port(hash);
+    megaflow::tunnel::fill_header(&mut pkt[..header.len()], n, sport);
 }
 
 /// The decap the device does: a VXLAN or Geneve packet (on their IANA

@@ -757,16 +757,16 @@ impl Ctx<'_> {
         let Some(t) = br.ports.get(in_port).and_then(|p| p.tunnel.as_deref()) else {
             return;
         };
-        let mut fields = vec![Field::InPort, Field::TunTpDst];
-        if self.orig.tun_dst() != 0 {
-            fields.extend([Field::TunSrc, Field::TunDst]);
+        let (src, dst) = if self.orig.tun_dst() != 0 {
+            (Field::TunSrc, Field::TunDst)
         } else {
-            fields.extend([Field::TunIpv6Src, Field::TunIpv6Dst]);
-        }
-        if matches!(t.key, crate::tunnel::FromFlow::Fixed(_)) {
-            fields.push(Field::TunId);
-        }
-        for f in fields {
+            (Field::TunIpv6Src, Field::TunIpv6Dst)
+        };
+        let key = matches!(t.key, crate::tunnel::FromFlow::Fixed(_)).then_some(Field::TunId);
+        for f in [Field::InPort, Field::TunTpDst, src, dst]
+            .into_iter()
+            .chain(key)
+        {
             self.wc.unwildcard_packet(f, f.layout().max_value());
         }
     }
