@@ -843,6 +843,7 @@ impl PortSpec {
     pub fn info(&self) -> ofproto::PortInfo {
         let mut info = ofproto::PortInfo::new(self.no, self.name.clone());
         info.tunnel = self.tunnel.clone();
+        info.decap = self.kind == PortKind::Uplink;
         info
     }
 

@@ -237,6 +237,21 @@ fields! {
 /// `tun_flags` bit: Geneve's OAM bit was set (Open vSwitch's `oam`).
 pub const TUN_FLAG_OAM: u64 = 1;
 
+/// The tunnel metadata fields: set at decap, zero for a packet from no
+/// tunnel.
+pub const TUNNEL_FIELDS: [Field; 10] = [
+    Field::TunId,
+    Field::TunSrc,
+    Field::TunDst,
+    Field::TunIpv6Src,
+    Field::TunIpv6Dst,
+    Field::TunFlags,
+    Field::TunTos,
+    Field::TunTtl,
+    Field::TunTpSrc,
+    Field::TunTpDst,
+];
+
 /// The first key word past the packet's own headers (the words after it
 /// hold tunnel metadata).
 const HEADER_END: usize = 22;

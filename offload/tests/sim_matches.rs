@@ -188,16 +188,6 @@ fn pkt() -> impl Strategy<Value = Pkt> {
         )
 }
 
-/// A domain forwarding what `enc` matches to `OUT`, everything else to
-/// the manager.
-fn install(sim: &SimBackend, enc: &Encoded) -> Result<DomainId, DrError> {
-    let (d, t1) = pipe(sim);
-    let m = sim.matcher_create(t1, 0, enc.criteria(), enc.mask())?;
-    let out = sim.action_create(d, ActionSpec::DestVport(OUT))?;
-    sim.rule_create(m, enc.value(), &[out])?;
-    Ok(d)
-}
-
 const OUT: Vport = Vport(8);
 
 proptest! {
@@ -218,11 +208,7 @@ proptest! {
         metadata in any::<bool>(),
     ) {
         let ports = port_table();
-        let mode = if metadata {
-            SourcePortMode::REG_C0_UPPER_16
-        } else {
-            SourcePortMode::MiscSourcePort
-        };
+        let mode = source_mode(metadata);
         let five = Pkt { v6: false, ..base.clone() };
         let tagged = Pkt { vlan: base.vlan.or(Some((0x8100, 0x2014))), ..base.clone() };
         let v6 = Pkt { v6: true, ..base.clone() };
@@ -277,7 +263,7 @@ proptest! {
             let enc = encode(&m, mode, &ports);
             prop_assert!(enc.is_ok(), "{:?} is offloadable: {:?}", m, enc);
             let Ok(enc) = enc else { continue };
-            let d = install(&sim, &enc).map_err(|e| TestCaseError::fail(format!("{m:?}: {e}")))?;
+            let d = install_with(&sim, &enc, &[], OUT).map_err(|e| TestCaseError::fail(format!("{m:?}: {e}")))?;
             let mut all = vec![template.clone()];
             all.extend(packets.iter().map(|(p, a, b)| template.mix(p, a & b)));
             for (i, p) in all.iter().enumerate() {

@@ -53,6 +53,10 @@ pub struct PortInfo {
     pub sample_rate: u32,
     /// A tunnel port's options (`None`: a port with a netdev).
     pub tunnel: Option<Arc<TunnelPort>>,
+    /// Tunnel packets for a local endpoint that arrive here are
+    /// decapsulated before the datapath sees them (an uplink): what tells
+    /// its other packets apart from them is matched.
+    pub decap: bool,
 }
 
 impl PortInfo {
@@ -66,6 +70,7 @@ impl PortInfo {
             up: true,
             sample_rate: 0,
             tunnel: None,
+            decap: false,
         }
     }
 }
@@ -111,7 +116,7 @@ impl Ports {
         self.map.get(&no)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &PortInfo> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = &PortInfo> + Clone + '_ {
         self.map.values()
     }
 

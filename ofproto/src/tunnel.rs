@@ -272,6 +272,25 @@ pub trait Underlay: Send + Sync + fmt::Debug {
     fn is_local(&self, addr: IpAddr) -> bool;
 }
 
+/// Whether `addr` is a local tunnel endpoint of a switch with these
+/// tunnel ports: a port's `local_ip`, or one of the host's addresses as
+/// the underlay knows them. With no underlay (replay) and no `local_ip`
+/// given, every address is. The one rule receive (decap) and translation
+/// (what tells an uplink packet from a tunnel's) both follow.
+pub fn is_local_endpoint<'a>(
+    mut tunnels: impl Iterator<Item = &'a TunnelPort> + Clone,
+    underlay: Option<&dyn Underlay>,
+    addr: IpAddr,
+) -> bool {
+    if tunnels.clone().any(|t| t.local == Some(addr)) {
+        return true;
+    }
+    match underlay {
+        Some(u) => u.is_local(addr),
+        None => tunnels.all(|t| t.local.is_none()),
+    }
+}
+
 /// The outer header for an inner packet through `port` to `dst` with VNI
 /// `vni`, TOS `tos`, over `hop`.
 pub fn outer(port: &TunnelPort, dst: IpAddr, vni: u32, tos: u8, hop: &NextHop) -> Option<Outer> {
@@ -505,6 +524,49 @@ mod tests {
         let t = b.translate(&key_from(100), Timestamp(0));
         assert_eq!(t.mask.field(Field::TunDst), 0);
         assert_eq!(t.mask.field(Field::TunId), 0);
+    }
+
+    #[test]
+    fn an_uplink_packet_matches_what_tells_it_from_a_tunnel_packet() {
+        let port = TunnelPort::new(Kind::Vxlan, FromFlow::Flow);
+        let mut b = bridge(port, &["actions=output:1"], Some(underlay()));
+        let mut uplink = PortInfo::new(UPLINK, "wire0");
+        uplink.decap = true;
+        b.add_port(uplink);
+        let udp = |dst: [u8; 4], tp_dst: u16| {
+            let mut k = key_from(UPLINK.0);
+            k.set_field(Field::Ipv4Dst, u128::from(u32::from_be_bytes(dst)));
+            k.set_field(Field::IpProto, 17);
+            k.set_field(Field::TpDst, u128::from(tp_dst));
+            k
+        };
+        // For another host: the address tells it apart.
+        let t = b.translate(&udp([198, 19, 0, 9], 4789), Timestamp(0));
+        assert!(t.mask.is_exact(Field::EthType) && t.mask.is_exact(Field::Ipv4Dst));
+        assert_eq!(t.mask.field(Field::TpDst), 0, "{:?}", t.mask);
+        assert!(t.uses_underlay, "the host's addresses were read");
+        // For this host: the protocol and the UDP port too.
+        let t = b.translate(&udp([198, 19, 0, 1], 53), Timestamp(0));
+        assert!(t.mask.is_exact(Field::IpProto) && t.mask.is_exact(Field::TpDst));
+        // Not IP: the ethertype alone.
+        let mut arp = key_from(UPLINK.0);
+        arp.set_eth_type(0x0806);
+        let t = b.translate(&arp, Timestamp(0));
+        assert!(t.mask.is_exact(Field::EthType));
+        assert_eq!(t.mask.field(Field::Ipv4Dst), 0);
+        // A port that decapsulates nothing (a VF): none of it.
+        let t = b.translate(&udp([198, 19, 0, 1], 53), Timestamp(0));
+        let t1 = b.translate(
+            &{
+                let mut k = udp([198, 19, 0, 1], 53);
+                k.set_in_port(1);
+                k
+            },
+            Timestamp(0),
+        );
+        assert!(t.mask.is_exact(Field::TpDst));
+        assert_eq!(t1.mask.field(Field::TpDst), 0);
+        assert_eq!(t1.mask.field(Field::Ipv4Dst), 0);
     }
 
     #[test]

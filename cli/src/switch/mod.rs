@@ -482,10 +482,13 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     pub fn add_port(&mut self, spec: PortSpec) -> anyhow::Result<()> {
         let map = Arc::new(self.ports.with(spec.clone())?);
         let tag = spec.vport.and_then(|v| self.dev.vport_tag(v));
-        self.pipeline
-            .offloader()
-            .lock()
-            .set_port(spec.no, spec.vport, tag);
+        {
+            let mut mgr = self.pipeline.offloader().lock();
+            mgr.set_port(spec.no, spec.vport, tag);
+            for (no, ground) in map.tunnel_grounds() {
+                mgr.set_tunnel(no, ground);
+            }
+        }
         let mut info = spec.info();
         // Down until its netdev is up; a tunnel port has none.
         info.up = spec.tunnel.is_some();
@@ -511,9 +514,15 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         // nothing left to flush.
         let flushed = self.pipeline.flush_port(no);
         self.pipeline.bridge_mut().remove_port(no);
-        self.pipeline.offloader().lock().set_port(no, None, None);
         self.netdevs.remove(&no);
         self.ports = Arc::new(self.ports.without(no));
+        {
+            let mut mgr = self.pipeline.offloader().lock();
+            mgr.set_port(no, None, None);
+            for (no, ground) in self.ports.tunnel_grounds() {
+                mgr.set_tunnel(no, ground);
+            }
+        }
         self.shared_ports.replace(Arc::clone(&self.ports));
         self.emit(SwitchEvent::Port {
             reason: openflow::port::reason::DELETE,

@@ -74,7 +74,7 @@ impl PortMap {
     }
 
     /// The tunnel ports.
-    pub fn tunnels(&self) -> impl Iterator<Item = (PortNo, &TunnelPort)> + '_ {
+    pub fn tunnels(&self) -> impl Iterator<Item = (PortNo, &TunnelPort)> + Clone + '_ {
         self.specs
             .iter()
             .filter_map(|p| p.tunnel.as_deref().map(|t| (p.no, t)))
@@ -84,14 +84,11 @@ impl PortMap {
     /// `local_ip`, or one of the host's addresses. With no host state
     /// (replay) and no `local_ip` given, every address is.
     pub fn is_local_endpoint(&self, addr: std::net::IpAddr) -> bool {
-        if self.tunnels().any(|(_, t)| t.local == Some(addr)) {
-            return true;
-        }
-        match &self.underlay {
-            Some(u) => u.is_local(addr),
-            // No host state: any address, unless a port names its own.
-            None => self.tunnels().all(|(_, t)| t.local.is_none()),
-        }
+        ofproto::tunnel::is_local_endpoint(
+            self.tunnels().map(|(_, t)| t),
+            self.underlay.as_deref(),
+            addr,
+        )
     }
 
     /// The map with one more port; its name, number and vport must be
@@ -155,9 +152,38 @@ impl PortMap {
     /// A port the device does not see is not in it: flows that name it
     /// stay in software.
     pub(crate) fn table(&self) -> PortTable {
-        self.by_port
+        let mut t = self
+            .by_port
             .iter()
-            .fold(PortTable::new(), |t, (no, v)| t.with(*no, *v))
+            .fold(PortTable::new(), |t, (no, v)| t.with(*no, *v));
+        for (no, ground) in self.tunnel_grounds() {
+            t.set_tunnel(no, ground);
+        }
+        t
+    }
+
+    /// Where each tunnel port's packets reach the eSwitch: the uplink
+    /// (`None` unless the switch has exactly one uplink with a vport; a
+    /// tunnel's flows then stay in software).
+    pub(crate) fn tunnel_grounds(
+        &self,
+    ) -> impl Iterator<Item = (PortNo, Option<offload::prm::TunnelGround>)> + '_ {
+        let mut uplinks = self
+            .specs
+            .iter()
+            .filter(|p| p.kind == PortKind::Uplink)
+            .filter_map(|p| p.vport);
+        let uplink = match (uplinks.next(), uplinks.next()) {
+            (Some(v), None) => Some(v),
+            _ => None,
+        };
+        self.tunnels().map(move |(no, t)| {
+            let ground = uplink.map(|uplink| offload::prm::TunnelGround {
+                kind: t.kind,
+                uplink,
+            });
+            (no, ground)
+        })
     }
 }
 

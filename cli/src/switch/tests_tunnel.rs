@@ -46,12 +46,17 @@ fn ports() -> Vec<PortSpec> {
 }
 
 fn switch() -> SimSwitch {
-    let flows = FlowFile::parse(
+    switch_with(
         "priority=10,in_port=1,actions=output:200\n\
          priority=10,in_port=200,tun_id=4242,actions=output:2\n\
          priority=0,actions=drop",
     )
-    .expect("flows");
+}
+
+/// The switch of [`ports`] with the flow table `flows`, over an underlay
+/// that reaches the remote endpoint by the uplink.
+fn switch_with(flows: &str) -> SimSwitch {
+    let flows = FlowFile::parse(flows).expect("flows");
     let mut sw = SimSwitch::new(
         &ports(),
         &flows,
@@ -132,25 +137,8 @@ fn encap_in_software_then_in_the_sims_fdb_gives_the_same_frames() {
 #[test]
 fn decap_at_receive_enters_the_tunnel_port_and_bad_tunnel_packets_are_counted() {
     let mut sw = switch();
-    let outer = |vni: u32| {
-        let mut o = Outer::vxlan_v4(
-            ([2, 0, 0, 0, 0xff, 2], [2, 0, 0, 0, 0xff, 1]),
-            REMOTE,
-            LOCAL,
-            vni,
-        );
-        o.df = false;
-        o
-    };
     let pkt = inner();
-    let wire = |vni: u32| {
-        let mut v = Vec::new();
-        Encap::new(outer(vni))
-            .expect("header")
-            .encap_into(&pkt, 7, &mut v)
-            .expect("encap");
-        v
-    };
+    let wire = |vni: u32| from_remote(vni, &pkt);
     let mut rec = Rec::default();
     let good = wire(VNI);
     for i in 0..5 {
@@ -177,12 +165,14 @@ fn decap_at_receive_enters_the_tunnel_port_and_bad_tunnel_packets_are_counted() 
     );
     assert_eq!(rec.out.len(), 5, "neither delivered");
     let c = sw.counters();
-    assert_eq!(c.tunnel_rx, 5);
+    // Software counts what it decapsulated; the rest the sim's FDB did.
+    let sw_path = rec.out.iter().filter(|o| o.2 == Path::Software).count();
+    assert_eq!(c.tunnel_rx, sw_path as u64);
     assert_eq!(c.tunnel_drop_unknown_vni, 1);
     assert_eq!(c.tunnel_drop_fragment, 1);
     // For another host (not a local endpoint): switched as it is, here by
     // the table's drop.
-    let mut elsewhere = outer(VNI);
+    let mut elsewhere = outer_from_remote(VNI);
     elsewhere.ip = OuterIp::V4 {
         src: REMOTE,
         dst: [198, 19, 0, 9],
@@ -193,5 +183,109 @@ fn decap_at_receive_enters_the_tunnel_port_and_bad_tunnel_packets_are_counted() 
         .encap_into(&pkt, 7, &mut v)
         .expect("encap");
     sw.receive(at(11), &[(UPLINK, &v[..])], &mut rec);
-    assert_eq!(sw.counters().tunnel_rx, 5);
+    assert_eq!(sw.counters().tunnel_rx, sw_path as u64);
+    assert_eq!(rec.out.len(), 5);
+}
+
+/// The VXLAN header from the remote endpoint to the local one.
+fn outer_from_remote(vni: u32) -> Outer {
+    let mut o = Outer::vxlan_v4(
+        ([2, 0, 0, 0, 0xff, 2], [2, 0, 0, 0, 0xff, 1]),
+        REMOTE,
+        LOCAL,
+        vni,
+    );
+    o.df = false;
+    o
+}
+
+/// A VXLAN frame from the remote endpoint to the local one with `vni`
+/// around `inner`.
+fn from_remote(vni: u32, inner: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    Encap::new(outer_from_remote(vni))
+        .expect("header")
+        .encap_into(inner, 7, &mut v)
+        .expect("encap");
+    v
+}
+
+#[test]
+fn decap_is_offloaded_once_hot_and_delivers_the_same_inner_frames() {
+    let mut sw = switch();
+    let pkt = inner();
+    let wire = from_remote(VNI, &pkt);
+    let mut rec = Rec::default();
+    for i in 0..50 {
+        sw.receive(at(i), &[(UPLINK, &wire[..])], &mut rec);
+    }
+    assert_eq!(rec.out.len(), 50, "every packet delivered");
+    for (port, frame, path) in &rec.out {
+        assert_eq!(
+            (*port, frame),
+            (PortNo(2), &pkt),
+            "{path:?}: the inner frame"
+        );
+    }
+    let hw = rec.out.iter().filter(|o| o.2 == Path::Hardware).count();
+    assert!(
+        hw >= 40,
+        "decapsulated by the sim's FDB once hot: {hw} of 50; {:?}",
+        sw.pipeline().dump()
+    );
+    let text = format!("{:?}", sw.dump_rules());
+    assert!(text.contains("l2_tunnel_to_l2"), "{text}");
+    // The rule is the tunnel's: another VNI is not taken by it (software
+    // drops it, unknown), nor is a packet for another host.
+    let other = from_remote(7, &pkt);
+    sw.receive(at(60), &[(UPLINK, &other[..])], &mut rec);
+    assert_eq!(rec.out.len(), 50, "unknown VNI not delivered");
+    assert_eq!(sw.counters().tunnel_drop_unknown_vni, 1);
+}
+
+#[test]
+fn an_offloaded_uplink_flow_never_takes_a_tunnel_packet() {
+    // The uplink's own traffic goes to vm1: its megaflow, once offloaded,
+    // sees every packet on the uplink before any decap, so it must tell
+    // tunnel packets apart.
+    let mut sw = switch_with(
+        "priority=10,in_port=200,tun_id=4242,actions=output:2\n\
+         priority=5,in_port=100,actions=output:1\n\
+         priority=0,actions=drop",
+    );
+    let plain_to_local = FrameSpec::ipv4(0xc613_0002, 0xc613_0001, L4::udp(5000, 53))
+        .payload(64)
+        .build();
+    let plain_elsewhere = FrameSpec::ipv4(0xc613_0002, 0xc613_0009, L4::udp(5000, 4789))
+        .payload(64)
+        .build();
+    let mut rec = Rec::default();
+    for i in 0..50 {
+        sw.receive(
+            at(i),
+            &[
+                (UPLINK, &plain_to_local[..]),
+                (UPLINK, &plain_elsewhere[..]),
+            ],
+            &mut rec,
+        );
+    }
+    let hw = rec.out.iter().filter(|o| o.2 == Path::Hardware).count();
+    assert!(hw >= 80, "the uplink's flows offloaded: {hw} of 100");
+    assert!(rec.out.iter().all(|o| o.0 == PortNo(1)));
+    // Now a tunnel packet: decapsulated, to vm2, never raw to vm1.
+    let pkt = inner();
+    let wire = from_remote(VNI, &pkt);
+    rec.out.clear();
+    for i in 0..50 {
+        sw.receive(at(100 + i), &[(UPLINK, &wire[..])], &mut rec);
+    }
+    assert_eq!(rec.out.len(), 50);
+    for (port, frame, path) in &rec.out {
+        assert_eq!((*port, frame), (PortNo(2), &pkt), "{path:?}");
+    }
+    assert!(
+        rec.out.iter().any(|o| o.2 == Path::Hardware),
+        "decap offloaded too"
+    );
 }

@@ -172,3 +172,60 @@ pub fn action_decap_vxlan<D: Device>(dev: &D) {
     assert_eq!(got.egress, Egress::Vport(dev.vf(2)));
     assert_eq!(got.bytes, inner, "the inner frame");
 }
+
+/// A decap rule as the offload manager builds one for a tunnel port's
+/// megaflow: the outer IPv4/UDP headers to port 4789, not a fragment, the
+/// VXLAN VNI, and the *inner* destination MAC. Only a frame with that VNI
+/// and that inner destination is decapsulated; another VNI or another
+/// inner destination misses, untouched (the device parses VXLAN on 4789
+/// and the frame inside it).
+pub fn match_vxlan_vni_and_inner<D: Device>(dev: &D) {
+    let p = pipe(dev);
+    let mask = buf()
+        .with(PrmField::OuterEthertype, 0xffff)
+        .with(PrmField::OuterIpVersion, 4)
+        .with(PrmField::OuterIpProtocol, 0xff)
+        .with(PrmField::OuterFrag, 1)
+        .with(PrmField::OuterUdpDport, 0xffff)
+        .with(PrmField::MiscVxlanVni, 0xff_ffff)
+        .with(PrmField::InnerDmac, 0xffff_ffff_ffff);
+    let m = matcher(dev, p.t1, 0, &mask);
+    let value = buf()
+        .with(PrmField::OuterEthertype, 0x0800)
+        .with(PrmField::OuterIpVersion, 4)
+        .with(PrmField::OuterIpProtocol, 17)
+        .with(PrmField::OuterUdpDport, u128::from(VXLAN_PORT))
+        .with(PrmField::MiscVxlanVni, 4242)
+        .with(PrmField::InnerDmac, u128::from(mac(3)));
+    let decap_a = action(dev, p.d, decap_spec());
+    let out = to_vport(dev, p.d, dev.vf(2));
+    rule(dev, m, &value, &[decap_a, out]);
+    let wire = |vni: u32, to: u64| {
+        let mut o = vxlan();
+        o.vni = vni;
+        o.df = false;
+        o.ip = OuterIp::V4 {
+            src: [198, 19, 0, 2],
+            dst: [198, 19, 0, 1],
+        };
+        let inner = frame_to(to, 100);
+        let mut v = Vec::new();
+        Encap::new(o)
+            .expect("header")
+            .encap_into(&inner, 99, &mut v)
+            .expect("encap");
+        (v, inner)
+    };
+    let (good, inner) = wire(4242, mac(3));
+    let got = one(dev, p.d, Vport::UPLINK, &good);
+    assert_eq!(got.egress, Egress::Vport(dev.vf(2)), "VNI 4242 to mac 3");
+    assert_eq!(got.bytes, inner, "the inner frame");
+    for (what, (f, _)) in [
+        ("another VNI", wire(4243, mac(3))),
+        ("another inner destination", wire(4242, mac(4))),
+    ] {
+        let got = one(dev, p.d, Vport::UPLINK, &f);
+        assert_ne!(got.egress, Egress::Vport(dev.vf(2)), "{what} missed");
+        assert_eq!(got.bytes, f, "{what}: untouched");
+    }
+}

@@ -92,6 +92,7 @@ cases!(
     reformat_order_eopnotsupp,
     action_encap_vxlan,
     action_decap_vxlan,
+    match_vxlan_vni_and_inner,
     counters_exact_under_random_traffic,
     meter_rate_conformance,
     sampler_ratio_within_bounds,

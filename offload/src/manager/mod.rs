@@ -115,6 +115,8 @@ struct Shared {
     drop: Option<ActionId>,
     miss: Option<ActionId>,
     pop: Option<ActionId>,
+    /// The decap (`L2_TUNNEL_TO_L2`) of rules for tunnel packets.
+    decap: Option<ActionId>,
     push: HashMap<u32, ActionId>,
     /// Actions shared by content and counted (modify-headers, encap
     /// headers): destroyed when their last flow goes.
@@ -355,6 +357,13 @@ impl<B: DrBackend> OffloadManager<B> {
             }
             None => self.ports.remove(port),
         }
+    }
+
+    /// A tunnel port's ground (`None`: not a tunnel port, or none the
+    /// device can take): its packets' rules match them on that uplink
+    /// and decapsulate first.
+    pub fn set_tunnel(&mut self, port: PortNo, ground: Option<crate::prm::TunnelGround>) {
+        self.ports.set_tunnel(port, ground);
     }
 
     /// The vport rules use for `port` (`None`: the device has no such
@@ -646,6 +655,7 @@ impl<B: DrBackend> OffloadManager<B> {
             .chain(self.shared.drop.take())
             .chain(self.shared.miss.take())
             .chain(self.shared.pop.take())
+            .chain(self.shared.decap.take())
             .collect();
         for a in singles {
             b.action_destroy(a)?;

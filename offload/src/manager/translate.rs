@@ -5,10 +5,11 @@
 use megaflow::actions::{SampleCookie, UserspaceReason};
 use megaflow::offload::NotOffloaded;
 use megaflow::MeterId;
-use megaflow::{DpAction, Field, Match};
+use megaflow::{DpAction, Field, Match, PortNo};
 
 use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
 use crate::dr::{ActionId, ActionSpec, DrBackend, Reformat};
+use crate::prm::PortMap as _;
 use crate::Vport;
 
 use super::{action, backend, Counted, OffloadManager};
@@ -244,6 +245,22 @@ impl<B: DrBackend> OffloadManager<B> {
             return Err(action("more than two VLAN actions"));
         }
         let mut list = Vec::new();
+        // A tunnel port's packet: its rule matched it on the uplink, its
+        // actions are for the inner frame.
+        let from_tunnel = m.mask().is_exact(Field::InPort)
+            && self
+                .ports
+                .tunnel(PortNo(m.key().in_port() as u32))
+                .is_some();
+        if from_tunnel {
+            let spec = ActionSpec::PacketReformat {
+                reformat: Reformat::L2TunnelToL2,
+                data: Vec::new(),
+            };
+            let a = self.shared_action(self.shared.decap, spec)?;
+            self.shared.decap = Some(a);
+            list.push(a);
+        }
         for _ in 0..pops {
             let a = self.shared_action(self.shared.pop, ActionSpec::PopVlan)?;
             self.shared.pop = Some(a);

@@ -11,11 +11,15 @@ use megaflow::extract::{
     ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ, ETH_TYPE_VLAN, IP_PROTO_ICMP,
     IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
-use megaflow::key::{FRAG_ANY, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
+use megaflow::key::{
+    FRAG_ANY, FRAG_LATER, TUNNEL_FIELDS, TUN_FLAG_OAM, VLAN_PRESENT, VLAN_VID_MASK,
+};
+use megaflow::tunnel::Kind;
 use megaflow::{Field, FlowKey, Mask, Match, PortNo};
 
 use super::layout::{set, PrmError, PrmField};
 use super::{Encoded, PortMap, SourcePortMode, Unsupported};
+use crate::Vport;
 
 /// IPv6 extension header numbers the key's `ip_proto` never ends on.
 const IPV6_EXT_HEADERS: [u8; 5] = [0, 43, 44, 51, 60];
@@ -50,16 +54,121 @@ pub fn encode_into(
         key: m.key(),
         left: *m.mask(),
         out,
+        h: &OUTER,
     };
+    match e.source_port(mode, ports)? {
+        Some(kind) => {
+            // The packet's own headers are the inner ones.
+            e.tunnel(kind)?;
+            e.h = &INNER;
+        }
+        None => e.no_tunnel()?,
+    }
     let l3 = e.eth_type()?;
-    e.source_port(mode, ports)?;
     e.eth_addrs()?;
-    e.vlan(VLAN1)?;
-    e.vlan(VLAN2)?;
+    e.vlan(e.h.vlan1)?;
+    e.vlan(e.h.vlan2)?;
     let proto = e.l3(l3)?;
     e.l4(proto)?;
     e.finish()
 }
+
+/// The device fields of one block of packet headers: the outer headers,
+/// or the inner ones of a tunnel packet (`dr_match_spec` both, with their
+/// second VLAN and flow label in misc).
+struct Headers {
+    smac: PrmField,
+    dmac: PrmField,
+    ethertype: PrmField,
+    ip_version: PrmField,
+    vlan1: VlanFields,
+    vlan2: VlanFields,
+    ip_protocol: PrmField,
+    dscp: PrmField,
+    ecn: PrmField,
+    ttl: PrmField,
+    frag: PrmField,
+    src_ip: PrmField,
+    dst_ip: PrmField,
+    flow_label: PrmField,
+    tcp_sport: PrmField,
+    tcp_dport: PrmField,
+    udp_sport: PrmField,
+    udp_dport: PrmField,
+    tcp_flags: PrmField,
+}
+
+const OUTER: Headers = Headers {
+    smac: PrmField::OuterSmac,
+    dmac: PrmField::OuterDmac,
+    ethertype: PrmField::OuterEthertype,
+    ip_version: PrmField::OuterIpVersion,
+    vlan1: VlanFields {
+        tpid: Field::VlanTpid,
+        tci: Field::VlanTci,
+        cvlan: PrmField::OuterCvlanTag,
+        svlan: PrmField::OuterSvlanTag,
+        prio: PrmField::OuterFirstPrio,
+        vid: PrmField::OuterFirstVid,
+    },
+    vlan2: VlanFields {
+        tpid: Field::Vlan2Tpid,
+        tci: Field::Vlan2Tci,
+        cvlan: PrmField::MiscOuterSecondCvlanTag,
+        svlan: PrmField::MiscOuterSecondSvlanTag,
+        prio: PrmField::MiscOuterSecondPrio,
+        vid: PrmField::MiscOuterSecondVid,
+    },
+    ip_protocol: PrmField::OuterIpProtocol,
+    dscp: PrmField::OuterIpDscp,
+    ecn: PrmField::OuterIpEcn,
+    ttl: PrmField::OuterIpTtlHoplimit,
+    frag: PrmField::OuterFrag,
+    src_ip: PrmField::OuterSrcIp,
+    dst_ip: PrmField::OuterDstIp,
+    flow_label: PrmField::MiscOuterIpv6FlowLabel,
+    tcp_sport: PrmField::OuterTcpSport,
+    tcp_dport: PrmField::OuterTcpDport,
+    udp_sport: PrmField::OuterUdpSport,
+    udp_dport: PrmField::OuterUdpDport,
+    tcp_flags: PrmField::OuterTcpFlags,
+};
+
+const INNER: Headers = Headers {
+    smac: PrmField::InnerSmac,
+    dmac: PrmField::InnerDmac,
+    ethertype: PrmField::InnerEthertype,
+    ip_version: PrmField::InnerIpVersion,
+    vlan1: VlanFields {
+        tpid: Field::VlanTpid,
+        tci: Field::VlanTci,
+        cvlan: PrmField::InnerCvlanTag,
+        svlan: PrmField::InnerSvlanTag,
+        prio: PrmField::InnerFirstPrio,
+        vid: PrmField::InnerFirstVid,
+    },
+    vlan2: VlanFields {
+        tpid: Field::Vlan2Tpid,
+        tci: Field::Vlan2Tci,
+        cvlan: PrmField::MiscInnerSecondCvlanTag,
+        svlan: PrmField::MiscInnerSecondSvlanTag,
+        prio: PrmField::MiscInnerSecondPrio,
+        vid: PrmField::MiscInnerSecondVid,
+    },
+    ip_protocol: PrmField::InnerIpProtocol,
+    dscp: PrmField::InnerIpDscp,
+    ecn: PrmField::InnerIpEcn,
+    ttl: PrmField::InnerIpTtlHoplimit,
+    frag: PrmField::InnerFrag,
+    src_ip: PrmField::InnerSrcIp,
+    dst_ip: PrmField::InnerDstIp,
+    flow_label: PrmField::MiscInnerIpv6FlowLabel,
+    tcp_sport: PrmField::InnerTcpSport,
+    tcp_dport: PrmField::InnerTcpDport,
+    udp_sport: PrmField::InnerUdpSport,
+    udp_dport: PrmField::InnerUdpDport,
+    tcp_flags: PrmField::InnerTcpFlags,
+};
 
 /// What the exact `eth_type` says about L3.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -74,6 +183,7 @@ enum L3 {
 }
 
 /// The key and mask fields of one VLAN tag and the device fields they map to.
+#[derive(Clone, Copy)]
 struct VlanFields {
     tpid: Field,
     tci: Field,
@@ -83,30 +193,14 @@ struct VlanFields {
     vid: PrmField,
 }
 
-const VLAN1: VlanFields = VlanFields {
-    tpid: Field::VlanTpid,
-    tci: Field::VlanTci,
-    cvlan: PrmField::OuterCvlanTag,
-    svlan: PrmField::OuterSvlanTag,
-    prio: PrmField::OuterFirstPrio,
-    vid: PrmField::OuterFirstVid,
-};
-
-const VLAN2: VlanFields = VlanFields {
-    tpid: Field::Vlan2Tpid,
-    tci: Field::Vlan2Tci,
-    cvlan: PrmField::MiscOuterSecondCvlanTag,
-    svlan: PrmField::MiscOuterSecondSvlanTag,
-    prio: PrmField::MiscOuterSecondPrio,
-    vid: PrmField::MiscOuterSecondVid,
-};
-
 /// The encoder's state: the match's key, the mask bits not consumed yet,
 /// and the output.
 struct Enc<'a> {
     key: &'a FlowKey,
     left: Mask,
     out: &'a mut Encoded,
+    /// Where the packet's own headers go.
+    h: &'static Headers,
 }
 
 /// Shorthand for an [`Unsupported`] error.
@@ -166,14 +260,14 @@ impl Enc<'_> {
         if ty == ETH_TYPE_VLAN || ty == ETH_TYPE_QINQ {
             return no(f, "third VLAN tag: the device matches two tags");
         }
-        self.put(f, PrmField::OuterEthertype, v, m)?;
+        self.put(f, self.h.ethertype, v, m)?;
         Ok(match ty {
             ETH_TYPE_IPV4 => {
-                self.put(f, PrmField::OuterIpVersion, 4, 4)?;
+                self.put(f, self.h.ip_version, 4, 4)?;
                 L3::Ipv4
             }
             ETH_TYPE_IPV6 => {
-                self.put(f, PrmField::OuterIpVersion, 6, 6)?;
+                self.put(f, self.h.ip_version, 6, 6)?;
                 L3::Ipv6
             }
             ETH_TYPE_ARP => L3::Arp,
@@ -181,22 +275,41 @@ impl Enc<'_> {
         })
     }
 
-    /// `in_port` → `misc.source_port` or `metadata_reg_c_0`.
+    /// `in_port` → `misc.source_port` or `metadata_reg_c_0`; a tunnel
+    /// port's packets come from its uplink, and the tunnel's kind is
+    /// returned.
     fn source_port(
         &mut self,
         mode: SourcePortMode,
         ports: &dyn PortMap,
-    ) -> Result<(), Unsupported> {
+    ) -> Result<Option<Kind>, Unsupported> {
         let f = Field::InPort;
         let Some((v, m)) = self.take(f) else {
-            return Ok(());
+            return Ok(None);
         };
         if m != u128::from(u32::MAX) {
             return no(f, "partial in_port mask");
         }
-        let Some(vport) = ports.vport(PortNo(v as u32)) else {
+        let port = PortNo(v as u32);
+        if let Some(t) = ports.tunnel(port) {
+            self.source_vport(mode, ports, t.uplink)?;
+            return Ok(Some(t.kind));
+        }
+        let Some(vport) = ports.vport(port) else {
             return no(f, "not an eSwitch port (no vport)");
         };
+        self.source_vport(mode, ports, vport)?;
+        Ok(None)
+    }
+
+    /// The rule's source vport.
+    fn source_vport(
+        &mut self,
+        mode: SourcePortMode,
+        ports: &dyn PortMap,
+        vport: Vport,
+    ) -> Result<(), Unsupported> {
+        let f = Field::InPort;
         match mode {
             SourcePortMode::MiscSourcePort => {
                 self.put(f, PrmField::MiscSourcePort, u128::from(vport.0), 0xffff)
@@ -224,10 +337,10 @@ impl Enc<'_> {
     /// `eth_src`, `eth_dst`: any bit mask.
     fn eth_addrs(&mut self) -> Result<(), Unsupported> {
         if let Some((v, m)) = self.take(Field::EthSrc) {
-            self.put(Field::EthSrc, PrmField::OuterSmac, v, m)?;
+            self.put(Field::EthSrc, self.h.smac, v, m)?;
         }
         if let Some((v, m)) = self.take(Field::EthDst) {
-            self.put(Field::EthDst, PrmField::OuterDmac, v, m)?;
+            self.put(Field::EthDst, self.h.dmac, v, m)?;
         }
         Ok(())
     }
@@ -310,11 +423,11 @@ impl Enc<'_> {
             if m == 0xff {
                 proto = Some(v as u8);
             }
-            self.put(Field::IpProto, PrmField::OuterIpProtocol, v, m)?;
+            self.put(Field::IpProto, self.h.ip_protocol, v, m)?;
         }
-        self.plain(Field::IpDscp, PrmField::OuterIpDscp, l3)?;
-        self.plain(Field::IpEcn, PrmField::OuterIpEcn, l3)?;
-        self.plain(Field::IpTtl, PrmField::OuterIpTtlHoplimit, l3)?;
+        self.plain(Field::IpDscp, self.h.dscp, l3)?;
+        self.plain(Field::IpEcn, self.h.ecn, l3)?;
+        self.plain(Field::IpTtl, self.h.ttl, l3)?;
         if let Some((v, m)) = self.take(Field::IpFrag) {
             let f = Field::IpFrag;
             Self::need_ip(f, l3)?;
@@ -333,20 +446,20 @@ impl Enc<'_> {
             } else {
                 return no(f, "first vs later fragment: the device has one frag bit");
             };
-            self.put(f, PrmField::OuterFrag, bit, 1)?;
+            self.put(f, self.h.frag, bit, 1)?;
         }
         // IPv4 sits in the last 32 bits of the 128-bit address fields.
-        self.addr(Field::Ipv4Src, PrmField::OuterSrcIp, l3, L3::Ipv4)?;
-        self.addr(Field::Ipv4Dst, PrmField::OuterDstIp, l3, L3::Ipv4)?;
-        self.addr(Field::Ipv6Src, PrmField::OuterSrcIp, l3, L3::Ipv6)?;
-        self.addr(Field::Ipv6Dst, PrmField::OuterDstIp, l3, L3::Ipv6)?;
+        self.addr(Field::Ipv4Src, self.h.src_ip, l3, L3::Ipv4)?;
+        self.addr(Field::Ipv4Dst, self.h.dst_ip, l3, L3::Ipv4)?;
+        self.addr(Field::Ipv6Src, self.h.src_ip, l3, L3::Ipv6)?;
+        self.addr(Field::Ipv6Dst, self.h.dst_ip, l3, L3::Ipv6)?;
         if let Some((v, m)) = self.take(Field::Ipv6Label) {
             let f = Field::Ipv6Label;
             Self::need_ip(f, l3)?;
             if l3 != L3::Ipv6 {
                 return no(f, "flow label of an IPv4 flow");
             }
-            self.put(f, PrmField::MiscOuterIpv6FlowLabel, v, m)?;
+            self.put(f, self.h.flow_label, v, m)?;
         }
         Ok(proto)
     }
@@ -376,23 +489,13 @@ impl Enc<'_> {
 
     /// L4: TCP or UDP ports by `ip_proto`, TCP flags.
     fn l4(&mut self, proto: Option<u8>) -> Result<(), Unsupported> {
-        self.port(
-            Field::TpSrc,
-            PrmField::OuterTcpSport,
-            PrmField::OuterUdpSport,
-            proto,
-        )?;
-        self.port(
-            Field::TpDst,
-            PrmField::OuterTcpDport,
-            PrmField::OuterUdpDport,
-            proto,
-        )?;
+        self.port(Field::TpSrc, self.h.tcp_sport, self.h.udp_sport, proto)?;
+        self.port(Field::TpDst, self.h.tcp_dport, self.h.udp_dport, proto)?;
         if let Some((v, m)) = self.take(Field::TcpFlags) {
             if proto != Some(IP_PROTO_TCP) {
                 return no(Field::TcpFlags, "TCP flags without ip_proto 6");
             }
-            self.put(Field::TcpFlags, PrmField::OuterTcpFlags, v, m)?;
+            self.put(Field::TcpFlags, self.h.tcp_flags, v, m)?;
         }
         Ok(())
     }
@@ -420,6 +523,135 @@ impl Enc<'_> {
             Some(IP_PROTO_SCTP) => no(f, "SCTP port: the device has TCP and UDP port fields only"),
             _ => no(f, "L4 port without an exact TCP or UDP ip_proto"),
         }
+    }
+
+    /// A packet from a tunnel of `kind`: its tunnel metadata are the outer
+    /// headers the device parses before decap (IPv4 or IPv6 by the
+    /// addresses matched, UDP, not a fragment), the UDP port the device
+    /// parses the tunnel on, and the VNI (and Geneve's OAM bit and
+    /// Ethernet payload, as software's decap requires).
+    fn tunnel(&mut self, kind: Kind) -> Result<(), Unsupported> {
+        let src4 = self.take(Field::TunSrc);
+        let dst4 = self.take(Field::TunDst);
+        let src6 = self.take(Field::TunIpv6Src);
+        let dst6 = self.take(Field::TunIpv6Dst);
+        let v4 = src4.is_some() || dst4.is_some();
+        let v6 = src6.is_some() || dst6.is_some();
+        let (ty, ver, src, dst) = match (v4, v6) {
+            (true, false) => (
+                ETH_TYPE_IPV4,
+                4,
+                (Field::TunSrc, src4),
+                (Field::TunDst, dst4),
+            ),
+            (false, true) => (
+                ETH_TYPE_IPV6,
+                6,
+                (Field::TunIpv6Src, src6),
+                (Field::TunIpv6Dst, dst6),
+            ),
+            (true, true) => return no(Field::TunIpv6Dst, "IPv4 and IPv6 tunnel addresses"),
+            (false, false) => {
+                return no(
+                    Field::TunDst,
+                    "tunnel addresses not matched: a rule could take another tunnel's packets",
+                )
+            }
+        };
+        let f = dst.0;
+        self.put(f, PrmField::OuterEthertype, u128::from(ty), 0xffff)?;
+        self.put(f, PrmField::OuterIpVersion, ver, ver)?;
+        self.put(f, PrmField::OuterIpProtocol, u128::from(IP_PROTO_UDP), 0xff)?;
+        // Software decapsulates no outer fragment.
+        self.put(f, PrmField::OuterFrag, 0, 1)?;
+        for ((field, vm), prm) in [(src, PrmField::OuterSrcIp), (dst, PrmField::OuterDstIp)] {
+            if let Some((v, m)) = vm {
+                self.put(field, prm, v, m)?;
+            }
+        }
+        let f = Field::TunTpDst;
+        match self.take(f) {
+            Some((v, 0xffff)) if v == u128::from(kind.default_port()) => {
+                self.put(f, PrmField::OuterUdpDport, v, 0xffff)?;
+            }
+            Some((_, 0xffff)) => {
+                return no(
+                    f,
+                    "the device parses VXLAN on UDP port 4789 and Geneve on 6081 only",
+                )
+            }
+            _ => {
+                return no(
+                    f,
+                    "UDP port not exact: the device parses a tunnel by its port",
+                )
+            }
+        }
+        if let Some((v, m)) = self.take(Field::TunTpSrc) {
+            self.put(Field::TunTpSrc, PrmField::OuterUdpSport, v, m)?;
+        }
+        if let Some((v, m)) = self.take(Field::TunTtl) {
+            self.put(Field::TunTtl, PrmField::OuterIpTtlHoplimit, v, m)?;
+        }
+        if let Some((v, m)) = self.take(Field::TunTos) {
+            if m >> 2 != 0 {
+                self.put(Field::TunTos, PrmField::OuterIpDscp, v >> 2, m >> 2)?;
+            }
+            if m & 3 != 0 {
+                self.put(Field::TunTos, PrmField::OuterIpEcn, v & 3, m & 3)?;
+            }
+        }
+        let vni = match kind {
+            Kind::Vxlan => PrmField::MiscVxlanVni,
+            Kind::Geneve => PrmField::MiscGeneveVni,
+        };
+        if let Some((v, m)) = self.take(Field::TunId) {
+            if v & m & !0xff_ffff != 0 {
+                return no(
+                    Field::TunId,
+                    "tun_id above the 24-bit VNI: no packet has it",
+                );
+            }
+            self.put(Field::TunId, vni, v & 0xff_ffff, m & 0xff_ffff)?;
+        }
+        if let Some((v, m)) = self.take(Field::TunFlags) {
+            let oam = u128::from(TUN_FLAG_OAM);
+            if v & m & !oam != 0 {
+                return no(Field::TunFlags, "a tunnel flag decap never sets");
+            }
+            match kind {
+                Kind::Geneve if m & oam != 0 => {
+                    self.put(Field::TunFlags, PrmField::MiscGeneveOam, v & oam, 1)?;
+                }
+                Kind::Vxlan if v & m & oam != 0 => {
+                    return no(Field::TunFlags, "OAM on VXLAN: decap never sets it");
+                }
+                _ => {}
+            }
+        }
+        if kind == Kind::Geneve {
+            // Software decapsulates only an Ethernet payload.
+            self.put(
+                Field::TunDst,
+                PrmField::MiscGeneveProtocolType,
+                u128::from(megaflow::tunnel::GENEVE_ETH),
+                0xffff,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A packet from no tunnel has zero tunnel metadata: a match on zeros
+    /// always holds and is dropped; any other value never does.
+    fn no_tunnel(&mut self) -> Result<(), Unsupported> {
+        for f in TUNNEL_FIELDS {
+            if let Some((v, m)) = self.take(f) {
+                if v & m != 0 {
+                    return no(f, "tunnel metadata on a packet from no tunnel port");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Bits outside every key field are ignored: keys and packets hold
@@ -457,7 +689,7 @@ fn leftover_reason(f: Field) -> &'static str {
         | Field::TunTos
         | Field::TunTtl
         | Field::TunTpSrc
-        | Field::TunTpDst => "tunnel metadata: decap offload not implemented",
+        | Field::TunTpDst => "tunnel metadata the device does not match",
         Field::NdTarget => "ND target: the device has no such field",
         Field::ArpSha | Field::ArpTha => "ARP/ND link-layer address: the device has no such field",
         _ => "the device has no such field",

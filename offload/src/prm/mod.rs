@@ -76,6 +76,22 @@
 //!   source_port mask, dr_ste.c), or, when the firmware tags packets with
 //!   vport metadata, `misc2.metadata_reg_c_0` under the configured mask
 //!   ([`SourcePortMode`]).
+//! - **Tunnel packets.** A megaflow whose `in_port` is a tunnel port
+//!   ([`PortMap::tunnel`]) matches a packet the device sees *before*
+//!   decap, on the uplink: the source port is the uplink's, the `tun_*`
+//!   fields are the outer headers (`tun_src`/`tun_dst` the IPv4 or IPv6
+//!   addresses, with the ethertype and `ip_version` they imply; UDP;
+//!   `frag` 0, as software decapsulates no fragment; `tun_tp_dst` the UDP
+//!   port, exact and the kind's IANA port, the only ones the device
+//!   parses a tunnel on; `tun_tp_src`, `tun_ttl`, `tun_tos` as DSCP and
+//!   ECN), `tun_id` the VNI (`misc.vxlan_vni` or `misc.geneve_vni`; bits
+//!   above 24 never match), Geneve's OAM flag `misc.geneve_oam` and its
+//!   Ethernet payload type; and the packet's own fields go to
+//!   `inner_headers` (and misc's `inner_second_*`, inner flow label). The
+//!   rule's first action is the decap. A megaflow of any other port
+//!   matches zero tunnel metadata, which always holds there (and is
+//!   dropped); any other value is refused. [`decode`] reads no tunnel
+//!   rule: it refuses the inner block and the VNI fields by name.
 //!
 //! Callers: the offload manager encodes each megaflow it offers to the
 //! device (an [`Unsupported`] becomes the flow's "not offloaded" reason);
@@ -156,6 +172,19 @@ pub trait PortMap {
     fn tag_vport(&self, tag: u32) -> Option<Vport> {
         u16::try_from(tag).ok().map(Vport)
     }
+    /// A tunnel port: its packets arrive encapsulated on an uplink, where
+    /// a rule matches them before decap.
+    fn tunnel(&self, _port: PortNo) -> Option<TunnelGround> {
+        None
+    }
+}
+
+/// Where a tunnel port's packets reach the eSwitch: the protocol, and the
+/// uplink vport they arrive on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TunnelGround {
+    pub kind: megaflow::tunnel::Kind,
+    pub uplink: Vport,
 }
 
 /// A [`PortMap`] from explicit pairs.
@@ -166,6 +195,7 @@ pub struct PortTable {
     /// Metadata tags a device reported (absent: the vport number).
     tags: HashMap<Vport, u32, FastBuild>,
     tag_vports: HashMap<u32, Vport, FastBuild>,
+    tunnels: HashMap<PortNo, TunnelGround, FastBuild>,
 }
 
 impl PortTable {
@@ -186,8 +216,21 @@ impl PortTable {
         }
     }
 
+    /// Sets (`Some`) or clears where tunnel port `port`'s packets arrive.
+    pub fn set_tunnel(&mut self, port: PortNo, ground: Option<TunnelGround>) {
+        match ground {
+            Some(g) => {
+                self.tunnels.insert(port, g);
+            }
+            None => {
+                self.tunnels.remove(&port);
+            }
+        }
+    }
+
     /// Forgets `port` and its vport.
     pub fn remove(&mut self, port: PortNo) {
+        self.tunnels.remove(&port);
         if let Some(v) = self.to_vport.remove(&port) {
             self.to_port.remove(&v);
             if let Some(t) = self.tags.remove(&v) {
@@ -233,6 +276,10 @@ impl PortMap for PortTable {
         } else {
             self.tag_vports.get(&tag).copied()
         }
+    }
+
+    fn tunnel(&self, port: PortNo) -> Option<TunnelGround> {
+        self.tunnels.get(&port).copied()
     }
 }
 

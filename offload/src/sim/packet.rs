@@ -5,7 +5,7 @@
 //!
 //! [`extract_key`] parses a frame into the `fte_match_param` value the
 //! device would compare with a rule ([`PacketKey`]): the outer headers,
-//! misc, inner (always zero: no tunnels) and misc2 blocks, the
+//! misc, inner and misc2 blocks, the
 //! [`ENCODED_LEN`] bytes an [`Encoded`](crate::prm::Encoded) mask and value
 //! have, viewed as 32 native-endian `u64` words so a matcher compares
 //! `(key_word & mask_word) == value_word` word by word.
@@ -36,7 +36,15 @@
 //!   (IPv4: IHL ≥ 5, not a later fragment; IPv6: the first next header).
 //!   Lengths are checked against the buffer, not the IP length field;
 //! - misc `source_port` = the vport the packet came from, misc2
-//!   `metadata_reg_c_0..7` = the packet's registers.
+//!   `metadata_reg_c_0..7` = the packet's registers;
+//! - a tunnel, on the UDP ports a ConnectX parses without being told
+//!   (VXLAN 4789, Geneve 6081), of an unfragmented outer packet: misc
+//!   `vxlan_vni`, or `geneve_vni`, `geneve_oam`, `geneve_opt_len` and
+//!   `geneve_protocol_type`; and the frame inside (VXLAN's always,
+//!   Geneve's when its payload is Ethernet, after its options) parsed as
+//!   above into `inner_headers`, its second tag into misc `inner_second_*`.
+//!   The VXLAN flags are not looked at (a frame without the I flag, which
+//!   software drops as malformed, is parsed all the same).
 //!
 //! Nothing else is set (`ipv4_ihl`, the `*_ok` bits, flow label: zero).
 //!
@@ -62,14 +70,16 @@ use megaflow::extract::{
 };
 use megaflow::FlowKey;
 
+use megaflow::tunnel::{GENEVE_ETH, GENEVE_PORT, VXLAN_PORT};
+
 use crate::dr::modify::{ModifyField, ModifyOp};
-use crate::prm::ENCODED_LEN;
+use crate::prm::{PrmField, ENCODED_LEN};
 
 /// Words in a [`PacketKey`].
 pub const KEY_WORDS: usize = ENCODED_LEN / 8;
 
 /// The packet's `fte_match_param` value as the device parses it: outer
-/// headers, misc, inner (zero), misc2 (metadata registers) =
+/// headers, misc, inner (a tunnel's frame), misc2 (metadata registers) =
 /// [`ENCODED_LEN`] (256) bytes, viewed as 32 native-endian u64 words (word
 /// i = `u64::from_ne_bytes(bytes[8i..8i+8])`), so a matcher can compare
 /// `(pkt_word & mask_word) == value_word` with mask and value bytes
@@ -146,6 +156,13 @@ const SECOND_CVLAN_TAG: u8 = 0x80;
 /// Misc byte 12: `outer_second_svlan_tag` (bit 0x262).
 const SECOND_SVLAN_TAG: u8 = 0x20;
 
+/// Misc byte 12: `inner_second_cvlan_tag` (bit 0x261).
+const INNER_SECOND_CVLAN_TAG: u8 = 0x40;
+/// Misc byte 12: `inner_second_svlan_tag` (bit 0x263).
+const INNER_SECOND_SVLAN_TAG: u8 = 0x10;
+/// First word of `inner_headers` (key byte 128).
+pub(crate) const W_INNER: usize = 16;
+
 /// IPv6 next header of the Fragment extension header.
 const IPV6_FRAGMENT: u8 = 44;
 
@@ -169,11 +186,51 @@ pub fn extract_key(pkt: &[u8], source_vport: u16, regs: &[u32; 8], key: &mut Pac
             u64::from_ne_bytes([hi[0], hi[1], hi[2], hi[3], lo[0], lo[1], lo[2], lo[3]]);
     }
 
-    let Some(eth) = header::<14>(pkt, 0) else {
-        return;
-    };
+    if let Some((dport, payload)) = headers(pkt, 0, w, &OUTER_AT) {
+        tunnel(pkt, dport, payload, w);
+    }
+}
+
+/// Where one block of headers goes in the key: the block's first word,
+/// and the second VLAN tag's place in misc (its TCI's byte in word
+/// [`W_MISC_SECOND_VLAN`], its C-VLAN and S-VLAN bits in that word's
+/// byte 4).
+struct HeadersAt {
+    base: usize,
+    second_tci: usize,
+    second_c: u8,
+    second_s: u8,
+}
+
+const OUTER_AT: HeadersAt = HeadersAt {
+    base: 0,
+    second_tci: 0,
+    second_c: SECOND_CVLAN_TAG,
+    second_s: SECOND_SVLAN_TAG,
+};
+
+/// The inner headers: `inner_headers` (key word 16), misc's
+/// `inner_second_*` (bytes 10..12, bits 0x261 and 0x263).
+const INNER_AT: HeadersAt = HeadersAt {
+    base: W_INNER,
+    second_tci: 2,
+    second_c: INNER_SECOND_CVLAN_TAG,
+    second_s: INNER_SECOND_SVLAN_TAG,
+};
+
+/// Parses the Ethernet frame at `start` into the block `at`. Returns the
+/// UDP destination port and the offset of the UDP payload of an
+/// unfragmented UDP packet.
+#[inline(always)]
+fn headers(
+    pkt: &[u8],
+    start: usize,
+    w: &mut [u64; KEY_WORDS],
+    at: &HeadersAt,
+) -> Option<(u16, usize)> {
+    let eth = header::<14>(pkt, start)?;
     let mut ty = be16(eth[12], eth[13]);
-    let mut off = 14usize;
+    let mut off = start + 14;
     let (mut tci1, mut tag1) = ([0u8; 2], 0u8);
     if ty == ETH_TYPE_VLAN || ty == ETH_TYPE_QINQ {
         if let Some(t) = header::<4>(pkt, off) {
@@ -188,17 +245,22 @@ pub fn extract_key(pkt: &[u8], source_vport: u16, regs: &[u32; 8], key: &mut Pac
             if ty == ETH_TYPE_VLAN || ty == ETH_TYPE_QINQ {
                 if let Some(t) = header::<4>(pkt, off) {
                     let tag2 = if ty == ETH_TYPE_VLAN {
-                        SECOND_CVLAN_TAG
+                        at.second_c
                     } else {
-                        SECOND_SVLAN_TAG
+                        at.second_s
                     };
-                    w[W_MISC_SECOND_VLAN] = u64::from_ne_bytes([t[0], t[1], 0, 0, tag2, 0, 0, 0]);
+                    let mut b = w[W_MISC_SECOND_VLAN].to_ne_bytes();
+                    b[at.second_tci] = t[0];
+                    b[at.second_tci + 1] = t[1];
+                    b[4] |= tag2;
+                    w[W_MISC_SECOND_VLAN] = u64::from_ne_bytes(b);
                     ty = be16(t[2], t[3]);
                     off += 4;
                 }
             }
         }
     }
+    let w = &mut w[at.base..at.base + 8];
     let [ty0, ty1] = ty.to_be_bytes();
     w[W_SMAC_ETHERTYPE] =
         u64::from_ne_bytes([eth[6], eth[7], eth[8], eth[9], eth[10], eth[11], ty0, ty1]);
@@ -243,6 +305,7 @@ pub fn extract_key(pkt: &[u8], source_vport: u16, regs: &[u32; 8], key: &mut Pac
     };
 
     let (mut tcp, mut udp) = ([0u8; 6], [0u8; 4]);
+    let mut payload = None;
     if let Some(l4) = l4 {
         match proto {
             IP_PROTO_TCP => {
@@ -253,6 +316,9 @@ pub fn extract_key(pkt: &[u8], source_vport: u16, regs: &[u32; 8], key: &mut Pac
             IP_PROTO_UDP => {
                 if let Some(u) = header::<8>(pkt, l4) {
                     udp = [u[0], u[1], u[2], u[3]];
+                    if b18 & FRAG == 0 {
+                        payload = Some((be16(u[2], u[3]), l4 + 8));
+                    }
                 }
             }
             _ => {}
@@ -269,6 +335,63 @@ pub fn extract_key(pkt: &[u8], source_vport: u16, regs: &[u32; 8], key: &mut Pac
         tcp[3],
     ]);
     w[W_TTL_UDP] = u64::from_ne_bytes([0, 0, 0, ttl, udp[0], udp[1], udp[2], udp[3]]);
+    payload
+}
+
+/// Writes `bytes` at byte `at` of the key.
+#[inline(always)]
+fn put_bytes(w: &mut [u64; KEY_WORDS], at: usize, bytes: &[u8]) {
+    for (i, &x) in bytes.iter().enumerate() {
+        let (word, byte) = ((at + i) / 8, (at + i) % 8);
+        let mut b = w[word].to_ne_bytes();
+        b[byte] = x;
+        w[word] = u64::from_ne_bytes(b);
+    }
+}
+
+/// The tunnel the device parses on the UDP port `dport` (VXLAN on 4789,
+/// Geneve on 6081, the ports a ConnectX knows without being told): the
+/// VNI (Geneve: also the OAM bit, the options' length and the protocol
+/// type) into misc, and the inner frame (VXLAN's always; Geneve's when
+/// its payload is Ethernet) into the inner block.
+fn tunnel(pkt: &[u8], dport: u16, payload: usize, w: &mut [u64; KEY_WORDS]) {
+    let inner = match dport {
+        VXLAN_PORT => {
+            let Some(h) = header::<8>(pkt, payload) else {
+                return;
+            };
+            put_bytes(w, misc_byte(PrmField::MiscVxlanVni), &h[4..7]);
+            payload + 8
+        }
+        GENEVE_PORT => {
+            let Some(h) = header::<8>(pkt, payload) else {
+                return;
+            };
+            put_bytes(
+                w,
+                misc_byte(PrmField::MiscGeneveVni),
+                &[h[4], h[5], h[6], h[1] >> 7],
+            );
+            let opt_len = h[0] & 0x3f;
+            put_bytes(
+                w,
+                misc_byte(PrmField::MiscGeneveOptLen),
+                &[opt_len, h[2], h[3]],
+            );
+            if be16(h[2], h[3]) != GENEVE_ETH {
+                return;
+            }
+            payload + 8 + usize::from(opt_len) * 4
+        }
+        _ => return,
+    };
+    headers(pkt, inner, w, &INNER_AT);
+}
+
+/// The key byte a misc field starts at.
+#[inline(always)]
+fn misc_byte(f: PrmField) -> usize {
+    usize::from(f.def().bit) / 8
 }
 
 // ---------------------------------------------------------------------------

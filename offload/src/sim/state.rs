@@ -204,6 +204,38 @@ fn modelled_bits() -> &'static [u8; ENCODED_LEN] {
             F::MiscOuterSecondVid,
             F::MiscOuterSecondCvlanTag,
             F::MiscOuterSecondSvlanTag,
+            // A tunnel on its IANA port, and the frame inside it.
+            F::MiscVxlanVni,
+            F::MiscGeneveVni,
+            F::MiscGeneveOam,
+            F::MiscGeneveOptLen,
+            F::MiscGeneveProtocolType,
+            F::InnerSmac,
+            F::InnerEthertype,
+            F::InnerDmac,
+            F::InnerFirstPrio,
+            F::InnerFirstCfi,
+            F::InnerFirstVid,
+            F::InnerIpProtocol,
+            F::InnerIpDscp,
+            F::InnerIpEcn,
+            F::InnerCvlanTag,
+            F::InnerSvlanTag,
+            F::InnerFrag,
+            F::InnerIpVersion,
+            F::InnerTcpFlags,
+            F::InnerTcpSport,
+            F::InnerTcpDport,
+            F::InnerIpTtlHoplimit,
+            F::InnerUdpSport,
+            F::InnerUdpDport,
+            F::InnerSrcIp,
+            F::InnerDstIp,
+            F::MiscInnerSecondPrio,
+            F::MiscInnerSecondCfi,
+            F::MiscInnerSecondVid,
+            F::MiscInnerSecondCvlanTag,
+            F::MiscInnerSecondSvlanTag,
         ];
         let regs = (0..8).filter_map(PrmField::reg_c);
         for f in fields.into_iter().chain(regs) {
@@ -422,24 +454,42 @@ impl State {
         if sp != 0 && sp != 0xffff {
             return Err(DrError::Invalid("partial misc.source_port mask"));
         }
-        let ip_version = mask.field_mask(PrmField::OuterIpVersion) as u8;
-        if ![0, 4, 6].contains(&ip_version) {
-            return Err(DrError::Invalid(
-                "outer.ip_version in a matcher mask must be 4, 6 or 0",
-            ));
-        }
-        let addrs = mask.field_mask(PrmField::OuterSrcIp) | mask.field_mask(PrmField::OuterDstIp);
-        if addrs != 0 && ip_version == 0 {
-            return Err(DrError::Match(DecodeError::Invalid {
-                field: PrmField::OuterSrcIp,
-                reason: "IP addresses need ip_version 4 or 6 in the mask",
-            }));
-        }
-        // The device matches the L3 type exactly: compare the whole nibble.
+        // Outer and inner headers alike (dr_ste_build_pre_check_spec).
         let mut words_src = mask.mask().to_vec();
         words_src.resize(ENCODED_LEN, 0);
-        if ip_version != 0 {
-            let _ = crate::prm::set(&mut words_src, PrmField::OuterIpVersion, 0xf);
+        let mut ip_version = 0;
+        for (version, src, dst, what) in [
+            (
+                PrmField::OuterIpVersion,
+                PrmField::OuterSrcIp,
+                PrmField::OuterDstIp,
+                "outer.ip_version in a matcher mask must be 4, 6 or 0",
+            ),
+            (
+                PrmField::InnerIpVersion,
+                PrmField::InnerSrcIp,
+                PrmField::InnerDstIp,
+                "inner.ip_version in a matcher mask must be 4, 6 or 0",
+            ),
+        ] {
+            let v = mask.field_mask(version) as u8;
+            if ![0, 4, 6].contains(&v) {
+                return Err(DrError::Invalid(what));
+            }
+            if mask.field_mask(src) | mask.field_mask(dst) != 0 && v == 0 {
+                return Err(DrError::Match(DecodeError::Invalid {
+                    field: src,
+                    reason: "IP addresses need ip_version 4 or 6 in the mask",
+                }));
+            }
+            // The device matches the L3 type exactly: compare the whole
+            // nibble.
+            if v != 0 {
+                let _ = crate::prm::set(&mut words_src, version, 0xf);
+            }
+            if version == PrmField::OuterIpVersion {
+                ip_version = v;
+            }
         }
         let index = MatcherIndex::new(&to_words(&words_src));
         self.seq += 1;
@@ -543,6 +593,14 @@ impl State {
             return Err(DrError::IpVersion {
                 mask: matcher.ip_version,
                 rule: rule_ipv,
+            });
+        }
+        let inner = matcher.mask.field_mask(PrmField::InnerIpVersion) as u8;
+        let rule_inner = enc.field_value(PrmField::InnerIpVersion) as u8;
+        if rule_inner != inner {
+            return Err(DrError::IpVersion {
+                mask: inner,
+                rule: rule_inner,
             });
         }
         let mut resolved = Vec::with_capacity(actions.len());

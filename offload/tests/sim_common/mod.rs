@@ -55,6 +55,36 @@ pub fn one(sim: &SimBackend, d: DomainId, from: Vport, frame: &[u8]) -> OutFrame
     out.pop().expect("one frame")
 }
 
+/// A domain whose level-1 table holds one rule: `enc`'s match, the
+/// actions `first` (created in the domain) then a `dest_vport` to `out`;
+/// everything else goes to the manager.
+pub fn install_with(
+    sim: &SimBackend,
+    enc: &Encoded,
+    first: &[ActionSpec],
+    out: Vport,
+) -> Result<DomainId, DrError> {
+    let (d, t1) = pipe(sim);
+    let m = sim.matcher_create(t1, 0, enc.criteria(), enc.mask())?;
+    let mut actions = Vec::new();
+    for spec in first {
+        actions.push(sim.action_create(d, spec.clone())?);
+    }
+    actions.push(sim.action_create(d, ActionSpec::DestVport(out))?);
+    sim.rule_create(m, enc.value(), &actions)?;
+    Ok(d)
+}
+
+/// How rules name the source port: vport metadata in reg_c_0, or
+/// `misc.source_port`.
+pub fn source_mode(metadata: bool) -> SourcePortMode {
+    if metadata {
+        SourcePortMode::REG_C0_UPPER_16
+    } else {
+        SourcePortMode::MiscSourcePort
+    }
+}
+
 /// A rule in a catch-all matcher of `t1` forwarding everything with
 /// `actions`.
 pub fn catch_all(sim: &SimBackend, t1: TableId, actions: &[ActionId]) {

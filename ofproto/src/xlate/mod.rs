@@ -34,8 +34,10 @@ mod vlan;
 
 pub use trace::{TraceEvent, TracedRule};
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
 use megaflow::actions::{ArpField, SampleCookie, SampleOutput, UserspaceReason};
-use megaflow::key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
+use megaflow::key::{TUNNEL_FIELDS, VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
 use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp};
 
 use crate::bridge::{Bridge, Generations};
@@ -178,21 +180,6 @@ fn is_pipeline_field(f: Field) -> bool {
         || TUNNEL_FIELDS.contains(&f)
 }
 
-/// The tunnel metadata: read at decap, written by `set_field` for the
-/// encap of a later output to a tunnel port.
-const TUNNEL_FIELDS: [Field; 10] = [
-    Field::TunId,
-    Field::TunSrc,
-    Field::TunDst,
-    Field::TunIpv6Src,
-    Field::TunIpv6Dst,
-    Field::TunFlags,
-    Field::TunTos,
-    Field::TunTtl,
-    Field::TunTpSrc,
-    Field::TunTpDst,
-];
-
 /// How a table visit ended.
 enum Next {
     Goto(TableId),
@@ -250,6 +237,7 @@ fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Trans
     let mut ctx = Ctx::new(br, key, now, tracing);
     ctx.port_sampling();
     ctx.tunnel_ingress();
+    ctx.not_a_tunnel_packet();
     if br.fail_open() {
         // Fail-open: the switch is a learning switch until a controller
         // is back.
@@ -747,27 +735,71 @@ fn action_set_rank(a: &OfAction) -> u8 {
 
 impl Ctx<'_> {
     /// A packet that came in a tunnel: the megaflow matches what chose its
-    /// tunnel port (the outer addresses, the UDP port, a fixed key), as
+    /// tunnel port (the outer addresses, the UDP port, the key), as
     /// Open vSwitch's `tnl_wc_init` does, so the device can match the
     /// outer headers of the packets it takes (a decap rule) and a packet
     /// of no tunnel (`tun_*` zero) never shares the megaflow.
     fn tunnel_ingress(&mut self) {
         let in_port = PortNo(self.orig.in_port() as u32);
         let br: &Bridge = self.br;
-        let Some(t) = br.ports.get(in_port).and_then(|p| p.tunnel.as_deref()) else {
+        if br
+            .ports
+            .get(in_port)
+            .and_then(|p| p.tunnel.as_ref())
+            .is_none()
+        {
             return;
-        };
+        }
         let (src, dst) = if self.orig.tun_dst() != 0 {
             (Field::TunSrc, Field::TunDst)
         } else {
             (Field::TunIpv6Src, Field::TunIpv6Dst)
         };
-        let key = matches!(t.key, crate::tunnel::FromFlow::Fixed(_)).then_some(Field::TunId);
-        for f in [Field::InPort, Field::TunTpDst, src, dst]
-            .into_iter()
-            .chain(key)
-        {
+        // tun_id always, as Open vSwitch: a hardware rule sees the packet
+        // on the uplink, where every tunnel port is one, so the fields
+        // that chose the port must all be in the rule.
+        for f in [Field::InPort, Field::TunTpDst, src, dst, Field::TunId] {
             self.wc.unwildcard_packet(f, f.layout().max_value());
+        }
+    }
+
+    /// A packet on a port where tunnel packets are decapsulated (an
+    /// uplink), on a bridge with tunnel ports: what tells it apart from a
+    /// tunnel packet for a local endpoint is read, as Open vSwitch's
+    /// `tnl_port_map_lookup` reads it (the ethertype, the destination
+    /// address and, when it is local, the protocol and the UDP port). Its
+    /// megaflow, and a hardware rule made of it (which sees packets before
+    /// any decap), then cannot cover a tunnel's packets.
+    fn not_a_tunnel_packet(&mut self) {
+        let br: &Bridge = self.br;
+        let in_port = PortNo(self.orig.in_port() as u32);
+        if !br.ports.get(in_port).is_some_and(|p| p.decap) {
+            return;
+        }
+        let tunnels = br.ports.iter().filter_map(|p| p.tunnel.as_deref());
+        if tunnels.clone().next().is_none() {
+            return;
+        }
+        let k = self.orig;
+        self.wc.unwildcard_packet(Field::EthType, 0xffff);
+        let dst = match k.eth_type() as u16 {
+            megaflow::extract::ETH_TYPE_IPV4 => Field::Ipv4Dst,
+            megaflow::extract::ETH_TYPE_IPV6 => Field::Ipv6Dst,
+            _ => return,
+        };
+        self.wc.unwildcard_packet(dst, dst.layout().max_value());
+        let addr = match dst {
+            Field::Ipv4Dst => IpAddr::V4(Ipv4Addr::from(k.field(dst) as u32)),
+            _ => IpAddr::V6(Ipv6Addr::from(k.field(dst))),
+        };
+        self.uses_underlay = true;
+        let underlay = br.underlay().map(|u| &**u as &dyn crate::tunnel::Underlay);
+        if !crate::tunnel::is_local_endpoint(tunnels.clone(), underlay, addr) {
+            return;
+        }
+        self.wc.unwildcard_packet(Field::IpProto, 0xff);
+        if k.ip_proto() == u64::from(megaflow::extract::IP_PROTO_UDP) {
+            self.wc.unwildcard_packet(Field::TpDst, 0xffff);
         }
     }
 
@@ -777,7 +809,6 @@ impl Ctx<'_> {
     /// reached now (the trace says why; the underlay's change re-translates).
     fn tunnel_output(&mut self, p: PortNo, t: &crate::tunnel::TunnelPort) {
         use crate::tunnel::{outer, FromFlow, Tos, Unreachable};
-        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
         let dst = match t.remote {
             FromFlow::Fixed(a) => a,
             FromFlow::Flow => {

@@ -96,35 +96,86 @@ fn reference(pkt: &[u8], vport: u16, regs: &[u32; 8]) -> [u8; ENCODED_LEN] {
     for (n, &r) in regs.iter().enumerate() {
         s(PrmField::reg_c(n as u8).unwrap(), u128::from(r));
     }
-    if pkt.len() < 14 {
+    let Some((dport, t)) = reference_headers(pkt, 0, &mut s, false) else {
         return b;
+    };
+    // The tunnel on its IANA port.
+    let h = pkt.get(t..t + 8);
+    let inner = match (dport, h) {
+        (4789, Some(h)) => {
+            s(PrmField::MiscVxlanVni, be_int(&h[4..7]));
+            Some(t + 8)
+        }
+        (6081, Some(h)) => {
+            s(PrmField::MiscGeneveVni, be_int(&h[4..7]));
+            s(PrmField::MiscGeneveOam, u128::from(h[1] >> 7));
+            s(PrmField::MiscGeneveOptLen, u128::from(h[0] & 0x3f));
+            s(PrmField::MiscGeneveProtocolType, u128::from(be16(&h[2..])));
+            (be16(&h[2..]) == 0x6558).then_some(t + 8 + usize::from(h[0] & 0x3f) * 4)
+        }
+        _ => None,
+    };
+    if let Some(inner) = inner {
+        reference_headers(pkt, inner, &mut s, true);
     }
-    s(PrmField::OuterDmac, be_int(&pkt[0..6]));
-    s(PrmField::OuterSmac, be_int(&pkt[6..12]));
-    let mut ty = be16(&pkt[12..]);
-    let mut off = 14;
+    b
+}
+
+/// One block of headers (outer or inner) through `prm::set`: the UDP
+/// destination port and payload offset of an unfragmented UDP packet.
+fn reference_headers(
+    pkt: &[u8],
+    start: usize,
+    s: &mut impl FnMut(PrmField, u128),
+    inner: bool,
+) -> Option<(u16, usize)> {
+    use PrmField::*;
+    let pick = |o: PrmField, i: PrmField| if inner { i } else { o };
+    if pkt.len() < start + 14 {
+        return None;
+    }
+    s(pick(OuterDmac, InnerDmac), be_int(&pkt[start..start + 6]));
+    s(
+        pick(OuterSmac, InnerSmac),
+        be_int(&pkt[start + 6..start + 12]),
+    );
+    let mut ty = be16(&pkt[start + 12..]);
+    let mut off = start + 14;
     for tag in 0..2 {
         if !(ty == 0x8100 || ty == 0x88a8) || pkt.len() < off + 4 {
             break;
         }
         let tci = be16(&pkt[off..]);
         let c = ty == 0x8100;
-        let (cv, sv, prio, cfi, vid) = if tag == 0 {
-            (
-                PrmField::OuterCvlanTag,
-                PrmField::OuterSvlanTag,
-                PrmField::OuterFirstPrio,
-                PrmField::OuterFirstCfi,
-                PrmField::OuterFirstVid,
-            )
-        } else {
-            (
-                PrmField::MiscOuterSecondCvlanTag,
-                PrmField::MiscOuterSecondSvlanTag,
-                PrmField::MiscOuterSecondPrio,
-                PrmField::MiscOuterSecondCfi,
-                PrmField::MiscOuterSecondVid,
-            )
+        let (cv, sv, prio, cfi, vid) = match (tag, inner) {
+            (0, false) => (
+                OuterCvlanTag,
+                OuterSvlanTag,
+                OuterFirstPrio,
+                OuterFirstCfi,
+                OuterFirstVid,
+            ),
+            (0, true) => (
+                InnerCvlanTag,
+                InnerSvlanTag,
+                InnerFirstPrio,
+                InnerFirstCfi,
+                InnerFirstVid,
+            ),
+            (_, false) => (
+                MiscOuterSecondCvlanTag,
+                MiscOuterSecondSvlanTag,
+                MiscOuterSecondPrio,
+                MiscOuterSecondCfi,
+                MiscOuterSecondVid,
+            ),
+            (_, true) => (
+                MiscInnerSecondCvlanTag,
+                MiscInnerSecondSvlanTag,
+                MiscInnerSecondPrio,
+                MiscInnerSecondCfi,
+                MiscInnerSecondVid,
+            ),
         };
         s(if c { cv } else { sv }, 1);
         s(prio, u128::from(tci >> 13));
@@ -133,51 +184,71 @@ fn reference(pkt: &[u8], vport: u16, regs: &[u32; 8]) -> [u8; ENCODED_LEN] {
         ty = be16(&pkt[off + 2..]);
         off += 4;
     }
-    s(PrmField::OuterEthertype, u128::from(ty));
+    s(pick(OuterEthertype, InnerEthertype), u128::from(ty));
     let l3 = &pkt[off..];
-    let (proto, l4) = if ty == 0x0800 && l3.len() >= 20 && l3[0] >> 4 == 4 {
-        s(PrmField::OuterIpVersion, 4);
-        s(PrmField::OuterIpProtocol, u128::from(l3[9]));
-        s(PrmField::OuterIpDscp, u128::from(l3[1] >> 2));
-        s(PrmField::OuterIpEcn, u128::from(l3[1] & 3));
-        s(PrmField::OuterIpTtlHoplimit, u128::from(l3[8]));
+    let (proto, l4, frag) = if ty == 0x0800 && l3.len() >= 20 && l3[0] >> 4 == 4 {
+        s(pick(OuterIpVersion, InnerIpVersion), 4);
+        s(pick(OuterIpProtocol, InnerIpProtocol), u128::from(l3[9]));
+        s(pick(OuterIpDscp, InnerIpDscp), u128::from(l3[1] >> 2));
+        s(pick(OuterIpEcn, InnerIpEcn), u128::from(l3[1] & 3));
+        s(
+            pick(OuterIpTtlHoplimit, InnerIpTtlHoplimit),
+            u128::from(l3[8]),
+        );
         let mf = l3[6] & 0x20 != 0;
         let offset = be16(&l3[6..]) & 0x1fff;
-        s(PrmField::OuterFrag, u128::from(mf || offset != 0));
-        s(PrmField::OuterSrcIp, be_int(&l3[12..16]));
-        s(PrmField::OuterDstIp, be_int(&l3[16..20]));
+        s(pick(OuterFrag, InnerFrag), u128::from(mf || offset != 0));
+        s(pick(OuterSrcIp, InnerSrcIp), be_int(&l3[12..16]));
+        s(pick(OuterDstIp, InnerDstIp), be_int(&l3[16..20]));
         let ihl = usize::from(l3[0] & 15) * 4;
         if offset == 0 && ihl >= 20 {
-            (l3[9], Some(off + ihl))
+            (l3[9], Some(off + ihl), mf)
         } else {
-            (l3[9], None)
+            (l3[9], None, true)
         }
     } else if ty == 0x86dd && l3.len() >= 40 && l3[0] >> 4 == 6 {
-        s(PrmField::OuterIpVersion, 6);
-        s(PrmField::OuterIpProtocol, u128::from(l3[6]));
+        s(pick(OuterIpVersion, InnerIpVersion), 6);
+        s(pick(OuterIpProtocol, InnerIpProtocol), u128::from(l3[6]));
         let tc = (be16(&l3[0..]) >> 4) & 0xff;
-        s(PrmField::OuterIpDscp, u128::from(tc >> 2));
-        s(PrmField::OuterIpEcn, u128::from(tc & 3));
-        s(PrmField::OuterIpTtlHoplimit, u128::from(l3[7]));
-        s(PrmField::OuterFrag, u128::from(l3[6] == 44));
-        s(PrmField::OuterSrcIp, be_int(&l3[8..24]));
-        s(PrmField::OuterDstIp, be_int(&l3[24..40]));
-        (l3[6], Some(off + 40))
+        s(pick(OuterIpDscp, InnerIpDscp), u128::from(tc >> 2));
+        s(pick(OuterIpEcn, InnerIpEcn), u128::from(tc & 3));
+        s(
+            pick(OuterIpTtlHoplimit, InnerIpTtlHoplimit),
+            u128::from(l3[7]),
+        );
+        s(pick(OuterFrag, InnerFrag), u128::from(l3[6] == 44));
+        s(pick(OuterSrcIp, InnerSrcIp), be_int(&l3[8..24]));
+        s(pick(OuterDstIp, InnerDstIp), be_int(&l3[24..40]));
+        (l3[6], Some(off + 40), l3[6] == 44)
     } else {
-        (0, None)
+        (0, None, false)
     };
-    if let Some(l4) = l4 {
-        let t = pkt.get(l4..).unwrap_or(&[]);
-        if proto == 6 && t.len() >= 20 {
-            s(PrmField::OuterTcpSport, u128::from(be16(&t[0..])));
-            s(PrmField::OuterTcpDport, u128::from(be16(&t[2..])));
-            s(PrmField::OuterTcpFlags, u128::from(be16(&t[12..]) & 0x1ff));
-        } else if proto == 17 && t.len() >= 8 {
-            s(PrmField::OuterUdpSport, u128::from(be16(&t[0..])));
-            s(PrmField::OuterUdpDport, u128::from(be16(&t[2..])));
-        }
+    let t = pkt.get(l4?..).unwrap_or(&[]);
+    if proto == 6 && t.len() >= 20 {
+        s(
+            pick(OuterTcpSport, InnerTcpSport),
+            u128::from(be16(&t[0..])),
+        );
+        s(
+            pick(OuterTcpDport, InnerTcpDport),
+            u128::from(be16(&t[2..])),
+        );
+        s(
+            pick(OuterTcpFlags, InnerTcpFlags),
+            u128::from(be16(&t[12..]) & 0x1ff),
+        );
+    } else if proto == 17 && t.len() >= 8 {
+        s(
+            pick(OuterUdpSport, InnerUdpSport),
+            u128::from(be16(&t[0..])),
+        );
+        s(
+            pick(OuterUdpDport, InnerUdpDport),
+            u128::from(be16(&t[2..])),
+        );
+        return (!frag).then_some((be16(&t[2..]), l4? + 8));
     }
-    b
+    None
 }
 
 // ---------------------------------------------------------------------------
@@ -298,6 +369,64 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
         })
 }
 
+/// A VXLAN or Geneve packet (over IPv4 or IPv6, on the IANA port) whose
+/// inner frame is any frame: the outer headers as `arb_frame` makes them,
+/// Geneve with up to 3 words of options, mostly an Ethernet payload.
+fn arb_tunnel_frame() -> impl Strategy<Value = Frame> {
+    (
+        arb_frame(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<[u8; 8]>(),
+        0..4u8,
+        prop::option::weighted(0.8, Just(0x6558u16)),
+        arb_frame(),
+        prop::option::weighted(0.2, 0..200usize),
+    )
+        .prop_map(|(mut f, v6, geneve, mut th, opts, proto, inner, cut)| {
+            f.l3 = if v6 {
+                L3::V6 {
+                    version: 6,
+                    tc: th[7],
+                    nh: 17,
+                    hop: 64,
+                    src: 0x2001_0db8 << 96 | 1,
+                    dst: 0x2001_0db8 << 96 | 2,
+                }
+            } else {
+                L3::V4 {
+                    version: 4,
+                    ihl: 5,
+                    tos: th[7],
+                    frag: 0x4000,
+                    ttl: 64,
+                    proto: 17,
+                    src: 0xc613_0002,
+                    dst: 0xc613_0001,
+                }
+            };
+            let port: u16 = if geneve { 6081 } else { 4789 };
+            if geneve {
+                th[0] = (th[0] & 0xc0) | opts;
+                if let Some(p) = proto {
+                    th[2..4].copy_from_slice(&p.to_be_bytes());
+                }
+            }
+            let mut l4 = vec![0x30, 0x39];
+            l4.extend(port.to_be_bytes());
+            l4.extend([0, 0, 0, 0]);
+            l4.extend(th);
+            if geneve {
+                l4.extend(std::iter::repeat_n(0xaau8, usize::from(opts) * 4));
+            }
+            l4.extend(build(&inner));
+            f.l4 = l4;
+            f.cut = cut;
+            f.flip = None;
+            f
+        })
+}
+
 fn build(f: &Frame) -> Vec<u8> {
     let mut p = f.macs.to_vec();
     for &(c, tci) in &f.tags {
@@ -359,7 +488,7 @@ proptest! {
 
     #[test]
     fn fast_extractor_matches_the_reference(
-        f in arb_frame(),
+        f in prop_oneof![2 => arb_frame(), 1 => arb_tunnel_frame()],
         vport in any::<u16>(),
         regs in any::<[u32; 8]>(),
     ) {
