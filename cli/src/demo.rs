@@ -70,6 +70,7 @@
 //! rounds the same everywhere.
 
 mod frame;
+pub mod overlay;
 mod plan;
 
 use std::cmp::Reverse;
@@ -375,6 +376,64 @@ impl Iterator for DemoGenerator {
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = usize::try_from(self.left).unwrap_or(usize::MAX);
         (n, usize::try_from(self.left).ok())
+    }
+}
+
+/// The workload of `spec` with the overlay tenant's packets in it
+/// ([`overlay`]): a tenth of `spec.packets` are the tenant's (none below
+/// 1 000), the rest the workload's, merged in time order. Its ports are
+/// the VMs' then [`overlay::port_specs`], its table [`flow_table`] and
+/// [`overlay::flow_table`], its underlay [`overlay::underlay`].
+pub fn with_overlay(spec: &DemoSpec) -> WithOverlay {
+    let spec = spec.normalized();
+    let n = overlay::packets_of(&spec);
+    let main = DemoSpec {
+        packets: spec.packets - n,
+        ..spec.clone()
+    };
+    WithOverlay {
+        main: DemoGenerator::new(&main),
+        tenant: overlay::OverlayGenerator::new(&spec, n),
+        next: [None, None],
+    }
+}
+
+/// The iterator of [`with_overlay`].
+pub struct WithOverlay {
+    main: DemoGenerator,
+    tenant: overlay::OverlayGenerator,
+    /// The next packet of each, once drawn.
+    next: [Option<DemoPacket>; 2],
+}
+
+impl Iterator for WithOverlay {
+    type Item = DemoPacket;
+
+    fn next(&mut self) -> Option<DemoPacket> {
+        if self.next[0].is_none() {
+            self.next[0] = self.main.next();
+        }
+        if self.next[1].is_none() {
+            let mut frame = Vec::with_capacity(1600);
+            self.next[1] = self
+                .tenant
+                .next_into(&mut frame)
+                .map(|(ts, in_port)| DemoPacket { ts, in_port, frame });
+        }
+        let i = match &self.next {
+            [Some(a), Some(b)] => usize::from(b.ts < a.ts),
+            [Some(_), None] => 0,
+            [None, Some(_)] => 1,
+            [None, None] => return None,
+        };
+        self.next[i].take()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let held = self.next.iter().flatten().count() as u64;
+        let n = self.main.remaining() + self.tenant.remaining() + held;
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        (n, Some(n))
     }
 }
 

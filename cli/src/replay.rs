@@ -210,6 +210,36 @@ pub struct Summary {
     /// gives them (with `--dump-flows`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flows: Option<Vec<Value>>,
+    /// The demo's overlay tenant (set by the caller that added it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<OverlayShare>,
+}
+
+/// What came in by an overlay tenant's ports (its VMs' and the uplink, the
+/// way in of its every packet), and the share the eSwitch handled.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OverlayShare {
+    pub packets: u64,
+    pub hw_packets: u64,
+    pub hw_share: f64,
+}
+
+impl OverlayShare {
+    /// The share over the ports numbered `ins`.
+    pub fn of(ports: &[PortSummary], ins: &[PortNo]) -> OverlayShare {
+        let mine = || ports.iter().filter(|p| ins.contains(&PortNo(p.ofport)));
+        let all: u64 = mine().map(|p| p.rx_packets).sum();
+        let hw = all - mine().map(|p| p.rx_sw_packets).sum::<u64>();
+        OverlayShare {
+            packets: all,
+            hw_packets: hw,
+            hw_share: if all == 0 {
+                0.0
+            } else {
+                hw as f64 / all as f64
+            },
+        }
+    }
 }
 
 /// Everything a replay needs.
@@ -355,6 +385,7 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
         to_controller: c.to_controller,
         ports,
         flows,
+        overlay: None,
     };
     Ok(summary)
 }
@@ -423,6 +454,17 @@ impl Summary {
             ),
         );
         line("to controller", self.to_controller.to_string());
+        if let Some(o) = &self.overlay {
+            line(
+                "overlay tenant",
+                format!(
+                    "{} packets in, {} handled by the eSwitch ({})",
+                    o.packets,
+                    o.hw_packets,
+                    pct(o.hw_share)
+                ),
+            );
+        }
         line(
             "at the end",
             format!(

@@ -26,6 +26,16 @@ fn n(v: &serde_json::Value, k: &str) -> u64 {
     v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
 }
 
+/// The names of a replay summary's ports, in order.
+fn port_names(s: &serde_json::Value) -> Vec<&str> {
+    s["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| p["name"].as_str().expect("name"))
+        .collect()
+}
+
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
@@ -58,6 +68,17 @@ fn the_demo_runs_with_nothing_else_and_its_numbers_add_up() {
         s["offload_failures"].as_object().expect("map").is_empty(),
         "{s}"
     );
+    // The overlay tenant: a tenth of the packets, in by its VMs and the
+    // uplink (Geneve), nearly all handled by the eSwitch (encap and decap
+    // offloaded).
+    let o = &s["overlay"];
+    assert_eq!(n(o, "packets"), 20_000, "{o}");
+    assert!(o["hw_share"].as_f64().expect("share") >= 0.99, "{o}");
+    let names = port_names(&s);
+    assert_eq!(
+        names,
+        ["vm1", "vm2", "vm3", "vm4", "ovl1", "ovl2", "wire0", "gnv0"]
+    );
 }
 
 #[test]
@@ -74,12 +95,7 @@ fn the_shipped_example_replays_with_its_config() {
         "--json",
     ]);
     check_books(&s, 400);
-    let names: Vec<&str> = s["ports"]
-        .as_array()
-        .expect("ports")
-        .iter()
-        .map(|p| p["name"].as_str().expect("name"))
-        .collect();
+    let names = port_names(&s);
     assert_eq!(names, ["vm1", "vm2", "vm3", "vm4"]);
     assert!(n(&s, "flows_aged") > 0);
     assert!(
@@ -117,7 +133,7 @@ fn a_generated_capture_replays_exactly_like_the_in_memory_demo() {
         flows.to_str().expect("utf-8"),
         "--json",
     ]);
-    let mut demo = vec!["replay", "--demo", "--json"];
+    let mut demo = vec!["replay", "--demo", "--no-overlay", "--json"];
     demo.extend(spec);
     let in_memory = json(&demo);
     let _ = std::fs::remove_dir_all(&dir);
@@ -146,12 +162,28 @@ fn bench_mode_ends_with_the_bench_line() {
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().last().expect("output");
-    let v: f64 = last
+    assert!(
+        last.starts_with("bench: "),
+        "ends with bench lines: {last:?}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("bench: replay.pps "))
+        .expect("the replay figure");
+    let v: f64 = line
         .strip_prefix("bench: replay.pps ")
         .and_then(|r| r.strip_suffix(" Mpps"))
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("last line {last:?}"));
+        .unwrap_or_else(|| panic!("{line:?}"));
     assert!(v > 0.0);
+    // The overlay tenant's share (a small run: its first packets weigh).
+    let pct: f64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("bench: tunnel.demo_hw_pct "))
+        .and_then(|r| r.strip_suffix(" %"))
+        .and_then(|v| v.parse().ok())
+        .expect("the overlay figure");
+    assert!(pct > 50.0 && pct <= 100.0, "{pct}");
     assert!(stdout.contains("replay summary"));
 }
 
@@ -403,7 +435,7 @@ fn hw_check_on_the_sim_passes_every_case_and_prints_the_figures() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("42 cases: 42 passed, 0 failed, 0 skipped"),
+        text.contains("43 cases: 43 passed, 0 failed, 0 skipped"),
         "{text}"
     );
     assert!(text.contains("bench: hw_check.rule_insert_rate "), "{text}");

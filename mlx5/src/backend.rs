@@ -593,8 +593,11 @@ impl DrBackend for Mlx5Backend {
             ActionSpec::DestArray(list) => ActionArgs::DestArray(
                 dom,
                 list.iter()
-                    .map(|a| raw.actions.get(*a))
-                    .collect::<Result<Vec<_>, _>>()?,
+                    .map(|d| {
+                        let r = d.reformat.map(|r| raw.actions.get(r)).transpose()?;
+                        Ok((r, raw.actions.get(d.to)?))
+                    })
+                    .collect::<Result<Vec<_>, DrError>>()?,
             ),
             ActionSpec::FlowCounter { bulk, offset } => {
                 ActionArgs::FlowCounter(&raw.bulks.get(*bulk)?.obj, *offset)

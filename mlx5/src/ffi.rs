@@ -230,7 +230,11 @@ pub(crate) enum ActionArgs<'a> {
     DefaultMiss,
     DestVport(&'a Dr<Domain>, u32),
     DestTable(&'a Dr<Table>),
-    DestArray(&'a Dr<Domain>, Vec<&'a Dr<Action>>),
+    /// Each destination behind its encap, if it has one.
+    DestArray(
+        &'a Dr<Domain>,
+        Vec<(Option<&'a Dr<Action>>, &'a Dr<Action>)>,
+    ),
     FlowCounter(&'a Dr<DevxObj>, u32),
     FlowMeter {
         next: &'a Dr<Table>,
@@ -280,9 +284,15 @@ pub(crate) fn action_create(args: ActionArgs<'_>) -> Result<Dr<Action>, i32> {
             vec![&t.users],
         ),
         ActionArgs::DestArray(d, dests) => {
-            let raws: Vec<*mut sys::mlx5dv_dr_action> = dests.iter().map(|a| a.raw()).collect();
+            let raws: Vec<_> = dests
+                .iter()
+                .map(|(r, a)| (r.map(|r| r.raw()), a.raw()))
+                .collect();
             let mut arr = DestArray::new(&raws);
-            let mut from: Vec<&Arc<()>> = dests.iter().map(|a| &a.users).collect();
+            let mut from: Vec<&Arc<()>> = dests
+                .iter()
+                .flat_map(|(r, a)| r.iter().map(|r| &r.users).chain([&a.users]))
+                .collect();
             from.push(&d.users);
             // SAFETY: a live domain; `arr` holds `arr.len()` entries naming
             // live actions, alive for the call.

@@ -103,24 +103,55 @@ pub fn sampler_attr(
 }
 
 /// The entries of a dest_array: one `mlx5dv_dr_action_dest_attr` per
-/// destination (plain `MLX5DV_DR_ACTION_DEST`), and the array of pointers
-/// to them the library takes. Both live here until the call returns.
+/// destination (`MLX5DV_DR_ACTION_DEST`, or `MLX5DV_DR_ACTION_DEST_REFORMAT`
+/// pointing at its `mlx5dv_dr_action_dest_reformat` pair), and the array
+/// of pointers to them the library takes. All live here, at fixed
+/// addresses, until the call returns.
 pub struct DestArray {
-    attrs: Vec<sys::mlx5dv_dr_action_dest_attr>,
+    /// The (reformat, dest) pairs the REFORMAT entries point at.
+    _pairs: Box<[sys::mlx5dv_dr_action_dest_reformat]>,
+    attrs: Box<[sys::mlx5dv_dr_action_dest_attr]>,
     ptrs: Vec<*mut sys::mlx5dv_dr_action_dest_attr>,
 }
 
 impl DestArray {
-    pub fn new(dests: &[*mut sys::mlx5dv_dr_action]) -> DestArray {
-        let mut attrs: Vec<sys::mlx5dv_dr_action_dest_attr> = dests
+    /// `dests`: each destination, behind its reformat (encap) if it has
+    /// one.
+    pub fn new(
+        dests: &[(
+            Option<*mut sys::mlx5dv_dr_action>,
+            *mut sys::mlx5dv_dr_action,
+        )],
+    ) -> DestArray {
+        let mut pairs: Box<[sys::mlx5dv_dr_action_dest_reformat]> = dests
             .iter()
-            .map(|&d| sys::mlx5dv_dr_action_dest_attr {
-                type_: sys::MLX5DV_DR_ACTION_DEST,
-                __bindgen_anon_1: sys::mlx5dv_dr_action_dest_attr__bindgen_ty_1 { dest: d },
+            .map(|&(r, d)| sys::mlx5dv_dr_action_dest_reformat {
+                reformat: r.unwrap_or(ptr::null_mut()),
+                dest: d,
+            })
+            .collect();
+        let mut attrs: Box<[sys::mlx5dv_dr_action_dest_attr]> = dests
+            .iter()
+            .zip(pairs.iter_mut())
+            .map(|(&(r, d), pair)| match r {
+                None => sys::mlx5dv_dr_action_dest_attr {
+                    type_: sys::MLX5DV_DR_ACTION_DEST,
+                    __bindgen_anon_1: sys::mlx5dv_dr_action_dest_attr__bindgen_ty_1 { dest: d },
+                },
+                Some(_) => sys::mlx5dv_dr_action_dest_attr {
+                    type_: sys::MLX5DV_DR_ACTION_DEST_REFORMAT,
+                    __bindgen_anon_1: sys::mlx5dv_dr_action_dest_attr__bindgen_ty_1 {
+                        dest_reformat: ptr::from_mut(pair),
+                    },
+                },
             })
             .collect();
         let ptrs = attrs.iter_mut().map(ptr::from_mut).collect();
-        DestArray { attrs, ptrs }
+        DestArray {
+            _pairs: pairs,
+            attrs,
+            ptrs,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -131,12 +162,19 @@ impl DestArray {
         self.ptrs.is_empty()
     }
 
-    /// The destination of entry `i` and its type.
-    pub fn entry(&self, i: usize) -> (u32, *mut sys::mlx5dv_dr_action) {
+    /// Entry `i`: its type, its reformat (null for a plain one) and its
+    /// destination.
+    pub fn entry(&self, i: usize) -> (u32, *mut sys::mlx5dv_dr_action, *mut sys::mlx5dv_dr_action) {
         let a = &self.attrs[i];
-        // SAFETY: every entry was written with the `dest` member, which is
-        // the one read here.
-        (a.type_, unsafe { a.__bindgen_anon_1.dest })
+        if a.type_ == sys::MLX5DV_DR_ACTION_DEST {
+            // SAFETY: a plain entry was written with the `dest` member.
+            (a.type_, ptr::null_mut(), unsafe { a.__bindgen_anon_1.dest })
+        } else {
+            // SAFETY: a REFORMAT entry was written with `dest_reformat`,
+            // a pointer into `_pairs`, which lives as long as `self`.
+            let pair = unsafe { &*a.__bindgen_anon_1.dest_reformat };
+            (a.type_, pair.reformat, pair.dest)
+        }
     }
 
     /// The array the library takes (valid while `self` lives).

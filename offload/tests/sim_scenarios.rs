@@ -926,7 +926,11 @@ fn root_table_takes_only_firmware_actions() {
             action(&sim, d, ActionSpec::FlowCounter { bulk, offset: 0 }),
             to_t1,
         ],
-        vec![action(&sim, d, ActionSpec::DestArray(vec![vport, to_t1]))],
+        vec![action(
+            &sim,
+            d,
+            ActionSpec::DestArray(vec![vport.into(), to_t1.into()]),
+        )],
     ];
     for (i, list) in taken.iter().enumerate() {
         rule(&sim, m, &dmac_value(mac(i as u64)), list);
@@ -1081,7 +1085,11 @@ fn teardown_releases_everything() {
     let to_t2 = action(&sim, d, ActionSpec::DestTable(t2));
     let out = to_vport(&sim, d, vf(0));
     let sink = to_vport(&sim, d, vf(1));
-    let array = action(&sim, d, ActionSpec::DestArray(vec![out, to_t2]));
+    let array = action(
+        &sim,
+        d,
+        ActionSpec::DestArray(vec![out.into(), to_t2.into()]),
+    );
     let meter_spec = ActionSpec::FlowMeter(FlowMeterAttr {
         next_table: t2,
         active: true,

@@ -143,6 +143,10 @@ struct ReplayArgs {
     /// does (in `--json`: a `flows` array).
     #[arg(long)]
     dump_flows: bool,
+    /// `--demo` without its overlay tenant (the workload alone, as
+    /// `generate` writes it).
+    #[arg(long)]
+    no_overlay: bool,
     #[command(flatten)]
     workload: WorkloadArgs,
 }
@@ -170,17 +174,31 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
     let flow_text = |p: &PathBuf| {
         std::fs::read_to_string(p).with_context(|| format!("cannot read flow file {}", p.display()))
     };
+    // The demo's overlay tenant, when the demo sets the switch up itself.
+    let mut tenant = None;
     let (source, flows) = if a.demo {
-        let spec = a.workload.spec();
+        let spec = a.workload.spec().normalized();
+        let given = a.flows.as_ref().or(config.flows_path().as_ref()).cloned();
+        let text = match given {
+            Some(p) => flow_text(&p)?,
+            None => format!("{}\n{}", demo::meter_lines(), demo::flow_table(spec.vms)),
+        };
         if ports.is_empty() {
             ports = replay::default_ports(spec.vms);
         }
-        let text = match a.flows.as_ref().or(config.flows_path().as_ref()) {
-            Some(p) => flow_text(p)?,
-            None => format!("{}\n{}", demo::meter_lines(), demo::flow_table(spec.vms)),
-        };
-        let gen = demo::generate(&spec).map(|p| (p.ts, p.in_port, p.frame));
-        (Source::Generated(Box::new(gen)), text)
+        let own =
+            ports.len() == spec.vms as usize && a.flows.is_none() && config.flows_path().is_none();
+        let wanted = !a.no_overlay && config.underlay.is_none();
+        if own && wanted && demo::overlay::packets_of(&spec) > 0 {
+            ports.extend(demo::overlay::port_specs(spec.vms));
+            tenant = Some(demo::overlay::Ports::of(spec.vms));
+            let text = format!("{text}{}", demo::overlay::flow_table(spec.vms));
+            let gen = demo::with_overlay(&spec).map(|p| (p.ts, p.in_port, p.frame));
+            (Source::Generated(Box::new(gen)), text)
+        } else {
+            let gen = demo::generate(&spec).map(|p| (p.ts, p.in_port, p.frame));
+            (Source::Generated(Box::new(gen)), text)
+        }
     } else {
         let Some(pcap) = &a.pcap else {
             bail!("give --pcap FILE (and --flows FILE), or --demo");
@@ -197,9 +215,10 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         (Source::Capture(Box::new(reader)), flow_text(&flows)?)
     };
     let flows = FlowFile::parse(&flows).context("in the flow file")?;
-    let underlay = match &config.underlay {
-        Some(u) => Some(std::sync::Arc::new(u.underlay(&ports)?)),
-        None => None,
+    let underlay = match (&config.underlay, tenant) {
+        (Some(u), _) => Some(std::sync::Arc::new(u.underlay(&ports)?)),
+        (None, Some(t)) => Some(std::sync::Arc::new(demo::overlay::underlay(t.vms[0].0 - 1))),
+        (None, None) => None,
     };
     let summary = replay::run(ReplayJob {
         source,
@@ -212,6 +231,10 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         dump_flows: a.dump_flows,
         underlay,
     })?;
+    let mut summary = summary;
+    if let Some(t) = tenant {
+        summary.overlay = Some(replay::OverlayShare::of(&summary.ports, &t.ins()));
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -219,6 +242,9 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
     }
     if a.bench {
         println!("bench: replay.pps {:.3} Mpps", summary.mpps);
+        if let Some(o) = &summary.overlay {
+            println!("bench: tunnel.demo_hw_pct {:.2} %", o.hw_share * 100.0);
+        }
     }
     Ok(())
 }

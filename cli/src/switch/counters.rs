@@ -29,6 +29,9 @@ impl Count {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PortCounters {
     pub rx: Count,
+    /// Received packets the software path handled (the rest the eSwitch
+    /// did).
+    pub rx_sw: u64,
     pub tx_hw: Count,
     pub tx_sw: Count,
     /// Live mode: misses of this port queued to the upcall handler, and
@@ -93,6 +96,7 @@ impl SwitchCounters {
         for (p, c) in &o.ports {
             let mine = self.ports.entry(*p).or_default();
             mine.rx.merge(&c.rx);
+            mine.rx_sw += c.rx_sw;
             mine.tx_hw.merge(&c.tx_hw);
             mine.tx_sw.merge(&c.tx_sw);
             mine.upcalls += c.upcalls;

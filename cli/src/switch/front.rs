@@ -212,6 +212,7 @@ impl ToSoftware {
         sw: &mut P,
     ) {
         self.counters.sw_handled += 1;
+        self.counters.ports.entry(port).or_default().rx_sw += 1;
         let (port, tun, inner) =
             match super::tunnel::receive(ports, port, frame, &mut self.counters) {
                 Received::Plain => (port, TunnelKey::NONE, 0),

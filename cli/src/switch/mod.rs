@@ -597,6 +597,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
                 kind: p.kind.to_string(),
                 vport: p.vport_name(),
                 rx_packets: pc.rx.packets,
+                rx_sw_packets: pc.rx_sw,
                 tx_hw_packets: pc.tx_hw.packets,
                 tx_sw_packets: pc.tx_sw.packets,
                 tx_bytes: pc.tx_hw.bytes + pc.tx_sw.bytes,

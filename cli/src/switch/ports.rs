@@ -238,6 +238,8 @@ pub struct PortSummary {
     pub kind: String,
     pub vport: String,
     pub rx_packets: u64,
+    /// Of them, handled in software (replay: the rest the eSwitch did).
+    pub rx_sw_packets: u64,
     pub tx_hw_packets: u64,
     pub tx_sw_packets: u64,
     pub tx_bytes: u64,

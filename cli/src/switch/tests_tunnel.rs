@@ -289,3 +289,44 @@ fn an_offloaded_uplink_flow_never_takes_a_tunnel_packet() {
         "decap offloaded too"
     );
 }
+
+#[test]
+fn a_copy_into_a_tunnel_beside_a_local_one_is_offloaded_as_one_rule() {
+    // vm1's packets to vm2 and into the tunnel: a dest_array with an encap
+    // in front of the uplink's copy.
+    let mut sw = switch_with(
+        "priority=10,in_port=1,actions=output:2,output:200\n\
+         priority=0,actions=drop",
+    );
+    let pkt = inner();
+    let mut rec = Rec::default();
+    for i in 0..50 {
+        sw.receive(at(i), &[(PortNo(1), &pkt[..])], &mut rec);
+    }
+    assert_eq!(rec.out.len(), 100, "two copies of each");
+    let hw = rec.out.iter().filter(|o| o.2 == Path::Hardware).count();
+    assert!(hw >= 80, "offloaded once hot: {hw} of 100");
+    let by = |port: PortNo| -> Vec<&Vec<u8>> {
+        rec.out
+            .iter()
+            .filter(|o| o.0 == port)
+            .map(|o| &o.1)
+            .collect()
+    };
+    assert!(
+        by(PortNo(2)).iter().all(|f| **f == pkt),
+        "vm2's copies plain"
+    );
+    let tunneled = by(UPLINK);
+    assert_eq!(tunneled.len(), 50);
+    assert!(
+        tunneled.iter().all(|f| *f == tunneled[0]),
+        "the sim's encap is software's, byte for byte"
+    );
+    let d = decap(tunneled[0], &[(VXLAN_PORT, Kind::Vxlan)])
+        .expect("ok")
+        .expect("vxlan");
+    assert_eq!((d.vni, &tunneled[0][d.inner..]), (VNI, &pkt[..]));
+    let text = format!("{:?}", sw.dump_rules());
+    assert!(text.contains("dest_array"), "{text}");
+}

@@ -66,24 +66,40 @@ fn a_meter_attr_points_at_its_parameters() {
 }
 
 #[test]
-fn dest_array_entries_are_plain_destinations_in_order() {
-    let dests = [
-        24usize as *mut sys::mlx5dv_dr_action,
-        40 as *mut _,
-        56 as *mut _,
-    ];
+fn dest_array_entries_are_their_destinations_in_order() {
+    let a = |n: usize| n as *mut sys::mlx5dv_dr_action;
+    let dests = [(None, a(24)), (Some(a(72)), a(40)), (None, a(56))];
     let mut d = DestArray::new(&dests);
     assert_eq!(d.len(), 3);
-    for (i, want) in dests.iter().enumerate() {
-        assert_eq!(d.entry(i), (sys::MLX5DV_DR_ACTION_DEST, *want));
-    }
+    assert_eq!(
+        d.entry(0),
+        (sys::MLX5DV_DR_ACTION_DEST, ptr::null_mut(), a(24))
+    );
+    assert_eq!(
+        d.entry(1),
+        (sys::MLX5DV_DR_ACTION_DEST_REFORMAT, a(72), a(40))
+    );
+    assert_eq!(
+        d.entry(2),
+        (sys::MLX5DV_DR_ACTION_DEST, ptr::null_mut(), a(56))
+    );
     let arr = d.as_mut_ptr();
-    // SAFETY: `arr` has three valid pointers to entries owned by `d`.
+    // SAFETY: `arr` has three valid pointers to entries owned by `d`; the
+    // REFORMAT entry's pair is owned by `d` too.
     unsafe {
-        for (i, want) in dests.iter().enumerate() {
+        for (i, (r, want)) in dests.iter().enumerate() {
             let e = *arr.add(i);
-            assert_eq!((*e).type_, sys::MLX5DV_DR_ACTION_DEST);
-            assert_eq!((*e).__bindgen_anon_1.dest, *want);
+            match r {
+                None => {
+                    assert_eq!((*e).type_, sys::MLX5DV_DR_ACTION_DEST);
+                    assert_eq!((*e).__bindgen_anon_1.dest, *want);
+                }
+                Some(r) => {
+                    assert_eq!((*e).type_, sys::MLX5DV_DR_ACTION_DEST_REFORMAT);
+                    let pair = &*(*e).__bindgen_anon_1.dest_reformat;
+                    assert_eq!((pair.reformat, pair.dest), (*r, *want));
+                }
+            }
         }
     }
 }

@@ -93,7 +93,11 @@ pub fn action_dest_array<D: Device>(dev: &D) {
     let a = to_vport(dev, p.d, dev.vf(0));
     let b = to_vport(dev, p.d, dev.vf(1));
     let to_t2 = action(dev, p.d, ActionSpec::DestTable(t2));
-    let array = action(dev, p.d, ActionSpec::DestArray(vec![a, b, to_t2]));
+    let array = action(
+        dev,
+        p.d,
+        ActionSpec::DestArray(vec![a.into(), b.into(), to_t2.into()]),
+    );
     rule(dev, m1, &dmac_value(mac(1)), &[array]);
     let bulk = ok(dev.counter_bulk_alloc(0), "counter_bulk_alloc");
     let ctr = action(dev, p.d, ActionSpec::FlowCounter { bulk, offset: 0 });

@@ -358,7 +358,11 @@ pub fn table_levels<D: Device>(dev: &D) {
     let to_t1 = action(dev, p.d, ActionSpec::DestTable(p.t1));
     let to_t2 = action(dev, p.d, ActionSpec::DestTable(t2));
     let to_t2b = action(dev, p.d, ActionSpec::DestTable(t2b));
-    let array_to_t1 = action(dev, p.d, ActionSpec::DestArray(vec![sink, to_t1]));
+    let array_to_t1 = action(
+        dev,
+        p.d,
+        ActionSpec::DestArray(vec![sink.into(), to_t1.into()]),
+    );
     let meter_t1 = action(dev, p.d, meter_to(p.t1));
     let meter_t2b = action(dev, p.d, meter_to(t2b));
     let sampler_t1 = action(dev, p.d, sampler_to(p.t1));
@@ -423,7 +427,7 @@ pub fn busy_action_in_use<D: Device>(dev: &D) {
     let b = to_vport(dev, p.d, dev.vf(1));
     let r1 = rule(dev, m, &dmac_value(mac(1)), &[a]);
     let r2 = rule(dev, m, &dmac_value(mac(2)), &[a]);
-    let array = action(dev, p.d, ActionSpec::DestArray(vec![a, b]));
+    let array = action(dev, p.d, ActionSpec::DestArray(vec![a.into(), b.into()]));
     fails(dev.action_destroy(a), Errno::EBUSY, "action used by rules");
     ok(dev.rule_destroy(r1), "rule_destroy");
     fails(dev.action_destroy(a), Errno::EBUSY, "action used by a rule");
@@ -671,7 +675,7 @@ pub fn stale_handles_einval<D: Device>(dev: &D) {
         "rule with a destroyed action",
     );
     fails(
-        dev.action_create(p.d, ActionSpec::DestArray(vec![a])),
+        dev.action_create(p.d, ActionSpec::DestArray(vec![a.into()])),
         Errno::EINVAL,
         "dest_array of a destroyed action",
     );

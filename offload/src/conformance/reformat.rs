@@ -229,3 +229,62 @@ pub fn match_vxlan_vni_and_inner<D: Device>(dev: &D) {
         assert_eq!(got.bytes, f, "{what}: untouched");
     }
 }
+
+/// dest_array with an encap in front of one destination
+/// (`MLX5DV_DR_ACTION_DEST_REFORMAT`): one copy leaves as it came, the
+/// other behind the VXLAN header, each with what the hardware fills; an
+/// entry whose reformat is a decap, or whose destination is a table, is
+/// refused (EINVAL).
+pub fn action_dest_array_encap<D: Device>(dev: &D) {
+    let p = pipe(dev);
+    let m = matcher(dev, p.t1, 0, &dmac_mask());
+    let header = vxlan().reformat_data().expect("header");
+    let encap = action(dev, p.d, encap_spec(header.clone()));
+    let (plain, tunnel) = (dev.vf(1), dev.vf(4));
+    let a = to_vport(dev, p.d, plain);
+    let b = to_vport(dev, p.d, tunnel);
+    let decap_a = action(dev, p.d, decap_spec());
+    let t2 = table(dev, p.d, 2);
+    let to_t2 = action(dev, p.d, ActionSpec::DestTable(t2));
+    let bad = |reformat, to| {
+        ActionSpec::DestArray(vec![
+            a.into(),
+            crate::dr::ArrayDest {
+                reformat: Some(reformat),
+                to,
+            },
+        ])
+    };
+    fails(
+        dev.action_create(p.d, bad(decap_a, b)),
+        Errno::EINVAL,
+        "decap in a dest_array",
+    );
+    fails(
+        dev.action_create(p.d, bad(encap, to_t2)),
+        Errno::EINVAL,
+        "encap to a table",
+    );
+    let array = action(dev, p.d, bad(encap, b));
+    rule(dev, m, &dmac_value(mac(1)), &[array]);
+    let f = frame_to(mac(1), 100);
+    let out = dev.send(p.d, 0, dev.ingress(), &f);
+    assert_eq!(out.len(), 2, "two copies: {out:?}");
+    let copy = |v| {
+        out.iter()
+            .find(|o| o.egress == Egress::Vport(v))
+            .expect("a copy")
+    };
+    assert_eq!(copy(plain).bytes, f, "the plain copy unchanged");
+    let b = &copy(tunnel).bytes;
+    assert_eq!(&b[header.len()..], &f[..], "the inner frame whole");
+    assert_eq!(
+        megaflow::frame::checksum(0, &b[14..34]),
+        0,
+        "IPv4 checksum valid"
+    );
+    let d = decap(b, &[(VXLAN_PORT, Kind::Vxlan)])
+        .expect("well formed")
+        .expect("vxlan");
+    assert_eq!(d.vni, 4242);
+}

@@ -93,6 +93,7 @@ cases!(
     action_encap_vxlan,
     action_decap_vxlan,
     match_vxlan_vni_and_inner,
+    action_dest_array_encap,
     counters_exact_under_random_traffic,
     meter_rate_conformance,
     sampler_ratio_within_bounds,

@@ -92,6 +92,23 @@ handle!(
     "x"
 );
 
+/// One destination of a dest_array (`struct mlx5dv_dr_action_dest_attr`):
+/// a dest_vport or dest_table action (`MLX5DV_DR_ACTION_DEST`), or an
+/// encap (an `L2_TO_L2_TUNNEL` packet reformat) and the dest_vport its
+/// copy leaves by (`MLX5DV_DR_ACTION_DEST_REFORMAT`): how one rule floods
+/// a packet to local ports and into tunnels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ArrayDest {
+    pub reformat: Option<ActionId>,
+    pub to: ActionId,
+}
+
+impl From<ActionId> for ArrayDest {
+    fn from(to: ActionId) -> ArrayDest {
+        ArrayDest { reformat: None, to }
+    }
+}
+
 /// `enum mlx5dv_dr_domain_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DomainType {
@@ -174,8 +191,8 @@ pub enum ActionSpec {
     /// Terminating: continue in a table of a higher level.
     DestTable(TableId),
     /// Terminating: a copy to each destination (dest_vport or dest_table
-    /// actions).
-    DestArray(Vec<ActionId>),
+    /// actions, a dest_vport behind its own encap).
+    DestArray(Vec<ArrayDest>),
     /// Count packets and bytes in a counter of a bulk.
     FlowCounter { bulk: CounterBulkId, offset: u32 },
     /// Terminating: colour by a two-rate meter, write the colour to a reg_c

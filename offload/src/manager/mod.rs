@@ -399,9 +399,12 @@ impl<B: DrBackend> OffloadManager<B> {
         Ok(a)
     }
 
-    /// Gives back counted shared actions; the last user's goes.
+    /// Gives back counted shared actions (the last user's goes), in the
+    /// reverse of the order they were
+    /// taken: an action that holds others (a dest_array holds its encaps)
+    /// goes before them.
     fn release_counted(&mut self, keys: Vec<Counted>) {
-        for key in keys {
+        for key in keys.into_iter().rev() {
             let gone = match self.shared.counted.get_mut(&key) {
                 Some((a, n)) => {
                     *n -= 1;
@@ -641,7 +644,26 @@ impl<B: DrBackend> OffloadManager<B> {
         b.rule_destroy(self.jump_rule)?;
         b.matcher_destroy(self.root_matcher)?;
         b.action_destroy(self.jump)?;
-        let arrays: Vec<ActionId> = self.shared.array.drain().map(|(_, a)| a).collect();
+        // Arrays hold other actions: they go first.
+        let is_array = |k: &Counted| k.0 == crate::dr::ActionKind::DestArray;
+        let counted_arrays: Vec<Counted> = self
+            .shared
+            .counted
+            .keys()
+            .filter(|k| is_array(k))
+            .cloned()
+            .collect();
+        let arrays: Vec<ActionId> = self
+            .shared
+            .array
+            .drain()
+            .map(|(_, a)| a)
+            .chain(
+                counted_arrays
+                    .iter()
+                    .filter_map(|k| self.shared.counted.remove(k).map(|(a, _)| a)),
+            )
+            .collect();
         for a in arrays {
             b.action_destroy(a)?;
         }

@@ -181,33 +181,29 @@ impl<B: DrBackend> OffloadManager<B> {
         let mut pops = 0;
         let mut pushes = Vec::new();
         let mut ops = Vec::new();
-        let mut outs: Vec<Vport> = Vec::new();
-        let mut encap: Option<Vec<u8>> = None;
+        // Each copy: its encap header (a tunnel's), and its vport.
+        let mut outs: Vec<(Option<Vec<u8>>, Vport)> = Vec::new();
         for a in actions {
             match a {
                 DpAction::Output(p) => {
-                    if encap.is_some() {
-                        // One rule's encap applies to every copy it sends.
-                        return Err(action(&format!("output:{p} beside a tnl_push")));
-                    }
-                    let v = self.vport_of(*p)?;
-                    if outs.contains(&v) {
+                    let out = (None, self.vport_of(*p)?);
+                    if outs.contains(&out) {
                         // Software sends a copy per output; a dest_array
-                        // delivers one per vport.
+                        // delivers one per destination.
                         return Err(action(&format!("output:{p} twice")));
                     }
-                    outs.push(v);
+                    outs.push(out);
                 }
                 DpAction::TunnelPush { header, port, .. } => {
-                    if !outs.is_empty() {
-                        return Err(action("tnl_push beside another output"));
-                    }
-                    outs.push(self.vport_of(*port)?);
                     let data = header
                         .outer()
                         .reformat_data()
                         .map_err(|e| action(&format!("tnl_push: {e}")))?;
-                    encap = Some(data);
+                    let out = (Some(data), self.vport_of(*port)?);
+                    if outs.contains(&out) {
+                        return Err(action(&format!("tnl_push to {port} twice")));
+                    }
+                    outs.push(out);
                 }
                 DpAction::Drop => {}
                 _ if !outs.is_empty() => {
@@ -267,7 +263,7 @@ impl<B: DrBackend> OffloadManager<B> {
             list.push(a);
         }
         let mut counted = Vec::new();
-        let r = self.finish(ops, pushes, encap, &outs, &mut list, &mut counted);
+        let r = self.finish(ops, pushes, outs, &mut list, &mut counted);
         match r {
             Ok(()) => Ok((list, counted)),
             Err(e) => {
@@ -277,14 +273,13 @@ impl<B: DrBackend> OffloadManager<B> {
         }
     }
 
-    /// The rewrites, the pushes, the encap and the destination (shared
-    /// actions, in the device's order).
+    /// The rewrites, the pushes, and the copies' encaps and destinations
+    /// (shared actions, in the device's order).
     fn finish(
         &mut self,
         ops: Vec<ModifyOp>,
         pushes: Vec<u32>,
-        encap: Option<Vec<u8>>,
-        outs: &[Vport],
+        outs: Vec<(Option<Vec<u8>>, Vport)>,
         list: &mut Vec<ActionId>,
         counted: &mut Vec<Counted>,
     ) -> Result<(), NotOffloaded> {
@@ -301,34 +296,69 @@ impl<B: DrBackend> OffloadManager<B> {
             self.shared.push.insert(h, a);
             list.push(a);
         }
-        if let Some(data) = encap {
-            let spec = ActionSpec::PacketReformat {
-                reformat: Reformat::L2ToL2Tunnel,
-                data: data.clone(),
-            };
-            list.push(self.counted_action(data, spec, counted)?);
-        }
-        let term = match outs {
+        let term = match outs.as_slice() {
             [] => self.drop_action()?,
-            [v] => self.vport_action(*v)?,
-            many => match self.shared.array.get(many) {
-                Some(&a) => a,
-                None => {
-                    let mut dests = Vec::new();
-                    for v in many {
-                        dests.push(self.vport_action(*v)?);
+            [(None, v)] => self.vport_action(*v)?,
+            [(Some(data), v)] => {
+                list.push(self.encap_action(data.clone(), counted)?);
+                self.vport_action(*v)?
+            }
+            many if many.iter().all(|(e, _)| e.is_none()) => {
+                let vports: Vec<Vport> = many.iter().map(|(_, v)| *v).collect();
+                match self.shared.array.get(&vports) {
+                    Some(&a) => a,
+                    None => {
+                        let mut dests = Vec::new();
+                        for v in &vports {
+                            dests.push(self.vport_action(*v)?.into());
+                        }
+                        let a = self
+                            .backend
+                            .action_create(self.domain, ActionSpec::DestArray(dests))
+                            .map_err(backend("action_create"))?;
+                        self.shared.array.insert(vports, a);
+                        a
                     }
-                    let a = self
-                        .backend
-                        .action_create(self.domain, ActionSpec::DestArray(dests))
-                        .map_err(backend("action_create"))?;
-                    self.shared.array.insert(many.to_vec(), a);
-                    a
                 }
-            },
+            }
+            many => {
+                // Copies into tunnels beside others: each behind its own
+                // encap. The array holds its encaps, so it is counted
+                // like them (and given back before them).
+                let mut dests = Vec::new();
+                let mut key = Vec::new();
+                for (e, v) in many {
+                    let reformat = match e {
+                        Some(data) => Some(self.encap_action(data.clone(), counted)?),
+                        None => None,
+                    };
+                    dests.push(crate::dr::ArrayDest {
+                        reformat,
+                        to: self.vport_action(*v)?,
+                    });
+                    let h = e.as_deref().unwrap_or_default();
+                    key.extend_from_slice(&v.0.to_be_bytes());
+                    key.extend_from_slice(&(h.len() as u16).to_be_bytes());
+                    key.extend_from_slice(h);
+                }
+                self.counted_action(key, ActionSpec::DestArray(dests), counted)?
+            }
         };
         list.push(term);
         Ok(())
+    }
+
+    /// The counted encap of header `data`.
+    fn encap_action(
+        &mut self,
+        data: Vec<u8>,
+        counted: &mut Vec<Counted>,
+    ) -> Result<ActionId, NotOffloaded> {
+        let spec = ActionSpec::PacketReformat {
+            reformat: Reformat::L2ToL2Tunnel,
+            data: data.clone(),
+        };
+        self.counted_action(data, spec, counted)
     }
 
     /// The shared dest_vport of `v`.

@@ -36,7 +36,13 @@ fn action_text(st: &State, a: u32) -> String {
         Body::Vport(v) => format!("dest_vport({})", v.0),
         Body::Table(t) => format!("dest_table({})", level_of(st, *t)),
         Body::Array(list) => {
-            let dests: Vec<String> = list.iter().map(|&d| action_text(st, d)).collect();
+            let dests: Vec<String> = list
+                .iter()
+                .map(|&(r, d)| match r {
+                    Some(r) => format!("{} {}", action_text(st, r), action_text(st, d)),
+                    None => action_text(st, d),
+                })
+                .collect();
             format!("dest_array({})", dests.join(", "))
         }
         Body::Counter { bulk, offset } => format!("counter(bulk {bulk} + {offset})"),

@@ -370,10 +370,20 @@ impl Walk<'_> {
                     debug_assert!(false, "{:?} reached as an action object", act.kind);
                 }
                 Body::Array(dests) => {
-                    for &d in dests.iter() {
-                        match self.st.actions.at(d).map(|d| &d.body) {
-                            Some(Body::Vport(v)) => out.emit_copy(w, Egress::Vport(*v)),
-                            Some(Body::Table(t)) => self.tables(Some(*t), w.clone(), out),
+                    for &(r, d) in dests.iter() {
+                        let encap = r.and_then(|r| match self.st.actions.at(r).map(|a| &a.body) {
+                            Some(Body::Encap(h)) => Some(h),
+                            _ => None,
+                        });
+                        match (self.st.actions.at(d).map(|d| &d.body), encap) {
+                            (Some(Body::Vport(v)), Some(h)) => {
+                                let mut copy = w.clone();
+                                super::packet::encap(&mut copy.bytes, h);
+                                copy.fresh = false;
+                                out.emit_copy(&copy, Egress::Vport(*v));
+                            }
+                            (Some(Body::Vport(v)), None) => out.emit_copy(w, Egress::Vport(*v)),
+                            (Some(Body::Table(t)), _) => self.tables(Some(*t), w.clone(), out),
                             _ => {}
                         }
                     }

@@ -127,8 +127,12 @@ pub(crate) enum Body {
     DefaultMiss,
     Vport(Vport),
     Table(u32),
-    Array(Box<[u32]>),
-    Counter { bulk: u32, offset: u32 },
+    /// (the encap before the copy, its destination).
+    Array(Box<[(Option<u32>, u32)]>),
+    Counter {
+        bulk: u32,
+        offset: u32,
+    },
     Meter(Box<Meter>),
     Sampler(Box<Sampler>),
     PushVlan(u32),
@@ -628,7 +632,7 @@ impl State {
             if let Body::Array(list) = &act.body {
                 targets.extend(
                     list.iter()
-                        .filter_map(|&d| self.actions.at(d))
+                        .filter_map(|&(_, d)| self.actions.at(d))
                         .map(|d| &d.body),
                 );
             }
@@ -779,8 +783,8 @@ impl State {
                         "dest_array needs at least one destination",
                     ));
                 }
-                for &a in &list {
-                    let act = self.action_ref(a)?;
+                for dest in &list {
+                    let act = self.action_ref(dest.to)?;
                     if act.domain != d.index {
                         return Err(DrError::OtherDomain(Object::Action));
                     }
@@ -789,8 +793,25 @@ impl State {
                             "dest_array destinations must be dest_vport or dest_table actions",
                         ));
                     }
+                    if let Some(r) = dest.reformat {
+                        let re = self.action_ref(r)?;
+                        if re.domain != d.index {
+                            return Err(DrError::OtherDomain(Object::Action));
+                        }
+                        // dr_action_create_dest_array: a reformat entry is
+                        // an encap toward a vport.
+                        if !matches!(re.body, Body::Encap(_)) || act.kind != ActionKind::DestVport {
+                            return Err(DrError::Invalid(
+                                "a dest_array reformat must be an encap before a dest_vport",
+                            ));
+                        }
+                    }
                 }
-                Body::Array(list.iter().map(|a| a.index).collect())
+                Body::Array(
+                    list.iter()
+                        .map(|a| (a.reformat.map(|r| r.index), a.to.index))
+                        .collect(),
+                )
             }
             ActionSpec::FlowCounter { bulk, offset } => {
                 let b = self
@@ -954,7 +975,13 @@ impl State {
             Body::Table(t) => (vec![*t], vec![], None),
             Body::Meter(m) => (vec![m.next], vec![], None),
             Body::Sampler(s) => (vec![s.next], s.sample.to_vec(), None),
-            Body::Array(list) => (vec![], list.to_vec(), None),
+            Body::Array(list) => (
+                vec![],
+                list.iter()
+                    .flat_map(|&(r, d)| r.into_iter().chain([d]))
+                    .collect(),
+                None,
+            ),
             Body::Counter { bulk, .. } => (vec![], vec![], Some(*bulk)),
             _ => (vec![], vec![], None),
         }

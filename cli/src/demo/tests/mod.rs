@@ -512,3 +512,5 @@ fn bad_specs_are_refused_by_the_writers() {
         other => panic!("{other:?}"),
     }
 }
+
+mod overlay;
