@@ -71,7 +71,7 @@ fn normalize(target: &str, ok: bool, stdout: &str, stderr: &str) -> String {
     if !ok {
         let names: Vec<&str> = stderr
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .filter(|w| w.starts_with("OFP") && w.contains('_'))
+            .filter(|w| (w.starts_with("OFP") || w.starts_with("NX")) && w.contains('_'))
             .collect();
         if !names.is_empty() {
             return format!("error {}", names.join(" "));
@@ -80,6 +80,9 @@ fn normalize(target: &str, ok: bool, stdout: &str, stderr: &str) -> String {
     }
     let mut lines: Vec<String> = stdout
         .lines()
+        // The TLV table's option space is each switch's own (eswitch's is
+        // the room its flow key keeps, and its reply says so).
+        .filter(|l| !l.trim_start().starts_with("max option space="))
         .map(|l| {
             let mut out = Vec::new();
             for part in l.replace(target, "TARGET").split(", ") {
@@ -121,9 +124,14 @@ fn normalize(target: &str, ok: bool, stdout: &str, stderr: &str) -> String {
     lines.join("\n")
 }
 
-/// Empty tables, meters and groups.
+/// Empty tables, meters, groups and TLV map.
 fn reset(bin: &Path, target: &str) {
-    for cmd in ["del-flows TARGET", "del-groups TARGET", "del-meters TARGET"] {
+    for cmd in [
+        "del-flows TARGET",
+        "del-groups TARGET",
+        "del-meters TARGET",
+        "del-tlv-map TARGET",
+    ] {
         ofctl(bin, target, cmd);
     }
 }

@@ -201,6 +201,8 @@ pub struct Bridge {
     underlay: Option<Arc<dyn Underlay>>,
     /// Counts `set_underlay` calls (part of the underlay's generation).
     underlay_sets: u64,
+    /// Geneve options ↔ `tun_metadata<n>` (`NXT_TLV_TABLE_MOD`).
+    tlv: crate::tlv::TlvTable,
 }
 
 impl Bridge {
@@ -308,6 +310,19 @@ impl Bridge {
     pub fn set_underlay(&mut self, underlay: Arc<dyn Underlay>) {
         self.underlay = Some(underlay);
         self.underlay_sets += 1;
+    }
+
+    /// The TLV table.
+    pub fn tlv(&self) -> &crate::tlv::TlvTable {
+        &self.tlv
+    }
+
+    /// Applies a TLV table mod (all or nothing).
+    pub fn apply_tlv_mod(
+        &mut self,
+        m: &openflow::nx_tlv::TableMod,
+    ) -> Result<(), openflow::error::OfpError> {
+        self.tlv.apply(m)
     }
 
     /// The underlay, if the switch has one.

@@ -49,6 +49,7 @@ pub mod pipeline;
 pub mod rule;
 pub mod table;
 pub mod text;
+pub mod tlv;
 pub mod tunnel;
 pub mod wildcards;
 pub mod xlate;

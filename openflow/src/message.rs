@@ -497,10 +497,15 @@ impl Message {
     }
 }
 
-/// The ERROR answering `offending` (its first bytes as data).
+/// The ERROR answering `offending` (its first bytes as data). An
+/// experimenter error is Nicira's (the only experimenter whose errors the
+/// switch sends): its body starts with the experimenter id, as OpenFlow
+/// 1.2+ lays `ofp_error_experimenter_msg` out.
 pub fn error_reply(error: OfpError, offending: &[u8]) -> Message {
-    Message::Error {
-        error,
-        data: offending[..offending.len().min(ERROR_DATA_LEN)].to_vec(),
+    let mut data = Vec::new();
+    if error.ty == crate::error::EXPERIMENTER_ERROR {
+        data.extend_from_slice(&crate::action::NX_VENDOR.to_be_bytes());
     }
+    data.extend_from_slice(&offending[..offending.len().min(ERROR_DATA_LEN)]);
+    Message::Error { error, data }
 }

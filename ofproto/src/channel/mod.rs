@@ -22,6 +22,7 @@
 pub mod convert;
 pub mod groups;
 
+use openflow::nx_tlv;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -557,6 +558,37 @@ impl Connection {
                 }
                 self.packet_in_format = format;
                 return Ok(None);
+            }
+            Message::Experimenter {
+                experimenter: openflow::action::NX_VENDOR,
+                exp_type: nx_tlv::TABLE_MOD,
+                data,
+            } => {
+                if slave {
+                    return Err(OfpError::IS_SLAVE);
+                }
+                let m = nx_tlv::TableMod::parse(&data).map_err(|e| {
+                    self.last_error = Some(format!("TLV table mod: {e}"));
+                    OfpError::BAD_LEN
+                })?;
+                sw.bridge().apply_tlv_mod(&m).inspect_err(|e| {
+                    self.last_error = Some(format!("TLV table mod refused: {e}"));
+                })?;
+                return Ok(None);
+            }
+            Message::Experimenter {
+                experimenter: openflow::action::NX_VENDOR,
+                exp_type: nx_tlv::TABLE_REQUEST,
+                data,
+            } => {
+                if !data.is_empty() {
+                    return Err(OfpError::BAD_LEN);
+                }
+                Message::Experimenter {
+                    experimenter: openflow::action::NX_VENDOR,
+                    exp_type: nx_tlv::TABLE_REPLY,
+                    data: sw.bridge_view().tlv().reply().encode(),
+                }
             }
             Message::Experimenter {
                 experimenter,

@@ -1,0 +1,170 @@
+//! The bridge's TLV table: which Geneve option (class, type, length) each
+//! `tun_metadata<n>` field stands for, as a controller sets it with
+//! `NXT_TLV_TABLE_MOD` (`ovs-ofctl add-tlv-map`) and reads it with
+//! `NXT_TLV_TABLE_REQUEST`.
+//!
+//! The rules are Open vSwitch's (`lib/tun-metadata.c`,
+//! `lib/ofp-match.c`): a command other than ADD, DELETE or CLEAR is
+//! `BAD_COMMAND`; an option length that is not a multiple of 4 or is over
+//! 124 bytes is `BAD_OPT_LEN`; an index of 64 or more `BAD_FIELD_IDX`; an
+//! ADD of an index already mapped is `ALREADY_MAPPED`, of an option already
+//! mapped to another index `DUP_ENTRY`, beyond the option space
+//! `TABLE_FULL`; a DELETE of an unmapped index is ignored. A mod is
+//! atomic: on any error the table is as it was.
+//!
+//! The option space is eswitch's own: [`MAX_OPTION_SPACE`] bytes in all,
+//! the room the flow key keeps for options (Open vSwitch's is 256).
+
+use std::collections::BTreeMap;
+
+use openflow::error::OfpError;
+use openflow::nx_tlv::{err, TableMod, TableReply, TlvMap, CMD_ADD, CMD_CLEAR, CMD_DELETE};
+
+/// `tun_metadata0` .. `tun_metadata63`.
+pub const MAX_FIELDS: u16 = 64;
+/// Bytes of option data all mappings together may take.
+pub const MAX_OPTION_SPACE: u32 = 32;
+/// Largest Geneve option body (`TLV_MAX_OPT_SIZE`).
+pub const MAX_OPTION_LEN: u8 = 124;
+
+/// The table: index → mapping.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlvTable {
+    maps: BTreeMap<u16, TlvMap>,
+}
+
+impl TlvTable {
+    /// The mappings, by index.
+    pub fn maps(&self) -> impl Iterator<Item = &TlvMap> + '_ {
+        self.maps.values()
+    }
+
+    /// The mapping of `tun_metadata<index>`.
+    pub fn get(&self, index: u16) -> Option<&TlvMap> {
+        self.maps.get(&index)
+    }
+
+    /// Bytes the mappings take.
+    pub fn used(&self) -> u32 {
+        self.maps.values().map(|m| u32::from(m.len)).sum()
+    }
+
+    /// Applies a mod, all or nothing; the error is the one Open vSwitch
+    /// answers.
+    pub fn apply(&mut self, m: &TableMod) -> Result<(), OfpError> {
+        if m.command > CMD_CLEAR {
+            return Err(err::BAD_COMMAND);
+        }
+        for map in &m.maps {
+            if map.len % 4 != 0 || map.len > MAX_OPTION_LEN {
+                return Err(err::BAD_OPT_LEN);
+            }
+            if map.index >= MAX_FIELDS {
+                return Err(err::BAD_FIELD_IDX);
+            }
+        }
+        let mut next = self.clone();
+        match m.command {
+            CMD_ADD => {
+                for map in &m.maps {
+                    if next.maps.contains_key(&map.index) {
+                        return Err(err::ALREADY_MAPPED);
+                    }
+                    if next
+                        .maps
+                        .values()
+                        .any(|o| (o.class, o.ty) == (map.class, map.ty))
+                    {
+                        return Err(err::DUP_ENTRY);
+                    }
+                    next.maps.insert(map.index, *map);
+                    if next.used() > MAX_OPTION_SPACE {
+                        return Err(err::TABLE_FULL);
+                    }
+                }
+            }
+            CMD_DELETE => {
+                for map in &m.maps {
+                    next.maps.remove(&map.index);
+                }
+            }
+            _ => next.maps.clear(),
+        }
+        *self = next;
+        Ok(())
+    }
+
+    /// The `NXT_TLV_TABLE_REPLY` of the table.
+    pub fn reply(&self) -> TableReply {
+        TableReply {
+            max_option_space: MAX_OPTION_SPACE,
+            max_fields: MAX_FIELDS,
+            maps: self.maps.values().copied().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(class: u16, ty: u8, len: u8, index: u16) -> TlvMap {
+        TlvMap {
+            class,
+            ty,
+            len,
+            index,
+        }
+    }
+
+    fn add(maps: Vec<TlvMap>) -> TableMod {
+        TableMod {
+            command: CMD_ADD,
+            maps,
+        }
+    }
+
+    #[test]
+    fn mods_follow_open_vswitch_and_are_all_or_nothing() {
+        let mut t = TlvTable::default();
+        t.apply(&add(vec![map(0x0102, 0x80, 4, 0)])).expect("add");
+        assert_eq!(t.get(0), Some(&map(0x0102, 0x80, 4, 0)));
+        let before = t.clone();
+        for (m, want) in [
+            (add(vec![map(1, 1, 4, 0)]), err::ALREADY_MAPPED),
+            (add(vec![map(0x0102, 0x80, 8, 1)]), err::DUP_ENTRY),
+            (add(vec![map(1, 1, 6, 1)]), err::BAD_OPT_LEN),
+            (add(vec![map(1, 1, 128, 1)]), err::BAD_OPT_LEN),
+            (add(vec![map(1, 1, 4, 64)]), err::BAD_FIELD_IDX),
+            // The second of two fails: neither is taken.
+            (add(vec![map(1, 1, 4, 1), map(1, 1, 4, 2)]), err::DUP_ENTRY),
+            (add(vec![map(1, 1, 32, 1)]), err::TABLE_FULL),
+            (
+                TableMod {
+                    command: 3,
+                    maps: vec![],
+                },
+                err::BAD_COMMAND,
+            ),
+        ] {
+            assert_eq!(t.apply(&m), Err(want), "{m:?}");
+            assert_eq!(t, before, "unchanged after {m:?}");
+        }
+        // DELETE ignores what is not mapped; CLEAR empties.
+        t.apply(&add(vec![map(1, 1, 8, 5)])).expect("add");
+        let del = TableMod {
+            command: CMD_DELETE,
+            maps: vec![map(0, 0, 0, 0), map(0, 0, 0, 9)],
+        };
+        t.apply(&del).expect("delete");
+        assert_eq!(t.maps().map(|m| m.index).collect::<Vec<_>>(), [5]);
+        let r = t.reply();
+        assert_eq!((r.max_option_space, r.max_fields, r.maps.len()), (32, 64, 1));
+        t.apply(&TableMod {
+            command: CMD_CLEAR,
+            maps: vec![],
+        })
+        .expect("clear");
+        assert_eq!(t.used(), 0);
+    }
+}
