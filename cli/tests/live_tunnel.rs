@@ -19,21 +19,54 @@ use lab::{can_run, settled_stats, u, LiveLab};
 
 const TUNNEL_PORT: &str = "200";
 
-/// The remote host's tunnel device of `kind` (VNI 4242) and the local
-/// endpoint's address; the switch's tunnel port to it. `None` (skipped)
-/// when the kernel has no such device type.
-fn tunnel_lab(test: &str, kind: &str) -> Option<LiveLab> {
+/// The lab with an uplink, the local endpoint 198.19.0.1 on the switch
+/// namespace's `wire0`, and the switch's tunnel port of `kind` to
+/// 198.19.0.2 (VNI 4242) between vm1 and the remote host.
+fn switch_side(kind: &str) -> LiveLab {
     let flows = format!(
         "priority=10,in_port=1,actions=output:{TUNNEL_PORT}\n\
          priority=10,in_port={TUNNEL_PORT},tun_id=4242,actions=output:1\n\
          priority=0,actions=drop\n"
     );
     let lab = LiveLab::start_with(2, "af_packet", Some(&flows), "", &["--uplink"]);
-    let (sw, wire) = (lab.ns("sw"), lab.ns("wire"));
+    run(
+        "ip",
+        &[
+            "-n",
+            &lab.ns("sw"),
+            "addr",
+            "add",
+            "198.19.0.1/24",
+            "dev",
+            "wire0",
+        ],
+    )
+    .expect("local endpoint");
+    lab.ctl(&[
+        "add-port",
+        "tun0",
+        "--type",
+        kind,
+        "--ofport",
+        TUNNEL_PORT,
+        "--option",
+        "remote_ip=198.19.0.2",
+        "--option",
+        "key=4242",
+    ])
+    .expect("add-port");
+    lab
+}
+
+/// The remote host's tunnel device of `kind` (VNI 4242) and the local
+/// endpoint's address; the switch's tunnel port to it. `None` (skipped)
+/// when the kernel has no such device type.
+fn tunnel_lab(test: &str, kind: &str) -> Option<LiveLab> {
+    let lab = switch_side(kind);
+    let wire = lab.ns("wire");
     let sh = |ns: &str, cmd: &str| {
         run("ip", &["netns", "exec", ns, "sh", "-c", cmd]).unwrap_or_else(|e| panic!("{cmd}: {e}"))
     };
-    sh(&sw, "ip addr add 198.19.0.1/24 dev wire0");
     sh(
         &wire,
         "ip addr flush dev eth0 && ip addr add 198.19.0.2/24 dev eth0",
@@ -62,19 +95,6 @@ fn tunnel_lab(test: &str, kind: &str) -> Option<LiveLab> {
         "ip link set tun0 address 02:00:00:00:ee:01 mtu 1400 && \
          ip addr add 198.18.0.200/16 dev tun0 && ip link set tun0 up",
     );
-    lab.ctl(&[
-        "add-port",
-        "tun0",
-        "--type",
-        kind,
-        "--ofport",
-        TUNNEL_PORT,
-        "--option",
-        "remote_ip=198.19.0.2",
-        "--option",
-        "key=4242",
-    ])
-    .expect("add-port");
     let port = lab.port("tun0");
     assert_eq!(port["type"], kind, "{port}");
     let opts = port["tunnel"].as_str().unwrap_or("");
@@ -152,50 +172,19 @@ fn walk(test: &str, kind: &str) {
     assert_eq!(u(&st["tunnel_drop_unknown_vni"]), 0, "{st}");
     // The outer headers as Wireshark reads them: the VNI, the UDP port,
     // the switch's source port in the dynamic range.
-    let pcap = lab.dir().join("wire.pcap");
-    let pcap_s = pcap.display().to_string();
-    let wire = lab.ns("wire");
-    let cap = std::process::Command::new("ip")
-        .args([
-            "netns", "exec", &wire, "tcpdump", "-i", "eth0", "-U", "-c", "10", "-w", &pcap_s,
-        ])
-        .arg(format!(
-            "src host 198.19.0.1 and udp dst port {}",
-            if kind == "vxlan" { 4789 } else { 6081 }
-        ))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("tcpdump");
-    let mut cap = KillOnDrop(cap);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    lab.udp_addr("vm1", "198.18.0.200", 9, 10);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while cap.0.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let port = if kind == "vxlan" { 4789 } else { 6081 };
     let fields = match kind {
         "vxlan" => "vxlan.vni",
         _ => "geneve.vni",
     };
-    let out = run(
-        "tshark",
-        &[
-            "-r",
-            &pcap_s,
-            "-T",
-            "fields",
-            "-e",
-            fields,
-            "-e",
-            "udp.srcport",
-            "-e",
-            "ip.dst",
-            "-e",
-            "ip.src",
-        ],
-    )
-    .expect("tshark");
-    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    let lines = capture(
+        &lab,
+        ("wire", "eth0"),
+        &format!("src host 198.19.0.1 and udp dst port {port}"),
+        10,
+        &[fields, "udp.srcport", "ip.dst", "ip.src"],
+        || lab.udp_addr("vm1", "198.18.0.200", 9, 10),
+    );
     assert!(!lines.is_empty(), "no tunnel packet captured");
     for l in &lines {
         // Outer first: the inner packet's UDP and IP fields follow.
@@ -212,21 +201,25 @@ fn walk(test: &str, kind: &str) {
         assert_eq!(f[2], "198.19.0.2", "{l}");
         assert_eq!(f[3], "198.19.0.1", "{l}");
     }
-    cap.0.kill().ok();
     // The decap flow is in the eSwitch too: matched on the uplink by the
     // outer headers and the VNI, decapsulated by an L2_TUNNEL_TO_L2.
     lab.ping_addr("wire", "198.18.0.1", 3);
     lab.wait_for("the decap flow offloaded", || {
         lab.flows().iter().any(|f| {
-            f["match"].as_str().unwrap_or("").contains("tun_id=0x1092")
-                && f["offloaded"] == "yes"
+            f["match"].as_str().unwrap_or("").contains("tun_id=0x1092") && f["offloaded"] == "yes"
         })
     });
     // TCP both ways: a megabyte each, every byte counted at the far end.
-    for (server, addr, client) in [("wire", "198.18.0.200", "vm1"), ("vm1", "198.18.0.1", "wire")]
-    {
+    for (server, addr, client) in [
+        ("wire", "198.18.0.200", "vm1"),
+        ("vm1", "198.18.0.1", "wire"),
+    ] {
         let got = tcp_transfer(&lab, server, addr, client, 1 << 20);
-        assert_eq!(got, 1 << 20, "TCP {client} → {server} ({addr}) through the tunnel");
+        assert_eq!(
+            got,
+            1 << 20,
+            "TCP {client} → {server} ({addr}) through the tunnel"
+        );
     }
     if kind == "vxlan" {
         neighbour_change(&lab);
@@ -260,8 +253,11 @@ fn tcp_transfer(lab: &LiveLab, server: &str, addr: &str, client: &str, bytes: us
          s = socket.create_connection(('{addr}', 5001), timeout=15)\n\
          s.sendall(b'e' * {bytes}); s.close()\n"
     );
-    run("ip", &["netns", "exec", &lab.ns(client), "python3", "-c", &cli])
-        .unwrap_or_else(|e| panic!("TCP client in {client}: {e}"));
+    run(
+        "ip",
+        &["netns", "exec", &lab.ns(client), "python3", "-c", &cli],
+    )
+    .unwrap_or_else(|e| panic!("TCP client in {client}: {e}"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while child.0.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -289,9 +285,10 @@ fn route_change(lab: &LiveLab) {
         run("ip", &args).unwrap_or_else(|e| panic!("route {verb}: {e}"))
     };
     route("add");
-    lab.wait_for("the tunnel's flows to leave the dead route's traffic unsent", || {
-        !lab.ping_addr("vm1", "198.18.0.200", 1)
-    });
+    lab.wait_for(
+        "the tunnel's flows to leave the dead route's traffic unsent",
+        || !lab.ping_addr("vm1", "198.18.0.200", 1),
+    );
     let t0 = std::time::Instant::now();
     route("del");
     lab.wait_for("pings through the tunnel again", || {
@@ -299,7 +296,10 @@ fn route_change(lab: &LiveLab) {
     });
     let ms = t0.elapsed().as_secs_f64() * 1e3;
     println!("bench: tunnel.route_change_recover_ms {ms:.1} ms");
-    assert!(lab.ping_addr("vm1", "198.18.0.200", 3), "after the route change");
+    assert!(
+        lab.ping_addr("vm1", "198.18.0.200", 3),
+        "after the route change"
+    );
 }
 
 /// The remote endpoint's MAC changes and the host learns it: the flows
@@ -357,6 +357,205 @@ fn neighbour_change(lab: &LiveLab) {
         lab.ping_addr("vm1", "198.18.0.200", 3),
         "pings through the tunnel after the MAC change"
     );
+}
+
+/// Open vSwitch 3.1 as the remote host: in the namespace `wire`, its
+/// userspace datapath holds `eth0` in `br-phy` (whose tap carries the
+/// endpoint 198.19.0.2) and a `kind` port to 198.19.0.1 with VNI 4242 in
+/// `br-int` (whose tap carries the overlay address 198.18.0.200); both
+/// bridges switch by NORMAL. Open vSwitch's native tunnelling encapsulates
+/// and decapsulates; ping and TCP run both ways with eswitch's tunnel port
+/// of the same kind.
+fn with_open_vswitch(test: &str, lab: &LiveLab, kind: &str) {
+    let wire = lab.ns("wire");
+    let Some(ovs) = (match integration::ovs::Ovs::start_in(&wire) {
+        Ok(o) => Some(o),
+        Err(integration::ovs::OvsError::Unavailable(why)) => {
+            prereq::skip(test, why);
+            None
+        }
+        Err(e) => panic!("{test}: {e}"),
+    }) else {
+        return;
+    };
+    let vsctl = |args: &[&str]| {
+        ovs.vsctl(args)
+            .unwrap_or_else(|e| panic!("ovs-vsctl {}: {e}", args.join(" ")))
+    };
+    vsctl(&[
+        "add-br",
+        "br-phy",
+        "--",
+        "set",
+        "bridge",
+        "br-phy",
+        "datapath_type=netdev",
+        "--",
+        "add-port",
+        "br-phy",
+        "eth0",
+    ]);
+    let ty = format!("type={kind}");
+    vsctl(&[
+        "add-br",
+        "br-int",
+        "--",
+        "set",
+        "bridge",
+        "br-int",
+        "datapath_type=netdev",
+        "--",
+        "add-port",
+        "br-int",
+        "tun",
+        "--",
+        "set",
+        "interface",
+        "tun",
+        &ty,
+        "options:remote_ip=198.19.0.1",
+        "options:key=4242",
+    ]);
+    let sh = |cmd: &str| {
+        run("ip", &["netns", "exec", &wire, "sh", "-c", cmd])
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+    };
+    sh("ip addr flush dev eth0 && ip addr add 198.19.0.2/24 dev br-phy && ip link set br-phy up");
+    sh("ip addr add 198.18.0.200/16 dev br-int && ip link set br-int mtu 1400 up");
+    lab.wait_for(&format!("a ping to Open vSwitch's {kind} port"), || {
+        lab.ping_addr("vm1", "198.18.0.200", 1)
+    });
+    assert!(
+        lab.ping_addr("vm1", "198.18.0.200", 5),
+        "vm1 → Open vSwitch"
+    );
+    assert!(lab.ping_addr("wire", "198.18.0.1", 3), "Open vSwitch → vm1");
+    for (server, addr, client) in [
+        ("wire", "198.18.0.200", "vm1"),
+        ("vm1", "198.18.0.1", "wire"),
+    ] {
+        let got = tcp_transfer(lab, server, addr, client, 1 << 20);
+        assert_eq!(
+            got,
+            1 << 20,
+            "TCP {client} → {server} over {kind} with Open vSwitch"
+        );
+    }
+    // Open vSwitch decapsulated what eswitch sent (a tnl_pop flow that
+    // counted packets), and eswitch what Open vSwitch sent.
+    let dp = ovs.appctl(&["dpctl/dump-flows"]).unwrap_or_default();
+    assert!(dp.contains("tnl_pop"), "{dp}");
+    assert!(u(&lab.stats()["tunnel_rx"]) >= 1, "{}", lab.stats());
+    if kind == "geneve" {
+        geneve_option_from_open_vswitch(lab, &ovs);
+    }
+}
+
+/// Open vSwitch puts a Geneve option (class 0x0102, type 0x80, 4 bytes:
+/// OVN's) on what it sends to vm1: on the wire Wireshark reads it, and
+/// eswitch decapsulates such packets (options and all) into vm1's frames.
+fn geneve_option_from_open_vswitch(lab: &LiveLab, ovs: &integration::ovs::Ovs) {
+    let ofctl = |args: &[&str]| {
+        ovs.ofctl(args)
+            .unwrap_or_else(|e| panic!("ovs-ofctl {}: {e}", args.join(" ")))
+    };
+    ofctl(&[
+        "add-tlv-map",
+        "br-int",
+        "{class=0x0102,type=0x80,len=4}->tun_metadata0",
+    ]);
+    ofctl(&[
+        "add-flow",
+        "br-int",
+        "priority=100,ip,nw_dst=198.18.0.1,actions=set_field:0xabcd->tun_metadata0,NORMAL",
+    ]);
+    let lines = capture(
+        lab,
+        ("sw", "wire0"),
+        "src host 198.19.0.2 and udp dst port 6081",
+        3,
+        &[
+            "geneve.option.class",
+            "geneve.option.type",
+            "geneve.option.length",
+        ],
+        || {
+            assert!(
+                lab.ping_addr("wire", "198.18.0.1", 5),
+                "pings with a Geneve option, decapsulated by eswitch"
+            );
+        },
+    );
+    assert!(!lines.is_empty(), "no Geneve packet captured");
+    for l in lines {
+        // Wireshark's length counts the option's 4-byte header.
+        let f: Vec<&str> = l
+            .split('\t')
+            .map(|v| v.split(',').next().unwrap_or(""))
+            .collect();
+        assert_eq!(f, ["0x0102", "0x80", "8"], "{l}");
+    }
+}
+
+#[test]
+fn vxlan_and_geneve_with_open_vswitch_as_the_far_end() {
+    let test = "vxlan_and_geneve_with_open_vswitch_as_the_far_end";
+    if !ready(test) {
+        return;
+    }
+    for kind in ["vxlan", "geneve"] {
+        let lab = switch_side(kind);
+        with_open_vswitch(test, &lab, kind);
+    }
+}
+
+/// Captures up to `count` packets matching `filter` on `dev` in the lab
+/// namespace `ns` while `during` runs (every wait bounded), and returns
+/// Wireshark's `fields` of each, tab-separated, one line a packet.
+fn capture(
+    lab: &LiveLab,
+    (ns, dev): (&str, &str),
+    filter: &str,
+    count: u32,
+    fields: &[&str],
+    during: impl FnOnce(),
+) -> Vec<String> {
+    let pcap = lab.dir().join(format!("{ns}-{dev}.pcap"));
+    let pcap_s = pcap.display().to_string();
+    let n = count.to_string();
+    let cap = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.ns(ns),
+            "tcpdump",
+            "-i",
+            dev,
+            "-U",
+            "-c",
+            &n,
+        ])
+        .args(["-w", &pcap_s, filter])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("tcpdump");
+    let mut cap = KillOnDrop(cap);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    during();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cap.0.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    cap.0.kill().ok();
+    let mut args = vec!["-r", pcap_s.as_str(), "-T", "fields"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    let out = run("tshark", &args).expect("tshark");
+    out.lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 struct KillOnDrop(std::process::Child);

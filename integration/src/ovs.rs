@@ -26,6 +26,11 @@
 //!   numbers a port after the digits in its name, so datapath port numbers
 //!   (those printed in `Datapath actions:`) are 1..4 too, and `br0` is 100.
 //!
+//! * [`Ovs::start_in`] is the other kind: `ovs-vswitchd` inside a network
+//!   namespace with real netdevs (userspace datapath, AF_PACKET, taps for
+//!   internal ports, the namespace's routes for native tunnels) and no
+//!   bridge, for a test to make it the far end of a tunnel.
+//!
 //! # Lifetime
 //!
 //! The daemons are children of this process, each started through
@@ -98,6 +103,9 @@ impl std::error::Error for OvsError {}
 pub struct Ovs {
     dir: PathBuf,
     bin: Binaries,
+    /// The network namespace `ovs-vswitchd` runs in (`None`: this one,
+    /// every netdev a dummy).
+    netns: Option<String>,
     ovsdb: Option<Child>,
     vswitchd: Option<Child>,
     startup: Duration,
@@ -108,52 +116,7 @@ impl Ovs {
     /// Starts an instance with [`BRIDGE`] and ports [`PORTS`] ready.
     pub fn start() -> Result<Ovs, OvsError> {
         let began = Instant::now();
-        if !prereq::is_root() {
-            return Err(OvsError::Unavailable(
-                "needs root (ovs-vswitchd opens tap and netlink sockets)".into(),
-            ));
-        }
-        let bin = Binaries::find()?;
-        let mut ovs = Ovs {
-            dir: unique_dir()?,
-            bin,
-            ovsdb: None,
-            vswitchd: None,
-            startup: Duration::ZERO,
-            files: AtomicU32::new(0),
-        };
-        // From here on, `ovs` cleans up whatever was started if `?` returns.
-        let db = ovs.path("conf.db");
-        let schema = ovs.bin.schema.display().to_string();
-        ovs.run(&ovs.bin.ovsdb_tool, &["create", &db, &schema])?;
-
-        let ovsdb_args = [
-            db.clone(),
-            format!("--remote=punix:{}", ovs.path("db.sock")),
-            format!("--unixctl={}", ovs.path("ovsdb-server.ctl")),
-            format!("--pidfile={}", ovs.path("ovsdb-server.pid")),
-            format!("--log-file={}", ovs.path("ovsdb-server.log")),
-            "-vconsole:warn".into(),
-        ];
-        let exe = ovs.bin.ovsdb_server.clone();
-        ovs.ovsdb = Some(ovs.spawn_daemon(&exe, &ovsdb_args, "ovsdb-server")?);
-        ovs.wait_for_socket("db.sock", "ovsdb-server")?;
-        ovs.vsctl(&["--no-wait", "init"])?;
-
-        let vswitchd_args = [
-            format!("unix:{}", ovs.path("db.sock")),
-            "--enable-dummy=override".into(),
-            "--disable-system".into(),
-            "--disable-system-route".into(),
-            format!("--unixctl={}", ovs.path("ovs-vswitchd.ctl")),
-            format!("--pidfile={}", ovs.path("ovs-vswitchd.pid")),
-            format!("--log-file={}", ovs.path("ovs-vswitchd.log")),
-            "-vconsole:warn".into(),
-        ];
-        let exe = ovs.bin.vswitchd.clone();
-        ovs.vswitchd = Some(ovs.spawn_daemon(&exe, &vswitchd_args, "ovs-vswitchd")?);
-        ovs.wait_for_socket("ovs-vswitchd.ctl", "ovs-vswitchd")?;
-
+        let mut ovs = Ovs::daemons(None)?;
         // Without --no-wait, ovs-vsctl returns once ovs-vswitchd has applied
         // the change, so the ports exist when this returns.
         let mut args: Vec<String> = [
@@ -177,6 +140,74 @@ impl Ovs {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         ovs.vsctl(&args)?;
         ovs.startup = began.elapsed();
+        Ok(ovs)
+    }
+
+    /// Starts an instance whose `ovs-vswitchd` runs in the network
+    /// namespace `netns` with real netdevs (the userspace datapath: no
+    /// kernel module; AF_PACKET on the namespace's devices, tap devices
+    /// for internal ports, the namespace's routes for native tunnels) and
+    /// no bridge: a far end for tunnels. The taps go with the namespace.
+    pub fn start_in(netns: &str) -> Result<Ovs, OvsError> {
+        let began = Instant::now();
+        let mut ovs = Ovs::daemons(Some(netns.to_string()))?;
+        ovs.startup = began.elapsed();
+        Ok(ovs)
+    }
+
+    /// `ovsdb-server` and `ovs-vswitchd` (in `netns`, or with dummy
+    /// netdevs here) on a fresh database.
+    fn daemons(netns: Option<String>) -> Result<Ovs, OvsError> {
+        if !prereq::is_root() {
+            return Err(OvsError::Unavailable(
+                "needs root (ovs-vswitchd opens tap and netlink sockets)".into(),
+            ));
+        }
+        let bin = Binaries::find()?;
+        let mut ovs = Ovs {
+            dir: unique_dir()?,
+            bin,
+            netns,
+            ovsdb: None,
+            vswitchd: None,
+            startup: Duration::ZERO,
+            files: AtomicU32::new(0),
+        };
+        // From here on, `ovs` cleans up whatever was started if `?` returns.
+        let db = ovs.path("conf.db");
+        let schema = ovs.bin.schema.display().to_string();
+        ovs.run(&ovs.bin.ovsdb_tool, &["create", &db, &schema])?;
+
+        let ovsdb_args = [
+            db.clone(),
+            format!("--remote=punix:{}", ovs.path("db.sock")),
+            format!("--unixctl={}", ovs.path("ovsdb-server.ctl")),
+            format!("--pidfile={}", ovs.path("ovsdb-server.pid")),
+            format!("--log-file={}", ovs.path("ovsdb-server.log")),
+            "-vconsole:warn".into(),
+        ];
+        let exe = ovs.bin.ovsdb_server.clone();
+        ovs.ovsdb = Some(ovs.spawn_daemon(&exe, &ovsdb_args, "ovsdb-server")?);
+        ovs.wait_for_socket("db.sock", "ovsdb-server")?;
+        ovs.vsctl(&["--no-wait", "init"])?;
+
+        let mut vswitchd_args = vec![format!("unix:{}", ovs.path("db.sock"))];
+        if ovs.netns.is_none() {
+            vswitchd_args.extend([
+                "--enable-dummy=override".into(),
+                "--disable-system-route".into(),
+            ]);
+        }
+        vswitchd_args.extend([
+            "--disable-system".into(),
+            format!("--unixctl={}", ovs.path("ovs-vswitchd.ctl")),
+            format!("--pidfile={}", ovs.path("ovs-vswitchd.pid")),
+            format!("--log-file={}", ovs.path("ovs-vswitchd.log")),
+            "-vconsole:warn".into(),
+        ]);
+        let exe = ovs.bin.vswitchd.clone();
+        ovs.vswitchd = Some(ovs.spawn_daemon(&exe, &vswitchd_args, "ovs-vswitchd")?);
+        ovs.wait_for_socket("ovs-vswitchd.ctl", "ovs-vswitchd")?;
         Ok(ovs)
     }
 
@@ -352,14 +383,19 @@ impl Ovs {
                 .map_err(|e| OvsError::Failed(format!("create {}: {e}", console.display())))
         };
         let (stdout, stderr) = (open()?, open()?);
-        let mut cmd = match &self.bin.setpriv {
-            Some(setpriv) => {
-                let mut c = self.command(setpriv);
-                c.args(["--pdeathsig", "KILL"]).arg(exe);
-                c
-            }
-            None => self.command(exe),
-        };
+        // `ip netns exec` and `setpriv` exec what they run: the child's
+        // PID is the daemon's.
+        let mut argv: Vec<&std::ffi::OsStr> = Vec::new();
+        if let Some(ns) = self.netns.as_ref().filter(|_| name == "ovs-vswitchd") {
+            argv.extend(["ip", "netns", "exec", ns.as_str()].map(std::ffi::OsStr::new));
+        }
+        if let Some(setpriv) = &self.bin.setpriv {
+            argv.push(setpriv.as_os_str());
+            argv.extend(["--pdeathsig", "KILL"].map(std::ffi::OsStr::new));
+        }
+        argv.push(exe.as_os_str());
+        let mut cmd = self.command(Path::new(argv[0]));
+        cmd.args(&argv[1..]);
         cmd.args(args)
             .stdout(stdout)
             .stderr(stderr)

@@ -159,7 +159,10 @@ mod tests {
         t.apply(&del).expect("delete");
         assert_eq!(t.maps().map(|m| m.index).collect::<Vec<_>>(), [5]);
         let r = t.reply();
-        assert_eq!((r.max_option_space, r.max_fields, r.maps.len()), (32, 64, 1));
+        assert_eq!(
+            (r.max_option_space, r.max_fields, r.maps.len()),
+            (32, 64, 1)
+        );
         t.apply(&TableMod {
             command: CMD_CLEAR,
             maps: vec![],

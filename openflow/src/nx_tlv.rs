@@ -169,10 +169,7 @@ mod tests {
             }],
         };
         let b = m.encode();
-        assert_eq!(
-            b,
-            [0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x02, 0x80, 4, 0, 0, 0, 0]
-        );
+        assert_eq!(b, [0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x02, 0x80, 4, 0, 0, 0, 0]);
         assert_eq!(TableMod::parse(&b), Ok(m));
         // A map cut short is a length error, not a silent drop.
         assert!(matches!(
