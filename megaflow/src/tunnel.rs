@@ -314,6 +314,10 @@ impl Outer {
 pub struct Encap {
     outer: Outer,
     template: Vec<u8>,
+    /// IPv4: the unfolded one's complement sum of the template's IP
+    /// header with its total length and checksum zero; each packet's
+    /// checksum adds its length to it.
+    ip_sum: Option<u32>,
 }
 
 impl Encap {
@@ -324,7 +328,18 @@ impl Encap {
         // Filled with an empty inner frame: every length is the header's
         // own, each packet's adds its frame's length.
         outer.write(0, 0, true, &mut template);
-        Ok(Encap { outer, template })
+        let ip_sum = matches!(outer.ip, OuterIp::V4 { .. }).then(|| {
+            let mut h = [0u8; IPV4];
+            h.copy_from_slice(&template[ETH..ETH + IPV4]);
+            h[2..4].fill(0);
+            h[10..12].fill(0);
+            crate::frame::sum16(&h)
+        });
+        Ok(Encap {
+            outer,
+            template,
+            ip_sum,
+        })
     }
 
     pub fn outer(&self) -> &Outer {
@@ -365,21 +380,18 @@ impl Encap {
     /// The header for `inner` (which follows it on the wire) into `out`;
     /// its length. Sent as two parts, the packet is never copied to
     /// prepend it.
-    pub fn header(
-        &self,
-        inner: &[u8],
-        hash: u32,
-        out: &mut [u8; HEADER_MAX],
-    ) -> Result<usize, TunnelError> {
+    pub fn header(&self, inner: &[u8], hash: u32, out: &mut [u8]) -> Result<usize, TunnelError> {
         let ip = self.outer.ip_len();
         let n = self.template.len();
         let l4 = n - ETH - ip + inner.len();
         if l4 > self.outer.l4_limit() {
             return Err(TunnelError::TooLong(inner.len()));
         }
-        let out = &mut out[..n];
+        let Some(out) = out.get_mut(..n) else {
+            return Err(TunnelError::TooLong(inner.len()));
+        };
         out.copy_from_slice(&self.template);
-        fill_header(out, inner.len(), source_port(hash));
+        fill_header_summed(out, inner.len(), source_port(hash), self.ip_sum);
         let udp = ETH + ip;
         if self.outer.csum {
             // The UDP part of the header is of even length: the sums of
@@ -398,6 +410,14 @@ impl Encap {
 /// the UDP source port `sport`. The software datapath's template and the
 /// sim's reformat both fill through this.
 pub fn fill_header(head: &mut [u8], inner: usize, sport: u16) {
+    fill_header_summed(head, inner, sport, None);
+}
+
+/// [`fill_header`], given the IPv4 header's sum without its total length
+/// and checksum when it is known (a template's), so only the length is
+/// added.
+#[inline]
+fn fill_header_summed(head: &mut [u8], inner: usize, sport: u16, ip_sum: Option<u32>) {
     let l3_end = head.len() + inner - ETH;
     let put = |b: &mut [u8], at: usize, v: usize| {
         b[at..at + 2].copy_from_slice(&(v as u16).to_be_bytes());
@@ -405,7 +425,10 @@ pub fn fill_header(head: &mut [u8], inner: usize, sport: u16) {
     let udp = if head[12..14] == [0x08, 0x00] {
         put(head, ETH + 2, l3_end);
         put(head, ETH + 10, 0);
-        let c = checksum(0, &head[ETH..ETH + IPV4]);
+        let c = match ip_sum {
+            Some(sum) => checksum(sum + l3_end as u32, &[]),
+            None => checksum(0, &head[ETH..ETH + IPV4]),
+        };
         head[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
         ETH + IPV4
     } else {

@@ -626,6 +626,29 @@ pub fn execute(
     out
 }
 
+/// Headers up to this long are built in a short stack buffer.
+const SHORT_HEADER: usize = 96;
+
+/// Sends `pkt` behind `header` (filled for it) to `port`, as two parts,
+/// through an `N`-byte buffer.
+#[inline(always)]
+fn tunnel_push<const N: usize, S: ActionSink>(
+    header: &crate::tunnel::Encap,
+    pkt: &[u8],
+    hash: u32,
+    port: PortNo,
+    sink: &mut S,
+) -> bool {
+    let mut head = [0u8; N];
+    match header.header(pkt, hash, &mut head) {
+        Ok(n) => {
+            sink.output_parts(port, &head[..n], pkt);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 fn run<S: ActionSink>(
     actions: &[DpAction],
     pkt: &mut Vec<u8>,
@@ -703,13 +726,14 @@ fn run<S: ActionSink>(
                     true
                 } else {
                     let hash = crate::tunnel::flow_hash(pkt, layout);
-                    let mut head = [0u8; crate::tunnel::HEADER_MAX];
-                    let sent = match header.header(pkt, hash, &mut head) {
-                        Ok(n) => {
-                            sink.output_parts(*port, &head[..n], pkt);
-                            true
-                        }
-                        Err(_) => false,
+                    // A short buffer for the usual headers (VXLAN, Geneve
+                    // with few options): less to clear per packet.
+                    let sent = if header.len() <= SHORT_HEADER {
+                        tunnel_push::<SHORT_HEADER, S>(header, pkt, hash, *port, sink)
+                    } else {
+                        tunnel_push::<{ crate::tunnel::HEADER_MAX }, S>(
+                            header, pkt, hash, *port, sink,
+                        )
                     };
                     if sent {
                         out.outputs += 1;
