@@ -625,7 +625,25 @@ pub fn write_pcapng(spec: &DemoSpec, path: impl AsRef<Path>) -> Result<u64, Demo
     let names = interface_names(spec.vms);
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let w = PcapNgWriter::create(path, &refs)?;
-    let (n, _) = write_all(spec, w)?;
+    let (n, _) = write_all(generate(spec), w)?;
+    Ok(n)
+}
+
+/// [`write_pcapng`] of the workload with its overlay tenant
+/// ([`with_overlay`]): the interfaces are the VMs', then the tenant's
+/// `ovl1`, `ovl2` and `wire0` (interface id `i` is still OpenFlow port
+/// `i + 1`); [`overlay::config_toml`] is the config that replays it.
+pub fn write_pcapng_with_overlay(
+    spec: &DemoSpec,
+    path: impl AsRef<Path>,
+) -> Result<u64, DemoError> {
+    spec.validate()?;
+    let spec = spec.normalized();
+    let mut names = interface_names(spec.vms);
+    names.extend(["ovl1", "ovl2", "wire0"].map(String::from));
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let w = PcapNgWriter::create(path, &refs)?;
+    let (n, _) = write_all(with_overlay(&spec), w)?;
     Ok(n)
 }
 
@@ -640,15 +658,16 @@ pub fn write_pcapng_to<W: Write>(
     let names = interface_names(spec.vms);
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let w = PcapNgWriter::new(out, name, &refs)?;
-    write_all(spec, w)
+    write_all(generate(spec), w)
 }
 
-fn write_all<W: Write>(spec: &DemoSpec, mut w: PcapNgWriter<W>) -> Result<(u64, W), DemoError> {
-    let mut g = generate(spec);
-    let mut buf = Vec::with_capacity(2048);
+fn write_all<W: Write>(
+    packets: impl Iterator<Item = DemoPacket>,
+    mut w: PcapNgWriter<W>,
+) -> Result<(u64, W), DemoError> {
     let mut n = 0;
-    while let Some((ts, port)) = g.next_into(&mut buf) {
-        w.write(port.0 - 1, ts, &buf)?;
+    for p in packets {
+        w.write(p.in_port.0 - 1, p.ts, &p.frame)?;
         n += 1;
     }
     Ok((n, w.into_inner()?))

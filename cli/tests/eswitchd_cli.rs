@@ -26,6 +26,16 @@ fn n(v: &serde_json::Value, k: &str) -> u64 {
     v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
 }
 
+/// Runs `eswitchd generate ...`, which must succeed.
+fn generate(args: &[&str]) {
+    let out = eswitchd(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The names of a replay summary's ports, in order.
 fn port_names(s: &serde_json::Value) -> Vec<&str> {
     s["ports"]
@@ -119,12 +129,7 @@ fn a_generated_capture_replays_exactly_like_the_in_memory_demo() {
         flows.to_str().expect("utf-8"),
     ];
     gen.extend(spec);
-    let out = eswitchd(&gen);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    generate(&gen);
     let from_file = json(&[
         "replay",
         "--pcap",
@@ -154,6 +159,44 @@ fn a_generated_capture_replays_exactly_like_the_in_memory_demo() {
         assert_eq!(from_file[k], in_memory[k], "{k}");
     }
     assert_eq!(from_file["ports"], in_memory["ports"]);
+}
+
+/// With `--config-file`, the capture holds the overlay tenant and the
+/// config replays it exactly as `replay --demo` does.
+#[test]
+fn a_generated_capture_with_its_config_replays_like_the_demo_and_its_tenant() {
+    let dir = std::env::temp_dir().join(format!("eswitchd-cli-ovl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (pcap, flows, cfg) = (
+        dir.join("w.pcapng"),
+        dir.join("flows.txt"),
+        dir.join("e.toml"),
+    );
+    let spec = ["--packets", "5000", "--demo-flows", "300", "--seed", "7"];
+    let path = |p: &PathBuf| p.to_str().expect("utf-8").to_string();
+    let (pcap_s, flows_s, cfg_s) = (path(&pcap), path(&flows), path(&cfg));
+    let mut gen = vec![
+        "generate",
+        "--out",
+        &pcap_s,
+        "--flow-file",
+        &flows_s,
+        "--config-file",
+        &cfg_s,
+    ];
+    gen.extend(spec);
+    generate(&gen);
+    let from_file = json(&["replay", "--pcap", &pcap_s, "--config", &cfg_s, "--json"]);
+    let mut demo = vec!["replay", "--demo", "--json"];
+    demo.extend(spec);
+    let in_memory = json(&demo);
+    let _ = std::fs::remove_dir_all(&dir);
+    check_books(&from_file, 5_000);
+    for k in ["packets", "bytes", "hw_packets", "sw_packets", "offloaded"] {
+        assert_eq!(from_file[k], in_memory[k], "{k}");
+    }
+    assert_eq!(from_file["ports"], in_memory["ports"]);
+    assert!(n(&in_memory["overlay"], "packets") == 500, "{in_memory}");
 }
 
 #[test]

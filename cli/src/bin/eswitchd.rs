@@ -159,6 +159,11 @@ struct GenerateArgs {
     /// Also write the matching flow file here.
     #[arg(long)]
     flow_file: Option<PathBuf>,
+    /// Write the overlay tenant into the capture too, and here the
+    /// eswitch.toml that replays it (its ports, tunnel port and underlay;
+    /// `flows` naming the flow file).
+    #[arg(long)]
+    config_file: Option<PathBuf>,
     #[command(flatten)]
     workload: WorkloadArgs,
 }
@@ -312,20 +317,34 @@ fn hw_check(a: HwCheckArgs) -> anyhow::Result<()> {
 }
 
 fn generate(a: GenerateArgs) -> anyhow::Result<()> {
-    let spec = a.workload.spec();
-    let n = demo::write_pcapng(&spec, &a.out)?;
+    let spec = a.workload.spec().normalized();
+    let overlay = a.config_file.is_some();
+    let (n, interfaces) = if overlay {
+        (
+            demo::write_pcapng_with_overlay(&spec, &a.out)?,
+            spec.vms + 3,
+        )
+    } else {
+        (demo::write_pcapng(&spec, &a.out)?, spec.vms)
+    };
     println!(
-        "wrote {n} packets on {} interfaces to {}",
-        spec.vms,
+        "wrote {n} packets on {interfaces} interfaces to {}",
         a.out.display()
     );
+    let mut flows_at = None;
     if let Some(f) = &a.flow_file {
-        std::fs::write(
-            f,
-            format!("{}\n{}", demo::meter_lines(), demo::flow_table(spec.vms)),
-        )
-        .with_context(|| format!("cannot write {}", f.display()))?;
+        let mut table = format!("{}\n{}", demo::meter_lines(), demo::flow_table(spec.vms));
+        if overlay {
+            table.push_str(&demo::overlay::flow_table(spec.vms));
+        }
+        std::fs::write(f, table).with_context(|| format!("cannot write {}", f.display()))?;
         println!("wrote the flow table to {}", f.display());
+        flows_at = Some(std::fs::canonicalize(f)?.display().to_string());
+    }
+    if let Some(c) = &a.config_file {
+        let text = demo::overlay::config_toml(spec.vms, flows_at.as_deref());
+        std::fs::write(c, text).with_context(|| format!("cannot write {}", c.display()))?;
+        println!("wrote the config to {}", c.display());
     }
     Ok(())
 }

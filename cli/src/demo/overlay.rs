@@ -142,6 +142,75 @@ pub fn underlay(vms: u32) -> StaticUnderlay {
     }
 }
 
+/// The `eswitch.toml` that replays a capture of the workload with its
+/// tenant (`eswitchd generate --config-file`): every port in interface
+/// order (the VMs, `ovl1`, `ovl2`, `wire0`), then the Geneve port, the
+/// underlay of [`underlay`], and `flows` naming the flow file if given.
+pub fn config_toml(vms: u32, flows: Option<&str>) -> String {
+    let p = Ports::of(vms);
+    let mut t = String::from(
+        "# The demo workload with its overlay tenant (eswitchd generate --config-file).\n",
+    );
+    if let Some(f) = flows {
+        t.push_str(&format!("flows = {f:?}\n"));
+    }
+    let port = |t: &mut String, name: &str, no: PortNo, extra: &str| {
+        t.push_str(&format!(
+            "\n[[port]]\nname = \"{name}\"\nofport = {}\n{extra}",
+            no.0
+        ));
+    };
+    for i in 1..=vms {
+        port(
+            &mut t,
+            &format!("vm{i}"),
+            PortNo(i),
+            &format!("vport = \"pf0vf{}\"\n", i - 1),
+        );
+    }
+    for (i, vm) in p.vms.iter().enumerate() {
+        let vf = vms + i as u32;
+        port(
+            &mut t,
+            &format!("ovl{}", i + 1),
+            *vm,
+            &format!("vport = \"pf0vf{vf}\"\n"),
+        );
+    }
+    port(
+        &mut t,
+        "wire0",
+        p.uplink,
+        "type = \"uplink\"\nvport = \"uplink\"\n",
+    );
+    let ip = |a: [u8; 4]| IpAddr::from(a).to_string();
+    port(
+        &mut t,
+        "gnv0",
+        p.tunnel,
+        &format!(
+            "type = \"geneve\"\noptions = {{ remote_ip = \"{}\", local_ip = \"{}\", key = {VNI} }}\n",
+            ip(REMOTE_ENDPOINT),
+            ip(LOCAL_ENDPOINT)
+        ),
+    );
+    let mac = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    t.push_str(&format!(
+        "\n[underlay]\nlocal = [\"{}\"]\n\n[[underlay.next_hop]]\nremote = \"{}\"\nport = \"wire0\"\nmac = \"{}\"\nsrc = \"{}\"\nsrc_mac = \"{}\"\nmtu = 9000\n",
+        ip(LOCAL_ENDPOINT),
+        ip(REMOTE_ENDPOINT),
+        mac(REMOTE_HOST_MAC),
+        ip(LOCAL_ENDPOINT),
+        mac(LOCAL_HOST_MAC)
+    ));
+    t
+}
+
 /// The tenant's flows, in `ovs-ofctl add-flows` syntax: each local VM's
 /// IPv4 for the remote VM to the tunnel; the tunnel's IPv4 with the VNI to
 /// the local VM it is for.
