@@ -368,14 +368,7 @@ fn neighbour_change(lab: &LiveLab) {
 /// of the same kind.
 fn with_open_vswitch(test: &str, lab: &LiveLab, kind: &str) {
     let wire = lab.ns("wire");
-    let Some(ovs) = (match integration::ovs::Ovs::start_in(&wire) {
-        Ok(o) => Some(o),
-        Err(integration::ovs::OvsError::Unavailable(why)) => {
-            prereq::skip(test, why);
-            None
-        }
-        Err(e) => panic!("{test}: {e}"),
-    }) else {
+    let Some(ovs) = integration::ovs::Ovs::start_in_or_skip(test, &wire) else {
         return;
     };
     let vsctl = |args: &[&str]| {

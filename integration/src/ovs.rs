@@ -218,7 +218,16 @@ impl Ovs {
     /// When OVS is installed but fails to start: a broken install must fail
     /// the test, not skip it.
     pub fn start_or_skip(test: &str) -> Option<Ovs> {
-        match Ovs::start() {
+        Ovs::or_skip(test, Ovs::start())
+    }
+
+    /// [`Ovs::start_in`] for a test, as [`Ovs::start_or_skip`].
+    pub fn start_in_or_skip(test: &str, netns: &str) -> Option<Ovs> {
+        Ovs::or_skip(test, Ovs::start_in(netns))
+    }
+
+    fn or_skip(test: &str, started: Result<Ovs, OvsError>) -> Option<Ovs> {
+        match started {
             Ok(ovs) => Some(ovs),
             Err(OvsError::Unavailable(why)) => {
                 prereq::skip(test, why);

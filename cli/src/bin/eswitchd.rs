@@ -179,31 +179,31 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
     let flow_text = |p: &PathBuf| {
         std::fs::read_to_string(p).with_context(|| format!("cannot read flow file {}", p.display()))
     };
-    // The demo's overlay tenant, when the demo sets the switch up itself.
+    // The demo's overlay tenant (its VMs' count), when the demo sets the
+    // switch up itself: no ports, flows or underlay given.
     let mut tenant = None;
     let (source, flows) = if a.demo {
         let spec = a.workload.spec().normalized();
-        let given = a.flows.as_ref().or(config.flows_path().as_ref()).cloned();
-        let text = match given {
-            Some(p) => flow_text(&p)?,
+        let given = a.flows.clone().or(config.flows_path());
+        let own = ports.is_empty() && given.is_none() && config.underlay.is_none();
+        let mut text = match &given {
+            Some(p) => flow_text(p)?,
             None => format!("{}\n{}", demo::meter_lines(), demo::flow_table(spec.vms)),
         };
         if ports.is_empty() {
             ports = replay::default_ports(spec.vms);
         }
-        let own =
-            ports.len() == spec.vms as usize && a.flows.is_none() && config.flows_path().is_none();
-        let wanted = !a.no_overlay && config.underlay.is_none();
-        if own && wanted && demo::overlay::packets_of(&spec) > 0 {
-            ports.extend(demo::overlay::port_specs(spec.vms));
-            tenant = Some(demo::overlay::Ports::of(spec.vms));
-            let text = format!("{text}{}", demo::overlay::flow_table(spec.vms));
-            let gen = demo::with_overlay(&spec).map(|p| (p.ts, p.in_port, p.frame));
-            (Source::Generated(Box::new(gen)), text)
-        } else {
-            let gen = demo::generate(&spec).map(|p| (p.ts, p.in_port, p.frame));
-            (Source::Generated(Box::new(gen)), text)
-        }
+        let gen: Box<dyn Iterator<Item = demo::DemoPacket>> =
+            if own && !a.no_overlay && demo::overlay::packets_of(&spec) > 0 {
+                ports.extend(demo::overlay::port_specs(spec.vms));
+                text.push_str(&demo::overlay::flow_table(spec.vms));
+                tenant = Some(spec.vms);
+                Box::new(demo::with_overlay(&spec))
+            } else {
+                Box::new(demo::generate(&spec))
+            };
+        let gen = gen.map(|p| (p.ts, p.in_port, p.frame));
+        (Source::Generated(Box::new(gen)), text)
     } else {
         let Some(pcap) = &a.pcap else {
             bail!("give --pcap FILE (and --flows FILE), or --demo");
@@ -222,10 +222,10 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
     let flows = FlowFile::parse(&flows).context("in the flow file")?;
     let underlay = match (&config.underlay, tenant) {
         (Some(u), _) => Some(std::sync::Arc::new(u.underlay(&ports)?)),
-        (None, Some(t)) => Some(std::sync::Arc::new(demo::overlay::underlay(t.vms[0].0 - 1))),
+        (None, Some(vms)) => Some(std::sync::Arc::new(demo::overlay::underlay(vms))),
         (None, None) => None,
     };
-    let summary = replay::run(ReplayJob {
+    let mut summary = replay::run(ReplayJob {
         source,
         ports,
         flows,
@@ -236,9 +236,9 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         dump_flows: a.dump_flows,
         underlay,
     })?;
-    let mut summary = summary;
-    if let Some(t) = tenant {
-        summary.overlay = Some(replay::OverlayShare::of(&summary.ports, &t.ins()));
+    if let Some(vms) = tenant {
+        let ins = demo::overlay::Ports::of(vms).ins();
+        summary.overlay = Some(replay::OverlayShare::of(&summary.ports, &ins));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);

@@ -482,13 +482,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     pub fn add_port(&mut self, spec: PortSpec) -> anyhow::Result<()> {
         let map = Arc::new(self.ports.with(spec.clone())?);
         let tag = spec.vport.and_then(|v| self.dev.vport_tag(v));
-        {
-            let mut mgr = self.pipeline.offloader().lock();
-            mgr.set_port(spec.no, spec.vport, tag);
-            for (no, ground) in map.tunnel_grounds() {
-                mgr.set_tunnel(no, ground);
-            }
-        }
+        self.offload_port(&map, spec.no, spec.vport, tag);
         let mut info = spec.info();
         // Down until its netdev is up; a tunnel port has none.
         info.up = spec.tunnel.is_some();
@@ -516,19 +510,30 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         self.pipeline.bridge_mut().remove_port(no);
         self.netdevs.remove(&no);
         self.ports = Arc::new(self.ports.without(no));
-        {
-            let mut mgr = self.pipeline.offloader().lock();
-            mgr.set_port(no, None, None);
-            for (no, ground) in self.ports.tunnel_grounds() {
-                mgr.set_tunnel(no, ground);
-            }
-        }
+        self.offload_port(&self.ports, no, None, None);
         self.shared_ports.replace(Arc::clone(&self.ports));
         self.emit(SwitchEvent::Port {
             reason: openflow::port::reason::DELETE,
             desc,
         });
         Ok(flushed)
+    }
+
+    /// Tells the offload manager of a port added (`Some` vport) or
+    /// removed, and where every tunnel port of `map` (the port map after
+    /// the change) now reaches the eSwitch.
+    fn offload_port(
+        &self,
+        map: &PortMap,
+        no: PortNo,
+        vport: Option<offload::Vport>,
+        tag: Option<u32>,
+    ) {
+        let mut mgr = self.pipeline.offloader().lock();
+        mgr.set_port(no, vport, tag);
+        for (t, ground) in map.tunnel_grounds() {
+            mgr.set_tunnel(t, ground);
+        }
     }
 
     /// The lowest free OpenFlow port number.

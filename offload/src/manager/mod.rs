@@ -6,13 +6,15 @@
 //! (reference-counted, destroyed with its last rule) and one rule per
 //! offloaded megaflow. Actions are shared where the device allows: one
 //! dest_vport per vport, one drop, one default_miss, one pop_vlan, one
-//! push_vlan per header, one modify-header per distinct rewrite list, one
-//! dest_array per set of vports, one flow_meter per OpenFlow meter; every
+//! decap, one push_vlan per header, one modify-header per distinct rewrite
+//! list, one encap per distinct header, one dest_array per set of
+//! destinations (and their encaps), one flow_meter per OpenFlow meter (the
+//! content-shared ones counted and destroyed with their last flow); every
 //! rule has its own flow counter, taken from bulks allocated on demand and
 //! queried a bulk at a time.
 //!
 //! Translation of datapath actions follows the order the device runs them
-//! in (counter, pop, modify, push, destination): a list that needs another
+//! in (counter, decap, pop, modify, push, encap, destination): a list that needs another
 //! order, rewrites between two outputs, or an action the device lacks
 //! (userspace, a sample of anything but a copy to the sFlow exporter) leaves the
 //! flow in software with the reason ([`NotOffloaded`]).
@@ -111,15 +113,15 @@ impl Default for ManagerConfig {
 #[derive(Default)]
 struct Shared {
     vport: HashMap<Vport, ActionId>,
-    array: HashMap<Vec<Vport>, ActionId>,
     drop: Option<ActionId>,
     miss: Option<ActionId>,
     pop: Option<ActionId>,
     /// The decap (`L2_TUNNEL_TO_L2`) of rules for tunnel packets.
     decap: Option<ActionId>,
     push: HashMap<u32, ActionId>,
-    /// Actions shared by content and counted (modify-headers, encap
-    /// headers): destroyed when their last flow goes.
+    /// Actions shared by content and counted (modify-headers, encaps,
+    /// dest_arrays, an array's key its destinations and their headers):
+    /// destroyed when their last flow goes.
     counted: HashMap<Counted, (ActionId, usize)>,
 }
 
@@ -653,16 +655,9 @@ impl<B: DrBackend> OffloadManager<B> {
             .filter(|k| is_array(k))
             .cloned()
             .collect();
-        let arrays: Vec<ActionId> = self
-            .shared
-            .array
-            .drain()
-            .map(|(_, a)| a)
-            .chain(
-                counted_arrays
-                    .iter()
-                    .filter_map(|k| self.shared.counted.remove(k).map(|(a, _)| a)),
-            )
+        let arrays: Vec<ActionId> = counted_arrays
+            .iter()
+            .filter_map(|k| self.shared.counted.remove(k).map(|(a, _)| a))
             .collect();
         for a in arrays {
             b.action_destroy(a)?;

@@ -12,7 +12,7 @@ use crate::dr::{ActionId, ActionSpec, DrBackend, Reformat};
 use crate::prm::PortMap as _;
 use crate::Vport;
 
-use super::{action, backend, Counted, OffloadManager};
+use super::{action, Counted, OffloadManager};
 
 /// How a flow starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -303,28 +303,11 @@ impl<B: DrBackend> OffloadManager<B> {
                 list.push(self.encap_action(data.clone(), counted)?);
                 self.vport_action(*v)?
             }
-            many if many.iter().all(|(e, _)| e.is_none()) => {
-                let vports: Vec<Vport> = many.iter().map(|(_, v)| *v).collect();
-                match self.shared.array.get(&vports) {
-                    Some(&a) => a,
-                    None => {
-                        let mut dests = Vec::new();
-                        for v in &vports {
-                            dests.push(self.vport_action(*v)?.into());
-                        }
-                        let a = self
-                            .backend
-                            .action_create(self.domain, ActionSpec::DestArray(dests))
-                            .map_err(backend("action_create"))?;
-                        self.shared.array.insert(vports, a);
-                        a
-                    }
-                }
-            }
             many => {
-                // Copies into tunnels beside others: each behind its own
+                // A copy to each destination, a tunnel's behind its own
                 // encap. The array holds its encaps, so it is counted
-                // like them (and given back before them).
+                // like them (and given back before them); its key is its
+                // destinations and their headers.
                 let mut dests = Vec::new();
                 let mut key = Vec::new();
                 for (e, v) in many {

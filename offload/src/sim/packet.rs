@@ -716,7 +716,7 @@ pub fn encap(pkt: &mut Vec<u8>, header: &[u8]) {
 /// The decap the device does: a VXLAN or Geneve packet (on their IANA
 /// ports) loses its outer headers; anything else is left as it is.
 pub fn decap(pkt: &mut Vec<u8>) {
-    use megaflow::tunnel::{Kind, GENEVE_PORT, VXLAN_PORT};
+    use megaflow::tunnel::Kind;
     let ports = [(VXLAN_PORT, Kind::Vxlan), (GENEVE_PORT, Kind::Geneve)];
     if let Ok(Some(d)) = megaflow::tunnel::decap(pkt, &ports) {
         pkt.drain(..d.inner);

@@ -250,6 +250,24 @@ fn modelled_bits() -> &'static [u8; ENCODED_LEN] {
     })
 }
 
+/// Each header block's `ip_version` and the addresses that need it, and
+/// what a bad mask is told (`dr_ste_build_pre_check_spec`, outer and
+/// inner alike).
+const IP_VERSIONS: [(PrmField, PrmField, PrmField, &str); 2] = [
+    (
+        PrmField::OuterIpVersion,
+        PrmField::OuterSrcIp,
+        PrmField::OuterDstIp,
+        "outer.ip_version in a matcher mask must be 4, 6 or 0",
+    ),
+    (
+        PrmField::InnerIpVersion,
+        PrmField::InnerSrcIp,
+        PrmField::InnerDstIp,
+        "inner.ip_version in a matcher mask must be 4, 6 or 0",
+    ),
+];
+
 /// The first masked byte the sim does not model, and the field it is in.
 fn unmodelled(mask: &Encoded) -> Option<DecodeError> {
     let bits = modelled_bits();
@@ -461,21 +479,7 @@ impl State {
         // Outer and inner headers alike (dr_ste_build_pre_check_spec).
         let mut words_src = mask.mask().to_vec();
         words_src.resize(ENCODED_LEN, 0);
-        let mut ip_version = 0;
-        for (version, src, dst, what) in [
-            (
-                PrmField::OuterIpVersion,
-                PrmField::OuterSrcIp,
-                PrmField::OuterDstIp,
-                "outer.ip_version in a matcher mask must be 4, 6 or 0",
-            ),
-            (
-                PrmField::InnerIpVersion,
-                PrmField::InnerSrcIp,
-                PrmField::InnerDstIp,
-                "inner.ip_version in a matcher mask must be 4, 6 or 0",
-            ),
-        ] {
+        for (version, src, dst, what) in IP_VERSIONS {
             let v = mask.field_mask(version) as u8;
             if ![0, 4, 6].contains(&v) {
                 return Err(DrError::Invalid(what));
@@ -491,10 +495,8 @@ impl State {
             if v != 0 {
                 let _ = crate::prm::set(&mut words_src, version, 0xf);
             }
-            if version == PrmField::OuterIpVersion {
-                ip_version = v;
-            }
         }
+        let ip_version = mask.field_mask(PrmField::OuterIpVersion) as u8;
         let index = MatcherIndex::new(&to_words(&words_src));
         self.seq += 1;
         let (index_no, generation) = self.matchers.insert(Matcher {
@@ -592,20 +594,14 @@ impl State {
         let table = self.tables.at(matcher.table).ok_or(stale(Object::Table))?;
         let domain = self.domains.at(table.domain).ok_or(stale(Object::Domain))?;
         let enc = Encoded::from_bytes(matcher.criteria, matcher.mask.mask(), value)?;
-        let rule_ipv = enc.field_value(PrmField::OuterIpVersion) as u8;
-        if rule_ipv != matcher.ip_version {
-            return Err(DrError::IpVersion {
-                mask: matcher.ip_version,
-                rule: rule_ipv,
-            });
-        }
-        let inner = matcher.mask.field_mask(PrmField::InnerIpVersion) as u8;
-        let rule_inner = enc.field_value(PrmField::InnerIpVersion) as u8;
-        if rule_inner != inner {
-            return Err(DrError::IpVersion {
-                mask: inner,
-                rule: rule_inner,
-            });
+        for (version, ..) in IP_VERSIONS {
+            let (mask, rule) = (
+                matcher.mask.field_mask(version) as u8,
+                enc.field_value(version) as u8,
+            );
+            if rule != mask {
+                return Err(DrError::IpVersion { mask, rule });
+            }
         }
         let mut resolved = Vec::with_capacity(actions.len());
         for &a in actions {

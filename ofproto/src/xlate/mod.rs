@@ -742,12 +742,7 @@ impl Ctx<'_> {
     fn tunnel_ingress(&mut self) {
         let in_port = PortNo(self.orig.in_port() as u32);
         let br: &Bridge = self.br;
-        if br
-            .ports
-            .get(in_port)
-            .and_then(|p| p.tunnel.as_ref())
-            .is_none()
-        {
+        if br.ports.get(in_port).is_none_or(|p| p.tunnel.is_none()) {
             return;
         }
         let (src, dst) = if self.orig.tun_dst() != 0 {
@@ -782,16 +777,17 @@ impl Ctx<'_> {
         }
         let k = self.orig;
         self.wc.unwildcard_packet(Field::EthType, 0xffff);
-        let dst = match k.eth_type() as u16 {
-            megaflow::extract::ETH_TYPE_IPV4 => Field::Ipv4Dst,
-            megaflow::extract::ETH_TYPE_IPV6 => Field::Ipv6Dst,
+        let (dst, addr) = match k.eth_type() as u16 {
+            megaflow::extract::ETH_TYPE_IPV4 => (
+                Field::Ipv4Dst,
+                IpAddr::V4(Ipv4Addr::from(k.ipv4_dst() as u32)),
+            ),
+            megaflow::extract::ETH_TYPE_IPV6 => {
+                (Field::Ipv6Dst, IpAddr::V6(Ipv6Addr::from(k.ipv6_dst())))
+            }
             _ => return,
         };
         self.wc.unwildcard_packet(dst, dst.layout().max_value());
-        let addr = match dst {
-            Field::Ipv4Dst => IpAddr::V4(Ipv4Addr::from(k.field(dst) as u32)),
-            _ => IpAddr::V6(Ipv6Addr::from(k.field(dst))),
-        };
         self.uses_underlay = true;
         let underlay = br.underlay().map(|u| &**u as &dyn crate::tunnel::Underlay);
         if !crate::tunnel::is_local_endpoint(tunnels.clone(), underlay, addr) {
