@@ -23,7 +23,7 @@
 use std::fmt;
 
 /// Number of 64-bit words in a [`FlowKey`] and a [`Mask`].
-pub const KEY_WORDS: usize = 27;
+pub const KEY_WORDS: usize = 30;
 
 /// Bit set in a VLAN TCI field when a tag is present (the CFI/DEI position, as
 /// Open vSwitch uses it).
@@ -143,6 +143,8 @@ macro_rules! fields {
 // 10 vlan_tpid vlan2_tpid vlan2_tci ..  21 arp_tha / nd_tll [63:16]
 // 22,23 tun_ipv6_src   24,25 tun_ipv6_dst
 // 26 tun_flags[63:48] tun_tos[47:40] tun_ttl[39:32] tun_tp_src[31:16] tun_tp_dst[15:0]
+// 27,28 tun_opts (Geneve option data, byte 0 most significant)
+// 29 tun_md_present (bit n: tun_metadata<n> present)
 fields! {
     /// Ingress port (datapath port number).
     InPort "in_port" (0, 32, 32) in_port set_in_port;
@@ -232,14 +234,23 @@ fields! {
     TunTpSrc "tun_tp_src" (26, 16, 16) tun_tp_src set_tun_tp_src;
     /// Tunnel outer UDP destination port.
     TunTpDst "tun_tp_dst" (26, 0, 16) tun_tp_dst set_tun_tp_dst;
+    /// Geneve option data: [`TUN_OPT_SPACE`] bytes, where the bridge's TLV
+    /// table places each `tun_metadata<n>` (option-space byte 0 is the
+    /// most significant).
+    TunOpts "tun_opts" (27, 0, 128) tun_opts set_tun_opts;
+    /// Bit n: the packet carried the option `tun_metadata<n>` maps.
+    TunMdPresent "tun_md_present" (29, 0, 64) tun_md_present set_tun_md_present;
 }
+
+/// Bytes of Geneve option data a key holds (all mapped options together).
+pub const TUN_OPT_SPACE: usize = 16;
 
 /// `tun_flags` bit: Geneve's OAM bit was set (Open vSwitch's `oam`).
 pub const TUN_FLAG_OAM: u64 = 1;
 
 /// The tunnel metadata fields: set at decap, zero for a packet from no
 /// tunnel.
-pub const TUNNEL_FIELDS: [Field; 10] = [
+pub const TUNNEL_FIELDS: [Field; 12] = [
     Field::TunId,
     Field::TunSrc,
     Field::TunDst,
@@ -250,6 +261,8 @@ pub const TUNNEL_FIELDS: [Field; 10] = [
     Field::TunTtl,
     Field::TunTpSrc,
     Field::TunTpDst,
+    Field::TunOpts,
+    Field::TunMdPresent,
 ];
 
 /// The first key word past the packet's own headers (the words after it

@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use thiserror::Error;
 
 use crate::frame::checksum;
-use crate::key::FlowKey;
+use crate::key::{FlowKey, TUN_OPT_SPACE};
 
 /// VXLAN's IANA port.
 pub const VXLAN_PORT: u16 = 4789;
@@ -666,6 +666,138 @@ pub fn decap(pkt: &[u8], ports: &[(u16, Kind)]) -> Result<Option<Decapped>, Tunn
     }))
 }
 
+/// Where the bridge's TLV table puts one Geneve option in the key:
+/// `tun_metadata<index>` is option (`class`, `ty`) of `len` bytes, at
+/// byte `offset` of `tun_opts`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OptionSlot {
+    pub index: u8,
+    pub class: u16,
+    pub ty: u8,
+    pub offset: u8,
+    pub len: u8,
+}
+
+impl OptionSlot {
+    /// The bit of `tun_opts` the option's last byte ends at.
+    pub fn shift(&self) -> u32 {
+        8 * (TUN_OPT_SPACE as u32 - u32::from(self.offset) - u32::from(self.len))
+    }
+
+    /// The option's bits in `tun_opts`.
+    pub fn mask(&self) -> u128 {
+        let ones = if self.len as usize >= TUN_OPT_SPACE {
+            u128::MAX
+        } else {
+            (1u128 << (8 * u32::from(self.len))) - 1
+        };
+        ones << self.shift()
+    }
+
+    /// The presence bit in `tun_md_present`.
+    pub fn present_bit(&self) -> u64 {
+        1 << self.index
+    }
+}
+
+/// Why a packet's Geneve options cannot enter a flow key (Open vSwitch
+/// drops such a packet too).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum OptionError {
+    #[error("Geneve option class {class:#06x} type {ty:#04x} is {got} bytes; its TLV mapping says {want}")]
+    Length {
+        class: u16,
+        ty: u8,
+        got: usize,
+        want: u8,
+    },
+    #[error("unknown critical Geneve option class {class:#06x} type {ty:#04x}")]
+    UnknownCritical { class: u16, ty: u8 },
+}
+
+/// The TLV table as the datapath applies it: which options fill which
+/// bits of the key at receive, and which options an encapsulation
+/// carries.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OptionMap {
+    slots: Vec<OptionSlot>,
+}
+
+impl OptionMap {
+    /// A map of `slots` (by index; each must fit [`TUN_OPT_SPACE`]).
+    pub fn new(mut slots: Vec<OptionSlot>) -> OptionMap {
+        slots.sort_by_key(|s| s.index);
+        debug_assert!(slots
+            .iter()
+            .all(|s| usize::from(s.offset) + usize::from(s.len) <= TUN_OPT_SPACE));
+        OptionMap { slots }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn slots(&self) -> &[OptionSlot] {
+        &self.slots
+    }
+
+    /// The slot of `tun_metadata<index>`.
+    pub fn slot(&self, index: u8) -> Option<&OptionSlot> {
+        self.slots.iter().find(|s| s.index == index)
+    }
+
+    /// The key's `(tun_opts, tun_md_present)` of the raw Geneve options
+    /// `raw` (as [`decap`] checked them well formed), by Open vSwitch's
+    /// rules: a mapped option of another length, or an unmapped critical
+    /// one, is an error; other unmapped options are ignored.
+    pub fn read(&self, raw: &[u8]) -> Result<(u128, u64), OptionError> {
+        let (mut opts, mut present) = (0u128, 0u64);
+        let mut at = 0;
+        while at + 4 <= raw.len() {
+            let (class, ty) = (be16(raw, at), raw[at + 2]);
+            let n = usize::from(raw[at + 3] & 0x1f) * 4;
+            let Some(data) = raw.get(at + 4..at + 4 + n) else {
+                break;
+            };
+            match self.slots.iter().find(|s| (s.class, s.ty) == (class, ty)) {
+                Some(s) if usize::from(s.len) == n => {
+                    let v = data.iter().fold(0u128, |a, b| (a << 8) | u128::from(*b));
+                    opts |= v << s.shift();
+                    present |= s.present_bit();
+                }
+                Some(s) => {
+                    return Err(OptionError::Length {
+                        class,
+                        ty,
+                        got: n,
+                        want: s.len,
+                    })
+                }
+                None if ty & 0x80 != 0 => return Err(OptionError::UnknownCritical { class, ty }),
+                None => {}
+            }
+            at += 4 + n;
+        }
+        Ok((opts, present))
+    }
+
+    /// The options an encapsulation of a key with these `tun_opts` and
+    /// `tun_md_present` carries, by index.
+    pub fn options(&self, opts: u128, present: u64) -> Vec<GeneveOpt> {
+        self.slots
+            .iter()
+            .filter(|s| present & s.present_bit() != 0)
+            .map(|s| GeneveOpt {
+                class: s.class,
+                ty: s.ty,
+                data: ((opts & s.mask()) >> s.shift()).to_be_bytes()
+                    [TUN_OPT_SPACE - usize::from(s.len)..]
+                    .to_vec(),
+            })
+            .collect()
+    }
+}
+
 /// The tunnel metadata a decapsulated packet brings into its flow key
 /// (the `tun_*` fields); all zero for a packet that came in no tunnel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -681,6 +813,10 @@ pub struct TunnelKey {
     pub ttl: u8,
     pub tp_src: u16,
     pub tp_dst: u16,
+    /// Mapped Geneve option data (`tun_opts`), placed by an [`OptionMap`].
+    pub opts: u128,
+    /// Which `tun_metadata<n>` the packet carried (`tun_md_present`).
+    pub present: u64,
 }
 
 impl TunnelKey {
@@ -696,6 +832,8 @@ impl TunnelKey {
         ttl: 0,
         tp_src: 0,
         tp_dst: 0,
+        opts: 0,
+        present: 0,
     };
 
     /// What a decapsulated packet's outer headers say.
@@ -748,6 +886,9 @@ impl TunnelKey {
             | u64::from(self.ttl) << 32
             | u64::from(self.tp_src) << 16
             | u64::from(self.tp_dst);
+        w[27] = (self.opts >> 64) as u64;
+        w[28] = self.opts as u64;
+        w[29] = self.present;
     }
 
     /// The `tun_*` fields of `key`.
@@ -763,6 +904,8 @@ impl TunnelKey {
             ttl: key.tun_ttl() as u8,
             tp_src: key.tun_tp_src() as u16,
             tp_dst: key.tun_tp_dst() as u16,
+            opts: key.tun_opts(),
+            present: key.tun_md_present(),
         }
     }
 }
@@ -778,6 +921,7 @@ const _: () = {
     assert!(at(F::TunIpv6Src, 22, 0) && at(F::TunIpv6Dst, 24, 0));
     assert!(at(F::TunFlags, 26, 48) && at(F::TunTos, 26, 40) && at(F::TunTtl, 26, 32));
     assert!(at(F::TunTpSrc, 26, 16) && at(F::TunTpDst, 26, 0));
+    assert!(at(F::TunOpts, 27, 0) && at(F::TunMdPresent, 29, 0));
 };
 
 fn ip6_bits(a: IpAddr) -> u128 {

@@ -22,7 +22,7 @@ use megaflow::{MeterId, PortNo, Timestamp};
 
 use crate::group::{GroupError, GroupSpec, GroupTable, GROUP_TABLE};
 use crate::mac::{MacLearn, MacTable};
-use crate::rule::{FlowMod, FlowModCommand, OfPort, RuleSpec};
+use crate::rule::{FlowMod, FlowModCommand, OfAction, OfPort, RuleSpec};
 use crate::table::{FlowModError, FlowModOutcome, FlowTables, RemovedReason, RemovedRule, RuleRef};
 use crate::tunnel::{TunnelPort, Underlay};
 use crate::{Priority, TableId};
@@ -203,6 +203,9 @@ pub struct Bridge {
     underlay_sets: u64,
     /// Geneve options ↔ `tun_metadata<n>` (`NXT_TLV_TABLE_MOD`).
     tlv: crate::tlv::TlvTable,
+    /// Counts TLV table changes (part of the tables' generation: where an
+    /// option lands in a key moved).
+    tlv_changes: u64,
 }
 
 impl Bridge {
@@ -317,12 +320,48 @@ impl Bridge {
         &self.tlv
     }
 
-    /// Applies a TLV table mod (all or nothing).
+    /// Applies a TLV table mod (all or nothing). A DELETE or CLEAR of a
+    /// mapping a rule uses (in its match or a `set_field`) is refused with
+    /// `NXTTMFC_INVALID_TLV_DEL`, as Open vSwitch does.
     pub fn apply_tlv_mod(
         &mut self,
         m: &openflow::nx_tlv::TableMod,
     ) -> Result<(), openflow::error::OfpError> {
-        self.tlv.apply(m)
+        use openflow::nx_tlv::{err, CMD_CLEAR, CMD_DELETE};
+        let dropped: u64 = match m.command {
+            CMD_DELETE => m
+                .maps
+                .iter()
+                .filter(|x| x.index < 64)
+                .fold(0, |a, x| a | 1 << x.index),
+            CMD_CLEAR => u64::MAX,
+            _ => 0,
+        };
+        if dropped & self.tlv_in_use() != 0 {
+            return Err(err::INVALID_TLV_DEL);
+        }
+        let before = self.tlv.clone();
+        self.tlv.apply(m)?;
+        if self.tlv != before {
+            self.tlv_changes += 1;
+        }
+        Ok(())
+    }
+
+    /// Which `tun_metadata<n>` the rules use (bit n).
+    fn tlv_in_use(&self) -> u64 {
+        let mut used = 0;
+        for t in self.tables.tables() {
+            for (_, r) in t.rules() {
+                used |= r.spec.matched.mask().field(megaflow::Field::TunMdPresent) as u64;
+                for a in r.spec.instructions.actions() {
+                    if let OfAction::SetTunMetadata { slot, .. } = a {
+                        used |= slot.present_bit();
+                    }
+                }
+            }
+        }
+        used
     }
 
     /// The underlay, if the switch has one.
@@ -375,13 +414,16 @@ impl Bridge {
         SyncMark {
             tables: self.generations().tables,
             flows: self.tables.generation(),
-            other: self.groups.generation() + self.fail_open_changes,
+            other: self.groups.generation() + self.fail_open_changes + self.tlv_changes,
         }
     }
 
     pub fn generations(&self) -> Generations {
         Generations {
-            tables: self.tables.generation() + self.groups.generation() + self.fail_open_changes,
+            tables: self.tables.generation()
+                + self.groups.generation()
+                + self.fail_open_changes
+                + self.tlv_changes,
             ports: self.ports.generation(),
             underlay: self.underlay_sets + self.underlay.as_ref().map_or(0, |u| u.generation()),
             mac: self.mac.generation(),

@@ -147,6 +147,15 @@ pub enum OfAction {
         value: u128,
         mask: u128,
     },
+    /// `set_field:VALUE[/MASK]->tun_metadataN` (and `load` into it): the
+    /// option's bits of `tun_opts` at `slot` change as `mask` says, and the
+    /// option is present. `value` and `mask` are the option's own bytes
+    /// (`slot.len` of them), bound to the TLV table when the action was read.
+    SetTunMetadata {
+        slot: megaflow::tunnel::OptionSlot,
+        value: u128,
+        mask: u128,
+    },
     /// `move:SRC[range]->DST[range]` (equal widths).
     Move { src: FieldRange, dst: FieldRange },
     /// `dec_ttl`.

@@ -442,6 +442,8 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
                 prereqs(mask);
             }
         }
+        // Tunnel metadata: written, not read (a tunnel output reads it).
+        OfAction::SetTunMetadata { .. } => {}
         OfAction::Move { src, dst } => {
             for f in [src.field, dst.field] {
                 if !PIPELINE_FIELDS.contains(&f) {

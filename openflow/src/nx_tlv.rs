@@ -40,6 +40,8 @@ pub mod err {
     pub const ALREADY_MAPPED: OfpError = OfpError::new(EXPERIMENTER_ERROR, 20);
     pub const DUP_ENTRY: OfpError = OfpError::new(EXPERIMENTER_ERROR, 21);
     pub const INVALID_TLV_DEL: OfpError = OfpError::new(EXPERIMENTER_ERROR, 38);
+    /// `NXFMFC_INVALID_TLV_FIELD`: a flow names an unmapped `tun_metadata`.
+    pub const INVALID_TLV_FIELD: OfpError = OfpError::new(EXPERIMENTER_ERROR, 37);
 }
 
 /// One mapping: the Geneve option (class, type, length in bytes) and the

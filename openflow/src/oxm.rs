@@ -123,6 +123,19 @@ pub const VID_PRESENT: u16 = 0x1000;
 
 /// Nicira registers: NXM_1 fields 0..15, 4 bytes, maskable.
 pub const NX_REGS: u8 = 16;
+/// `NXM_NX_TUN_METADATA0`'s field number; `TUN_METADATA<n>` is this + n.
+pub const NX_TUN_METADATA0: u8 = 40;
+/// `tun_metadata0` .. `tun_metadata63`.
+pub const NX_TUN_METADATA_FIELDS: u8 = 64;
+/// The widest value of a variable-length field (a Geneve option body).
+pub const VARIABLE_MAX: usize = 124;
+
+/// The `n` of `NXM_NX_TUN_METADATA<n>`, for a variable-length field.
+pub fn tun_metadata_index(class: u16, field: u8) -> Option<u8> {
+    (class == CLASS_NXM1
+        && (NX_TUN_METADATA0..NX_TUN_METADATA0 + NX_TUN_METADATA_FIELDS).contains(&field))
+    .then(|| field - NX_TUN_METADATA0)
+}
 
 /// The Nicira NXM_0 fields (`NXM_OF_*`, what `move` names with its
 /// version-0 headers): (number, name, bytes, maskable).
@@ -204,6 +217,12 @@ pub fn field_info(class: u16, field: u8) -> Option<(String, usize, bool)> {
         CLASS_BASIC => named(BASIC_FIELDS, field),
         CLASS_NXM0 => named(NXM0_FIELDS, field),
         CLASS_NXM1 if field < NX_REGS => Some((format!("NXM_NX_REG{field}"), 4, true)),
+        // Variable length: the widest is given.
+        CLASS_NXM1 if tun_metadata_index(class, field).is_some() => Some((
+            format!("NXM_NX_TUN_METADATA{}", field - NX_TUN_METADATA0),
+            VARIABLE_MAX,
+            true,
+        )),
         CLASS_NXM1 => named(NXM1_FIELDS, field),
         CLASS_ONF => named(ONF_FIELDS, field),
         _ => None,
@@ -295,6 +314,13 @@ impl Oxm {
                 format!("class {class:#06x} field {field} is not a field this switch matches"),
             )
         })?;
+        // A variable-length field's value is as long as the payload says
+        // (half of it when masked).
+        let width = match tun_metadata_index(class, field) {
+            Some(_) if has_mask && len % 2 == 0 => (len / 2).clamp(1, width),
+            Some(_) if !has_mask => len.clamp(1, width),
+            _ => width,
+        };
         let want = if has_mask { 2 * width } else { width };
         if len != want {
             return Err(bad_match(

@@ -23,7 +23,7 @@
 
 use megaflow::offload::FlowOffload;
 use megaflow::Timestamp;
-use ofproto::text::{format_rule, parse_flow, parse_match};
+use ofproto::text::{format_rule_in, parse_flow_in, parse_match_in};
 use ofproto::{Datapaths, FlowModCommand};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -248,15 +248,14 @@ fn run<B: Device, D: Datapaths>(
             serde_json::to_value(dump).map_err(|e| format!("dump-rules: {e}"))
         }
         Request::DumpOf => {
-            let rules: Vec<Value> = sw
-                .pipeline()
-                .bridge()
+            let br = sw.pipeline().bridge();
+            let rules: Vec<Value> = br
                 .tables()
                 .tables()
                 .flat_map(|t| t.rules().map(|(_, r)| r))
                 .map(|r| {
                     json!({
-                        "rule": format_rule(&r.spec),
+                        "rule": format_rule_in(&r.spec, br.tlv()),
                         "packets": r.packets,
                         "bytes": r.bytes,
                     })
@@ -274,7 +273,8 @@ fn run<B: Device, D: Datapaths>(
             Ok(json!({ "removed": out.removed.len() }))
         }
         Request::Trace { packet } => {
-            let m = parse_match(packet).map_err(|e| e.to_string())?;
+            let m =
+                parse_match_in(packet, sw.pipeline().bridge().tlv()).map_err(|e| e.to_string())?;
             let key = *m.key();
             let t = sw.pipeline().bridge().trace(&key, now);
             let actions = t.datapath_actions();
@@ -314,6 +314,7 @@ fn run<B: Device, D: Datapaths>(
                 "tunnel_drop_fragment": c.tunnel_drop_fragment,
                 "tunnel_drop_malformed": c.tunnel_drop_malformed,
                 "tunnel_drop_unknown_vni": c.tunnel_drop_unknown_vni,
+                "tunnel_drop_bad_option": c.tunnel_drop_bad_option,
                 "tunnel_too_big": c.tunnel_too_big,
                 "to_controller": c.to_controller,
                 "upcalls": st.upcalls,
@@ -353,7 +354,7 @@ fn apply_text<B: Device, D: Datapaths>(
     cmd: FlowModCommand,
     now: Timestamp,
 ) -> Result<ofproto::table::FlowModOutcome, String> {
-    let fm = parse_flow(text, cmd).map_err(|e| e.to_string())?;
+    let fm = parse_flow_in(text, cmd, sw.pipeline().bridge().tlv()).map_err(|e| e.to_string())?;
     let meters = sw.pipeline().meters();
     if let Some(e) = fm.unknown_meter(|id| meters.get(id).is_some()) {
         return Err(e.to_string());

@@ -611,6 +611,10 @@ impl<B: Device> OfSwitch for View<'_, B> {
         self.sw.pipeline().bridge()
     }
 
+    fn tlv_mod(&mut self, m: &openflow::nx_tlv::TableMod) -> Result<(), openflow::OfpError> {
+        self.sw.apply_tlv_mod(m)
+    }
+
     fn now(&self) -> megaflow::Timestamp {
         self.clock.now()
     }
@@ -837,8 +841,8 @@ fn deliver<'b>(
 fn announce(rx: &std::sync::mpsc::Receiver<SwitchEvent>, sh: &Shared) {
     while let Some(ev) = next_or_stop(rx, sh) {
         let (msg, reason, is_port) = match ev {
-            SwitchEvent::RuleRemoved { removed, at } => {
-                let m = ofproto::channel::flow_removed(&removed, at);
+            SwitchEvent::RuleRemoved { removed, at, tlv } => {
+                let m = ofproto::channel::flow_removed(&removed, at, &tlv);
                 let reason = m.reason;
                 (openflow::Message::FlowRemoved(m), reason, false)
             }

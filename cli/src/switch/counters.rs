@@ -77,6 +77,9 @@ pub struct SwitchCounters {
     pub tunnel_drop_fragment: u64,
     pub tunnel_drop_malformed: u64,
     pub tunnel_drop_unknown_vni: u64,
+    /// Geneve frames whose options cannot enter a key (a mapped option of
+    /// another length, an unknown critical one), as Open vSwitch drops.
+    pub tunnel_drop_bad_option: u64,
     /// Tunnel outputs not sent: over the uplink's MTU once encapsulated.
     pub tunnel_too_big: u64,
 }
@@ -109,6 +112,7 @@ impl SwitchCounters {
         self.tunnel_drop_fragment += o.tunnel_drop_fragment;
         self.tunnel_drop_malformed += o.tunnel_drop_malformed;
         self.tunnel_drop_unknown_vni += o.tunnel_drop_unknown_vni;
+        self.tunnel_drop_bad_option += o.tunnel_drop_bad_option;
         self.tunnel_too_big += o.tunnel_too_big;
     }
 
@@ -118,6 +122,7 @@ impl SwitchCounters {
             D::Fragment => self.tunnel_drop_fragment += 1,
             D::Malformed => self.tunnel_drop_malformed += 1,
             D::NoPort => self.tunnel_drop_unknown_vni += 1,
+            D::BadOption => self.tunnel_drop_bad_option += 1,
         }
     }
 

@@ -47,6 +47,8 @@ pub enum SwitchEvent {
     RuleRemoved {
         removed: Box<ofproto::table::RemovedRule>,
         at: Timestamp,
+        /// The TLV table then (how its `tun_metadata` fields are placed).
+        tlv: Box<ofproto::tlv::TlvTable>,
     },
     /// A port was added (`OFPPR_ADD` 0), deleted (1) or changed (2).
     Port { reason: u8, desc: openflow::Port },
@@ -430,6 +432,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             self.emit(SwitchEvent::RuleRemoved {
                 removed: Box::new(r.clone()),
                 at,
+                tlv: Box::new(self.pipeline().bridge().tlv().clone()),
             });
         }
     }
@@ -463,6 +466,25 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let map = Arc::new((*self.ports).clone().with_underlay(Some(u)));
         self.ports = Arc::clone(&map);
         self.shared_ports.replace(map);
+    }
+
+    /// Applies a TLV table mod to the bridge and, when it changed the
+    /// table, publishes where received Geneve options now land in the key
+    /// (every thread's at its next batch).
+    pub fn apply_tlv_mod(
+        &mut self,
+        m: &openflow::nx_tlv::TableMod,
+    ) -> Result<(), openflow::OfpError> {
+        let mut br = self.pipeline.bridge_mut();
+        br.apply_tlv_mod(m)?;
+        let options = br.tlv().option_map();
+        drop(br);
+        if options != *self.ports.options() {
+            let map = Arc::new((*self.ports).clone().with_options(Arc::new(options)));
+            self.ports = Arc::clone(&map);
+            self.shared_ports.replace(map);
+        }
+        Ok(())
     }
 
     /// The port map every thread reads.

@@ -31,6 +31,8 @@ pub struct PortMap {
     tunnel_udp: Vec<(u16, megaflow::tunnel::Kind)>,
     /// The host's addresses, for local tunnel endpoints.
     underlay: Option<Arc<dyn Underlay>>,
+    /// The bridge's TLV table: which Geneve options fill `tun_metadata`.
+    options: Arc<megaflow::tunnel::OptionMap>,
 }
 
 impl PortMap {
@@ -59,6 +61,7 @@ impl PortMap {
             by_vport,
             tunnel_udp,
             underlay: None,
+            options: Arc::default(),
         })
     }
 
@@ -66,6 +69,18 @@ impl PortMap {
     pub fn with_underlay(mut self, underlay: Option<Arc<dyn Underlay>>) -> PortMap {
         self.underlay = underlay;
         self
+    }
+
+    /// The map, whose received Geneve options fill the key as `options`
+    /// says.
+    pub fn with_options(mut self, options: Arc<megaflow::tunnel::OptionMap>) -> PortMap {
+        self.options = options;
+        self
+    }
+
+    /// The TLV table as receive applies it.
+    pub fn options(&self) -> &megaflow::tunnel::OptionMap {
+        &self.options
     }
 
     /// The tunnel ports' UDP ports and protocols.
@@ -97,7 +112,9 @@ impl PortMap {
         spec.check(&self.specs)?;
         let mut specs = self.specs.clone();
         specs.push(spec);
-        Ok(PortMap::new(&specs)?.with_underlay(self.underlay.clone()))
+        Ok(PortMap::new(&specs)?
+            .with_underlay(self.underlay.clone())
+            .with_options(Arc::clone(&self.options)))
     }
 
     /// The map without port `no`.
@@ -107,6 +124,7 @@ impl PortMap {
         PortMap::new(&specs)
             .unwrap_or_default()
             .with_underlay(self.underlay.clone())
+            .with_options(Arc::clone(&self.options))
     }
 
     /// The lowest OpenFlow port number no port has.

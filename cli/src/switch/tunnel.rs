@@ -44,6 +44,8 @@ pub enum TunnelDrop {
     Malformed,
     /// No tunnel port accepts its sender and VNI.
     NoPort,
+    /// Its Geneve options cannot enter a key (`megaflow::tunnel::OptionError`).
+    BadOption,
 }
 
 impl TunnelDrop {
@@ -52,6 +54,7 @@ impl TunnelDrop {
             TunnelDrop::Fragment => "fragment",
             TunnelDrop::Malformed => "malformed",
             TunnelDrop::NoPort => "unknown_vni",
+            TunnelDrop::BadOption => "bad_option",
         }
     }
 }
@@ -94,10 +97,20 @@ pub(crate) fn receive(
     });
     match found {
         Some((no, _)) => {
+            let mut key = TunnelKey::of(&d);
+            if !d.opts.is_empty() {
+                match ports.options().read(&frame[d.opts.clone()]) {
+                    Ok((opts, present)) => (key.opts, key.present) = (opts, present),
+                    Err(_) => {
+                        c.count_tunnel_drop(TunnelDrop::BadOption);
+                        return Received::Dropped;
+                    }
+                }
+            }
             c.tunnel_rx += 1;
             Received::Tunnel {
                 port: no,
-                key: TunnelKey::of(&d),
+                key,
                 inner: d.inner,
             }
         }

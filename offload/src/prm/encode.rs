@@ -638,6 +638,29 @@ impl Enc<'_> {
                 0xffff,
             )?;
         }
+        self.no_options(kind)
+    }
+
+    /// Geneve options: the device reads them only through its flex parser,
+    /// which this backend does not program. So a decap rule takes only
+    /// packets with no options (`geneve_opt_len` 0), whose `tun_opts` and
+    /// `tun_md_present` are zero: a match on zeros there holds and is
+    /// dropped; any other stays in software. A packet with options misses
+    /// the rule and is switched in software, where its options are read.
+    fn no_options(&mut self, kind: Kind) -> Result<(), Unsupported> {
+        for f in [Field::TunOpts, Field::TunMdPresent] {
+            if let Some((v, m)) = self.take(f) {
+                if v & m != 0 {
+                    return no(
+                        f,
+                        "a Geneve option match needs the device's flex parser, which this backend does not program",
+                    );
+                }
+            }
+        }
+        if kind == Kind::Geneve {
+            self.put(Field::TunDst, PrmField::MiscGeneveOptLen, 0, 0x3f)?;
+        }
         Ok(())
     }
 
@@ -689,7 +712,9 @@ fn leftover_reason(f: Field) -> &'static str {
         | Field::TunTos
         | Field::TunTtl
         | Field::TunTpSrc
-        | Field::TunTpDst => "tunnel metadata the device does not match",
+        | Field::TunTpDst
+        | Field::TunOpts
+        | Field::TunMdPresent => "tunnel metadata the device does not match",
         Field::NdTarget => "ND target: the device has no such field",
         Field::ArpSha | Field::ArpTha => "ARP/ND link-layer address: the device has no such field",
         _ => "the device has no such field",

@@ -23,7 +23,10 @@ use crate::rule::{
     FieldRange, FlowFlags, FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec,
 };
 use crate::text::{field_def, MatchBuilder};
+use crate::tlv::TlvTable;
 use crate::{Cookie, Priority, TableId};
+use megaflow::tunnel::OptionSlot;
+use openflow::oxm::{tun_metadata_index, NX_TUN_METADATA0};
 
 /// How a wire value maps to key bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,8 +222,10 @@ fn oxm_to_key(o: &Oxm) -> Result<(&'static WireField, u128, u128), OfpError> {
 /// The match an `ofp_match` describes; its prerequisites checked.
 /// `packet_type` may name Ethernet, the only kind of packet this switch
 /// has (so it matches nothing more); another is `BAD_VALUE`.
-pub fn match_from_wire(m: &OxmMatch) -> Result<Match, OfpError> {
-    let mut b = MatchBuilder::default();
+/// `tlv` places the `tun_metadata<n>` fields; one it does not map is
+/// `NXFMFC_INVALID_TLV_FIELD`, as Open vSwitch answers.
+pub fn match_from_wire(m: &OxmMatch, tlv: &TlvTable) -> Result<Match, OfpError> {
+    let mut b = MatchBuilder::new(tlv);
     for o in &m.fields {
         if (o.class, o.field) == (CLASS_BASIC, ofb::PACKET_TYPE) {
             if o.value != [0, 0, 0, 0] {
@@ -228,11 +233,48 @@ pub fn match_from_wire(m: &OxmMatch) -> Result<Match, OfpError> {
             }
             continue;
         }
+        if let Some(index) = tun_metadata_index(o.class, o.field) {
+            let slot = tun_metadata_slot(tlv, index)?;
+            let value = tun_metadata_bytes(&o.value, &slot, OfpError::new(BAD_MATCH, 7))?;
+            let mask = match &o.mask {
+                Some(m) => tun_metadata_bytes(m, &slot, OfpError::new(BAD_MATCH, 7))?,
+                None => slot_ones(&slot),
+            };
+            let name = format!("tun_metadata{index}");
+            b.apply_tun_metadata(&name, index, Some((value & mask, mask)))
+                .map_err(|_| OfpError::new(BAD_MATCH, 10))?;
+            continue;
+        }
         let (wf, v, mask) = oxm_to_key(o)?;
         b.apply_value(wf.name, v, mask)
             .map_err(|_| OfpError::new(BAD_MATCH, 10))?;
     }
     b.finish().map_err(|_| OfpError::new(BAD_MATCH, 9))
+}
+
+/// The slot of `tun_metadata<index>`, or `NXFMFC_INVALID_TLV_FIELD`.
+fn tun_metadata_slot(tlv: &TlvTable, index: u8) -> Result<OptionSlot, OfpError> {
+    tlv.slot(u16::from(index))
+        .ok_or(openflow::nx_tlv::err::INVALID_TLV_FIELD)
+}
+
+/// Every bit of a slot's option.
+fn slot_ones(slot: &OptionSlot) -> u128 {
+    slot.mask() >> slot.shift()
+}
+
+/// A `tun_metadata` value as sent (at most the option's length; Open
+/// vSwitch's clients send the fewest bytes that hold it).
+fn tun_metadata_bytes(b: &[u8], slot: &OptionSlot, bad: OfpError) -> Result<u128, OfpError> {
+    if b.len() > usize::from(slot.len) {
+        return Err(bad);
+    }
+    Ok(be(b))
+}
+
+/// The NXM header of `tun_metadata<n>` as long as its option.
+fn tun_metadata_header(slot: &OptionSlot) -> u32 {
+    (u32::from(N1) << 16) | (u32::from(NX_TUN_METADATA0 + slot.index) << 9) | u32::from(slot.len)
 }
 
 /// Each [`WIRE`] entry's field definition and wire width and
@@ -251,10 +293,25 @@ fn wire_defs() -> &'static [Option<(crate::text::FieldDef, usize, bool)>] {
 }
 
 /// The fields of `m` as OXM, basic fields first.
-pub fn match_to_wire(m: &Match) -> OxmMatch {
+pub fn match_to_wire(m: &Match, tlv: &TlvTable) -> OxmMatch {
     let mask = m.mask();
     let key = m.key();
     let mut fields = Vec::new();
+    let present = mask.field(F::TunMdPresent) as u64;
+    for slot in tlv.option_map().slots() {
+        if present & slot.present_bit() == 0 {
+            continue;
+        }
+        let bits = mask.field(F::TunOpts) & slot.mask();
+        let width = usize::from(slot.len);
+        let mk = bits >> slot.shift();
+        fields.push(Oxm {
+            class: N1,
+            field: NX_TUN_METADATA0 + slot.index,
+            value: to_be((key.field(F::TunOpts) & bits) >> slot.shift(), width),
+            mask: (mk != slot_ones(slot)).then(|| to_be(mk, width)),
+        });
+    }
     let mut done: Vec<Field> = Vec::new();
     for (wf, def) in WIRE.iter().zip(wire_defs()) {
         let bits = mask.field(wf.key);
@@ -362,8 +419,28 @@ fn field_header(f: Field) -> Option<u32> {
 /// `NXAST_SAMPLE`.
 const NX_SAMPLE: u16 = 29;
 
-fn action_from_wire(a: &Action, table: TableId) -> Result<OfAction, OfpError> {
+fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfAction, OfpError> {
     Ok(match a {
+        Action::SetField(o) if tun_metadata_index(o.class, o.field).is_some() => {
+            let index = o.field - NX_TUN_METADATA0;
+            let slot = tun_metadata_slot(tlv, index)?;
+            let value = tun_metadata_bytes(&o.value, &slot, OfpError::new(BAD_ACTION, 13))?;
+            OfAction::SetTunMetadata {
+                slot,
+                value,
+                mask: slot_ones(&slot),
+            }
+        }
+        Action::NxRegLoad {
+            ofs,
+            n_bits,
+            dst,
+            value,
+        } if tun_metadata_index((dst >> 16) as u16, ((dst >> 9) & 0x7f) as u8).is_some() => {
+            let slot = tun_metadata_slot(tlv, (((dst >> 9) & 0x7f) as u8) - NX_TUN_METADATA0)?;
+            let (value, mask) = reg_load_bits(*ofs, *n_bits, *value, 8 * u32::from(slot.len))?;
+            OfAction::SetTunMetadata { slot, value, mask }
+        }
         Action::Output { port, max_len } => OfAction::Output {
             port: OfPort::from_number(*port).ok_or(OfpError::new(BAD_ACTION, 4))?,
             max_len: *max_len,
@@ -425,19 +502,9 @@ fn action_from_wire(a: &Action, table: TableId) -> Result<OfAction, OfpError> {
             value,
         } => {
             let field = header_field(*dst)?;
-            let bits = field.layout().bits;
-            if u32::from(*ofs) + u32::from(*n_bits) > u32::from(bits) || *n_bits > 64 {
-                return Err(OfpError::new(BAD_ACTION, 5));
-            }
-            let n = ones(*n_bits as u8);
-            if u128::from(*value) & !n != 0 {
-                return Err(OfpError::new(BAD_ACTION, 5));
-            }
-            OfAction::SetField {
-                field,
-                value: u128::from(*value) << ofs,
-                mask: n << ofs,
-            }
+            let bits = u32::from(field.layout().bits);
+            let (value, mask) = reg_load_bits(*ofs, *n_bits, *value, bits)?;
+            OfAction::SetField { field, value, mask }
         }
         Action::NxRegMove {
             n_bits,
@@ -482,8 +549,41 @@ fn action_from_wire(a: &Action, table: TableId) -> Result<OfAction, OfpError> {
     })
 }
 
-fn actions_from_wire(v: &[Action], table: TableId) -> Result<Vec<OfAction>, OfpError> {
-    v.iter().map(|a| action_from_wire(a, table)).collect()
+/// An `NXAST_REG_LOAD` of `value` into bits `ofs..ofs + n_bits` of a
+/// `width`-bit field, as (value, mask) in the field's layout.
+fn reg_load_bits(ofs: u16, n_bits: u16, value: u64, width: u32) -> Result<(u128, u128), OfpError> {
+    if u32::from(ofs) + u32::from(n_bits) > width || n_bits > 64 {
+        return Err(OfpError::new(BAD_ACTION, 5));
+    }
+    let n = ones(n_bits as u8);
+    if u128::from(value) & !n != 0 {
+        return Err(OfpError::new(BAD_ACTION, 5));
+    }
+    Ok((u128::from(value) << ofs, n << ofs))
+}
+
+/// An `NXAST_REG_LOAD` into the field `dst` names of the `mask` bits of
+/// `value` (one run of at most 64 bits, else none).
+fn reg_load(dst: u32, value: u128, mask: u128) -> Option<Action> {
+    let ofs = mask.trailing_zeros();
+    let n = (mask >> ofs).trailing_ones();
+    if n == 0 || n > 64 || (mask >> ofs) >> n != 0 {
+        return None;
+    }
+    Some(Action::NxRegLoad {
+        ofs: ofs as u16,
+        n_bits: n as u16,
+        dst,
+        value: (value >> ofs) as u64,
+    })
+}
+
+fn actions_from_wire(
+    v: &[Action],
+    table: TableId,
+    tlv: &TlvTable,
+) -> Result<Vec<OfAction>, OfpError> {
+    v.iter().map(|a| action_from_wire(a, table, tlv)).collect()
 }
 
 /// `OFPP_TABLE`: a PACKET_OUT's "through the tables".
@@ -491,19 +591,23 @@ const PORT_TABLE: u32 = 0xffff_fff9;
 
 /// A PACKET_OUT's actions: as a rule's, plus `output:TABLE` (the packet
 /// goes through the tables from table 0).
-pub fn packet_out_actions(v: &[Action]) -> Result<Vec<OfAction>, OfpError> {
+pub fn packet_out_actions(v: &[Action], tlv: &TlvTable) -> Result<Vec<OfAction>, OfpError> {
     v.iter()
         .map(|a| match a {
             Action::Output {
                 port: PORT_TABLE, ..
             } => Ok(OfAction::Resubmit(TableId(0))),
-            _ => action_from_wire(a, TableId(0)),
+            _ => action_from_wire(a, TableId(0), tlv),
         })
         .collect()
 }
 
 /// The instruction set of a flow mod for `table`.
-pub fn instructions_from_wire(v: &[Instruction], table: TableId) -> Result<Instructions, OfpError> {
+pub fn instructions_from_wire(
+    v: &[Instruction],
+    table: TableId,
+    tlv: &TlvTable,
+) -> Result<Instructions, OfpError> {
     let mut i = Instructions::default();
     let mut seen = Vec::new();
     for ins in v {
@@ -519,8 +623,8 @@ pub fn instructions_from_wire(v: &[Instruction], table: TableId) -> Result<Instr
                 i.goto_table = Some(TableId(*t));
             }
             Instruction::WriteMetadata { value, mask } => i.write_metadata = Some((*value, *mask)),
-            Instruction::WriteActions(a) => i.write = Some(actions_from_wire(a, table)?),
-            Instruction::ApplyActions(a) => i.apply = actions_from_wire(a, table)?,
+            Instruction::WriteActions(a) => i.write = Some(actions_from_wire(a, table, tlv)?),
+            Instruction::ApplyActions(a) => i.apply = actions_from_wire(a, table, tlv)?,
             Instruction::ClearActions => i.clear_actions = true,
             Instruction::Meter(m) => i.meter = Some(MeterId(*m)),
             Instruction::Experimenter { .. } => return Err(OfpError::new(BAD_INSTRUCTION, 5)),
@@ -587,17 +691,18 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
                 }
             }
             // A contiguous part of a field: NXAST_REG_LOAD.
-            let ofs = mask.trailing_zeros();
-            let n = (mask >> ofs).trailing_ones();
-            if n == 0 || n > 64 || (mask >> ofs) >> n != 0 {
-                return None;
+            reg_load(field_header(*field)?, *value, *mask)?
+        }
+        OfAction::SetTunMetadata { slot, value, mask } => {
+            if *mask == slot_ones(slot) {
+                return Some(Action::SetField(Oxm {
+                    class: N1,
+                    field: NX_TUN_METADATA0 + slot.index,
+                    value: to_be(*value, usize::from(slot.len)),
+                    mask: None,
+                }));
             }
-            Action::NxRegLoad {
-                ofs: ofs as u16,
-                n_bits: n as u16,
-                dst: field_header(*field)?,
-                value: (value >> ofs) as u64,
-            }
+            reg_load(tun_metadata_header(slot), *value, *mask)?
         }
         OfAction::Move { src, dst } => Action::NxRegMove {
             n_bits: u16::from(src.n_bits),
@@ -636,7 +741,7 @@ pub fn instructions_to_wire(i: &Instructions, m: &Match) -> Vec<Instruction> {
 }
 
 /// A FLOW_MOD as the tables take it.
-pub fn flow_mod_from_wire(fm: &WireFlowMod) -> Result<FlowMod, OfpError> {
+pub fn flow_mod_from_wire(fm: &WireFlowMod, tlv: &TlvTable) -> Result<FlowMod, OfpError> {
     let cmd = match fm.command {
         command::ADD => FlowModCommand::Add,
         command::MODIFY => FlowModCommand::Modify,
@@ -665,8 +770,8 @@ pub fn flow_mod_from_wire(fm: &WireFlowMod) -> Result<FlowMod, OfpError> {
         t if t > TableId::MAX.0 => return Err(OfpError::new(FLOW_MOD_FAILED, 2)),
         t => Some(TableId(t)),
     };
-    let matched = match_from_wire(&fm.matched)?;
-    let instructions = instructions_from_wire(&fm.instructions, table.unwrap_or(TableId(0)))?;
+    let matched = match_from_wire(&fm.matched, tlv)?;
+    let instructions = instructions_from_wire(&fm.instructions, table.unwrap_or(TableId(0)), tlv)?;
     // out_port filters deletes only; adds and modifies ignore it (os-ken
     // sends 0 there).
     let out_port = match cmd {
@@ -724,8 +829,8 @@ pub fn flags_to_wire(f: &FlowFlags) -> u16 {
 mod tests;
 
 /// A group bucket's actions as the switch runs them.
-pub fn bucket_actions_from_wire(v: &[Action]) -> Result<Vec<OfAction>, OfpError> {
-    actions_from_wire(v, TableId(0))
+pub fn bucket_actions_from_wire(v: &[Action], tlv: &TlvTable) -> Result<Vec<OfAction>, OfpError> {
+    actions_from_wire(v, TableId(0), tlv)
 }
 
 /// A group bucket's actions on the wire (an action with no wire form is

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::text::parse_flow;
+use crate::tlv::EMPTY;
 
 /// Flows covering every field kind the wire carries.
 const FLOWS: &[&str] = &[
@@ -41,7 +42,7 @@ fn arp_fields_go_out_as_arp_and_port_masks_as_masks() {
         FlowModCommand::Add,
     )
     .expect("parses");
-    let fields: Vec<u8> = match_to_wire(&fm.rule.matched)
+    let fields: Vec<u8> = match_to_wire(&fm.rule.matched, &EMPTY)
         .fields
         .iter()
         .map(|o| o.field)
@@ -53,7 +54,7 @@ fn arp_fields_go_out_as_arp_and_port_masks_as_masks() {
     );
     let fm =
         parse_flow("tcp,tp_dst=0x100/0xff00,actions=drop", FlowModCommand::Add).expect("parses");
-    let oxm = match_to_wire(&fm.rule.matched);
+    let oxm = match_to_wire(&fm.rule.matched, &EMPTY);
     let port = oxm.fields.iter().find(|o| o.field == 14).expect("TCP_DST");
     assert_eq!(port.value, vec![0x01, 0x00]);
     assert_eq!(port.mask.as_deref(), Some(&[0xff, 0x00][..]));
@@ -69,11 +70,12 @@ fn matches_and_instructions_survive_the_wire() {
     for text in FLOWS {
         let fm = parse_flow(text, FlowModCommand::Add).unwrap_or_else(|e| panic!("{text}: {e}"));
         let m = &fm.rule.matched;
-        let oxm = match_to_wire(m);
-        let back = match_from_wire(&oxm).unwrap_or_else(|e| panic!("{text}: match {e}: {oxm:?}"));
+        let oxm = match_to_wire(m, &EMPTY);
+        let back =
+            match_from_wire(&oxm, &EMPTY).unwrap_or_else(|e| panic!("{text}: match {e}: {oxm:?}"));
         assert_eq!(&back, m, "{text}: {oxm:?}");
         let ins = instructions_to_wire(&fm.rule.instructions, m);
-        let back = instructions_from_wire(&ins, fm.rule.table)
+        let back = instructions_from_wire(&ins, fm.rule.table, &EMPTY)
             .unwrap_or_else(|e| panic!("{text}: instructions {e}: {ins:?}"));
         assert_eq!(back, fm.rule.instructions, "{text}: {ins:?}");
     }
@@ -95,7 +97,7 @@ fn the_classic_vlan_actions_go_out_as_set_field() {
     };
     assert_eq!(a[0], Action::SetField(Oxm::basic(6, &[0x10, 0x05])));
     assert_eq!(a[1], Action::SetField(Oxm::basic(7, &[3])));
-    let back = instructions_from_wire(&ins, TableId(0)).expect("back");
+    let back = instructions_from_wire(&ins, TableId(0), &EMPTY).expect("back");
     assert_eq!(
         back.apply[0],
         OfAction::SetField {
@@ -114,7 +116,8 @@ fn wire_matches_the_spec_refuses_get_its_errors() {
         value: value.to_vec(),
         mask: None,
     };
-    let err = |fields: Vec<Oxm>| match_from_wire(&OxmMatch { fields }).expect_err("refused");
+    let err =
+        |fields: Vec<Oxm>| match_from_wire(&OxmMatch { fields }, &EMPTY).expect_err("refused");
     // TCP_DST without ip_proto=6: BAD_PREREQ.
     assert_eq!(err(vec![basic(14, &[0, 80])]), OfpError::new(4, 9));
     // An IP_DSCP above 63: BAD_VALUE.
@@ -143,11 +146,11 @@ fn packet_type_ethernet_as_ovs_ofctl_sends_it_matches_every_packet() {
     let only = OxmMatch {
         fields: vec![Oxm::basic(44, &[0, 0, 0, 0])],
     };
-    assert_eq!(match_from_wire(&only), Ok(Match::catch_all()));
+    assert_eq!(match_from_wire(&only, &EMPTY), Ok(Match::catch_all()));
     let with_ip = OxmMatch {
         fields: vec![Oxm::basic(44, &[0, 0, 0, 0]), Oxm::basic(5, &[8, 0])],
     };
-    let m = match_from_wire(&with_ip).expect("takes it");
+    let m = match_from_wire(&with_ip, &EMPTY).expect("takes it");
     assert_eq!(m.key().field(Field::EthType), 0x0800);
 }
 
@@ -167,11 +170,11 @@ fn flow_mods_the_spec_refuses_get_their_errors() {
             out_port: 0xffff_ffff,
             out_group: 0xffff_ffff,
             flags: 0,
-            matched: match_to_wire(&ok.rule.matched),
+            matched: match_to_wire(&ok.rule.matched, &EMPTY),
             instructions: instructions_to_wire(&ok.rule.instructions, &ok.rule.matched),
         };
         f(&mut w);
-        flow_mod_from_wire(&w)
+        flow_mod_from_wire(&w, &EMPTY)
     };
     assert!(wire(&|_| {}).is_ok());
     assert_eq!(

@@ -62,7 +62,7 @@ pub fn group_mod(
                     Some(OfPort::Port(p)) => Some(p),
                     _ => return Err(refuse(GroupError::BadWatchPort(i, b.watch_port))),
                 };
-                let actions = convert::bucket_actions_from_wire(&b.actions)
+                let actions = convert::bucket_actions_from_wire(&b.actions, br.tlv())
                     .map_err(|e| (e, format!("group mod refused: bucket {i}: {}", e.name())))?;
                 buckets.push(Bucket {
                     weight: b.weight,

@@ -89,6 +89,11 @@ pub trait OfSwitch {
     /// The tables FLOW_MOD changes and FLOW stats read (held until the
     /// reference is dropped: take it for one change or one read).
     fn bridge(&mut self) -> Self::BridgeRef<'_>;
+    /// Applies a TLV table mod (`NXT_TLV_TABLE_MOD`): the bridge's table,
+    /// and whatever else of the switch follows it (receive's option map).
+    fn tlv_mod(&mut self, m: &nx_tlv::TableMod) -> Result<(), OfpError> {
+        self.bridge().apply_tlv_mod(m)
+    }
     /// The bridge for reading only (stats and group replies, checks): a
     /// shared guard where the bridge is shared, so the threads that
     /// translate go on while a large reply is built.
@@ -571,7 +576,7 @@ impl Connection {
                     self.last_error = Some(format!("TLV table mod: {e}"));
                     OfpError::BAD_LEN
                 })?;
-                sw.bridge().apply_tlv_mod(&m).inspect_err(|e| {
+                sw.tlv_mod(&m).inspect_err(|e| {
                     self.last_error = Some(format!("TLV table mod refused: {e}"));
                 })?;
                 return Ok(None);
@@ -630,7 +635,7 @@ impl Connection {
                 if slave {
                     return Err(OfpError::IS_SLAVE);
                 }
-                let fm = convert::flow_mod_from_wire(&fm)?;
+                let fm = convert::flow_mod_from_wire(&fm, sw.bridge_view().tlv())?;
                 let meters = sw.meters();
                 let known = |id| meters.is_some_and(|m| m.get(id).is_some());
                 if let Some(e) = fm.unknown_meter(known) {
@@ -682,7 +687,7 @@ impl Connection {
                 if po.data.is_empty() {
                     return Err(OfpError::BAD_PACKET);
                 }
-                let actions = convert::packet_out_actions(&po.actions)?;
+                let actions = convert::packet_out_actions(&po.actions, sw.bridge_view().tlv())?;
                 groups::check_groups(&sw.bridge_view().groups, &actions)?;
                 sw.packet_out(in_port, &actions, &po.data)?;
                 return Ok(None);
@@ -709,7 +714,7 @@ impl Connection {
                         let br = sw.bridge_view();
                         let rules = selected_rules(&br, &req)?;
                         self.send_parts(xid, mp_type::FLOW, rules, |(t, r), out| {
-                            flow_stats_entry(t, r, now).emit(out);
+                            flow_stats_entry(t, r, now, br.tlv()).emit(out);
                         });
                         return Ok(None);
                     }
@@ -953,7 +958,7 @@ fn selected_rules<'a>(
     br: &'a Bridge,
     req: &FlowStatsRequest,
 ) -> Result<Vec<(TableId, &'a crate::table::Rule)>, OfpError> {
-    let matched = convert::match_from_wire(&req.matched)?;
+    let matched = convert::match_from_wire(&req.matched, br.tlv())?;
     let out_port = OfPort::from_number(req.out_port).ok_or(OfpError::BAD_PORT)?;
     if req.table_id != TABLE_ALL && req.table_id > TableId::MAX.0 {
         return Err(OfpError::BAD_TABLE_ID);
@@ -974,7 +979,12 @@ fn selected_rules<'a>(
 }
 
 /// A rule as a FLOW stats entry at `now`.
-fn flow_stats_entry(table: TableId, r: &crate::table::Rule, now: Timestamp) -> FlowStats {
+fn flow_stats_entry(
+    table: TableId,
+    r: &crate::table::Rule,
+    now: Timestamp,
+    tlv: &crate::tlv::TlvTable,
+) -> FlowStats {
     let age = now.since(r.created);
     FlowStats {
         table_id: table.0,
@@ -987,7 +997,7 @@ fn flow_stats_entry(table: TableId, r: &crate::table::Rule, now: Timestamp) -> F
         cookie: r.spec.cookie.0,
         packet_count: r.packets,
         byte_count: r.bytes,
-        matched: convert::match_to_wire(&r.spec.matched),
+        matched: convert::match_to_wire(&r.spec.matched, tlv),
         instructions: convert::instructions_to_wire(&r.spec.instructions, &r.spec.matched),
     }
 }
@@ -1098,7 +1108,12 @@ pub(crate) fn duration(age_ns: u64) -> (u32, u32) {
 }
 
 /// The FLOW_REMOVED of a rule that left its table at `at`.
-pub fn flow_removed(r: &crate::table::RemovedRule, at: Timestamp) -> openflow::FlowRemoved {
+/// `tlv` is the bridge's TLV table (for the `tun_metadata` fields).
+pub fn flow_removed(
+    r: &crate::table::RemovedRule,
+    at: Timestamp,
+    tlv: &crate::tlv::TlvTable,
+) -> openflow::FlowRemoved {
     use crate::table::RemovedReason;
     use openflow::flow::removed_reason;
     let age = at.since(r.rule.created);
@@ -1119,7 +1134,7 @@ pub fn flow_removed(r: &crate::table::RemovedRule, at: Timestamp) -> openflow::F
         hard_timeout: spec.hard_timeout,
         packet_count: r.rule.packets,
         byte_count: r.rule.bytes,
-        matched: convert::match_to_wire(&spec.matched),
+        matched: convert::match_to_wire(&spec.matched, tlv),
     }
 }
 

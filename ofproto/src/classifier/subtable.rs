@@ -61,7 +61,7 @@ use crate::Priority;
 /// pkt_mark, metadata, registers, tunnel), L2, L3, L4 (ports and flags, ND
 /// target, ARP/ND link-layer addresses).
 pub(crate) const STAGE_WORDS: [&[u8]; 4] = [
-    &[0, 1, 2, 3, 4, 5, 6, 7, 22, 23, 24, 25, 26],
+    &[0, 1, 2, 3, 4, 5, 6, 7, 22, 23, 24, 25, 26, 27, 28, 29],
     &[8, 9, 10],
     &[11, 12, 14, 15, 16, 17],
     &[13, 18, 19, 20, 21],

@@ -18,6 +18,7 @@ use super::fields::{self, Kind};
 use super::value::{self, ValueError};
 use super::{ParseError, ParseErrorKind};
 use crate::rule::{Instructions, OfAction, OfPort};
+use crate::tlv::TlvTable;
 use crate::TableId;
 
 /// Highest meter id OpenFlow 1.3 lets a rule name (OFPM_MAX).
@@ -77,7 +78,7 @@ const INSTRUCTION_NAMES: [&str; 5] = [
 ];
 
 /// Parses an instruction list (`meter:1,output:2,goto_table:3`).
-pub(crate) fn parse_instructions(s: &str) -> Result<Instructions, ParseError> {
+pub(crate) fn parse_instructions(s: &str, tlv: &TlvTable) -> Result<Instructions, ParseError> {
     let items = split(s)?;
     let mut ins = Instructions::default();
     if let [only] = items[..] {
@@ -88,7 +89,7 @@ pub(crate) fn parse_instructions(s: &str) -> Result<Instructions, ParseError> {
     let mut last: Option<(Rank, &str)> = None;
     for item in items {
         let (name, arg) = split_item(item)?;
-        let parsed = parse_item(name, arg, item)?;
+        let parsed = parse_item(name, arg, item, tlv)?;
         let rank = parsed.rank();
         if let Some((last_rank, last_item)) = last {
             if rank < last_rank {
@@ -140,7 +141,7 @@ fn split_item(item: &str) -> Result<(&str, Arg<'_>), ParseError> {
     }
 }
 
-fn parse_item(name: &str, arg: Arg<'_>, item: &str) -> Result<Item, ParseError> {
+fn parse_item(name: &str, arg: Arg<'_>, item: &str, tlv: &TlvTable) -> Result<Item, ParseError> {
     let lname = name.to_ascii_lowercase();
     let num = |text: &str, max: u128| value::number_max(text, max).map_err(|e| e.at(text, name));
     Ok(match lname.as_str() {
@@ -168,7 +169,7 @@ fn parse_item(name: &str, arg: Arg<'_>, item: &str) -> Result<Item, ParseError> 
             if !only_drop {
                 for sub in items {
                     let (n, a) = split_item(sub)?;
-                    match parse_action(n, a, sub)? {
+                    match parse_action(n, a, sub, tlv)? {
                         Some(action) => actions.push(action),
                         None if INSTRUCTION_NAMES.contains(&n.to_ascii_lowercase().as_str()) => {
                             return Err(ParseError::new(
@@ -204,7 +205,7 @@ fn parse_item(name: &str, arg: Arg<'_>, item: &str) -> Result<Item, ParseError> 
             // At most 253, checked by `num`.
             Item::Goto(TableId(num(text, u128::from(TableId::MAX.0))? as u8))
         }
-        _ => match parse_action(name, arg, item)? {
+        _ => match parse_action(name, arg, item, tlv)? {
             Some(a) => Item::Apply(a),
             None => return Err(ParseError::new(name, ParseErrorKind::UnknownAction)),
         },
@@ -237,7 +238,12 @@ fn set(field: Field, value: u128) -> OfAction {
 /// A plain action, or `None` when `name` names no action.
 ///
 /// Every narrowing `as` below casts a number `num` has range-checked.
-fn parse_action(name: &str, arg: Arg<'_>, item: &str) -> Result<Option<OfAction>, ParseError> {
+fn parse_action(
+    name: &str,
+    arg: Arg<'_>,
+    item: &str,
+    tlv: &TlvTable,
+) -> Result<Option<OfAction>, ParseError> {
     let lname = name.to_ascii_lowercase();
     let num = |text: &str, max: u128| value::number_max(text, max).map_err(|e| e.at(text, name));
     let action = match lname.as_str() {
@@ -330,8 +336,8 @@ fn parse_action(name: &str, arg: Arg<'_>, item: &str) -> Result<Option<OfAction>
         "mod_tp_dst" => set(Field::TpDst, num(colon(name, arg)?, 0xffff)?),
         "set_tunnel" => set(Field::TunId, num(colon(name, arg)?, 0xffff_ffff)?),
         "set_tunnel64" => set(Field::TunId, num(colon(name, arg)?, u128::from(u64::MAX))?),
-        "set_field" => set_field(name, colon(name, arg)?)?,
-        "load" => load(name, colon(name, arg)?)?,
+        "set_field" => set_field(name, colon(name, arg)?, tlv)?,
+        "load" => load(name, colon(name, arg)?, tlv)?,
         "move" => move_(name, colon(name, arg)?)?,
         "dec_ttl" => match arg {
             Arg::None => OfAction::DecTtl,
@@ -399,10 +405,15 @@ fn output_args(name: &str, args: &str) -> Result<OfAction, ParseError> {
 }
 
 /// `set_field:VALUE[/MASK]->FIELD`.
-fn set_field(name: &str, text: &str) -> Result<OfAction, ParseError> {
+fn set_field(name: &str, text: &str, tlv: &TlvTable) -> Result<OfAction, ParseError> {
     let Some((v, target)) = text.rsplit_once("->") else {
         return Err(ValueError::bad("expected VALUE[/MASK]->FIELD").at(text, name));
     };
+    if let Some(index) = fields::tun_metadata_name(target) {
+        let slot = fields::tun_metadata_slot(tlv, index, target)?;
+        let (value, mask) = fields::tun_metadata_value(v, slot.len, target)?;
+        return Ok(OfAction::SetTunMetadata { slot, value, mask });
+    }
     let def = fields::field_def(target)
         .ok_or_else(|| ParseError::new(target, ParseErrorKind::UnknownField))?;
     if !def.writable {
@@ -421,10 +432,20 @@ fn set_field(name: &str, text: &str) -> Result<OfAction, ParseError> {
 }
 
 /// `load:VALUE->DST[range]`.
-fn load(name: &str, text: &str) -> Result<OfAction, ParseError> {
+fn load(name: &str, text: &str, tlv: &TlvTable) -> Result<OfAction, ParseError> {
     let Some((v, dst)) = text.split_once("->") else {
         return Err(ValueError::bad("expected VALUE->FIELD[range]").at(text, name));
     };
+    if let Some(index) = dst
+        .strip_prefix("NXM_NX_TUN_METADATA")
+        .and_then(|r| r.strip_suffix("[]"))
+        .and_then(|n| fields::tun_metadata_name(&format!("tun_metadata{n}")))
+    {
+        // The whole option (a bit range of it is not supported).
+        let slot = fields::tun_metadata_slot(tlv, index, dst)?;
+        let (value, mask) = fields::tun_metadata_value(v, slot.len, dst)?;
+        return Ok(OfAction::SetTunMetadata { slot, value, mask });
+    }
     let (range, writable) = fields::parse_subfield(dst)?;
     if !writable {
         return Err(ParseError::new(dst, ParseErrorKind::NotWritable));

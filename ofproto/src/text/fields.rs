@@ -17,11 +17,13 @@
 //! has been read, so `tp_dst=80,tcp` is as good as `tcp,tp_dst=80`.
 
 use megaflow::key::{FRAG_ANY, FRAG_LATER, VLAN_PRESENT};
+use megaflow::tunnel::OptionSlot;
 use megaflow::{Field, Match};
 
 use super::value::{self, VResult, ValueError};
 use super::{ParseError, ParseErrorKind};
 use crate::rule::FieldRange;
+use crate::tlv::TlvTable;
 
 /// How a field's value reads and which bits of its key field it sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -480,6 +482,8 @@ fn flags(s: &str, names: &[(&str, u128)], what: &str) -> VResult<(u128, u128)> {
 enum Group {
     Field(Field, Kind),
     Shorthand(&'static str),
+    /// `tun_metadata<n>` (they share `tun_opts` and `tun_md_present`).
+    TunMetadata(u8),
 }
 
 #[derive(Debug)]
@@ -493,25 +497,113 @@ struct Assignment {
 
 /// Builds a [`Match`] from `name[=value]` tokens in any order.
 #[derive(Debug)]
-pub(crate) struct MatchBuilder {
+pub(crate) struct MatchBuilder<'t> {
     matched: Match,
     sets: Vec<Assignment>,
     checks: Vec<(Prereq, String)>,
+    /// Where `tun_metadata<n>` lands in the key.
+    tlv: &'t TlvTable,
 }
 
-impl Default for MatchBuilder {
+impl Default for MatchBuilder<'static> {
     fn default() -> Self {
+        MatchBuilder::new(&crate::tlv::EMPTY)
+    }
+}
+
+/// The `n` of a `tun_metadata<n>` name.
+pub(crate) fn tun_metadata_name(name: &str) -> Option<u8> {
+    let n = name.strip_prefix("tun_metadata")?;
+    let i: u8 = n.parse().ok()?;
+    (i < 64 && !n.starts_with('0') || n == "0").then_some(i)
+}
+
+/// The slot of `tun_metadata<index>` in `tlv`, or the error that says
+/// it is not mapped.
+pub(crate) fn tun_metadata_slot(
+    tlv: &TlvTable,
+    index: u8,
+    name: &str,
+) -> Result<OptionSlot, ParseError> {
+    tlv.slot(u16::from(index)).ok_or_else(|| {
+        ParseError::new(
+            name,
+            ParseErrorKind::Unsupported {
+                reason: "this tun_metadata field is not mapped to a Geneve option: map it first (ovs-ofctl add-tlv-map)",
+            },
+        )
+    })
+}
+
+/// A `tun_metadata` value `V[/M]` of a `len`-byte option.
+pub(crate) fn tun_metadata_value(
+    text: &str,
+    len: u8,
+    name: &str,
+) -> Result<(u128, u128), ParseError> {
+    let max = if len >= 16 {
+        u128::MAX
+    } else {
+        (1u128 << (8 * u32::from(len))) - 1
+    };
+    let (v, m) = value::split_mask(text);
+    let value = value::number_max(v, max).map_err(|e| e.at(text, name))?;
+    let mask = match m {
+        Some(m) => value::number_max(m, max).map_err(|e| e.at(text, name))?,
+        None => max,
+    };
+    Ok((value & mask, mask))
+}
+
+impl<'t> MatchBuilder<'t> {
+    /// A builder that places `tun_metadata<n>` as `tlv` says.
+    pub(crate) fn new(tlv: &'t TlvTable) -> Self {
         MatchBuilder {
             matched: Match::catch_all(),
             sets: Vec::new(),
             checks: Vec::new(),
+            tlv,
         }
     }
-}
 
-impl MatchBuilder {
+    /// `tun_metadata<index>=value/mask` (the option's own bytes; `None`:
+    /// `NP`, the option absent).
+    pub(crate) fn apply_tun_metadata(
+        &mut self,
+        name: &str,
+        index: u8,
+        value: Option<(u128, u128)>,
+    ) -> Result<(), ParseError> {
+        let slot = tun_metadata_slot(self.tlv, index, name)?;
+        let group = Group::TunMetadata(index);
+        let bit = u128::from(slot.present_bit());
+        match value {
+            Some((v, m)) => {
+                let shift = slot.shift();
+                self.assign(
+                    group,
+                    name,
+                    Field::TunOpts,
+                    v << shift,
+                    (m << shift) & slot.mask(),
+                )?;
+                self.assign(group, name, Field::TunMdPresent, bit, bit)
+            }
+            None => self.assign(group, name, Field::TunMdPresent, 0, bit),
+        }
+    }
+
     /// Adds one token: a shorthand (no value) or `field=value`.
     pub(crate) fn apply(&mut self, name: &str, value: Option<&str>) -> Result<(), ParseError> {
+        if let Some(index) = tun_metadata_name(name) {
+            let text = value.ok_or_else(|| ParseError::new(name, ParseErrorKind::MissingValue))?;
+            let slot = tun_metadata_slot(self.tlv, index, name)?;
+            let v = match text {
+                "NP" => None,
+                _ => Some(tun_metadata_value(text, slot.len, name)?),
+            };
+            return self.apply_tun_metadata(name, index, v);
+        }
         if let Some(s) = SHORTHANDS.iter().find(|s| s.name == name) {
             if value.is_some() {
                 return Err(ParseError::new(name, ParseErrorKind::UnexpectedValue));

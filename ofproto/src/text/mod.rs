@@ -40,7 +40,10 @@ pub(crate) use fields::{field_def, FieldDef, MatchBuilder};
 mod print;
 mod value;
 
-pub use print::{format_action_list, format_instructions, format_match, format_rule};
+pub use print::{
+    format_action_list, format_instructions, format_match, format_match_in, format_rule,
+    format_rule_in,
+};
 
 use megaflow::Match;
 
@@ -232,8 +235,18 @@ fn is_delete(command: FlowModCommand) -> bool {
 /// refused for delete; `out_port` and cookie masks only filter modify and
 /// delete; timeouts, importance and flags are refused for delete.
 pub fn parse_flow(s: &str, command: FlowModCommand) -> Result<FlowMod, ParseError> {
+    parse_flow_in(s, command, &crate::tlv::EMPTY)
+}
+
+/// [`parse_flow`] on a bridge whose TLV table is `tlv` (which places the
+/// `tun_metadata<n>` fields it names).
+pub fn parse_flow_in(
+    s: &str,
+    command: FlowModCommand,
+    tlv: &crate::tlv::TlvTable,
+) -> Result<FlowMod, ParseError> {
     let (tokens, actions) = tokenize(s);
-    let mut builder = MatchBuilder::default();
+    let mut builder = MatchBuilder::new(tlv);
     let mut fm = FlowMod {
         command,
         table: None,
@@ -280,7 +293,7 @@ pub fn parse_flow(s: &str, command: FlowModCommand) -> Result<FlowMod, ParseErro
                 },
             ))
         }
-        Some((_, text)) => fm.rule.instructions = actions::parse_instructions(text)?,
+        Some((_, text)) => fm.rule.instructions = actions::parse_instructions(text, tlv)?,
         None if !is_delete(command) => {
             return Err(ParseError::new("actions", ParseErrorKind::MissingActions))
         }
@@ -398,13 +411,18 @@ fn flow_keyword(
 /// and `dump-flows` filters give it. Flow keywords and `actions=` are
 /// refused.
 pub fn parse_match(s: &str) -> Result<Match, ParseError> {
+    parse_match_in(s, &crate::tlv::EMPTY)
+}
+
+/// [`parse_match`] on a bridge whose TLV table is `tlv`.
+pub fn parse_match_in(s: &str, tlv: &crate::tlv::TlvTable) -> Result<Match, ParseError> {
     let (tokens, actions) = tokenize(s);
     let not_allowed =
         |key: &str| ParseError::new(key, ParseErrorKind::NotAllowed { context: "a match" });
     if let Some((key, _)) = actions {
         return Err(not_allowed(key));
     }
-    let mut builder = MatchBuilder::default();
+    let mut builder = MatchBuilder::new(tlv);
     for tok in tokens {
         if FLOW_KEYWORDS.contains(&tok.key) || DUMP_STATISTICS.contains(&tok.key) {
             return Err(not_allowed(tok.key));
@@ -417,7 +435,7 @@ pub fn parse_match(s: &str) -> Result<Match, ParseError> {
 /// Parses the text after `actions=` (`meter:1,output:2,goto_table:3`);
 /// `drop` or nothing gives the empty instruction set.
 pub fn parse_instructions(s: &str) -> Result<Instructions, ParseError> {
-    actions::parse_instructions(s)
+    actions::parse_instructions(s, &crate::tlv::EMPTY)
 }
 
 /// The lines of a flow file that hold something, trimmed, with their

@@ -21,6 +21,7 @@ use super::fields::{
     PROTO_ICMP6, TCP_FLAGS, TUN_FLAGS,
 };
 use crate::rule::{FieldRange, Instructions, OfAction, OfPort, RuleSpec};
+use crate::tlv::TlvTable;
 
 /// How a field's values are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +119,8 @@ const ORDER: &[Field] = &[
     Field::TunTpSrc,
     Field::TunTpDst,
     Field::TunFlags,
+    Field::TunOpts,
+    Field::TunMdPresent,
     Field::Metadata,
     Field::Reg0,
     Field::Reg1,
@@ -164,6 +167,13 @@ struct Context {
 /// Prints a match: `tcp,in_port=1,nw_src=10.0.0.0/8,tp_dst=80`; the
 /// catch-all match prints as the empty string.
 pub fn format_match(m: &Match) -> String {
+    format_match_in(m, &crate::tlv::EMPTY)
+}
+
+/// [`format_match`] on a bridge whose TLV table is `tlv`: the option bits
+/// it maps print as `tun_metadata<n>`; any it does not, as `tun_opts` and
+/// `tun_md_present`.
+pub fn format_match_in(m: &Match, tlv: &TlvTable) -> String {
     let mut parts: Vec<String> = Vec::new();
     let eth = exact(m, Field::EthType);
     let proto = exact(m, Field::IpProto);
@@ -181,14 +191,81 @@ pub fn format_match(m: &Match) -> String {
         icmp6: eth == Some(ETH_IPV6) && proto == Some(PROTO_ICMP6),
     };
     let rest = Field::ALL.iter().filter(|f| !ORDER.contains(f));
+    let (mut opts_left, mut present_left) = (
+        m.mask().field(Field::TunOpts),
+        (m.mask().field(Field::TunMdPresent) as u64),
+    );
     for &field in ORDER.iter().chain(rest) {
-        let mask = m.mask().field(field);
+        if field == Field::TunOpts {
+            tun_metadata(&mut parts, m, tlv, &mut opts_left, &mut present_left);
+        }
+        let mask = match field {
+            Field::TunOpts => opts_left,
+            Field::TunMdPresent => u128::from(present_left),
+            _ => m.mask().field(field),
+        };
         if mask == 0 || skip.contains(&field) {
             continue;
         }
-        format_field(&mut parts, &ctx, field, m.key().field(field), mask);
+        format_field(&mut parts, &ctx, field, m.key().field(field) & mask, mask);
     }
     parts.join(",")
+}
+
+/// A number as Open vSwitch's `ds_put_hex` writes bytes: `0` or `0x...`.
+fn ovs_hex(v: u128) -> String {
+    if v == 0 {
+        "0".to_string()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+/// A `tun_metadata` value `V[/M]` of a `len`-byte option.
+fn tun_metadata_text(v: u128, mask: u128, len: u8) -> String {
+    let full = if len >= 16 {
+        u128::MAX
+    } else {
+        (1u128 << (8 * u32::from(len))) - 1
+    };
+    if mask == full {
+        ovs_hex(v)
+    } else {
+        format!("{}/{}", ovs_hex(v), ovs_hex(mask))
+    }
+}
+
+/// The `tun_metadata<n>` a match names (as `tlv` maps them), taking their
+/// bits out of `opts_left` and `present_left`.
+fn tun_metadata(
+    parts: &mut Vec<String>,
+    m: &Match,
+    tlv: &TlvTable,
+    opts_left: &mut u128,
+    present_left: &mut u64,
+) {
+    for i in 0..64u8 {
+        let bit = 1u64 << i;
+        if *present_left & bit == 0 {
+            continue;
+        }
+        let Some(slot) = tlv.slot(u16::from(i)) else {
+            continue;
+        };
+        *present_left &= !bit;
+        let mask = m.mask().field(Field::TunOpts) & slot.mask();
+        *opts_left &= !slot.mask();
+        if m.key().tun_md_present() & bit == 0 {
+            parts.push(format!("tun_metadata{i}=NP"));
+        } else if mask == 0 {
+            // Present, any value: Open vSwitch prints the name alone.
+            parts.push(format!("tun_metadata{i}"));
+        } else {
+            let v = (m.key().tun_opts() & mask) >> slot.shift();
+            let text = tun_metadata_text(v, mask >> slot.shift(), slot.len);
+            parts.push(format!("tun_metadata{i}={text}"));
+        }
+    }
 }
 
 fn format_field(parts: &mut Vec<String>, ctx: &Context, field: Field, v: u128, mask: u128) {
@@ -332,6 +409,12 @@ fn format_action(out: &mut String, a: &OfAction) {
         OfAction::SetField { field, value, mask } => {
             write!(out, "set_field:{}", set_field_arg(*field, *value, *mask))
         }
+        OfAction::SetTunMetadata { slot, value, mask } => write!(
+            out,
+            "set_field:{}->tun_metadata{}",
+            tun_metadata_text(*value, *mask, slot.len),
+            slot.index
+        ),
         OfAction::Move { src, dst } => write!(
             out,
             "move:{}->{}",
@@ -423,6 +506,11 @@ pub fn format_instructions(i: &Instructions) -> String {
 /// `table=1, priority=100, cookie=0x5, idle_timeout=10, tcp,tp_dst=80 actions=output:2`.
 /// Defaults (cookie 0, no timeouts, importance 0, flags off) are left out.
 pub fn format_rule(r: &RuleSpec) -> String {
+    format_rule_in(r, &crate::tlv::EMPTY)
+}
+
+/// [`format_rule`] on a bridge whose TLV table is `tlv`.
+pub fn format_rule_in(r: &RuleSpec, tlv: &TlvTable) -> String {
     let mut s = format!("table={}, priority={}", r.table, r.priority.0);
     // Writing to a String cannot fail.
     if r.cookie.0 != 0 {
@@ -449,7 +537,7 @@ pub fn format_rule(r: &RuleSpec) -> String {
             let _ = write!(s, ", {name}");
         }
     }
-    let m = format_match(&r.matched);
+    let m = format_match_in(&r.matched, tlv);
     if !m.is_empty() {
         s.push_str(", ");
         s.push_str(&m);

@@ -467,6 +467,13 @@ impl<'a> Ctx<'a> {
             OfAction::SetVlanVid(v) => self.vlan_set(VLAN_VID_MASK, *v),
             OfAction::SetVlanPcp(p) => self.vlan_set(VLAN_PCP_MASK, u16::from(*p) << 13),
             OfAction::SetField { field, value, mask } => self.set_field(*field, *value, *mask),
+            OfAction::SetTunMetadata { slot, value, mask } => {
+                let shift = slot.shift();
+                let mask = (mask << shift) & slot.mask();
+                self.set_field(Field::TunOpts, value << shift, mask);
+                let bit = u128::from(slot.present_bit());
+                self.set_field(Field::TunMdPresent, bit, bit);
+            }
             OfAction::Move { src, dst } => {
                 let v = self.read_bits(src.field, src.mask()) >> src.ofs;
                 self.set_field(dst.field, v << dst.ofs, dst.mask());
@@ -712,6 +719,9 @@ fn write_action_set(set: &mut Vec<OfAction>, a: &OfAction) {
     let same = |x: &OfAction| match (x, a) {
         (OfAction::SetField { field: f, .. }, OfAction::SetField { field: g, .. }) => f == g,
         (OfAction::Move { dst: f, .. }, OfAction::Move { dst: g, .. }) => f.field == g.field,
+        (OfAction::SetTunMetadata { slot: f, .. }, OfAction::SetTunMetadata { slot: g, .. }) => {
+            f.index == g.index
+        }
         _ => std::mem::discriminant(x) == std::mem::discriminant(a),
     };
     set.retain(|x| !same(x));
@@ -727,6 +737,7 @@ fn action_set_rank(a: &OfAction) -> u8 {
         OfAction::SetVlanVid(_)
         | OfAction::SetVlanPcp(_)
         | OfAction::SetField { .. }
+        | OfAction::SetTunMetadata { .. }
         | OfAction::Move { .. } => 3,
         OfAction::Sample { .. } | OfAction::Resubmit(_) => 4,
         OfAction::Output { .. } | OfAction::Group(_) => 5,
@@ -799,6 +810,24 @@ impl Ctx<'_> {
         }
     }
 
+    /// The Geneve options an output to `t` carries: the flow's present
+    /// `tun_metadata<n>` as the TLV table maps them (Open vSwitch's
+    /// `tun_metadata_to_geneve`). VXLAN carries none.
+    fn geneve_options(
+        &mut self,
+        t: &crate::tunnel::TunnelPort,
+    ) -> Vec<megaflow::tunnel::GeneveOpt> {
+        if t.kind != megaflow::tunnel::Kind::Geneve {
+            return Vec::new();
+        }
+        let present = self.read(Field::TunMdPresent) as u64;
+        if present == 0 {
+            return Vec::new();
+        }
+        let opts = self.read(Field::TunOpts);
+        self.br.tlv().option_map().options(opts, present)
+    }
+
     /// An output to tunnel port `p`: the outer header from the port's
     /// options, the flow's `tun_*` fields where they say `flow`, and the
     /// underlay's next hop. Nothing is sent when the endpoint cannot be
@@ -843,8 +872,12 @@ impl Ctx<'_> {
                 return;
             }
         };
+        let opts = self.geneve_options(t);
         match outer(t, dst, vni, tos, &hop) {
-            Some(h) => match megaflow::tunnel::Encap::new(h) {
+            Some(mut h) => match megaflow::tunnel::Encap::new({
+                h.opts = opts;
+                h
+            }) {
                 Ok(h) => self.out.push(DpAction::TunnelPush {
                     header: std::sync::Arc::new(h),
                     port: hop.port,

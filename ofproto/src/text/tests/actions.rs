@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::rule::FieldRange;
+use crate::text::parse_instructions;
 use megaflow::PortNo;
 
 fn apply(s: &str) -> Vec<OfAction> {
