@@ -34,6 +34,7 @@ pub mod nx {
     pub const REG_MOVE: u16 = 6;
     pub const REG_LOAD: u16 = 7;
     pub const RESUBMIT_TABLE: u16 = 14;
+    pub const REG_LOAD2: u16 = 33;
 }
 
 /// `OFPCML_NO_BUFFER`: send the whole packet to the controller.
@@ -75,6 +76,9 @@ pub enum Action {
         dst: u32,
         value: u64,
     },
+    /// `NXAST_REG_LOAD2`: a set_field that may be masked (Open vSwitch's
+    /// form of `load` into part of a variable-length field).
+    NxRegLoad2(Oxm),
     /// `NXAST_REG_MOVE`.
     NxRegMove {
         n_bits: u16,
@@ -226,6 +230,20 @@ impl Action {
                             value,
                         }
                     }
+                    nx::REG_LOAD2 => {
+                        let oxm = Oxm::parse(&mut b, "reg_load2").map_err(|e| match e {
+                            ParseError::Invalid { detail, .. } => {
+                                bad_action(13, format!("reg_load2: {detail}"))
+                            }
+                            other => bad_action(14, format!("reg_load2: {other}")),
+                        })?;
+                        if b.rest().iter().any(|&x| x != 0)
+                            || len != (10 + oxm.wire_len()).div_ceil(8) * 8
+                        {
+                            return Err(bad_action(14, format!("reg_load2 {}: length {len}", oxm.name())));
+                        }
+                        Action::NxRegLoad2(oxm)
+                    }
                     nx::REG_MOVE => {
                         fixed(24)?;
                         Action::NxRegMove {
@@ -334,6 +352,10 @@ impl Action {
                 out.put_u16((ofs << 6) | (n_bits.saturating_sub(1) & 0x3f));
                 out.put_u32(*dst);
                 out.put_u64(*value);
+            }
+            Action::NxRegLoad2(oxm) => {
+                nx_head(out, nx::REG_LOAD2);
+                oxm.emit(out);
             }
             Action::NxRegMove {
                 n_bits,

@@ -272,11 +272,6 @@ fn tun_metadata_bytes(b: &[u8], slot: &OptionSlot, bad: OfpError) -> Result<u128
     Ok(be(b))
 }
 
-/// The NXM header of `tun_metadata<n>` as long as its option.
-fn tun_metadata_header(slot: &OptionSlot) -> u32 {
-    (u32::from(N1) << 16) | (u32::from(NX_TUN_METADATA0 + slot.index) << 9) | u32::from(slot.len)
-}
-
 /// Each [`WIRE`] entry's field definition and wire width and
 /// maskability, looked up once (a dump converts every rule).
 fn wire_defs() -> &'static [Option<(crate::text::FieldDef, usize, bool)>] {
@@ -421,14 +416,32 @@ const NX_SAMPLE: u16 = 29;
 
 fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfAction, OfpError> {
     Ok(match a {
-        Action::SetField(o) if tun_metadata_index(o.class, o.field).is_some() => {
+        Action::SetField(o) | Action::NxRegLoad2(o)
+            if tun_metadata_index(o.class, o.field).is_some() =>
+        {
             let index = o.field - NX_TUN_METADATA0;
             let slot = tun_metadata_slot(tlv, index)?;
-            let value = tun_metadata_bytes(&o.value, &slot, OfpError::new(BAD_ACTION, 13))?;
+            let bad = OfpError::new(BAD_ACTION, 13);
+            let value = tun_metadata_bytes(&o.value, &slot, bad)?;
+            let mask = match &o.mask {
+                Some(m) => tun_metadata_bytes(m, &slot, bad)?,
+                None => slot_ones(&slot),
+            };
             OfAction::SetTunMetadata {
                 slot,
-                value,
-                mask: slot_ones(&slot),
+                value: value & mask,
+                mask,
+            }
+        }
+        Action::NxRegLoad2(o) => {
+            let (wf, v, m) = oxm_to_key(o).map_err(|_| OfpError::new(BAD_ACTION, 13))?;
+            if wf.conv != Plain || !field_def(wf.name).is_some_and(|d| d.writable) {
+                return Err(OfpError::new(BAD_ACTION, 13));
+            }
+            OfAction::SetField {
+                field: wf.key,
+                value: v & m,
+                mask: m,
             }
         }
         Action::NxRegLoad {
@@ -702,7 +715,14 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
                     mask: None,
                 }));
             }
-            reg_load(tun_metadata_header(slot), *value, *mask)?
+            // Masked: NXAST_REG_LOAD2, as Open vSwitch sends it.
+            let width = usize::from(slot.len);
+            Action::NxRegLoad2(Oxm {
+                class: N1,
+                field: NX_TUN_METADATA0 + slot.index,
+                value: to_be(*value, width),
+                mask: Some(to_be(*mask, width)),
+            })
         }
         OfAction::Move { src, dst } => Action::NxRegMove {
             n_bits: u16::from(src.n_bits),
