@@ -23,12 +23,17 @@ const TUNNEL_PORT: &str = "200";
 /// namespace's `wire0`, and the switch's tunnel port of `kind` to
 /// 198.19.0.2 (VNI 4242) between vm1 and the remote host.
 fn switch_side(kind: &str) -> LiveLab {
+    switch_side_with(kind, "")
+}
+
+/// [`switch_side`] with `extra` configuration.
+fn switch_side_with(kind: &str, extra: &str) -> LiveLab {
     let flows = format!(
         "priority=10,in_port=1,actions=output:{TUNNEL_PORT}\n\
          priority=10,in_port={TUNNEL_PORT},tun_id=4242,actions=output:1\n\
          priority=0,actions=drop\n"
     );
-    let lab = LiveLab::start_with(2, "af_packet", Some(&flows), "", &["--uplink"]);
+    let lab = LiveLab::start_with(2, "af_packet", Some(&flows), extra, &["--uplink"]);
     run(
         "ip",
         &[
@@ -366,7 +371,7 @@ fn neighbour_change(lab: &LiveLab) {
 /// bridges switch by NORMAL. Open vSwitch's native tunnelling encapsulates
 /// and decapsulates; ping and TCP run both ways with eswitch's tunnel port
 /// of the same kind.
-fn with_open_vswitch(test: &str, lab: &LiveLab, kind: &str) {
+fn with_open_vswitch(test: &str, lab: &LiveLab, kind: &str, of_target: Option<&str>) {
     let wire = lab.ns("wire");
     let Some(ovs) = integration::ovs::Ovs::start_in_or_skip(test, &wire) else {
         return;
@@ -440,14 +445,27 @@ fn with_open_vswitch(test: &str, lab: &LiveLab, kind: &str) {
     assert!(dp.contains("tnl_pop"), "{dp}");
     assert!(u(&lab.stats()["tunnel_rx"]) >= 1, "{}", lab.stats());
     if kind == "geneve" {
-        geneve_option_from_open_vswitch(lab, &ovs);
+        if let Some(target) = of_target {
+            geneve_option_from_open_vswitch(lab, &ovs, target);
+            geneve_option_both_ways(lab, &ovs, target);
+        }
     }
 }
 
+/// `ovs-ofctl -O OpenFlow13 ARGS`, its output.
+fn ofctl13(args: &[&str]) -> String {
+    let mut a = vec!["-O", "OpenFlow13"];
+    a.extend_from_slice(args);
+    run("ovs-ofctl", &a).unwrap_or_else(|e| panic!("ovs-ofctl {}: {e}", args.join(" ")))
+}
+
 /// Open vSwitch puts a Geneve option (class 0x0102, type 0x80, 4 bytes:
-/// OVN's) on what it sends to vm1: on the wire Wireshark reads it, and
-/// eswitch decapsulates such packets (options and all) into vm1's frames.
-fn geneve_option_from_open_vswitch(lab: &LiveLab, ovs: &integration::ovs::Ovs) {
+/// OVN's, critical) on what it sends to vm1. Unmapped on eswitch, the
+/// packets are dropped and counted as Open vSwitch drops an unknown
+/// critical option; once eswitch's TLV table maps it (`ovs-ofctl
+/// add-tlv-map` on eswitch's socket `target`), they are decapsulated into
+/// vm1's frames, and on the wire Wireshark reads the option.
+fn geneve_option_from_open_vswitch(lab: &LiveLab, ovs: &integration::ovs::Ovs, target: &str) {
     let ofctl = |args: &[&str]| {
         ovs.ofctl(args)
             .unwrap_or_else(|e| panic!("ovs-ofctl {}: {e}", args.join(" ")))
@@ -462,6 +480,25 @@ fn geneve_option_from_open_vswitch(lab: &LiveLab, ovs: &integration::ovs::Ovs) {
         "br-int",
         "priority=100,ip,nw_dst=198.18.0.1,actions=set_field:0xabcd->tun_metadata0,NORMAL",
     ]);
+    assert!(
+        !lab.ping_addr("wire", "198.18.0.1", 2),
+        "an unknown critical option passed"
+    );
+    assert!(
+        u(&lab.stats()["tunnel_drop_bad_option"]) >= 1,
+        "{}",
+        lab.stats()
+    );
+    ofctl13(&[
+        "add-tlv-map",
+        target,
+        "{class=0x0102,type=0x80,len=4}->tun_metadata0",
+    ]);
+    let dump = ofctl13(&["dump-tlv-map", target]);
+    assert!(
+        dump.contains("0x102") && dump.contains("tun_metadata0"),
+        "{dump}"
+    );
     let lines = capture(
         lab,
         ("sw", "wire0"),
@@ -497,9 +534,96 @@ fn vxlan_and_geneve_with_open_vswitch_as_the_far_end() {
         return;
     }
     for kind in ["vxlan", "geneve"] {
-        let lab = switch_side(kind);
-        with_open_vswitch(test, &lab, kind);
+        // eswitch's OpenFlow socket, for ovs-ofctl (a unique name: the
+        // lab's own directory is made with the lab).
+        let sock = std::env::temp_dir().join(format!(
+            "eswitch-tun-{}-{kind}-{}.sock",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        ));
+        let extra = format!("[openflow]\nlisten = [\"punix:{}\"]\n", sock.display());
+        let lab = switch_side_with(kind, &extra);
+        let target = format!("unix:{}", sock.display());
+        with_open_vswitch(test, &lab, kind, Some(&target));
+        drop(lab);
+        let _ = std::fs::remove_file(&sock);
     }
+}
+
+/// OVN's Geneve option carried both ways between eswitch and Open
+/// vSwitch, each side's TLV table mapping it to `tun_metadata0` (eswitch's
+/// through its OpenFlow socket `target`): eswitch matches the value Open vSwitch sets (0xabcd) and
+/// counts it on that rule; Open vSwitch passes only packets carrying the
+/// value eswitch sets (0x1234), so vm1's pings cross only if eswitch
+/// sent it.
+fn geneve_option_both_ways(lab: &LiveLab, ovs: &integration::ovs::Ovs, target: &str) {
+    let es = ofctl13;
+    let ofctl = |args: &[&str]| {
+        ovs.ofctl(args)
+            .unwrap_or_else(|e| panic!("ovs-ofctl {}: {e}", args.join(" ")))
+    };
+    let from_ovs = format!(
+        "priority=20,in_port={TUNNEL_PORT},tun_id=4242,tun_metadata0=0xabcd,actions=output:1"
+    );
+    let to_ovs = format!(
+        "priority=20,in_port=1,actions=set_field:0x1234->tun_metadata0,output:{TUNNEL_PORT}"
+    );
+    es(&["add-flow", target, &from_ovs]);
+    es(&["add-flow", target, &to_ovs]);
+    // Open vSwitch's br-int: from the tunnel, only the value eswitch sets.
+    ofctl(&[
+        "add-flow",
+        "br-int",
+        "priority=200,in_port=tun,tun_metadata0=0x1234,actions=NORMAL",
+    ]);
+    ofctl(&[
+        "add-flow",
+        "br-int",
+        "priority=150,in_port=tun,actions=drop",
+    ]);
+    let bad_before = u(&lab.stats()["tunnel_drop_bad_option"]);
+    lab.wait_for("pings with options both ways", || {
+        lab.ping_addr("vm1", "198.18.0.200", 1)
+    });
+    assert!(
+        lab.ping_addr("vm1", "198.18.0.200", 5),
+        "vm1 → Open vSwitch with the option"
+    );
+    let hits = |dump: &str, what: &str| -> u64 {
+        dump.lines()
+            .find(|l| l.contains(what))
+            .and_then(|l| l.split("n_packets=").nth(1))
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    // Both switches count rules as their revalidators pass.
+    lab.wait_for("Open vSwitch's and eswitch's option rules to count", || {
+        hits(&ofctl(&["dump-flows", "br-int"]), "tun_metadata0=0x1234") >= 5
+            && hits(&es(&["dump-flows", target]), "tun_metadata0=0xabcd") >= 5
+    });
+    let ovs_flows = ofctl(&["dump-flows", "br-int"]);
+    assert_eq!(
+        hits(&ovs_flows, "priority=150"),
+        0,
+        "Open vSwitch dropped none from the tunnel: {ovs_flows}"
+    );
+    let es_flows = es(&["dump-flows", target]);
+    assert!(
+        es_flows.contains("set_field:0x1234->tun_metadata0"),
+        "{es_flows}"
+    );
+    // A mapping in use cannot be deleted.
+    let e = run("ovs-ofctl", &["-O", "OpenFlow13", "del-tlv-map", target]).expect_err("in use");
+    assert!(e.contains("NXTTMFC_INVALID_TLV_DEL"), "{e}");
+    assert_eq!(
+        u(&lab.stats()["tunnel_drop_bad_option"]),
+        bad_before,
+        "{}",
+        lab.stats()
+    );
 }
 
 /// Captures up to `count` packets matching `filter` on `dev` in the lab

@@ -240,7 +240,10 @@ impl Action {
                         if b.rest().iter().any(|&x| x != 0)
                             || len != (10 + oxm.wire_len()).div_ceil(8) * 8
                         {
-                            return Err(bad_action(14, format!("reg_load2 {}: length {len}", oxm.name())));
+                            return Err(bad_action(
+                                14,
+                                format!("reg_load2 {}: length {len}", oxm.name()),
+                            ));
                         }
                         Action::NxRegLoad2(oxm)
                     }

@@ -330,3 +330,131 @@ fn a_copy_into_a_tunnel_beside_a_local_one_is_offloaded_as_one_rule() {
     let text = format!("{:?}", sw.dump_rules());
     assert!(text.contains("dest_array"), "{text}");
 }
+
+/// A Geneve port to the remote endpoint (VNI 5000) on port 300.
+fn geneve_ports() -> Vec<PortSpec> {
+    let mut t = TunnelPort::new(Kind::Geneve, FromFlow::Fixed(IpAddr::from(REMOTE)));
+    t.key = FromFlow::Fixed(5000);
+    let mut p = ports();
+    p.retain(|s| s.tunnel.is_none());
+    p.push(PortSpec {
+        name: "gnv0".into(),
+        no: PortNo(300),
+        kind: PortKind::Geneve,
+        vport: None,
+        tunnel: Some(Arc::new(t)),
+    });
+    p
+}
+
+#[test]
+fn a_geneve_option_is_read_at_receive_and_carried_at_encap_by_the_tlv_table() {
+    use megaflow::tunnel::GeneveOpt;
+    use openflow::nx_tlv::{TableMod, TlvMap, CMD_ADD};
+    let flows = FlowFile::parse("priority=0,actions=drop").expect("flows");
+    let mut sw = SimSwitch::new(
+        &geneve_ports(),
+        &flows,
+        PipelineConfig::default(),
+        SimConfig::default(),
+        at(0),
+    )
+    .expect("switch");
+    sw.set_underlay(Arc::new(StaticUnderlay {
+        local: vec![IpAddr::from(LOCAL)],
+        hops: vec![(
+            IpAddr::from(REMOTE),
+            NextHop {
+                port: UPLINK,
+                src: IpAddr::from(LOCAL),
+                eth_src: [2, 0, 0, 0, 0xff, 1],
+                eth_dst: [2, 0, 0, 0, 0xff, 2],
+                mtu: 1500,
+            },
+        )],
+    }));
+    // OVN's option, as ovn-controller maps it.
+    sw.apply_tlv_mod(&TableMod {
+        command: CMD_ADD,
+        maps: vec![TlvMap {
+            class: 0x0102,
+            ty: 0x80,
+            len: 4,
+            index: 0,
+        }],
+    })
+    .expect("tlv map");
+    for f in [
+        "priority=10,in_port=300,tun_metadata0=0x00020001,actions=output:2",
+        "priority=10,in_port=1,actions=set_field:0x00010002->tun_metadata0,output:300",
+    ] {
+        let fm = ofproto::text::parse_flow_in(
+            f,
+            ofproto::FlowModCommand::Add,
+            sw.pipeline().bridge().tlv(),
+        )
+        .expect(f);
+        sw.pipeline_mut()
+            .bridge_mut()
+            .apply_flow_mod(&fm, at(0))
+            .expect(f);
+    }
+    let pkt = inner();
+    let geneve = |opts: Vec<GeneveOpt>| {
+        let mut o = outer_from_remote(5000);
+        o.kind = Kind::Geneve;
+        o.udp_dst = megaflow::tunnel::GENEVE_PORT;
+        o.opts = opts;
+        let mut v = Vec::new();
+        Encap::new(o)
+            .expect("header")
+            .encap_into(&pkt, 7, &mut v)
+            .expect("encap");
+        v
+    };
+    let opt = |ty: u8, data: &[u8]| GeneveOpt {
+        class: 0x0102,
+        ty,
+        data: data.to_vec(),
+    };
+    let mut rec = Rec::default();
+    // The option the rule matches, many times: delivered every time, by
+    // software (the device cannot read options).
+    let good = geneve(vec![opt(0x80, &[0, 2, 0, 1])]);
+    let other = geneve(vec![opt(0x80, &[0, 2, 0, 9])]);
+    let long = geneve(vec![opt(0x80, &[0; 8])]);
+    let critical = geneve(vec![opt(0x81, &[0; 4])]);
+    for i in 0..30 {
+        sw.receive(at(i), &[(UPLINK, &good[..])], &mut rec);
+    }
+    assert_eq!(rec.out.len(), 30);
+    assert!(rec
+        .out
+        .iter()
+        .all(|(p, f, path)| (*p, f, *path) == (PortNo(2), &pkt, Path::Software)));
+    // Another value: no rule. Another length, an unknown critical option:
+    // dropped at receive, counted.
+    sw.receive(
+        at(40),
+        &[
+            (UPLINK, &other[..]),
+            (UPLINK, &long[..]),
+            (UPLINK, &critical[..]),
+        ],
+        &mut rec,
+    );
+    assert_eq!(rec.out.len(), 30);
+    assert_eq!(sw.counters().tunnel_drop_bad_option, 2);
+    // The other way: the header carries the option set_field wrote.
+    let mut rec = Rec::default();
+    sw.receive(at(50), &[(PortNo(1), &pkt[..])], &mut rec);
+    let [(UPLINK, frame, _)] = rec.out.as_slice() else {
+        panic!("{:?}", rec.out.iter().map(|o| o.0).collect::<Vec<_>>());
+    };
+    let d = decap(frame, &[(megaflow::tunnel::GENEVE_PORT, Kind::Geneve)])
+        .expect("ok")
+        .expect("geneve");
+    assert_eq!(d.vni, 5000);
+    assert_eq!(d.options(frame), [opt(0x80, &[0, 1, 0, 2])]);
+    assert_eq!(&frame[d.inner..], &pkt[..]);
+}
