@@ -55,6 +55,16 @@ pub struct TlvMap {
 }
 
 impl TlvMap {
+    /// Option (`class`, `ty`) of `len` bytes as `tun_metadata<index>`.
+    pub const fn new(class: u16, ty: u8, len: u8, index: u16) -> TlvMap {
+        TlvMap {
+            class,
+            ty,
+            len,
+            index,
+        }
+    }
+
     fn parse(r: &mut Reader<'_>) -> Result<TlvMap, ParseError> {
         let class = r.u16("tlv_map.option_class")?;
         let ty = r.u8("tlv_map.option_type")?;
@@ -163,12 +173,7 @@ mod tests {
     fn table_mod_bytes_as_open_vswitch_lays_them_out() {
         let m = TableMod {
             command: CMD_ADD,
-            maps: vec![TlvMap {
-                class: 0x0102,
-                ty: 0x80,
-                len: 4,
-                index: 0,
-            }],
+            maps: vec![TlvMap::new(0x0102, 0x80, 4, 0)],
         };
         let b = m.encode();
         assert_eq!(b, [0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x02, 0x80, 4, 0, 0, 0, 0]);

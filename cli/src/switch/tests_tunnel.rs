@@ -56,9 +56,15 @@ fn switch() -> SimSwitch {
 /// The switch of [`ports`] with the flow table `flows`, over an underlay
 /// that reaches the remote endpoint by the uplink.
 fn switch_with(flows: &str) -> SimSwitch {
+    switch_on(&ports(), flows)
+}
+
+/// A switch of `ports` with the flow table `flows`, over an underlay that
+/// reaches the remote endpoint by the uplink.
+fn switch_on(ports: &[PortSpec], flows: &str) -> SimSwitch {
     let flows = FlowFile::parse(flows).expect("flows");
     let mut sw = SimSwitch::new(
-        &ports(),
+        ports,
         &flows,
         PipelineConfig::default(),
         SimConfig::default(),
@@ -351,37 +357,11 @@ fn geneve_ports() -> Vec<PortSpec> {
 fn a_geneve_option_is_read_at_receive_and_carried_at_encap_by_the_tlv_table() {
     use megaflow::tunnel::GeneveOpt;
     use openflow::nx_tlv::{TableMod, TlvMap, CMD_ADD};
-    let flows = FlowFile::parse("priority=0,actions=drop").expect("flows");
-    let mut sw = SimSwitch::new(
-        &geneve_ports(),
-        &flows,
-        PipelineConfig::default(),
-        SimConfig::default(),
-        at(0),
-    )
-    .expect("switch");
-    sw.set_underlay(Arc::new(StaticUnderlay {
-        local: vec![IpAddr::from(LOCAL)],
-        hops: vec![(
-            IpAddr::from(REMOTE),
-            NextHop {
-                port: UPLINK,
-                src: IpAddr::from(LOCAL),
-                eth_src: [2, 0, 0, 0, 0xff, 1],
-                eth_dst: [2, 0, 0, 0, 0xff, 2],
-                mtu: 1500,
-            },
-        )],
-    }));
+    let mut sw = switch_on(&geneve_ports(), "priority=0,actions=drop");
     // OVN's option, as ovn-controller maps it.
     sw.apply_tlv_mod(&TableMod {
         command: CMD_ADD,
-        maps: vec![TlvMap {
-            class: 0x0102,
-            ty: 0x80,
-            len: 4,
-            index: 0,
-        }],
+        maps: vec![TlvMap::new(0x0102, 0x80, 4, 0)],
     })
     .expect("tlv map");
     for f in [
