@@ -12,8 +12,9 @@
 //! emptied every 32 frames) before the ports send them (a sink that only
 //! counted would leave plain forwarding no work at all past the lookup). Frames of 512 bytes (inner). Prints `bench: tunnel.plain_mpps`,
 //! `tunnel.encap_mpps`, `tunnel.decap_mpps`, `tunnel.encap_vs_plain` and
-//! `tunnel.decap_vs_plain` (medians of 21 interleaved rounds, the order
-//! turning from round to round). Run with
+//! `tunnel.decap_vs_plain` (medians of 21 rounds; within a round the
+//! three modes take turns every 65536 packets, the order turning, so a
+//! machine whose speed drifts slows them alike). Run with
 //! `cargo bench -p megaflow --bench tunnel`.
 
 use std::sync::Arc;
@@ -100,66 +101,119 @@ fn datapath(mode: Mode) -> Datapath {
     dp
 }
 
-/// Packets per second of `PACKETS` through a datapath in `mode`.
-fn forward(mode: Mode, seed: u64) -> f64 {
-    let mut dp = datapath(mode);
-    let mut rng = SplitMix64::new(seed);
-    // What the far endpoint sends, for decap.
-    let back = {
-        let mut o = outer();
-        o.ip = OuterIp::V4 {
-            src: [198, 19, 0, 2],
-            dst: [198, 19, 0, 1],
-        };
-        o
-    };
-    let frames: Vec<Vec<u8>> = (0..FRAMES)
-        .map(|_| {
-            let f = frame(rng.below(FLOWS), rng.below(256));
-            if mode == Mode::Decap {
-                let mut v = Vec::new();
-                back.encap(&f, rng.next_u64() as u32, &mut v)
-                    .expect("encap");
-                v
-            } else {
-                f
-            }
-        })
-        .collect();
-    let ports = [(VXLAN_PORT, Kind::Vxlan)];
-    let mut buf = Vec::with_capacity(2048);
-    let mut sink = TxSink {
-        arena: Vec::with_capacity(64 * 1024),
-        frames: 0,
-        outputs: 0,
-        bytes: 0,
-    };
-    let started = Instant::now();
-    for i in 0..PACKETS {
-        let f = &frames[i % FRAMES];
-        let now = Timestamp(i as u64);
-        buf.clear();
-        let r = match mode {
-            Mode::Decap => {
-                let d = decap(f, &ports)
-                    .expect("well formed")
-                    .expect("a tunnel packet");
-                buf.extend_from_slice(&f[d.inner..]);
-                let tun = TunnelKey::of(&d);
-                dp.process_tunneled(now, TUNNEL, &tun, &mut buf, &mut sink)
-            }
-            _ => {
-                buf.extend_from_slice(f);
-                dp.process(now, PortNo(1), &mut buf, &mut sink)
-            }
-        };
-        assert!(matches!(r, Lookup::Hit(_)), "every packet hits");
-    }
-    let secs = started.elapsed().as_secs_f64();
-    assert_eq!(sink.outputs, PACKETS as u64);
-    std::hint::black_box(sink.bytes);
-    PACKETS as f64 / secs
+/// One mode's datapath, frames and transmit arena.
+struct Lane {
+    mode: Mode,
+    dp: Datapath,
+    frames: Vec<Vec<u8>>,
+    buf: Vec<u8>,
+    sink: TxSink,
+    next: usize,
+    secs: f64,
+    packets: usize,
 }
+
+impl Lane {
+    fn new(mode: Mode, seed: u64) -> Lane {
+        let mut rng = SplitMix64::new(seed);
+        // What the far endpoint sends, for decap.
+        let back = {
+            let mut o = outer();
+            o.ip = OuterIp::V4 {
+                src: [198, 19, 0, 2],
+                dst: [198, 19, 0, 1],
+            };
+            o
+        };
+        let frames = (0..FRAMES)
+            .map(|_| {
+                let f = frame(rng.below(FLOWS), rng.below(256));
+                if mode == Mode::Decap {
+                    let mut v = Vec::new();
+                    back.encap(&f, rng.next_u64() as u32, &mut v)
+                        .expect("encap");
+                    v
+                } else {
+                    f
+                }
+            })
+            .collect();
+        Lane {
+            mode,
+            dp: datapath(mode),
+            frames,
+            buf: Vec::with_capacity(2048),
+            sink: TxSink {
+                arena: Vec::with_capacity(64 * 1024),
+                frames: 0,
+                outputs: 0,
+                bytes: 0,
+            },
+            next: 0,
+            secs: 0.0,
+            packets: 0,
+        }
+    }
+
+    /// `n` packets through, timed.
+    fn run(&mut self, n: usize) {
+        let ports = [(VXLAN_PORT, Kind::Vxlan)];
+        let started = Instant::now();
+        for _ in 0..n {
+            let i = self.next;
+            self.next += 1;
+            let f = &self.frames[i % FRAMES];
+            let now = Timestamp(i as u64);
+            self.buf.clear();
+            let r = match self.mode {
+                Mode::Decap => {
+                    let d = decap(f, &ports)
+                        .expect("well formed")
+                        .expect("a tunnel packet");
+                    self.buf.extend_from_slice(&f[d.inner..]);
+                    let tun = TunnelKey::of(&d);
+                    self.dp
+                        .process_tunneled(now, TUNNEL, &tun, &mut self.buf, &mut self.sink)
+                }
+                _ => {
+                    self.buf.extend_from_slice(f);
+                    self.dp
+                        .process(now, PortNo(1), &mut self.buf, &mut self.sink)
+                }
+            };
+            assert!(matches!(r, Lookup::Hit(_)), "every packet hits");
+        }
+        self.secs += started.elapsed().as_secs_f64();
+        self.packets += n;
+    }
+
+    fn rate(&self) -> f64 {
+        assert_eq!(self.sink.outputs, self.packets as u64);
+        std::hint::black_box(self.sink.bytes);
+        self.packets as f64 / self.secs
+    }
+}
+
+/// Packets per second of `PACKETS` through each mode's datapath, the
+/// modes taking turns every [`SLICE`] packets (a machine whose speed
+/// drifts slows all three alike).
+fn forward(seed: u64) -> [f64; 3] {
+    let mut lanes = [Mode::Plain, Mode::Encap, Mode::Decap].map(|m| Lane::new(m, seed));
+    for l in &mut lanes {
+        l.run(FRAMES); // warm the caches
+        (l.secs, l.packets) = (0.0, 0);
+        l.sink.outputs = 0;
+    }
+    for turn in 0..PACKETS / SLICE {
+        for k in 0..3 {
+            lanes[(k + turn) % 3].run(SLICE);
+        }
+    }
+    lanes.map(|l| l.rate())
+}
+
+/// Packets a mode runs before the next takes its turn.
+const SLICE: usize = 65536;
 
 /// Frames of a batch before the ports send them.
 const BATCH: usize = 32;
@@ -222,19 +276,14 @@ fn main() {
             _ => Mode::Plain,
         };
         for round in 0..ROUNDS as u64 {
-            eprintln!("{m}: {:.2} Mpps", forward(mode, round) / 1e6);
+            let mut l = Lane::new(mode, round);
+            l.run(PACKETS);
+            eprintln!("{m}: {:.2} Mpps", l.rate() / 1e6);
         }
         return;
     }
     for round in 0..ROUNDS as u64 {
-        // The order turns each round, so none is always first (or last)
-        // on a machine whose speed drifts.
-        let mut got = [0.0; 3];
-        for i in 0..3 {
-            let m = (i + round as usize) % 3;
-            let mode = [Mode::Plain, Mode::Encap, Mode::Decap][m];
-            got[m] = forward(mode, round);
-        }
+        let got = forward(round);
         let [p, e, d] = got;
         eprintln!(
             "round {round}: plain {:.2} Mpps, encap {:.2} Mpps, decap {:.2} Mpps",

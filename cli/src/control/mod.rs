@@ -187,10 +187,11 @@ pub fn megaflows_filtered<O: FlowOffload, D: Datapaths>(
         Some(SortKey::Bytes) => flows.sort_by_key(|(d, _)| std::cmp::Reverse(d.stats.bytes)),
         None => {}
     }
+    let tlv = pipeline.bridge().tlv().clone();
     flows
         .iter()
         .map(|(d, off)| {
-            let m = ofproto::text::format_match(&d.matched);
+            let m = ofproto::text::format_match_in(&d.matched, &tlv);
             let used = if d.stats.used == Timestamp::NEVER {
                 json!("never")
             } else {
