@@ -292,7 +292,7 @@ fn check_inside_netns() {
     // decap cases, which send from the uplink this check has no veth for.
     assert_eq!(
         result.report.skipped(),
-        8,
+        9,
         "only the ENOSPC, restore and decap cases: {result}"
     );
     for c in result

@@ -173,6 +173,49 @@ pub fn action_decap_vxlan<D: Device>(dev: &D) {
     assert_eq!(got.bytes, inner, "the inner frame");
 }
 
+/// The outer IPv4/UDP fields of a decap rule (to UDP `port`, not a
+/// fragment) and the inner destination MAC 3: (mask, value).
+fn decap_match(port: u16) -> (Buf, Buf) {
+    let mask = buf()
+        .with(PrmField::OuterEthertype, 0xffff)
+        .with(PrmField::OuterIpVersion, 4)
+        .with(PrmField::OuterIpProtocol, 0xff)
+        .with(PrmField::OuterFrag, 1)
+        .with(PrmField::OuterUdpDport, 0xffff)
+        .with(PrmField::InnerDmac, 0xffff_ffff_ffff);
+    let value = buf()
+        .with(PrmField::OuterEthertype, 0x0800)
+        .with(PrmField::OuterIpVersion, 4)
+        .with(PrmField::OuterIpProtocol, 17)
+        .with(PrmField::OuterUdpDport, u128::from(port))
+        .with(PrmField::InnerDmac, u128::from(mac(3)));
+    (mask, value)
+}
+
+/// A rule on `p.t1` that decapsulates what `mask`/`value` match to VF 2.
+fn decap_rule<D: Device>(dev: &D, p: &Pipe, mask: &Buf, value: &Buf) {
+    let m = matcher(dev, p.t1, 0, mask);
+    let decap_a = action(dev, p.d, decap_spec());
+    let out = to_vport(dev, p.d, dev.vf(2));
+    rule(dev, m, value, &[decap_a, out]);
+}
+
+/// `inner` through the header `o` from the remote endpoint 198.19.0.2 to
+/// the local one (DF clear).
+fn from_remote(mut o: Outer, inner: &[u8]) -> Vec<u8> {
+    o.df = false;
+    o.ip = OuterIp::V4 {
+        src: [198, 19, 0, 2],
+        dst: [198, 19, 0, 1],
+    };
+    let mut v = Vec::new();
+    Encap::new(o)
+        .expect("header")
+        .encap_into(inner, 99, &mut v)
+        .expect("encap");
+    v
+}
+
 /// A decap rule as the offload manager builds one for a tunnel port's
 /// megaflow: the outer IPv4/UDP headers to port 4789, not a fragment, the
 /// VXLAN VNI, and the *inner* destination MAC. Only a frame with that VNI
@@ -181,40 +224,15 @@ pub fn action_decap_vxlan<D: Device>(dev: &D) {
 /// and the frame inside it).
 pub fn match_vxlan_vni_and_inner<D: Device>(dev: &D) {
     let p = pipe(dev);
-    let mask = buf()
-        .with(PrmField::OuterEthertype, 0xffff)
-        .with(PrmField::OuterIpVersion, 4)
-        .with(PrmField::OuterIpProtocol, 0xff)
-        .with(PrmField::OuterFrag, 1)
-        .with(PrmField::OuterUdpDport, 0xffff)
-        .with(PrmField::MiscVxlanVni, 0xff_ffff)
-        .with(PrmField::InnerDmac, 0xffff_ffff_ffff);
-    let m = matcher(dev, p.t1, 0, &mask);
-    let value = buf()
-        .with(PrmField::OuterEthertype, 0x0800)
-        .with(PrmField::OuterIpVersion, 4)
-        .with(PrmField::OuterIpProtocol, 17)
-        .with(PrmField::OuterUdpDport, u128::from(VXLAN_PORT))
-        .with(PrmField::MiscVxlanVni, 4242)
-        .with(PrmField::InnerDmac, u128::from(mac(3)));
-    let decap_a = action(dev, p.d, decap_spec());
-    let out = to_vport(dev, p.d, dev.vf(2));
-    rule(dev, m, &value, &[decap_a, out]);
+    let (mask, value) = decap_match(VXLAN_PORT);
+    let mask = mask.with(PrmField::MiscVxlanVni, 0xff_ffff);
+    let value = value.with(PrmField::MiscVxlanVni, 4242);
+    decap_rule(dev, &p, &mask, &value);
     let wire = |vni: u32, to: u64| {
         let mut o = vxlan();
         o.vni = vni;
-        o.df = false;
-        o.ip = OuterIp::V4 {
-            src: [198, 19, 0, 2],
-            dst: [198, 19, 0, 1],
-        };
         let inner = frame_to(to, 100);
-        let mut v = Vec::new();
-        Encap::new(o)
-            .expect("header")
-            .encap_into(&inner, 99, &mut v)
-            .expect("encap");
-        (v, inner)
+        (from_remote(o, &inner), inner)
     };
     let (good, inner) = wire(4242, mac(3));
     let got = one(dev, p.d, Vport::UPLINK, &good);
@@ -228,6 +246,50 @@ pub fn match_vxlan_vni_and_inner<D: Device>(dev: &D) {
         assert_ne!(got.egress, Egress::Vport(dev.vf(2)), "{what} missed");
         assert_eq!(got.bytes, f, "{what}: untouched");
     }
+}
+
+/// A Geneve decap rule as the offload manager builds one: the outer
+/// IPv4/UDP headers to port 6081, not a fragment, the Geneve VNI, an
+/// Ethernet payload, *no options* (`geneve_opt_len` 0: this backend does
+/// not program the flex parser that reads them) and the inner destination
+/// MAC. A frame without options is decapsulated; the same frame carrying an
+/// option misses, untouched, for software to read its options.
+pub fn match_geneve_vni_without_options<D: Device>(dev: &D) {
+    use megaflow::tunnel::{GeneveOpt, GENEVE_ETH, GENEVE_PORT};
+    let p = pipe(dev);
+    let (mask, value) = decap_match(GENEVE_PORT);
+    let mask = mask
+        .with(PrmField::MiscGeneveVni, 0xff_ffff)
+        .with(PrmField::MiscGeneveProtocolType, 0xffff)
+        .with(PrmField::MiscGeneveOptLen, 0x3f);
+    let value = value
+        .with(PrmField::MiscGeneveVni, 5000)
+        .with(PrmField::MiscGeneveProtocolType, u128::from(GENEVE_ETH));
+    decap_rule(dev, &p, &mask, &value);
+    let inner = frame_to(mac(3), 100);
+    let wire = |opts: Vec<GeneveOpt>| {
+        let mut o = vxlan();
+        o.kind = Kind::Geneve;
+        o.udp_dst = GENEVE_PORT;
+        o.vni = 5000;
+        o.opts = opts;
+        from_remote(o, &inner)
+    };
+    let got = one(dev, p.d, Vport::UPLINK, &wire(Vec::new()));
+    assert_eq!(
+        got.egress,
+        Egress::Vport(dev.vf(2)),
+        "no options: decapsulated"
+    );
+    assert_eq!(got.bytes, inner, "the inner frame");
+    let with = wire(vec![GeneveOpt {
+        class: 0x0102,
+        ty: 0x80,
+        data: vec![0, 0, 0xab, 0xcd],
+    }]);
+    let got = one(dev, p.d, Vport::UPLINK, &with);
+    assert_ne!(got.egress, Egress::Vport(dev.vf(2)), "an option: missed");
+    assert_eq!(got.bytes, with, "an option: untouched");
 }
 
 /// dest_array with an encap in front of one destination

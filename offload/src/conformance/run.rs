@@ -93,6 +93,7 @@ cases!(
     action_encap_vxlan,
     action_decap_vxlan,
     match_vxlan_vni_and_inner,
+    match_geneve_vni_without_options,
     action_dest_array_encap,
     counters_exact_under_random_traffic,
     meter_rate_conformance,
