@@ -48,6 +48,7 @@ pub mod openflow;
 mod ports;
 mod run;
 pub mod sflow;
+mod supervise;
 pub mod tls;
 mod underlay;
 mod upcall;
@@ -466,6 +467,8 @@ pub struct Daemon<B: Device = SimBackend> {
     /// queue's receiving end until the exporter takes it.
     samples: Option<Arc<sflow::SampleQueue>>,
     sample_rx: Option<Receiver<sflow::SampledPacket>>,
+    /// Watches the threads forwarding depends on.
+    supervisor: Arc<supervise::Supervisor>,
 }
 
 /// What [`Daemon::stop`] found and did.
@@ -551,6 +554,7 @@ impl<B: Device> Daemon<B> {
             upcall_channel(limits.upcall_queue, limits.upcall_rate, limits.upcall_burst);
         let handler_tx: Arc<Mutex<BTreeMap<PortNo, Box<dyn Port>>>> = Arc::default();
         let (packet_ins, packet_in_rx) = PacketIns::new(PACKET_IN_QUEUE);
+        let supervisor = Arc::new(supervise::Supervisor::default());
         let mut rx_threads = Vec::new();
         let mut threads = Vec::new();
         let mut rx_cmds = Vec::with_capacity(n);
@@ -575,7 +579,7 @@ impl<B: Device> Daemon<B> {
                 samples: samples.clone(),
                 shared_tx: Arc::clone(&handler_tx),
             };
-            rx_threads.push(spawn(&format!("esw-dp{index}"), move || rx.run())?);
+            rx_threads.push(supervisor.spawn(&format!("esw-dp{index}"), move || rx.run())?);
         }
         drop(gate);
         // The device's slow-path queue (the `verbs` port), on the first
@@ -597,7 +601,7 @@ impl<B: Device> Daemon<B> {
             let link = lock(&core)
                 .handler_link(h)
                 .ok_or_else(|| anyhow!("the datapaths take no commands from handlers"))?;
-            threads.push(spawn(&format!("esw-handler{h}"), move || {
+            threads.push(supervisor.spawn(&format!("esw-handler{h}"), move || {
                 let ends = HandlerEnds {
                     core: &c,
                     bridge: &b,
@@ -615,7 +619,7 @@ impl<B: Device> Daemon<B> {
             let _ = live_metrics.sflow.set(Arc::clone(q));
         }
         let m = Arc::clone(&live_metrics);
-        threads.push(spawn("esw-revalidator", move || {
+        threads.push(supervisor.spawn("esw-revalidator", move || {
             revalidator(&c, clock, &s, every, &m)
         })?);
         info!(
@@ -643,7 +647,15 @@ impl<B: Device> Daemon<B> {
             metrics: live_metrics,
             samples,
             sample_rx,
+            supervisor,
         })
+    }
+
+    /// Tells `notify` of a datapath thread, handler or revalidator that
+    /// panicked (with the thread's name and message), and of one that did
+    /// before this call.
+    pub fn on_thread_failure(&self, notify: impl Fn(String) + Send + 'static) {
+        self.supervisor.notify(notify);
     }
 
     /// The send side of the open ports.

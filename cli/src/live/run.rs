@@ -33,6 +33,8 @@ enum Event {
     PortCmd(control::Request, mpsc::Sender<control::Response>),
     Stop(&'static str),
     Failed(String),
+    /// A thread forwarding depends on panicked.
+    ThreadFailed(String),
 }
 
 /// How long the control socket waits for the main thread to add or
@@ -101,6 +103,10 @@ pub fn run_on<B: crate::switch::Device>(
     let sflow = daemon.sflow_exporter(cfg)?;
     let (core, clock, conns) = (daemon.core(), daemon.clock(), of.board());
     let (tx, events) = mpsc::channel();
+    let failed = tx.clone();
+    daemon.on_thread_failure(move |msg| {
+        let _ = failed.send(Event::ThreadFailed(msg));
+    });
     let main = tx.clone();
     let ctl = server.serve(move |req| {
         if matches!(
@@ -180,7 +186,16 @@ pub fn run_on<B: crate::switch::Device>(
                 break;
             }
             Event::Failed(e) => {
-                error!("representor tracking failed: {e}");
+                let e = format!("representor tracking failed: {e}");
+                error!("{e}");
+                failure = Some(e);
+                break;
+            }
+            Event::ThreadFailed(e) => {
+                // A switch with a dead datapath thread drops its ports'
+                // traffic while looking alive: stop, for the service
+                // manager to restart it.
+                error!("{e}: stopping");
                 failure = Some(e);
                 break;
             }
@@ -213,7 +228,7 @@ pub fn run_on<B: crate::switch::Device>(
         "stopped: every rule removed, the device is empty"
     );
     match failure {
-        Some(e) => Err(anyhow::anyhow!("representor tracking failed: {e}")),
+        Some(e) => Err(anyhow::anyhow!("{e}")),
         None => Ok(report),
     }
 }

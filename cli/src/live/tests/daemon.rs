@@ -628,3 +628,58 @@ fn frames_cross_from_one_datapath_thread_to_another() {
     drop(core);
     d.stop().expect("stop");
 }
+
+/// A port whose driver panics on receive.
+struct PanicPort;
+
+impl megaflow::port::Port for PanicPort {
+    fn name(&self) -> &str {
+        "broken"
+    }
+    fn recv_batch(
+        &mut self,
+        _: &mut megaflow::port::PacketBatch,
+    ) -> Result<usize, megaflow::port::PortError> {
+        panic!("driver bug in recv");
+    }
+    fn send_batch(
+        &mut self,
+        pkts: &[&[u8]],
+        _: megaflow::Timestamp,
+    ) -> Result<usize, megaflow::port::PortError> {
+        Ok(pkts.len())
+    }
+    fn stats(&self) -> megaflow::port::PortStats {
+        megaflow::port::PortStats::default()
+    }
+}
+
+struct PanicFactory;
+
+impl PortFactory for PanicFactory {
+    fn open(&self, name: &str) -> anyhow::Result<OpenedPort> {
+        Ok(OpenedPort {
+            rx: Box::new(PanicPort),
+            tx: Box::new(MemoryPort::with_capacity(format!("{name}-tx"), 16)),
+            kind: "memory".to_string(),
+        })
+    }
+}
+
+#[test]
+fn a_datapath_thread_that_panics_is_reported_by_name_and_the_daemon_still_stops_clean() {
+    let mut d =
+        Daemon::start(&config(), &flows(), Arc::new(PanicFactory), limits()).expect("start");
+    let (tx, rx) = std::sync::mpsc::channel();
+    d.on_thread_failure(move |m| {
+        let _ = tx.send(m);
+    });
+    d.apply(&PortEvent::Added(rep(10, "vm1", 0)));
+    let msg = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the panic reported");
+    assert_eq!(msg, "thread esw-dp0 panicked: driver bug in recv");
+    // What `eswitchd run` then does: stop, the device emptied.
+    let report = d.stop().expect("stops");
+    assert_eq!(report.megaflows, 0, "{report:?}");
+}
