@@ -276,6 +276,24 @@ pub fn encode_snapshot(
             (labels(&[("reason", "queue_full")]), c.upcall_drops_full),
         ],
     );
+    counters(
+        &mut reg,
+        "tunnel_rx_packets",
+        "Frames from an uplink decapsulated in software, entering on a tunnel port (the device's decap counts in its rules)",
+        &[(Vec::new(), c.tunnel_rx)],
+    );
+    counters(
+        &mut reg,
+        "tunnel_dropped_packets",
+        "Tunnel frames for a local endpoint dropped at receive, by reason, and encapsulated copies over the uplink's MTU (too_big)",
+        &[
+            (labels(&[("reason", "fragment")]), c.tunnel_drop_fragment),
+            (labels(&[("reason", "malformed")]), c.tunnel_drop_malformed),
+            (labels(&[("reason", "unknown_vni")]), c.tunnel_drop_unknown_vni),
+            (labels(&[("reason", "bad_option")]), c.tunnel_drop_bad_option),
+            (labels(&[("reason", "too_big")]), c.tunnel_too_big),
+        ],
+    );
     let mut by_state: BTreeMap<&str, i64> = [
         "new",
         "installed",

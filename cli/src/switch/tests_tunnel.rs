@@ -425,6 +425,27 @@ fn a_geneve_option_is_read_at_receive_and_carried_at_encap_by_the_tlv_table() {
     );
     assert_eq!(rec.out.len(), 30);
     assert_eq!(sw.counters().tunnel_drop_bad_option, 2);
+    // And in a scrape, by reason.
+    use crate::live::metrics::{encode_snapshot, LiveMetrics, Snapshot};
+    let text =
+        encode_snapshot(&Snapshot::of(&sw), &[], &LiveMetrics::default(), "sim").expect("scrape");
+    for (series, want) in [
+        (
+            "eswitch_tunnel_dropped_packets_total{reason=\"bad_option\"} ",
+            "2",
+        ),
+        (
+            "eswitch_tunnel_dropped_packets_total{reason=\"unknown_vni\"} ",
+            "0",
+        ),
+        // The 30 delivered and the one of another value (no rule).
+        ("eswitch_tunnel_rx_packets_total ", "31"),
+    ] {
+        assert!(
+            text.contains(&format!("{series}{want}\n")),
+            "{series}{want} in:\n{text}"
+        );
+    }
     // The other way: the header carries the option set_field wrote.
     let mut rec = Rec::default();
     sw.receive(at(50), &[(PortNo(1), &pkt[..])], &mut rec);
