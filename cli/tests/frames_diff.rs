@@ -167,7 +167,9 @@ fn through_ovs(ovs: &Ovs, pcaps: &BTreeMap<u32, PathBuf>, c: &Case) -> String {
     render(&out)
 }
 
-/// Receives on `eth0` for `secs`, printing each frame that came in as
+/// Receives on `eth0` for `secs` from the line "go" on its input (every
+/// port's capture starts its time together, however long the others took
+/// to start on a loaded machine), printing each frame that came in as
 /// hex, its VLAN tag (taken out by the kernel) put back.
 const CAPTURE: &str = r#"
 import select, socket, struct, sys, time
@@ -175,6 +177,7 @@ s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
 s.setsockopt(263, 8, 1)  # SOL_PACKET, PACKET_AUXDATA
 s.bind(("eth0", 0))
 print("ready", flush=True)
+sys.stdin.readline()
 end = time.time() + float(sys.argv[1])
 while True:
     left = end - time.time()
@@ -212,7 +215,7 @@ fn through_eswitchd(lab: &LiveLab, target: &str, c: &Case) -> String {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &lab.ns(&format!("vm{p}"))])
             .args(["python3", "-c", CAPTURE, &secs])
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -222,6 +225,11 @@ fn through_eswitchd(lab: &LiveLab, target: &str, c: &Case) -> String {
         let mut first = [0u8; 6];
         let _ = std::io::Read::read_exact(&mut out, &mut first);
         caps.push((p, child, out));
+    }
+    for (_, child, _) in &mut caps {
+        if let Some(mut go) = child.stdin.take() {
+            let _ = std::io::Write::write_all(&mut go, b"go\n");
+        }
     }
     let hex: String = c.packet.iter().map(|b| format!("{b:02x}")).collect();
     // One at a time: the second meets the megaflow the first made.
