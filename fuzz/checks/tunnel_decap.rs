@@ -11,7 +11,8 @@
 //! Input: arbitrary bytes, as one Ethernet frame.
 
 use megaflow::tunnel::{
-    decap, GeneveOpt, Kind, OptionMap, OptionSlot, Outer, OuterIp, GENEVE_PORT, VXLAN_PORT,
+    decap, write_options, GeneveOpt, Kind, OptionMap, OptionSlot, Outer, OuterIp, GENEVE_PORT,
+    VXLAN_PORT,
 };
 
 /// OVN's option (4 bytes, critical) as `tun_metadata0` and an 8-byte one
@@ -30,12 +31,7 @@ fn option_map() -> OptionMap {
 /// Options written back into raw bytes, as a Geneve header carries them.
 fn raw(opts: &[GeneveOpt]) -> Vec<u8> {
     let mut v = Vec::new();
-    for o in opts {
-        v.extend_from_slice(&o.class.to_be_bytes());
-        v.push(o.ty);
-        v.push((o.data.len() / 4) as u8);
-        v.extend_from_slice(&o.data);
-    }
+    write_options(opts, &mut v);
     v
 }
 

@@ -252,12 +252,7 @@ impl Outer {
                 out.push(if crit { 0x40 } else { 0 });
                 out.extend_from_slice(&GENEVE_ETH.to_be_bytes());
                 out.extend_from_slice(&(self.vni << 8).to_be_bytes());
-                for o in &self.opts {
-                    out.extend_from_slice(&o.class.to_be_bytes());
-                    out.push(o.ty);
-                    out.push((o.data.len() / 4) as u8 & 0x1f);
-                    out.extend_from_slice(&o.data);
-                }
+                write_options(&self.opts, out);
             }
         }
     }
@@ -501,24 +496,36 @@ pub struct Decapped {
 impl Decapped {
     /// The Geneve options of `pkt`, the packet this was read from.
     pub fn options(&self, pkt: &[u8]) -> Vec<GeneveOpt> {
-        let mut out = Vec::new();
-        let Some(b) = pkt.get(self.opts.clone()) else {
-            return out;
-        };
-        let mut at = 0;
-        while at + 4 <= b.len() {
-            let n = usize::from(b[at + 3] & 0x1f) * 4;
-            let Some(data) = b.get(at + 4..at + 4 + n) else {
-                break;
-            };
-            out.push(GeneveOpt {
-                class: be16(b, at),
-                ty: b[at + 2],
+        raw_options(pkt.get(self.opts.clone()).unwrap_or(&[]))
+            .map(|(class, ty, data)| GeneveOpt {
+                class,
+                ty,
                 data: data.to_vec(),
-            });
-            at += 4 + n;
-        }
-        out
+            })
+            .collect()
+    }
+}
+
+/// Each option of the raw Geneve options `b` as (class, type, data), up to
+/// the first that does not fit.
+fn raw_options(b: &[u8]) -> impl Iterator<Item = (u16, u8, &[u8])> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let n = usize::from(*b.get(at + 3)? & 0x1f) * 4;
+        let data = b.get(at + 4..at + 4 + n)?;
+        let opt = (be16(b, at), b[at + 2], data);
+        at += 4 + n;
+        Some(opt)
+    })
+}
+
+/// `opts` as a Geneve header carries them.
+pub fn write_options(opts: &[GeneveOpt], out: &mut Vec<u8>) {
+    for o in opts {
+        out.extend_from_slice(&o.class.to_be_bytes());
+        out.push(o.ty);
+        out.push((o.data.len() / 4) as u8 & 0x1f);
+        out.extend_from_slice(&o.data);
     }
 }
 
@@ -684,14 +691,18 @@ impl OptionSlot {
         8 * (TUN_OPT_SPACE as u32 - u32::from(self.offset) - u32::from(self.len))
     }
 
-    /// The option's bits in `tun_opts`.
-    pub fn mask(&self) -> u128 {
-        let ones = if self.len as usize >= TUN_OPT_SPACE {
+    /// Every bit of the option's own value (`len` bytes).
+    pub fn ones(&self) -> u128 {
+        if self.len as usize >= TUN_OPT_SPACE {
             u128::MAX
         } else {
             (1u128 << (8 * u32::from(self.len))) - 1
-        };
-        ones << self.shift()
+        }
+    }
+
+    /// The option's bits in `tun_opts`.
+    pub fn mask(&self) -> u128 {
+        self.ones() << self.shift()
     }
 
     /// The presence bit in `tun_md_present`.
@@ -733,17 +744,8 @@ impl OptionMap {
         OptionMap { slots }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
     pub fn slots(&self) -> &[OptionSlot] {
         &self.slots
-    }
-
-    /// The slot of `tun_metadata<index>`.
-    pub fn slot(&self, index: u8) -> Option<&OptionSlot> {
-        self.slots.iter().find(|s| s.index == index)
     }
 
     /// The key's `(tun_opts, tun_md_present)` of the raw Geneve options
@@ -752,13 +754,8 @@ impl OptionMap {
     /// one, is an error; other unmapped options are ignored.
     pub fn read(&self, raw: &[u8]) -> Result<(u128, u64), OptionError> {
         let (mut opts, mut present) = (0u128, 0u64);
-        let mut at = 0;
-        while at + 4 <= raw.len() {
-            let (class, ty) = (be16(raw, at), raw[at + 2]);
-            let n = usize::from(raw[at + 3] & 0x1f) * 4;
-            let Some(data) = raw.get(at + 4..at + 4 + n) else {
-                break;
-            };
+        for (class, ty, data) in raw_options(raw) {
+            let n = data.len();
             match self.slots.iter().find(|s| (s.class, s.ty) == (class, ty)) {
                 Some(s) if usize::from(s.len) == n => {
                     let v = data.iter().fold(0u128, |a, b| (a << 8) | u128::from(*b));
@@ -776,7 +773,6 @@ impl OptionMap {
                 None if ty & 0x80 != 0 => return Err(OptionError::UnknownCritical { class, ty }),
                 None => {}
             }
-            at += 4 + n;
         }
         Ok((opts, present))
     }

@@ -340,9 +340,7 @@ impl Bridge {
         if dropped & self.tlv_in_use() != 0 {
             return Err(err::INVALID_TLV_DEL);
         }
-        let before = self.tlv.clone();
-        self.tlv.apply(m)?;
-        if self.tlv != before {
+        if self.tlv.apply(m)? {
             self.tlv_changes += 1;
         }
         Ok(())

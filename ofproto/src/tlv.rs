@@ -43,6 +43,16 @@ pub static EMPTY: TlvTable = TlvTable {
     maps: BTreeMap::new(),
 };
 
+fn slot_of(m: &TlvMap, offset: u8) -> OptionSlot {
+    OptionSlot {
+        index: m.index as u8,
+        class: m.class,
+        ty: m.ty,
+        offset,
+        len: m.len,
+    }
+}
+
 impl TlvTable {
     /// The mappings, by index.
     pub fn maps(&self) -> impl Iterator<Item = &TlvMap> + '_ {
@@ -56,19 +66,17 @@ impl TlvTable {
 
     /// Where `tun_metadata<index>` sits in the key.
     pub fn slot(&self, index: u16) -> Option<OptionSlot> {
-        let (m, offset) = self.maps.get(&index)?;
-        Some(OptionSlot {
-            index: m.index as u8,
-            class: m.class,
-            ty: m.ty,
-            offset: *offset,
-            len: m.len,
-        })
+        self.maps.get(&index).map(|(m, offset)| slot_of(m, *offset))
+    }
+
+    /// Every mapping's place in the key, by index.
+    pub fn slots(&self) -> impl Iterator<Item = OptionSlot> + '_ {
+        self.maps.values().map(|(m, offset)| slot_of(m, *offset))
     }
 
     /// The table as the datapath applies it.
     pub fn option_map(&self) -> OptionMap {
-        OptionMap::new(self.maps.keys().filter_map(|&i| self.slot(i)).collect())
+        OptionMap::new(self.slots().collect())
     }
 
     /// Bytes the mappings take.
@@ -90,8 +98,9 @@ impl TlvTable {
     }
 
     /// Applies a mod, all or nothing; the error is the one Open vSwitch
-    /// answers.
-    pub fn apply(&mut self, m: &TableMod) -> Result<(), OfpError> {
+    /// answers. True when the table changed (a DELETE of what is not
+    /// mapped does not change it).
+    pub fn apply(&mut self, m: &TableMod) -> Result<bool, OfpError> {
         if m.command > CMD_CLEAR {
             return Err(err::BAD_COMMAND);
         }
@@ -124,8 +133,9 @@ impl TlvTable {
             }
             _ => next.maps.clear(),
         }
+        let changed = next != *self;
         *self = next;
-        Ok(())
+        Ok(changed)
     }
 
     /// The `NXT_TLV_TABLE_REPLY` of the table.
@@ -210,7 +220,7 @@ mod tests {
 mod placement {
     use super::*;
 
-    fn add(t: &mut TlvTable, index: u16, len: u8) -> Result<(), OfpError> {
+    fn add(t: &mut TlvTable, index: u16, len: u8) -> Result<bool, OfpError> {
         t.apply(&TableMod {
             command: CMD_ADD,
             maps: vec![TlvMap {

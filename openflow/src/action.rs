@@ -95,6 +95,32 @@ pub enum Action {
     },
 }
 
+/// The OXM a `what` action carries (set_field, reg_load2).
+fn action_oxm(b: &mut Reader<'_>, what: &'static str) -> Result<Oxm, ParseError> {
+    Oxm::parse(b, what).map_err(|e| match e {
+        ParseError::Invalid { detail, .. } => bad_action(13, format!("{what}: {detail}")),
+        other => bad_action(14, format!("{what}: {other}")),
+    })
+}
+
+/// Checks that a `what` action of `len` bytes is its `head` bytes of
+/// header and `oxm`, zero-padded to 8 (what `b` has left is the padding).
+fn padded_to(
+    b: &Reader<'_>,
+    what: &str,
+    oxm: &Oxm,
+    head: usize,
+    len: usize,
+) -> Result<(), ParseError> {
+    if b.rest().iter().any(|&x| x != 0) || len != (head + oxm.wire_len()).div_ceil(8) * 8 {
+        return Err(bad_action(
+            14,
+            format!("{what} {}: length {len}", oxm.name()),
+        ));
+    }
+    Ok(())
+}
+
 fn bad_action(code: u16, detail: String) -> ParseError {
     ParseError::Invalid {
         what: "action",
@@ -176,12 +202,7 @@ impl Action {
             }
             t::DEC_NW_TTL => fixed(8).map(|_| Action::DecNwTtl)?,
             t::SET_FIELD => {
-                let oxm = Oxm::parse(&mut b, "set_field").map_err(|e| match e {
-                    ParseError::Invalid { detail, .. } => {
-                        bad_action(13, format!("set_field: {detail}"))
-                    }
-                    other => bad_action(14, format!("set_field: {other}")),
-                })?;
+                let oxm = action_oxm(&mut b, "set_field")?;
                 if oxm.mask.is_some() {
                     return Err(bad_action(
                         15,
@@ -191,12 +212,7 @@ impl Action {
                         ),
                     ));
                 }
-                if b.rest().iter().any(|&x| x != 0) || len != (4 + oxm.wire_len()).div_ceil(8) * 8 {
-                    return Err(bad_action(
-                        14,
-                        format!("set_field {}: length {len}", oxm.name()),
-                    ));
-                }
+                padded_to(&b, "set_field", &oxm, 4, len)?;
                 Action::SetField(oxm)
             }
             t::EXPERIMENTER => {
@@ -231,20 +247,8 @@ impl Action {
                         }
                     }
                     nx::REG_LOAD2 => {
-                        let oxm = Oxm::parse(&mut b, "reg_load2").map_err(|e| match e {
-                            ParseError::Invalid { detail, .. } => {
-                                bad_action(13, format!("reg_load2: {detail}"))
-                            }
-                            other => bad_action(14, format!("reg_load2: {other}")),
-                        })?;
-                        if b.rest().iter().any(|&x| x != 0)
-                            || len != (10 + oxm.wire_len()).div_ceil(8) * 8
-                        {
-                            return Err(bad_action(
-                                14,
-                                format!("reg_load2 {}: length {len}", oxm.name()),
-                            ));
-                        }
+                        let oxm = action_oxm(&mut b, "reg_load2")?;
+                        padded_to(&b, "reg_load2", &oxm, 10, len)?;
                         Action::NxRegLoad2(oxm)
                     }
                     nx::REG_MOVE => {

@@ -233,15 +233,9 @@ pub fn match_from_wire(m: &OxmMatch, tlv: &TlvTable) -> Result<Match, OfpError> 
             }
             continue;
         }
-        if let Some(index) = tun_metadata_index(o.class, o.field) {
-            let slot = tun_metadata_slot(tlv, index)?;
-            let value = tun_metadata_bytes(&o.value, &slot, OfpError::new(BAD_MATCH, 7))?;
-            let mask = match &o.mask {
-                Some(m) => tun_metadata_bytes(m, &slot, OfpError::new(BAD_MATCH, 7))?,
-                None => slot_ones(&slot),
-            };
-            let name = format!("tun_metadata{index}");
-            b.apply_tun_metadata(&name, index, Some((value & mask, mask)))
+        if let Some((slot, value, mask)) = tun_metadata_oxm(o, tlv, OfpError::new(BAD_MATCH, 7))? {
+            let name = format!("tun_metadata{}", slot.index);
+            b.apply_tun_metadata(&name, slot.index, Some((value, mask)))
                 .map_err(|_| OfpError::new(BAD_MATCH, 10))?;
             continue;
         }
@@ -258,18 +252,42 @@ fn tun_metadata_slot(tlv: &TlvTable, index: u8) -> Result<OptionSlot, OfpError> 
         .ok_or(openflow::nx_tlv::err::INVALID_TLV_FIELD)
 }
 
-/// Every bit of a slot's option.
-fn slot_ones(slot: &OptionSlot) -> u128 {
-    slot.mask() >> slot.shift()
+/// A `tun_metadata<n>` OXM (`None`: another field) as its slot, value
+/// and mask in the option's own bits. Values are at most the option's
+/// length (Open vSwitch's clients send the fewest bytes that hold them);
+/// a longer one is `bad`.
+fn tun_metadata_oxm(
+    o: &Oxm,
+    tlv: &TlvTable,
+    bad: OfpError,
+) -> Result<Option<(OptionSlot, u128, u128)>, OfpError> {
+    let Some(index) = tun_metadata_index(o.class, o.field) else {
+        return Ok(None);
+    };
+    let slot = tun_metadata_slot(tlv, index)?;
+    let bytes = |b: &[u8]| {
+        if b.len() > usize::from(slot.len) {
+            return Err(bad);
+        }
+        Ok(be(b))
+    };
+    let value = bytes(&o.value)?;
+    let mask = match &o.mask {
+        Some(m) => bytes(m)?,
+        None => slot.ones(),
+    };
+    Ok(Some((slot, value & mask, mask)))
 }
 
-/// A `tun_metadata` value as sent (at most the option's length; Open
-/// vSwitch's clients send the fewest bytes that hold it).
-fn tun_metadata_bytes(b: &[u8], slot: &OptionSlot, bad: OfpError) -> Result<u128, OfpError> {
-    if b.len() > usize::from(slot.len) {
-        return Err(bad);
-    }
-    Ok(be(b))
+/// The (class, field) an NXM/OXM header names.
+fn header_parts(h: u32) -> (u16, u8) {
+    ((h >> 16) as u16, ((h >> 9) & 0x7f) as u8)
+}
+
+/// The `n` of a header naming `NXM_NX_TUN_METADATA<n>`.
+fn header_tun_metadata(h: u32) -> Option<u8> {
+    let (class, field) = header_parts(h);
+    tun_metadata_index(class, field)
 }
 
 /// Each [`WIRE`] entry's field definition and wire width and
@@ -293,7 +311,7 @@ pub fn match_to_wire(m: &Match, tlv: &TlvTable) -> OxmMatch {
     let key = m.key();
     let mut fields = Vec::new();
     let present = mask.field(F::TunMdPresent) as u64;
-    for slot in tlv.option_map().slots() {
+    for slot in tlv.slots() {
         if present & slot.present_bit() == 0 {
             continue;
         }
@@ -304,7 +322,7 @@ pub fn match_to_wire(m: &Match, tlv: &TlvTable) -> OxmMatch {
             class: N1,
             field: NX_TUN_METADATA0 + slot.index,
             value: to_be((key.field(F::TunOpts) & bits) >> slot.shift(), width),
-            mask: (mk != slot_ones(slot)).then(|| to_be(mk, width)),
+            mask: (mk != slot.ones()).then(|| to_be(mk, width)),
         });
     }
     let mut done: Vec<Field> = Vec::new();
@@ -390,7 +408,7 @@ pub fn wire_headers(list: HeaderList) -> Vec<u32> {
 
 /// The key field an NXM/OXM header names (as `load`/`move` use them).
 fn header_field(h: u32) -> Result<Field, OfpError> {
-    let (class, field) = ((h >> 16) as u16, ((h >> 9) & 0x7f) as u8);
+    let (class, field) = header_parts(h);
     wire_field(class, field)
         .filter(|wf| wf.conv == Plain || wf.key == F::VlanTci)
         .map(|wf| wf.key)
@@ -419,19 +437,9 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
         Action::SetField(o) | Action::NxRegLoad2(o)
             if tun_metadata_index(o.class, o.field).is_some() =>
         {
-            let index = o.field - NX_TUN_METADATA0;
-            let slot = tun_metadata_slot(tlv, index)?;
             let bad = OfpError::new(BAD_ACTION, 13);
-            let value = tun_metadata_bytes(&o.value, &slot, bad)?;
-            let mask = match &o.mask {
-                Some(m) => tun_metadata_bytes(m, &slot, bad)?,
-                None => slot_ones(&slot),
-            };
-            OfAction::SetTunMetadata {
-                slot,
-                value: value & mask,
-                mask,
-            }
+            let (slot, value, mask) = tun_metadata_oxm(o, tlv, bad)?.ok_or(bad)?;
+            OfAction::SetTunMetadata { slot, value, mask }
         }
         Action::NxRegLoad2(o) => {
             let (wf, v, m) = oxm_to_key(o).map_err(|_| OfpError::new(BAD_ACTION, 13))?;
@@ -449,8 +457,9 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             n_bits,
             dst,
             value,
-        } if tun_metadata_index((dst >> 16) as u16, ((dst >> 9) & 0x7f) as u8).is_some() => {
-            let slot = tun_metadata_slot(tlv, (((dst >> 9) & 0x7f) as u8) - NX_TUN_METADATA0)?;
+        } if header_tun_metadata(*dst).is_some() => {
+            let index = header_tun_metadata(*dst).unwrap_or_default();
+            let slot = tun_metadata_slot(tlv, index)?;
             let (value, mask) = reg_load_bits(*ofs, *n_bits, *value, 8 * u32::from(slot.len))?;
             OfAction::SetTunMetadata { slot, value, mask }
         }
@@ -707,22 +716,20 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             reg_load(field_header(*field)?, *value, *mask)?
         }
         OfAction::SetTunMetadata { slot, value, mask } => {
-            if *mask == slot_ones(slot) {
-                return Some(Action::SetField(Oxm {
-                    class: N1,
-                    field: NX_TUN_METADATA0 + slot.index,
-                    value: to_be(*value, usize::from(slot.len)),
-                    mask: None,
-                }));
-            }
-            // Masked: NXAST_REG_LOAD2, as Open vSwitch sends it.
             let width = usize::from(slot.len);
-            Action::NxRegLoad2(Oxm {
+            let whole = *mask == slot.ones();
+            let oxm = Oxm {
                 class: N1,
                 field: NX_TUN_METADATA0 + slot.index,
                 value: to_be(*value, width),
-                mask: Some(to_be(*mask, width)),
-            })
+                mask: (!whole).then(|| to_be(*mask, width)),
+            };
+            // Masked: NXAST_REG_LOAD2, as Open vSwitch sends it.
+            if whole {
+                Action::SetField(oxm)
+            } else {
+                Action::NxRegLoad2(oxm)
+            }
         }
         OfAction::Move { src, dst } => Action::NxRegMove {
             n_bits: u16::from(src.n_bits),

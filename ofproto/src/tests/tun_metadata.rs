@@ -121,12 +121,7 @@ fn flows_name_tun_metadata_as_the_table_maps_it_and_print_it_back() {
 /// A Geneve key as receive makes it with `b`'s table from `opts`.
 fn received(b: &Bridge, opts: &[GeneveOpt]) -> Result<FlowKey, OptionError> {
     let mut raw = Vec::new();
-    for o in opts {
-        raw.extend_from_slice(&o.class.to_be_bytes());
-        raw.push(o.ty);
-        raw.push((o.data.len() / 4) as u8);
-        raw.extend_from_slice(&o.data);
-    }
+    megaflow::tunnel::write_options(opts, &mut raw);
     let (opts, present) = b.tlv().option_map().read(&raw)?;
     let mut k = FlowKey::ZERO;
     k.set_in_port(u64::from(GENEVE.0));

@@ -411,7 +411,7 @@ fn set_field(name: &str, text: &str, tlv: &TlvTable) -> Result<OfAction, ParseEr
     };
     if let Some(index) = fields::tun_metadata_name(target) {
         let slot = fields::tun_metadata_slot(tlv, index, target)?;
-        let (value, mask) = fields::tun_metadata_value(v, slot.len, target)?;
+        let (value, mask) = fields::tun_metadata_value(v, &slot, target)?;
         return Ok(OfAction::SetTunMetadata { slot, value, mask });
     }
     let def = fields::field_def(target)
@@ -439,11 +439,11 @@ fn load(name: &str, text: &str, tlv: &TlvTable) -> Result<OfAction, ParseError> 
     if let Some(index) = dst
         .strip_prefix("NXM_NX_TUN_METADATA")
         .and_then(|r| r.strip_suffix("[]"))
-        .and_then(|n| fields::tun_metadata_name(&format!("tun_metadata{n}")))
+        .and_then(fields::tun_metadata_number)
     {
         // The whole option (a bit range of it is not supported).
         let slot = fields::tun_metadata_slot(tlv, index, dst)?;
-        let (value, mask) = fields::tun_metadata_value(v, slot.len, dst)?;
+        let (value, mask) = fields::tun_metadata_value(v, &slot, dst)?;
         return Ok(OfAction::SetTunMetadata { slot, value, mask });
     }
     let (range, writable) = fields::parse_subfield(dst)?;

@@ -513,9 +513,14 @@ impl Default for MatchBuilder<'static> {
 
 /// The `n` of a `tun_metadata<n>` name.
 pub(crate) fn tun_metadata_name(name: &str) -> Option<u8> {
-    let n = name.strip_prefix("tun_metadata")?;
+    tun_metadata_number(name.strip_prefix("tun_metadata")?)
+}
+
+/// `n` of 0..64 written without leading zeros (`tun_metadata<n>`,
+/// `NXM_NX_TUN_METADATA<n>`).
+pub(crate) fn tun_metadata_number(n: &str) -> Option<u8> {
     let i: u8 = n.parse().ok()?;
-    (i < 64 && !n.starts_with('0') || n == "0").then_some(i)
+    (i < 64 && (!n.starts_with('0') || n == "0")).then_some(i)
 }
 
 /// The slot of `tun_metadata<index>` in `tlv`, or the error that says
@@ -535,17 +540,13 @@ pub(crate) fn tun_metadata_slot(
     })
 }
 
-/// A `tun_metadata` value `V[/M]` of a `len`-byte option.
+/// A `tun_metadata` value `V[/M]` of the option at `slot`.
 pub(crate) fn tun_metadata_value(
     text: &str,
-    len: u8,
+    slot: &OptionSlot,
     name: &str,
 ) -> Result<(u128, u128), ParseError> {
-    let max = if len >= 16 {
-        u128::MAX
-    } else {
-        (1u128 << (8 * u32::from(len))) - 1
-    };
+    let max = slot.ones();
     let (v, m) = value::split_mask(text);
     let value = value::number_max(v, max).map_err(|e| e.at(text, name))?;
     let mask = match m {
@@ -600,7 +601,7 @@ impl<'t> MatchBuilder<'t> {
             let slot = tun_metadata_slot(self.tlv, index, name)?;
             let v = match text {
                 "NP" => None,
-                _ => Some(tun_metadata_value(text, slot.len, name)?),
+                _ => Some(tun_metadata_value(text, &slot, name)?),
             };
             return self.apply_tun_metadata(name, index, v);
         }

@@ -22,6 +22,7 @@ use super::fields::{
 };
 use crate::rule::{FieldRange, Instructions, OfAction, OfPort, RuleSpec};
 use crate::tlv::TlvTable;
+use megaflow::tunnel::OptionSlot;
 
 /// How a field's values are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,14 +222,9 @@ fn ovs_hex(v: u128) -> String {
     }
 }
 
-/// A `tun_metadata` value `V[/M]` of a `len`-byte option.
-fn tun_metadata_text(v: u128, mask: u128, len: u8) -> String {
-    let full = if len >= 16 {
-        u128::MAX
-    } else {
-        (1u128 << (8 * u32::from(len))) - 1
-    };
-    if mask == full {
+/// A `tun_metadata` value `V[/M]` of the option at `slot`.
+fn tun_metadata_text(v: u128, mask: u128, slot: &OptionSlot) -> String {
+    if mask == slot.ones() {
         ovs_hex(v)
     } else {
         format!("{}/{}", ovs_hex(v), ovs_hex(mask))
@@ -244,14 +240,11 @@ fn tun_metadata(
     opts_left: &mut u128,
     present_left: &mut u64,
 ) {
-    for i in 0..64u8 {
-        let bit = 1u64 << i;
+    for slot in tlv.slots() {
+        let (i, bit) = (slot.index, slot.present_bit());
         if *present_left & bit == 0 {
             continue;
         }
-        let Some(slot) = tlv.slot(u16::from(i)) else {
-            continue;
-        };
         *present_left &= !bit;
         let mask = m.mask().field(Field::TunOpts) & slot.mask();
         *opts_left &= !slot.mask();
@@ -262,7 +255,7 @@ fn tun_metadata(
             parts.push(format!("tun_metadata{i}"));
         } else {
             let v = (m.key().tun_opts() & mask) >> slot.shift();
-            let text = tun_metadata_text(v, mask >> slot.shift(), slot.len);
+            let text = tun_metadata_text(v, mask >> slot.shift(), &slot);
             parts.push(format!("tun_metadata{i}={text}"));
         }
     }
@@ -412,7 +405,7 @@ fn format_action(out: &mut String, a: &OfAction) {
         OfAction::SetTunMetadata { slot, value, mask } => write!(
             out,
             "set_field:{}->tun_metadata{}",
-            tun_metadata_text(*value, *mask, slot.len),
+            tun_metadata_text(*value, *mask, slot),
             slot.index
         ),
         OfAction::Move { src, dst } => write!(
