@@ -23,7 +23,7 @@
 use std::fmt;
 
 /// Number of 64-bit words in a [`FlowKey`] and a [`Mask`].
-pub const KEY_WORDS: usize = 30;
+pub const KEY_WORDS: usize = 40;
 
 /// Bit set in a VLAN TCI field when a tag is present (the CFI/DEI position, as
 /// Open vSwitch uses it).
@@ -145,6 +145,10 @@ macro_rules! fields {
 // 26 tun_flags[63:48] tun_tos[47:40] tun_ttl[39:32] tun_tp_src[31:16] tun_tp_dst[15:0]
 // 27,28 tun_opts (Geneve option data, byte 0 most significant)
 // 29 tun_md_present (bit n: tun_metadata<n> present)
+// 30 recirc_id[63:32] dp_hash[31:0]
+// 31 ct_state[63:56] ct_nw_proto[55:48] ct_zone[47:32] ct_mark[31:0]
+// 32,33 ct_label   34 ct_nw_src[63:32] ct_nw_dst[31:0]
+// 35,36 ct_ipv6_src   37,38 ct_ipv6_dst   39 ct_tp_src[63:48] ct_tp_dst[47:32]
 fields! {
     /// Ingress port (datapath port number).
     InPort "in_port" (0, 32, 32) in_port set_in_port;
@@ -240,7 +244,71 @@ fields! {
     TunOpts "tun_opts" (27, 0, 128) tun_opts set_tun_opts;
     /// Bit n: the packet carried the option `tun_metadata<n>` maps.
     TunMdPresent "tun_md_present" (29, 0, 64) tun_md_present set_tun_md_present;
+    /// Recirculation id: 0 for a packet from a port, else the stage a
+    /// `recirc` action sent it to.
+    RecircId "recirc_id" (30, 32, 32) recirc_id set_recirc_id;
+    /// The datapath's hash of the packet (`hash` action), for `dp_hash`
+    /// select groups.
+    DpHash "dp_hash" (30, 0, 32) dp_hash set_dp_hash;
+    /// Connection tracking state ([`CS_NEW`] ...), zero until `ct()`.
+    CtState "ct_state" (31, 56, 8) ct_state set_ct_state;
+    /// The tracked connection's original-direction protocol.
+    CtNwProto "ct_nw_proto" (31, 48, 8) ct_nw_proto set_ct_nw_proto;
+    /// The conntrack zone of the last `ct()`.
+    CtZone "ct_zone" (31, 32, 16) ct_zone set_ct_zone;
+    /// The connection's mark.
+    CtMark "ct_mark" (31, 0, 32) ct_mark set_ct_mark;
+    /// The connection's label.
+    CtLabel "ct_label" (32, 0, 128) ct_label set_ct_label;
+    /// The original direction's IPv4 source.
+    CtNwSrc "ct_nw_src" (34, 32, 32) ct_nw_src set_ct_nw_src;
+    /// The original direction's IPv4 destination.
+    CtNwDst "ct_nw_dst" (34, 0, 32) ct_nw_dst set_ct_nw_dst;
+    /// The original direction's IPv6 source.
+    CtIpv6Src "ct_ipv6_src" (35, 0, 128) ct_ipv6_src set_ct_ipv6_src;
+    /// The original direction's IPv6 destination.
+    CtIpv6Dst "ct_ipv6_dst" (37, 0, 128) ct_ipv6_dst set_ct_ipv6_dst;
+    /// The original direction's L4 source port (ICMP: type).
+    CtTpSrc "ct_tp_src" (39, 48, 16) ct_tp_src set_ct_tp_src;
+    /// The original direction's L4 destination port (ICMP: code).
+    CtTpDst "ct_tp_dst" (39, 32, 16) ct_tp_dst set_ct_tp_dst;
 }
+
+/// `ct_state` bits, as Open vSwitch's `CS_*` (`lib/packets.h`).
+pub const CS_NEW: u8 = 0x01;
+/// Part of an established connection.
+pub const CS_ESTABLISHED: u8 = 0x02;
+/// Related to an established connection (an ICMP error quoting it).
+pub const CS_RELATED: u8 = 0x04;
+/// In the reply direction.
+pub const CS_REPLY_DIR: u8 = 0x08;
+/// Invalid: could not be tracked.
+pub const CS_INVALID: u8 = 0x10;
+/// Tracked: went through `ct()`.
+pub const CS_TRACKED: u8 = 0x20;
+/// Source NATed.
+pub const CS_SRC_NAT: u8 = 0x40;
+/// Destination NATed.
+pub const CS_DST_NAT: u8 = 0x80;
+
+/// The fields a packet gets from recirculation and connection tracking:
+/// zero for a packet from a port until `recirc`, `hash` or `ct()` sets
+/// them.
+pub const PACKET_META_FIELDS: [Field; 13] = [
+    Field::RecircId,
+    Field::DpHash,
+    Field::CtState,
+    Field::CtNwProto,
+    Field::CtZone,
+    Field::CtMark,
+    Field::CtLabel,
+    Field::CtNwSrc,
+    Field::CtNwDst,
+    Field::CtIpv6Src,
+    Field::CtIpv6Dst,
+    Field::CtTpSrc,
+    Field::CtTpDst,
+];
 
 /// Bytes of Geneve option data a key holds (all mapped options together).
 pub const TUN_OPT_SPACE: usize = 16;
@@ -303,10 +371,16 @@ fn write_field(w: &mut [u64; KEY_WORDS], field: Field, v: u128) {
 
 /// The classification key of one packet: every header field and pipeline
 /// metadata value, at fixed places.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C, align(64))]
 pub struct FlowKey {
     w: [u64; KEY_WORDS],
+}
+
+impl Default for FlowKey {
+    fn default() -> Self {
+        FlowKey::ZERO
+    }
 }
 
 impl FlowKey {
@@ -400,10 +474,16 @@ impl fmt::Debug for FlowKey {
 }
 
 /// Which key bits matter: same layout as [`FlowKey`].
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C, align(64))]
 pub struct Mask {
     w: [u64; KEY_WORDS],
+}
+
+impl Default for Mask {
+    fn default() -> Self {
+        Mask::EMPTY
+    }
 }
 
 impl Mask {
@@ -484,8 +564,8 @@ impl Mask {
 
     /// Bitmap of the words that have any mask bit set (bit i = word i).
     #[inline]
-    pub fn used_words(&self) -> u32 {
-        let mut map = 0u32;
+    pub fn used_words(&self) -> u64 {
+        let mut map = 0u64;
         for (i, &w) in self.w.iter().enumerate() {
             if w != 0 {
                 map |= 1 << i;
@@ -542,15 +622,15 @@ impl fmt::Debug for Mask {
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct PackedKey {
     /// Bit `i`: word `i` is non-zero, and in `words`.
-    map: u32,
+    map: u64,
     words: Box<[u64]>,
 }
 
-const _: () = assert!(KEY_WORDS <= 32, "PackedKey's map has 32 bits");
+const _: () = assert!(KEY_WORDS <= 64, "PackedKey's map has 64 bits");
 
 impl PackedKey {
     pub fn pack(key: &FlowKey) -> PackedKey {
-        let mut map = 0u32;
+        let mut map = 0u64;
         for (i, &w) in key.w.iter().enumerate() {
             if w != 0 {
                 map |= 1 << i;

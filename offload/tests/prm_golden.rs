@@ -367,6 +367,24 @@ fn encode_names_each_unsupported_field() {
             Field::TunDst,
         ),
         (
+            "recirc_id",
+            with(&tcp4, &[ex(Field::RecircId, 7)]),
+            ms,
+            Field::RecircId,
+        ),
+        (
+            "ct_state",
+            with(&tcp4, &[(Field::CtState, 0x22, 0x22)]),
+            ms,
+            Field::CtState,
+        ),
+        (
+            "ct_label",
+            with(&tcp4, &[ex(Field::CtLabel, 1 << 100)]),
+            ms,
+            Field::CtLabel,
+        ),
+        (
             "nd_target",
             mk(&[
                 ex(Field::EthType, 0x86dd),
@@ -601,6 +619,23 @@ fn encode_names_each_unsupported_field() {
             Ok(e) => panic!("{name}: encoded {m:?} as {e:?}"),
         }
     }
+}
+
+/// A packet from a port has not recirculated nor been tracked: a match on
+/// zero `recirc_id` and ct fields holds on every packet the root table
+/// sees, and encodes as if it were not there.
+#[test]
+fn zero_packet_metadata_holds_at_the_root() {
+    let p = ports();
+    let ms = SourcePortMode::MiscSourcePort;
+    let base = [ex(Field::EthType, 0x0800), ex(Field::IpProto, 6)];
+    let mut zeros = base.to_vec();
+    for f in megaflow::key::PACKET_META_FIELDS {
+        zeros.push(ex(f, 0));
+    }
+    let plain = encode(&mk(&base), ms, &p).expect("plain");
+    let with = encode(&mk(&zeros), ms, &p).expect("zeros hold");
+    assert_eq!(format!("{plain:?}"), format!("{with:?}"));
 }
 
 /// Outside bytes the decoder does not understand are refused, naming the

@@ -12,7 +12,8 @@ use megaflow::extract::{
     IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 use megaflow::key::{
-    FRAG_ANY, FRAG_LATER, TUNNEL_FIELDS, TUN_FLAG_OAM, VLAN_PRESENT, VLAN_VID_MASK,
+    FRAG_ANY, FRAG_LATER, PACKET_META_FIELDS, TUNNEL_FIELDS, TUN_FLAG_OAM, VLAN_PRESENT,
+    VLAN_VID_MASK,
 };
 use megaflow::tunnel::Kind;
 use megaflow::{Field, FlowKey, Mask, Match, PortNo};
@@ -64,6 +65,7 @@ pub fn encode_into(
         }
         None => e.no_tunnel()?,
     }
+    e.no_packet_meta()?;
     let l3 = e.eth_type()?;
     e.eth_addrs()?;
     e.vlan(e.h.vlan1)?;
@@ -671,6 +673,24 @@ impl Enc<'_> {
             if let Some((v, m)) = self.take(f) {
                 if v & m != 0 {
                     return no(f, "tunnel metadata on a packet from no tunnel port");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A packet from a port (the root table's) has not recirculated nor
+    /// been through `ct()`: `recirc_id`, `dp_hash` and the ct fields are
+    /// zero. A match on zeros there holds and is dropped; any other value
+    /// belongs to a later stage, which this FDB layout has no table for.
+    fn no_packet_meta(&mut self) -> Result<(), Unsupported> {
+        for f in PACKET_META_FIELDS {
+            if let Some((v, m)) = self.take(f) {
+                if v & m != 0 {
+                    return no(
+                        f,
+                        "a recirculated or connection-tracked stage: the FDB has no CT or post-ct table yet",
+                    );
                 }
             }
         }

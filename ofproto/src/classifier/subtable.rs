@@ -58,13 +58,16 @@ use super::RuleId;
 use crate::Priority;
 
 /// Key words of each lookup stage, in hashing order: metadata (in_port,
-/// pkt_mark, metadata, registers, tunnel), L2, L3, L4 (ports and flags, ND
-/// target, ARP/ND link-layer addresses).
+/// pkt_mark, metadata, registers, tunnel, recirculation, ct state, zone,
+/// mark and label), L2, L3 (with the ct original addresses), L4 (ports and
+/// flags, ND target, ARP/ND link-layer addresses, the ct original ports).
 pub(crate) const STAGE_WORDS: [&[u8]; 4] = [
-    &[0, 1, 2, 3, 4, 5, 6, 7, 22, 23, 24, 25, 26, 27, 28, 29],
+    &[
+        0, 1, 2, 3, 4, 5, 6, 7, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+    ],
     &[8, 9, 10],
-    &[11, 12, 14, 15, 16, 17],
-    &[13, 18, 19, 20, 21],
+    &[11, 12, 14, 15, 16, 17, 34, 35, 36, 37, 38],
+    &[13, 18, 19, 20, 21, 39],
 ];
 
 /// Word of the port pair and shift of `tp_dst` in it: `tp_src << 16 |
