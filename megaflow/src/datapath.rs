@@ -35,9 +35,10 @@ use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
-use crate::actions::{execute, ActionSink, Actions, ExecOutcome};
+use crate::actions::{execute, ActionSink, Actions, DropReason, ExecOutcome, MAX_RECIRC_DEPTH};
 use crate::cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
-use crate::extract::extract_into;
+use crate::extract::{extract_into, Layout};
+use crate::key::HEADER_END;
 use crate::key::{FlowKey, Match};
 use crate::meter::{Meter, MeteredSink};
 use crate::rand::SplitMix64;
@@ -100,6 +101,10 @@ pub struct DatapathStats {
     pub misses: u64,
     /// Commands applied.
     pub commands: u64,
+    /// Packets sent on to a next stage (`recirc`), one per stage.
+    pub recirculations: u64,
+    /// Packets dropped for recirculating more than `MAX_RECIRC_DEPTH` times.
+    pub recirc_too_deep: u64,
 }
 
 /// The bit of a cache entry's slow-path word that says "hit since the last
@@ -173,9 +178,43 @@ impl Datapath {
             tun.write(&mut self.key);
         }
         self.stats.packets += 1;
+        let mut layout = ex.layout;
+        let mut total = ExecOutcome::default();
+        for _ in 0..=MAX_RECIRC_DEPTH {
+            let Some(out) = self.stage(now, pkt, &mut layout, sink) else {
+                return Lookup::Miss;
+            };
+            total.then(&out);
+            let Some(id) = out.recirc else {
+                return Lookup::Hit(total);
+            };
+            // The next stage: the packet as modified, parsed again; its
+            // metadata (port, registers, tunnel, ct) kept; the new id.
+            self.stats.recirculations += 1;
+            let saved = self.key;
+            layout = extract_into(in_port.0, pkt, &mut self.key).layout;
+            let (w, s) = (self.key.words_mut(), saved.words());
+            w[..8].copy_from_slice(&s[..8]);
+            w[HEADER_END..].copy_from_slice(&s[HEADER_END..]);
+            self.key.set_recirc_id(u64::from(id));
+        }
+        self.stats.recirc_too_deep += 1;
+        total.dropped = Some(DropReason::RecircDepth);
+        total.recirc = None;
+        Lookup::Hit(total)
+    }
+
+    /// One stage: the lookup of the current key and, on a hit, its actions.
+    fn stage<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        pkt: &mut Vec<u8>,
+        layout: &mut Layout,
+        sink: &mut S,
+    ) -> Option<ExecOutcome> {
         let Some(h) = self.cache.lookup(&self.key, pkt.len() as u32, now) else {
             self.stats.misses += 1;
-            return Lookup::Miss;
+            return None;
         };
         self.stats.hits += 1;
         // One resolution of the handle for a flow already marked hit since
@@ -192,16 +231,15 @@ impl Datapath {
         };
         let Some(actions) = marked.or_else(|| self.cache.actions(h)) else {
             // Not reached: a handle the lookup just returned is live.
-            return Lookup::Miss;
+            return None;
         };
-        let mut layout = ex.layout;
         let mut sink = MeteredSink {
             inner: sink,
             meters: &self.meters,
             rng: &mut self.rng,
             now,
         };
-        Lookup::Hit(execute(actions, pkt, &mut layout, &mut sink))
+        Some(execute(actions, pkt, layout, &mut sink))
     }
 
     /// The key of the last packet processed.

@@ -335,7 +335,7 @@ pub const TUNNEL_FIELDS: [Field; 12] = [
 
 /// The first key word past the packet's own headers (the words after it
 /// hold tunnel metadata).
-const HEADER_END: usize = 22;
+pub(crate) const HEADER_END: usize = 22;
 
 impl fmt::Display for Field {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

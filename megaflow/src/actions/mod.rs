@@ -244,7 +244,16 @@ pub enum DpAction {
         port: PortNo,
         mtu: u16,
     },
+    /// Look the packet, as modified so far, up again with `recirc_id` set
+    /// to this id (the next stage of its pipeline), on the same datapath
+    /// thread. It ends the list: translation puts it last, and actions
+    /// after it are not run (counted as skipped).
+    Recirc(u32),
 }
+
+/// How many times a packet may recirculate (Open vSwitch's
+/// `MAX_RECIRC_DEPTH`); one more is dropped ([`DropReason::RecircDepth`]).
+pub const MAX_RECIRC_DEPTH: usize = 8;
 
 /// An ARP field a [`DpAction::SetArp`] writes, with its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -321,6 +330,7 @@ impl fmt::Display for DpAction {
                 write!(f, "sample(sample={pct:.1}%,actions({actions}))")
             }
             DpAction::Userspace(r) => write!(f, "userspace({r})"),
+            DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
             DpAction::TunnelPush { header, port, mtu } => {
                 let h = header.outer();
                 let kind = h.kind.name();
@@ -541,6 +551,8 @@ pub enum DropReason {
     /// The actions ran out without any output or userspace action on the
     /// packet's own path (an empty list included; sampled copies don't count).
     NoOutput,
+    /// Recirculated more than [`MAX_RECIRC_DEPTH`] times.
+    RecircDepth,
 }
 
 impl DropReason {
@@ -551,6 +563,7 @@ impl DropReason {
             DropReason::Meter(_) => "meter",
             DropReason::TtlExpired => "ttl_expired",
             DropReason::NoOutput => "no_output",
+            DropReason::RecircDepth => "recirc_depth",
         }
     }
 }
@@ -577,11 +590,25 @@ pub struct ExecOutcome {
     /// Tunnel outputs not sent: the encapsulated packet would exceed the
     /// uplink's MTU.
     pub too_big: usize,
+    /// The stage ended in [`DpAction::Recirc`]: the packet goes on to
+    /// stage `recirc`.
+    pub recirc: Option<u32>,
 }
 
 impl ExecOutcome {
     pub fn is_dropped(&self) -> bool {
         self.dropped.is_some()
+    }
+
+    /// Adds the next stage's outcome: its counts add up, its end (drop,
+    /// recirculation) is the packet's.
+    pub fn then(&mut self, next: &ExecOutcome) {
+        self.outputs += next.outputs;
+        self.userspace += next.userspace;
+        self.skipped += next.skipped;
+        self.too_big += next.too_big;
+        self.dropped = next.dropped;
+        self.recirc = next.recirc;
     }
 }
 
@@ -658,7 +685,7 @@ fn run<S: ActionSink>(
     out: &mut ExecOutcome,
 ) -> Option<DropReason> {
     let mut delivered = false;
-    for action in actions {
+    for (i, action) in actions.iter().enumerate() {
         let applied = match action {
             DpAction::Output(port) => {
                 sink.output(*port, pkt);
@@ -667,6 +694,14 @@ fn run<S: ActionSink>(
                 true
             }
             DpAction::Drop => return Some(DropReason::Explicit),
+            // A sampled copy does not recirculate.
+            DpAction::Recirc(_) if depth > 0 => false,
+            DpAction::Recirc(id) => {
+                // The packet goes on to its next stage: delivered there.
+                out.recirc = Some(*id);
+                out.skipped += actions.len() - i - 1;
+                return None;
+            }
             DpAction::Userspace(reason) => {
                 sink.userspace(reason, pkt);
                 out.userspace += 1;

@@ -1,5 +1,7 @@
 use super::*;
-use crate::actions::{CollectSink, DpAction, SampleCookie, UserspaceReason};
+use crate::actions::{
+    CollectSink, DpAction, DropReason, SampleCookie, UserspaceReason, MAX_RECIRC_DEPTH,
+};
 use crate::frame::{FrameSpec, L4};
 use crate::key::{Field, Mask};
 use crate::offload::MeterBand;
@@ -82,6 +84,113 @@ fn hits_run_their_actions_and_are_reported_once_as_deltas() {
     );
     let st = dp.stats();
     assert_eq!((st.packets, st.hits, st.misses), (3, 3, 0));
+}
+
+/// `flow(dport)` at stage `recirc_id`, with `reg0` as given.
+fn staged(dport: u16, recirc_id: u64, reg0: Option<u64>) -> Box<Match> {
+    let m = flow(dport);
+    let mut key = *m.key();
+    key.set_recirc_id(recirc_id);
+    let mut mask = m.mask().with_exact(Field::RecircId);
+    if let Some(r) = reg0 {
+        key.set_reg0(r);
+        mask = mask.with_exact(Field::Reg0);
+    }
+    Box::new(Match::new(&key, &mask))
+}
+
+#[test]
+fn recirc_looks_the_modified_packet_up_again_at_the_next_stage() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    // Stage 0: rewrite the port to 81 and go to stage 7; stage 7 (port 81,
+    // recirc_id 7) outputs to 3. A stage-7 flow for port 80 must not match:
+    // the packet was rewritten.
+    let insert_m = |dp: &mut Datapath, id: u64, m: Box<Match>, a: Vec<DpAction>| {
+        dp.apply(DpCommand::Insert {
+            id: FlowId(id),
+            matched: m,
+            actions: Actions::new(a),
+        })
+    };
+    insert_m(
+        &mut dp,
+        1,
+        staged(80, 0, None),
+        vec![DpAction::SetTpDst(81), DpAction::Recirc(7)],
+    );
+    insert_m(
+        &mut dp,
+        2,
+        staged(81, 7, None),
+        vec![DpAction::Output(PortNo(3))],
+    );
+    insert_m(
+        &mut dp,
+        3,
+        staged(80, 7, None),
+        vec![DpAction::Output(PortNo(9))],
+    );
+    let (r, sink) = send(&mut dp, 80, 1);
+    let Lookup::Hit(o) = r else { panic!("{r:?}") };
+    assert_eq!((o.outputs, o.dropped, o.recirc), (1, None, None));
+    let outs = &sink.outputs;
+    assert_eq!(outs.len(), 1);
+    assert_eq!(outs[0].0, PortNo(3));
+    assert_eq!(outs[0].1, frame(81), "the stage-0 rewrite went through");
+    let st = dp.stats();
+    assert_eq!(
+        (st.packets, st.hits, st.misses, st.recirculations),
+        (1, 2, 0, 1)
+    );
+    // Both stages' flows counted the packet.
+    let ev = report(&mut dp);
+    for id in [1, 2] {
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, DpEvent::Stats { id: FlowId(i), .. } if *i == id)),
+            "flow {id}: {ev:?}"
+        );
+    }
+    // A miss at stage 7 leaves the stage-7 key (its recirc_id, the
+    // rewritten port, the registers kept) for the slow path.
+    insert_m(
+        &mut dp,
+        4,
+        staged(82, 0, None),
+        vec![DpAction::SetTpDst(83), DpAction::Recirc(9)],
+    );
+    let (r, _) = send(&mut dp, 82, 2);
+    assert!(matches!(r, Lookup::Miss), "{r:?}");
+    assert_eq!(dp.key().recirc_id(), 9);
+    assert_eq!(dp.key().tp_dst(), 83);
+    assert_eq!(dp.key().in_port(), 1);
+}
+
+#[test]
+fn a_recirculation_loop_is_cut_at_the_depth_limit() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    // Every stage sends the packet to stage 5 again.
+    for (id, stage) in [(1, 0), (2, 5)] {
+        dp.apply(DpCommand::Insert {
+            id: FlowId(id),
+            matched: staged(80, stage, None),
+            actions: Actions::new(vec![DpAction::Recirc(5), DpAction::Output(PortNo(2))]),
+        });
+    }
+    let (r, sink) = send(&mut dp, 80, 1);
+    let Lookup::Hit(o) = r else { panic!("{r:?}") };
+    assert_eq!(o.dropped, Some(DropReason::RecircDepth));
+    assert!(sink.outputs.is_empty(), "nothing after recirc runs");
+    assert_eq!(
+        o.skipped,
+        MAX_RECIRC_DEPTH + 1,
+        "the output after each recirc"
+    );
+    let st = dp.stats();
+    assert_eq!(
+        (st.recirculations, st.recirc_too_deep),
+        (MAX_RECIRC_DEPTH as u64 + 1, 1)
+    );
 }
 
 #[test]

@@ -220,6 +220,11 @@ impl<B: DrBackend> OffloadManager<B> {
                 }
                 DpAction::Meter(_) => return Err(action("meter after another action")),
                 DpAction::Sample { .. } => return Err(action("sample after another action")),
+                DpAction::Recirc(_) => {
+                    return Err(action(
+                        "recirc: the FDB has no CT or post-ct table for a next stage yet",
+                    ))
+                }
                 DpAction::Userspace(r) => {
                     let name = match r {
                         UserspaceReason::Controller { .. } => "controller",

@@ -20,7 +20,8 @@ fn ipv4_tcp_set_address_and_port() {
             userspace: 0,
             skipped: 0,
             dropped: None,
-            too_big: 0
+            too_big: 0,
+            recirc: None
         }
     );
 }
