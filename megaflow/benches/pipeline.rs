@@ -448,6 +448,27 @@ fn main() {
     let per_mask = total_flows / MASKS.len();
     let pool = actions_pool();
 
+    // Profiling aid: only the insert workload, N rounds.
+    if let Some(rounds) = std::env::var("MEGAFLOW_BENCH_ONLY_INSERT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let set = build_flows(per_mask, 42);
+        let mut rates = vec![];
+        for _ in 0..rounds {
+            let mut c = MegaflowCache::new(CacheConfig {
+                flow_limit: total_flows,
+                emc_entries: 0,
+                ..CacheConfig::default()
+            });
+            let t = Instant::now();
+            let n = fill(&mut c, &set, &pool);
+            rates.push(n as f64 / t.elapsed().as_secs_f64() / 1e3);
+        }
+        bench("megaflow.insert", median(rates), "Kflows/s");
+        return;
+    }
+
     // --- EMC: 10,000 active flows.
     let small = build_flows(10_000 / MASKS.len(), 7);
     let mut emc_cache = MegaflowCache::new(CacheConfig::default());
