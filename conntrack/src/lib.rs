@@ -35,7 +35,7 @@ pub mod timeout;
 pub mod tuple;
 
 pub use dump::{Entry, FlushFilter, ProtoCounts};
-pub use nat::{NatKind, NatRange, NatSpec};
+pub use nat::{AddrRange, NatKind, NatRange, NatSpec};
 pub use packet::Unparsable;
 pub use table::{Config, Limits, Stats, Tracker};
 pub use timeout::{Class, PolicyError};

@@ -25,14 +25,24 @@ pub enum NatKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NatRange {
     pub kind: NatKind,
-    /// All zero: keep the address, translate ports only.
-    pub addr_min: Addr,
-    pub addr_max: Addr,
+    /// `None`: keep the address, translate ports only if they collide.
+    pub addrs: Option<AddrRange>,
     /// 0: no port range.
     pub port_min: u16,
     pub port_max: u16,
     pub random: bool,
+    /// Open vSwitch's `hash` flag: accepted and printed; hashing is the
+    /// default anyway.
+    pub hash: bool,
     pub persistent: bool,
+}
+
+/// `ADDR[-ADDR]` of a NAT range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AddrRange {
+    pub min: Addr,
+    pub max: Addr,
+    pub v6: bool,
 }
 
 /// The `nat` part of a `ct()`: with no range, packets of connections
@@ -100,11 +110,14 @@ pub(crate) fn choose(
 ) -> Option<Tuple> {
     let v6 = fwd.v6;
     let mut rev = fwd.reverse()?;
-    let zero = r.addr_min == Addr::default();
-    if !zero {
+    if let Some(ar) = r.addrs {
+        if ar.v6 != v6 {
+            // A range of the other family cannot translate this packet.
+            return None;
+        }
         let (lo, hi) = (
-            r.addr_min.to_u128(v6),
-            r.addr_max.to_u128(v6).max(r.addr_min.to_u128(v6)),
+            ar.min.to_u128(v6),
+            ar.max.to_u128(v6).max(ar.min.to_u128(v6)),
         );
         let span = (hi - lo).min(0xffff_fffe) + 1;
         let a = Addr::from_u128(lo + (hash as u128 % span), v6);
@@ -159,6 +172,199 @@ pub(crate) fn choose(
     Some(rev)
 }
 
+/// `nat` or `nat(src|dst[=ADDR[-ADDR][:PORT[-PORT]]][,persistent][,hash][,random])`
+/// as `ovs-ofctl` prints it.
+pub fn format_nat(n: &NatSpec) -> String {
+    let Some(r) = n.range else {
+        return "nat".into();
+    };
+    let mut s = String::from(if r.kind == NatKind::Src {
+        "nat(src"
+    } else {
+        "nat(dst"
+    });
+    if let Some(a) = r.addrs {
+        let addr = |x: &Addr| {
+            if a.v6 {
+                format!("[{}]", x.as_v6())
+            } else {
+                x.as_v4().to_string()
+            }
+        };
+        s.push('=');
+        s.push_str(&addr(&a.min));
+        if a.max != a.min {
+            s.push('-');
+            s.push_str(&addr(&a.max));
+        }
+        if r.port_min != 0 {
+            s.push_str(&format!(":{}", r.port_min));
+            if r.port_max != 0 && r.port_max != r.port_min {
+                s.push_str(&format!("-{}", r.port_max));
+            }
+        }
+        for (on, flag) in [
+            (r.persistent, "persistent"),
+            (r.hash, "hash"),
+            (r.random, "random"),
+        ] {
+            if on {
+                s.push(',');
+                s.push_str(flag);
+            }
+        }
+    }
+    s.push(')');
+    s
+}
+
+fn parse_addr(s: &str) -> Option<(Addr, bool)> {
+    let s = s
+        .strip_prefix('[')
+        .and_then(|x| x.strip_suffix(']'))
+        .unwrap_or(s);
+    match s.parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(a) => Some((Addr::from_v4(a), false)),
+        std::net::IpAddr::V6(a) => Some((Addr::from_v6(a), true)),
+    }
+}
+
+/// `ADDR[-ADDR][:PORT[-PORT]]` (IPv6 addresses in brackets when a port
+/// follows).
+fn parse_range(s: &str) -> Result<(AddrRange, u16, u16), String> {
+    let bad = || format!("invalid nat range \"{s}\"");
+    let (addrs, ports) = match s.rfind(']') {
+        Some(end) => match s[end..].find(':') {
+            Some(c) => (&s[..end + c], Some(&s[end + c + 1..])),
+            None => (s, None),
+        },
+        None if s.matches(':').count() == 1 => {
+            let (a, p) = s.split_once(':').expect("one colon");
+            (a, Some(p))
+        }
+        None => (s, None),
+    };
+    let (min, max) = match addrs.split_once("]-[") {
+        Some((a, b)) => (format!("{a}]"), Some(format!("[{b}"))),
+        None if addrs.starts_with('[') => (addrs.to_string(), None),
+        None => match addrs.split_once('-') {
+            Some((a, b)) => (a.to_string(), Some(b.to_string())),
+            None => (addrs.to_string(), None),
+        },
+    };
+    let (lo, v6) = parse_addr(&min).ok_or_else(bad)?;
+    let hi = match max {
+        Some(m) => {
+            let (hi, v6b) = parse_addr(&m).ok_or_else(bad)?;
+            if v6b != v6 || hi.to_u128(v6) < lo.to_u128(v6) {
+                return Err(bad());
+            }
+            hi
+        }
+        None => lo,
+    };
+    let (pmin, pmax) = match ports {
+        None => (0, 0),
+        Some(p) => {
+            let (a, b) = p.split_once('-').unwrap_or((p, ""));
+            let a: u16 = a.parse().map_err(|_| bad())?;
+            let b: u16 = if b.is_empty() {
+                a
+            } else {
+                b.parse().map_err(|_| bad())?
+            };
+            if b < a {
+                return Err(bad());
+            }
+            (a, b)
+        }
+    };
+    Ok((
+        AddrRange {
+            min: lo,
+            max: hi,
+            v6,
+        },
+        pmin,
+        pmax,
+    ))
+}
+
+/// Parses the argument of `nat(...)` (the text inside the parentheses;
+/// empty for a bare `nat`), with Open vSwitch's errors.
+pub fn parse_nat(arg: &str) -> Result<NatSpec, String> {
+    let mut kind = None;
+    let mut range = None;
+    let (mut persistent, mut hash, mut random) = (false, false, false);
+    let mut both = false;
+    for kv in arg.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = match kv.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (kv, None),
+        };
+        match k {
+            "src" | "dst" => {
+                let kk = if k == "src" {
+                    NatKind::Src
+                } else {
+                    NatKind::Dst
+                };
+                both |= kind.is_some_and(|x| x != kk);
+                kind = Some(kk);
+                if let Some(v) = v {
+                    range = Some(parse_range(v)?);
+                }
+            }
+            "persistent" => persistent = true,
+            "hash" => hash = true,
+            "random" => random = true,
+            _ => return Err(format!("invalid key \"{k}\" in \"nat\" argument")),
+        }
+    }
+    if both {
+        return Err("May only specify one of \"src\" or \"dst\".".into());
+    }
+    let Some(kind) = kind else {
+        if persistent || hash || random {
+            return Err("Flags allowed only with \"src\" or \"dst\".".into());
+        }
+        return Ok(NatSpec { range: None });
+    };
+    if hash && random {
+        return Err("Both \"hash\" and \"random\" are not allowed.".into());
+    }
+    let (addrs, port_min, port_max) = match range {
+        Some((a, lo, hi)) => (Some(a), lo, hi),
+        None => (None, 0, 0),
+    };
+    Ok(NatSpec {
+        range: Some(NatRange {
+            kind,
+            addrs,
+            port_min,
+            port_max,
+            random,
+            hash,
+            persistent,
+        }),
+    })
+}
+
+impl NatRange {
+    /// A range over one address, no ports, no flags.
+    pub fn to_addr(kind: NatKind, a: Addr, v6: bool) -> NatRange {
+        NatRange {
+            kind,
+            addrs: Some(AddrRange { min: a, max: a, v6 }),
+            port_min: 0,
+            port_max: 0,
+            random: false,
+            hash: false,
+            persistent: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,11 +384,15 @@ mod tests {
     fn snat(min: u16, max: u16) -> NatRange {
         NatRange {
             kind: NatKind::Src,
-            addr_min: Addr::v4([198, 18, 255, 1]),
-            addr_max: Addr::v4([198, 18, 255, 1]),
+            addrs: Some(AddrRange {
+                min: Addr::v4([198, 18, 255, 1]),
+                max: Addr::v4([198, 18, 255, 1]),
+                v6: false,
+            }),
             port_min: min,
             port_max: max,
             random: false,
+            hash: false,
             persistent: false,
         }
     }
@@ -230,5 +440,41 @@ mod tests {
             "{}",
             rev.dport
         );
+    }
+
+    #[test]
+    fn nat_text_reads_and_prints_as_open_vswitch() {
+        for text in [
+            "nat",
+            "nat(src)",
+            "nat(src=10.0.0.1)",
+            "nat(src=10.0.0.1-10.0.0.9:1000-2000,persistent,random)",
+            "nat(dst=10.0.0.5:80)",
+            "nat(dst=[2001:db8::1]-[2001:db8::9]:8080,hash)",
+            "nat(src=[2001:db8::1])",
+        ] {
+            let arg = text.strip_prefix("nat").unwrap();
+            let arg = arg
+                .strip_prefix('(')
+                .and_then(|a| a.strip_suffix(')'))
+                .unwrap_or(arg);
+            let n = parse_nat(arg).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_nat(&n), text);
+        }
+        assert_eq!(
+            format_nat(&parse_nat("src=2001:db8::1").unwrap()),
+            "nat(src=[2001:db8::1])"
+        );
+        for (arg, err) in [
+            ("src,dst", "May only specify one"),
+            ("random", "Flags allowed only"),
+            ("src=10.0.0.1,hash,random", "Both \"hash\" and \"random\""),
+            ("src=10.0.0.9-10.0.0.1", "invalid nat range"),
+            ("src=10.0.0.1:90-80", "invalid nat range"),
+            ("via=1", "invalid key \"via\""),
+        ] {
+            let e = parse_nat(arg).unwrap_err();
+            assert!(e.contains(err), "{arg}: {e}");
+        }
     }
 }

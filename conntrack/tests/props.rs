@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::*;
 use conntrack::state::*;
-use conntrack::{Config, CtSpec, NatKind, NatRange, NatSpec, Tracker};
+use conntrack::{AddrRange, Config, CtSpec, NatKind, NatRange, NatSpec, Tracker};
 use proptest::prelude::*;
 
 const HOSTS: [&str; 4] = ["198.18.1.1", "198.18.1.2", "198.18.1.3", "198.18.1.4"];
@@ -67,11 +67,15 @@ fn snat_spec(zone: u16) -> CtSpec {
         nat: Some(NatSpec {
             range: Some(NatRange {
                 kind: NatKind::Src,
-                addr_min: v4("198.19.9.1"),
-                addr_max: v4("198.19.9.2"),
+                addrs: Some(AddrRange {
+                    min: v4("198.19.9.1"),
+                    max: v4("198.19.9.2"),
+                    v6: false,
+                }),
                 port_min: 1000,
                 port_max: 1003,
                 random: false,
+                hash: false,
                 persistent: false,
             }),
         }),
@@ -179,11 +183,15 @@ fn threads_translating_at_once_never_share_a_reply_tuple() {
                     nat: Some(NatSpec {
                         range: Some(NatRange {
                             kind: NatKind::Src,
-                            addr_min: v4("198.19.9.1"),
-                            addr_max: v4("198.19.9.1"),
+                            addrs: Some(AddrRange {
+                                min: v4("198.19.9.1"),
+                                max: v4("198.19.9.1"),
+                                v6: false,
+                            }),
                             port_min: 2000,
                             port_max: 2999,
                             random: k % 2 == 0,
+                            hash: false,
                             persistent: false,
                         }),
                     }),

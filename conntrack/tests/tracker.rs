@@ -7,7 +7,9 @@ mod common;
 use common::*;
 use conntrack::packet::checksums_ok;
 use conntrack::state::*;
-use conntrack::{Config, CtMeta, CtSpec, FlushFilter, NatKind, NatRange, NatSpec, Tracker};
+use conntrack::{
+    AddrRange, Config, CtMeta, CtSpec, FlushFilter, NatKind, NatRange, NatSpec, Tracker,
+};
 
 const A: &str = "198.18.0.2";
 const B: &str = "198.18.0.3";
@@ -393,11 +395,15 @@ fn snat(min_port: u16, max_port: u16) -> CtSpec {
         nat: Some(NatSpec {
             range: Some(NatRange {
                 kind: NatKind::Src,
-                addr_min: v4(GW),
-                addr_max: v4(GW),
+                addrs: Some(AddrRange {
+                    min: v4(GW),
+                    max: v4(GW),
+                    v6: false,
+                }),
                 port_min: min_port,
                 port_max: max_port,
                 random: false,
+                hash: false,
                 persistent: false,
             }),
         }),
@@ -479,11 +485,15 @@ fn dnat_sends_to_the_backend_and_replies_come_from_the_address_asked() {
         nat: Some(NatSpec {
             range: Some(NatRange {
                 kind: NatKind::Dst,
-                addr_min: v4(backend),
-                addr_max: v4(backend),
+                addrs: Some(AddrRange {
+                    min: v4(backend),
+                    max: v4(backend),
+                    v6: false,
+                }),
                 port_min: 8080,
                 port_max: 8080,
                 random: false,
+                hash: false,
                 persistent: false,
             }),
         }),

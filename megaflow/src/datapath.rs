@@ -131,6 +131,10 @@ pub struct Datapath {
     rng: SplitMix64,
     key: FlowKey,
     stats: DatapathStats,
+    /// The connection tracker `ct()` runs against (shared by all threads).
+    tracker: Option<Arc<conntrack::Tracker>>,
+    /// The current packet's tracking state, carried from stage to stage.
+    ct_meta: conntrack::CtMeta,
 }
 
 impl Datapath {
@@ -145,7 +149,15 @@ impl Datapath {
             rng: SplitMix64::new(seed),
             key: FlowKey::ZERO,
             stats: DatapathStats::default(),
+            tracker: None,
+            ct_meta: conntrack::CtMeta::default(),
         }
+    }
+
+    /// The tracker `ct()` actions run against; without one they are
+    /// skipped.
+    pub fn set_tracker(&mut self, tracker: Arc<conntrack::Tracker>) {
+        self.tracker = Some(tracker);
     }
 
     /// Runs one received packet: on a hit its actions run (outputs and
@@ -178,6 +190,7 @@ impl Datapath {
             tun.write(&mut self.key);
         }
         self.stats.packets += 1;
+        self.ct_meta = conntrack::CtMeta::default();
         let mut layout = ex.layout;
         let mut total = ExecOutcome::default();
         for _ in 0..=MAX_RECIRC_DEPTH {
@@ -197,6 +210,7 @@ impl Datapath {
             w[..8].copy_from_slice(&s[..8]);
             w[HEADER_END..].copy_from_slice(&s[HEADER_END..]);
             self.key.set_recirc_id(u64::from(id));
+            crate::key::write_ct_meta(&mut self.key, &self.ct_meta);
         }
         self.stats.recirc_too_deep += 1;
         total.dropped = Some(DropReason::RecircDepth);
@@ -238,8 +252,12 @@ impl Datapath {
             meters: &self.meters,
             rng: &mut self.rng,
             now,
+            ct: self.tracker.as_deref(),
+            ct_meta: self.ct_meta,
         };
-        Some(execute(actions, pkt, layout, &mut sink))
+        let out = execute(actions, pkt, layout, &mut sink);
+        self.ct_meta = sink.ct_meta;
+        Some(out)
     }
 
     /// The key of the last packet processed.

@@ -310,6 +310,36 @@ pub const PACKET_META_FIELDS: [Field; 13] = [
     Field::CtTpDst,
 ];
 
+/// Writes what `ct()` left (`m`) into the key's `ct_*` fields, for the
+/// next stage to match; all zero when the packet is not tracked (after
+/// `ct_clear`).
+pub fn write_ct_meta(key: &mut FlowKey, m: &conntrack::CtMeta) {
+    for f in &PACKET_META_FIELDS[2..] {
+        key.set_field(*f, 0);
+    }
+    if m.state == 0 {
+        return;
+    }
+    key.set_ct_state(m.state as u64);
+    key.set_ct_zone(m.zone as u64);
+    key.set_ct_mark(m.mark as u64);
+    key.set_ct_label(m.label);
+    if m.orig.proto != 0 {
+        let o = &m.orig;
+        key.set_ct_nw_proto(o.proto as u64);
+        if o.v6 {
+            key.set_ct_ipv6_src(u128::from_be_bytes(o.src.0));
+            key.set_ct_ipv6_dst(u128::from_be_bytes(o.dst.0));
+        } else {
+            key.set_ct_nw_src(o.src.as_v4().to_bits() as u64);
+            key.set_ct_nw_dst(o.dst.as_v4().to_bits() as u64);
+        }
+        let (sp, dp) = m.orig_ports();
+        key.set_ct_tp_src(sp as u64);
+        key.set_ct_tp_dst(dp as u64);
+    }
+}
+
 /// Bytes of Geneve option data a key holds (all mapped options together).
 pub const TUN_OPT_SPACE: usize = 16;
 

@@ -153,6 +153,10 @@ pub struct MeteredSink<'a, S, M> {
     pub meters: &'a M,
     pub rng: &'a mut SplitMix64,
     pub now: Timestamp,
+    /// The tracker `ct()` runs against (`None`: `ct()` is skipped).
+    pub ct: Option<&'a conntrack::Tracker>,
+    /// The packet's tracking state, as `ct()` and `ct_clear` leave it.
+    pub ct_meta: conntrack::CtMeta,
 }
 
 impl<S: ActionSink, M: Meters> ActionSink for MeteredSink<'_, S, M> {
@@ -174,6 +178,29 @@ impl<S: ActionSink, M: Meters> ActionSink for MeteredSink<'_, S, M> {
 
     fn sample(&mut self, probability: u32) -> bool {
         self.rng.take(probability)
+    }
+
+    fn conntrack(
+        &mut self,
+        spec: &conntrack::CtSpec,
+        pkt: &mut [u8],
+        l3: usize,
+        eth_type: u16,
+    ) -> bool {
+        let Some(t) = self.ct else { return false };
+        t.execute(
+            pkt,
+            l3,
+            eth_type,
+            spec,
+            &mut self.ct_meta,
+            self.now.as_millis(),
+        );
+        true
+    }
+
+    fn ct_clear(&mut self) {
+        self.ct_meta.clear();
     }
 }
 

@@ -249,6 +249,13 @@ pub enum DpAction {
     /// thread. It ends the list: translation puts it last, and actions
     /// after it are not run (counted as skipped).
     Recirc(u32),
+    /// Track the packet in the connection tracker (Open vSwitch's `ct`):
+    /// its `ct_*` metadata is set, and a committed connection is stored;
+    /// with NAT the packet is translated. The next stage (after a
+    /// [`Recirc`](Self::Recirc)) matches the result.
+    Ct(Box<conntrack::CtSpec>),
+    /// Forget the packet's tracking state (`ct_clear`).
+    CtClear,
 }
 
 /// How many times a packet may recirculate (Open vSwitch's
@@ -268,6 +275,35 @@ pub enum ArpField {
     Tha(u64),
     /// Target protocol (IPv4) address.
     Tpa(u32),
+}
+
+/// A `ct()` as Open vSwitch's `dpctl/dump-flows` writes it.
+fn fmt_ct(f: &mut fmt::Formatter<'_>, spec: &conntrack::CtSpec) -> fmt::Result {
+    let mut parts: Vec<String> = Vec::new();
+    if spec.commit {
+        parts.push(if spec.force {
+            "force_commit".into()
+        } else {
+            "commit".into()
+        });
+    }
+    if spec.zone != 0 {
+        parts.push(format!("zone={}", spec.zone));
+    }
+    if let Some((v, m)) = spec.mark {
+        parts.push(format!("mark={v:#x}/{m:#x}"));
+    }
+    if let Some((v, m)) = spec.label {
+        parts.push(format!("label={v:#x}/{m:#x}"));
+    }
+    if let Some(nat) = spec.nat {
+        parts.push(conntrack::nat::format_nat(&nat));
+    }
+    if parts.is_empty() {
+        f.write_str("ct")
+    } else {
+        write!(f, "ct({})", parts.join(","))
+    }
 }
 
 fn fmt_mac(f: &mut fmt::Formatter<'_>, m: u64) -> fmt::Result {
@@ -331,6 +367,8 @@ impl fmt::Display for DpAction {
             }
             DpAction::Userspace(r) => write!(f, "userspace({r})"),
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
+            DpAction::Ct(spec) => fmt_ct(f, spec),
+            DpAction::CtClear => f.write_str("ct_clear"),
             DpAction::TunnelPush { header, port, mtu } => {
                 let h = header.outer();
                 let kind = h.kind.name();
@@ -458,6 +496,21 @@ pub trait ActionSink {
     fn meter(&mut self, id: MeterId, len: usize) -> bool;
     /// Draws a sample with `probability` (fraction of `u32::MAX`): true = take.
     fn sample(&mut self, probability: u32) -> bool;
+    /// Runs `ct()` on the packet (its L3 header at `l3`, of `eth_type`; 0
+    /// when it has none). The default has no tracker: the action is
+    /// skipped (false).
+    fn conntrack(
+        &mut self,
+        spec: &conntrack::CtSpec,
+        pkt: &mut [u8],
+        l3: usize,
+        eth_type: u16,
+    ) -> bool {
+        let _ = (spec, pkt, l3, eth_type);
+        false
+    }
+    /// `ct_clear`: forgets the packet's tracking state.
+    fn ct_clear(&mut self) {}
 }
 
 /// An [`ActionSink`] that only counts outputs (meters pass, samples are
@@ -701,6 +754,24 @@ fn run<S: ActionSink>(
                 out.recirc = Some(*id);
                 out.skipped += actions.len() - i - 1;
                 return None;
+            }
+            // A sampled copy is not tracked: only the packet itself.
+            DpAction::Ct(_) | DpAction::CtClear if depth > 0 => false,
+            DpAction::Ct(spec) => {
+                let (l3, eth_type) = if layout.l3 == crate::extract::NO_OFFSET || layout.l3 < 2 {
+                    (0, 0)
+                } else {
+                    let l3 = layout.l3 as usize;
+                    let et = pkt
+                        .get(l3 - 2..l3)
+                        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+                    (l3, et)
+                };
+                sink.conntrack(spec, pkt, l3, eth_type)
+            }
+            DpAction::CtClear => {
+                sink.ct_clear();
+                true
             }
             DpAction::Userspace(reason) => {
                 sink.userspace(reason, pkt);

@@ -446,3 +446,125 @@ proptest! {
         prop_assert!(dp.is_empty());
     }
 }
+
+/// A stage-2 megaflow: `staged` plus `ct_state` exact.
+fn tracked(dport: u16, recirc_id: u64, ct_state: u8) -> Box<Match> {
+    let m = staged(dport, recirc_id, None);
+    let mut key = *m.key();
+    key.set_ct_state(u64::from(ct_state));
+    Box::new(Match::new(&key, &m.mask().with_exact(Field::CtState)))
+}
+
+#[test]
+fn ct_then_recirc_gives_the_next_stage_the_connection_state() {
+    use conntrack::state::{EST, NEW, RPL, TRK};
+    use conntrack::{Config, CtSpec, Tracker};
+    let tracker = Arc::new(Tracker::new(Config::default()));
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    dp.set_tracker(Arc::clone(&tracker));
+    let spec = CtSpec {
+        zone: 3,
+        commit: true,
+        ..CtSpec::default()
+    };
+    let insert = |dp: &mut Datapath, id: u64, m: Box<Match>, a: Vec<DpAction>| {
+        dp.apply(DpCommand::Insert {
+            id: FlowId(id),
+            matched: m,
+            actions: Actions::new(a),
+        })
+    };
+    insert(
+        &mut dp,
+        1,
+        staged(53, 0, None),
+        vec![DpAction::Ct(Box::new(spec)), DpAction::Recirc(4)],
+    );
+    // New packets go to port 2, established ones to port 3.
+    insert(
+        &mut dp,
+        2,
+        tracked(53, 4, TRK | NEW),
+        vec![DpAction::Output(PortNo(2))],
+    );
+    insert(
+        &mut dp,
+        3,
+        tracked(53, 4, TRK | EST | RPL),
+        vec![DpAction::Output(PortNo(3))],
+    );
+    let (r, sink) = send(&mut dp, 53, 1_000_000);
+    assert!(matches!(r, Lookup::Hit(_)), "{r:?}");
+    assert_eq!(sink.outputs[0].0, PortNo(2));
+    assert_eq!(tracker.len(), 1, "committed");
+    // The reply direction: the same flows see it established.
+    let mut reply = FrameSpec::ipv4(0xc612_0002, 0xc612_0001, L4::udp(53, 1000)).build();
+    let mut sink = CollectSink::new();
+    let r = dp.process(Timestamp(2_000_000), PortNo(1), &mut reply, &mut sink);
+    // The reply has tp_dst 1000: no stage-0 flow, a miss whose key is a
+    // stage-0 key.
+    assert!(matches!(r, Lookup::Miss));
+    assert_eq!(dp.key().ct_state(), 0);
+    insert(
+        &mut dp,
+        4,
+        staged(1000, 0, None),
+        vec![DpAction::Ct(Box::new(spec)), DpAction::Recirc(4)],
+    );
+    let r = dp.process(Timestamp(3_000_000), PortNo(1), &mut reply, &mut sink);
+    // Stage 4 has no flow for tp_dst 1000: the miss carries what ct() said.
+    assert!(matches!(r, Lookup::Miss));
+    assert_eq!(dp.key().recirc_id(), 4);
+    assert_eq!(dp.key().ct_state(), u64::from(TRK | EST | RPL));
+    assert_eq!(dp.key().ct_zone(), 3);
+    assert_eq!(dp.key().ct_tp_dst(), 53, "the original direction's tuple");
+    assert_eq!(dp.key().ct_nw_src(), 0xc612_0001);
+    // A ct_clear in between zeroes the state.
+    insert(
+        &mut dp,
+        5,
+        staged(54, 0, None),
+        vec![
+            DpAction::Ct(Box::new(spec)),
+            DpAction::CtClear,
+            DpAction::Recirc(6),
+        ],
+    );
+    let (r, _) = send(&mut dp, 54, 4_000_000);
+    assert!(matches!(r, Lookup::Miss));
+    assert_eq!(
+        (
+            dp.key().recirc_id(),
+            dp.key().ct_state(),
+            dp.key().ct_zone()
+        ),
+        (6, 0, 0)
+    );
+}
+
+#[test]
+fn without_a_tracker_ct_is_skipped() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    dp.apply(DpCommand::Insert {
+        id: FlowId(1),
+        matched: flow(53),
+        actions: Actions::new(vec![
+            DpAction::Ct(Box::default()),
+            DpAction::Output(PortNo(2)),
+        ]),
+    });
+    let (r, sink) = send(&mut dp, 53, 1);
+    let Lookup::Hit(o) = r else { panic!("{r:?}") };
+    assert_eq!((o.skipped, sink.outputs.len()), (1, 1));
+    assert_eq!(
+        format!(
+            "{}",
+            DpAction::Ct(Box::new(conntrack::CtSpec {
+                zone: 2,
+                commit: true,
+                ..Default::default()
+            }))
+        ),
+        "ct(commit,zone=2)"
+    );
+}

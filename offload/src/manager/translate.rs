@@ -225,6 +225,9 @@ impl<B: DrBackend> OffloadManager<B> {
                         "recirc: the FDB has no CT or post-ct table for a next stage yet",
                     ))
                 }
+                DpAction::Ct(_) | DpAction::CtClear => return Err(action(
+                    "ct: the FDB has no conntrack table yet; the connection is tracked in software",
+                )),
                 DpAction::Userspace(r) => {
                     let name = match r {
                         UserspaceReason::Controller { .. } => "controller",

@@ -687,6 +687,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             meters: &*meters,
             rng: &mut self.rng,
             now,
+            ct: None,
+            ct_meta: Default::default(),
         };
         execute(actions, pkt, layout, &mut sink)
     }

@@ -243,6 +243,8 @@ impl FlowSetup {
             meters: &*meters,
             rng,
             now,
+            ct: None,
+            ct_meta: Default::default(),
         };
         let exec = execute(&actions, pkt, &mut layout, &mut sink);
         Ok(SwOutcome { upcall: true, exec })
