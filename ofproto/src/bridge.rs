@@ -206,6 +206,8 @@ pub struct Bridge {
     /// Counts TLV table changes (part of the tables' generation: where an
     /// option lands in a key moved).
     tlv_changes: u64,
+    /// Recirculation ids and their frozen states (`ct(table=T)`).
+    pub(crate) recirc: Arc<crate::recirc::RecircPool>,
 }
 
 impl Bridge {

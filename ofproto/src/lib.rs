@@ -46,6 +46,7 @@ pub mod group;
 pub mod mac;
 pub mod meter;
 pub mod pipeline;
+pub mod recirc;
 pub mod rule;
 pub mod table;
 pub mod text;

@@ -123,7 +123,7 @@ impl FieldRange {
 /// set). The `ovs-ofctl` spellings that mean the same thing parse into the
 /// same variant (`mod_dl_src:X` and `set_field:X->eth_src` are both a
 /// [`OfAction::SetField`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum OfAction {
     /// `output:PORT`, `in_port`, `all`, `flood`, `local`, `normal`,
     /// `controller:MAX_LEN`. `max_len` matters only for `CONTROLLER`
@@ -168,6 +168,37 @@ pub enum OfAction {
     Sample { probability: u16 },
     /// `group:N`: run group N's buckets (see [`crate::group`]).
     Group(u32),
+    /// `ct(...)`: track the packet in the connection tracker (see
+    /// [`CtAction`]).
+    Ct(Box<CtAction>),
+    /// `ct_clear`: forget the packet's tracking state.
+    CtClear,
+}
+
+/// Where `ct()` takes its zone from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CtZone {
+    Imm(u16),
+    /// `zone=NXM_NX_REG0[0..15]`: 16 bits of a field, read when the
+    /// action runs.
+    Field(FieldRange),
+}
+
+/// `ct(commit,force,table=T,zone=Z,nat(...),exec(...))`, Open vSwitch's
+/// NXAST_CT with its nested NXAST_NAT and exec actions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CtAction {
+    pub commit: bool,
+    /// End a connection met in its reply direction (requires `commit`).
+    pub force: bool,
+    /// The table the packet is looked up in next, with its tracking state
+    /// (a recirculation); `None`: the pipeline goes on untracked-looking.
+    pub table: Option<TableId>,
+    pub zone: CtZone,
+    pub nat: Option<conntrack::NatSpec>,
+    /// `exec(...)`: `set_field`/`load` into `ct_mark` and `ct_label`, in
+    /// order (only with `commit`).
+    pub exec: Vec<OfAction>,
 }
 
 /// The instruction set of a rule (OpenFlow 1.3, section 5.9), in execution

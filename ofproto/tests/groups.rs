@@ -63,7 +63,11 @@ fn an_all_group_of_outputs_is_a_megaflow_with_one_output_per_bucket() {
         vec![DpAction::Output(PortNo(2)), DpAction::Output(PortNo(3))]
     );
     let fields: Vec<Field> = t.mask.fields().collect();
-    assert_eq!(fields, vec![Field::InPort], "only the input port is read");
+    assert_eq!(
+        fields,
+        vec![Field::InPort, Field::RecircId],
+        "only the input port (and the stage, as every megaflow) is read"
+    );
 }
 
 #[test]

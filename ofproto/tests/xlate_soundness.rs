@@ -473,7 +473,15 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
                 mask.set_exact(f);
             }
         }
-        OfAction::Resubmit(_) | OfAction::Sample { .. } => {}
+        OfAction::Resubmit(_) | OfAction::Sample { .. } | OfAction::CtClear => {}
+        // The zone's register (the tracker reads the packet, not the key).
+        OfAction::Ct(ct) => {
+            if let ofproto::rule::CtZone::Field(r) = ct.zone {
+                if !PIPELINE_FIELDS.contains(&r.field) {
+                    mask.set_exact(r.field);
+                }
+            }
+        }
     }
 }
 
@@ -559,6 +567,8 @@ fn megaflows_are_no_narrower_than_the_tables_and_actions_justify() {
                     allowed.set_exact(tpid);
                 }
             }
+            // Every megaflow is of one stage.
+            allowed.set_exact(Field::RecircId);
             visited_some += u64::from(
                 t.trace
                     .iter()

@@ -680,6 +680,8 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             in_port: 0xfff8,
             table: Some(t.0),
         },
+        // The Nicira ct encodings come with the wire part of conntrack.
+        OfAction::Ct(_) | OfAction::CtClear => return None,
         OfAction::Sample { probability } => {
             let mut data = NX_SAMPLE.to_be_bytes().to_vec();
             data.extend_from_slice(&probability.to_be_bytes());

@@ -354,6 +354,15 @@ fn parse_action(
         "group" => {
             OfAction::Group(num(colon(name, arg)?, u128::from(crate::group::GROUP_MAX))? as u32)
         }
+        "ct" => match arg {
+            Arg::None => super::ct::parse_ct(name, "")?,
+            Arg::Paren(args) => super::ct::parse_ct(name, args)?,
+            Arg::Colon(_) => return Err(ValueError::bad("expected ct or ct(ARGS)").at(item, name)),
+        },
+        "ct_clear" => {
+            no_arg(name, arg)?;
+            OfAction::CtClear
+        }
         "sample" => match arg {
             Arg::Paren(args) => sample(name, args)?,
             _ => return Err(ValueError::bad("expected sample(probability=N,...)").at(item, name)),

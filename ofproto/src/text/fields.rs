@@ -54,6 +54,8 @@ pub(crate) enum Kind {
     TcpFlags,
     /// `tun_flags`: `+oam` flag syntax or a number.
     TunFlags,
+    /// `ct_state`: `+trk-new` flag syntax, `est|trk` (exact), or a number.
+    CtState,
 }
 
 impl Kind {
@@ -272,6 +274,33 @@ pub(crate) const FIELDS: &[FieldDef] = &[
     def("nd_target", F::NdTarget, K::Ipv6, P::Nd, true),
     def("nd_sll", F::ArpSha, K::Mac, P::NdSll, true),
     def("nd_tll", F::ArpTha, K::Mac, P::NdTll, true),
+    // Recirculation and connection tracking: read-only (`ct_mark` and
+    // `ct_label` are written only inside `ct(exec(...))`).
+    def("recirc_id", F::RecircId, K::Hex, P::None, false),
+    def("dp_hash", F::DpHash, K::Hex, P::None, false),
+    def("ct_state", F::CtState, K::CtState, P::None, false),
+    def("ct_zone", F::CtZone, K::Dec, P::None, false),
+    def("ct_mark", F::CtMark, K::Hex, P::None, false),
+    def("ct_label", F::CtLabel, K::Hex, P::None, false),
+    def("ct_nw_src", F::CtNwSrc, K::Ipv4, P::None, false),
+    def("ct_nw_dst", F::CtNwDst, K::Ipv4, P::None, false),
+    def("ct_ipv6_src", F::CtIpv6Src, K::Ipv6, P::None, false),
+    def("ct_ipv6_dst", F::CtIpv6Dst, K::Ipv6, P::None, false),
+    def("ct_nw_proto", F::CtNwProto, K::Dec, P::None, false),
+    def("ct_tp_src", F::CtTpSrc, K::Dec, P::None, false),
+    def("ct_tp_dst", F::CtTpDst, K::Dec, P::None, false),
+];
+
+/// `ct_state` flag names, in bit order (Open vSwitch's `CS_*`).
+pub(crate) const CT_STATE_FLAGS: [(&str, u128); 8] = [
+    ("new", 0x01),
+    ("est", 0x02),
+    ("rel", 0x04),
+    ("rpl", 0x08),
+    ("inv", 0x10),
+    ("trk", 0x20),
+    ("snat", 0x40),
+    ("dnat", 0x80),
 ];
 
 /// The definition of a match field name. Names megaflow adds later (not in
@@ -428,6 +457,27 @@ fn parse_kind(kind: Kind, field: Field, text: &str) -> VResult<(u128, u128)> {
                 (n, num_mask(m, max)?)
             }
         },
+        Kind::CtState => {
+            if text.starts_with(['+', '-']) {
+                flags(text, &CT_STATE_FLAGS, "ct_state")?
+            } else if text.starts_with(|c: char| c.is_ascii_alphabetic()) {
+                // `est|trk`: exactly these flags.
+                let mut v = 0;
+                for name in text.split('|') {
+                    let bit = CT_STATE_FLAGS
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|&(_, b)| b)
+                        .ok_or_else(|| {
+                            ValueError::bad(format!("unknown ct_state flag \"{name}\""))
+                        })?;
+                    v |= bit;
+                }
+                (v, max)
+            } else {
+                (value::number_max(v, max)?, num_mask(m, max)?)
+            }
+        }
         Kind::TcpFlags | Kind::TunFlags => {
             let (names, what) = match kind {
                 Kind::TcpFlags => (&TCP_FLAGS[..], "TCP"),
@@ -747,6 +797,17 @@ const NXM_FIELDS: &[(&str, Field, bool)] = &[
     ("NXM_NX_IP_TTL", F::IpTtl, true),
     ("NXM_NX_PKT_MARK", F::PktMark, true),
     ("NXM_NX_TCP_FLAGS", F::TcpFlags, false),
+    ("NXM_NX_CT_STATE", F::CtState, false),
+    ("NXM_NX_CT_ZONE", F::CtZone, false),
+    ("NXM_NX_CT_MARK", F::CtMark, false),
+    ("NXM_NX_CT_LABEL", F::CtLabel, false),
+    ("NXM_NX_CT_NW_PROTO", F::CtNwProto, false),
+    ("NXM_NX_CT_NW_SRC", F::CtNwSrc, false),
+    ("NXM_NX_CT_NW_DST", F::CtNwDst, false),
+    ("NXM_NX_CT_IPV6_SRC", F::CtIpv6Src, false),
+    ("NXM_NX_CT_IPV6_DST", F::CtIpv6Dst, false),
+    ("NXM_NX_CT_TP_SRC", F::CtTpSrc, false),
+    ("NXM_NX_CT_TP_DST", F::CtTpDst, false),
     ("OXM_OF_METADATA", F::Metadata, true),
     ("OXM_OF_IN_PORT", F::InPort, true),
     ("OXM_OF_ETH_DST", F::EthDst, true),
@@ -783,6 +844,14 @@ const NXM_FIELDS: &[(&str, Field, bool)] = &[
 
 /// A `load`/`move` subfield `NAME[]`, `NAME[n]`, `NAME[a..b]` (or a bare
 /// `NAME`: the whole field), with whether actions may write it.
+/// The NXM name Open vSwitch prints for a subfield of `field`.
+pub(crate) fn nxm_name(field: Field) -> &'static str {
+    NXM_FIELDS
+        .iter()
+        .find(|(_, f, _)| *f == field)
+        .map_or(field.name(), |(n, _, _)| n)
+}
+
 pub(crate) fn parse_subfield(s: &str) -> Result<(FieldRange, bool), ParseError> {
     let (name, range) = match s.split_once('[') {
         Some((name, rest)) => match rest.strip_suffix(']') {

@@ -35,6 +35,7 @@
 //! number for [`parse_flow_file`].
 
 mod actions;
+mod ct;
 mod fields;
 pub(crate) use fields::{field_def, FieldDef, MatchBuilder};
 mod print;

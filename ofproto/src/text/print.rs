@@ -17,8 +17,8 @@ use megaflow::key::VLAN_PRESENT;
 use megaflow::{Field, Match};
 
 use super::fields::{
-    exact, shorthand_for, ETH_ARP, ETH_IP, ETH_IPV6, ETH_RARP, FRAG_KEYWORDS, PROTO_ICMP,
-    PROTO_ICMP6, TCP_FLAGS, TUN_FLAGS,
+    exact, shorthand_for, CT_STATE_FLAGS, ETH_ARP, ETH_IP, ETH_IPV6, ETH_RARP, FRAG_KEYWORDS,
+    PROTO_ICMP, PROTO_ICMP6, TCP_FLAGS, TUN_FLAGS,
 };
 use crate::rule::{FieldRange, Instructions, OfAction, OfPort, RuleSpec};
 use crate::tlv::TlvTable;
@@ -54,7 +54,13 @@ fn style(field: Field) -> Style {
         | Field::TunTos
         | Field::TunTtl
         | Field::TunTpSrc
-        | Field::TunTpDst => Style::Dec,
+        | Field::TunTpDst
+        | Field::CtZone
+        | Field::CtNwProto
+        | Field::CtTpSrc
+        | Field::CtTpDst => Style::Dec,
+        Field::CtNwSrc | Field::CtNwDst => Style::Ipv4,
+        Field::CtIpv6Src | Field::CtIpv6Dst => Style::Ipv6,
         _ => Style::Hex,
     }
 }
@@ -158,6 +164,57 @@ const ORDER: &[Field] = &[
     Field::TcpFlags,
 ];
 
+/// Fields Open vSwitch prints before the protocol shorthand, in its order.
+const BEFORE_SHORTHAND: &[Field] = &[
+    Field::RecircId,
+    Field::DpHash,
+    Field::CtState,
+    Field::CtZone,
+    Field::CtMark,
+    Field::CtLabel,
+    Field::CtNwSrc,
+    Field::CtIpv6Src,
+    Field::CtNwDst,
+    Field::CtIpv6Dst,
+    Field::CtNwProto,
+    Field::CtTpSrc,
+    Field::CtTpDst,
+];
+
+/// `recirc_id`, `ct_state`, ... as Open vSwitch's `match_format` writes
+/// them.
+fn format_packet_meta(parts: &mut Vec<String>, field: Field, v: u128, mask: u128) {
+    let full = field.layout().max_value();
+    let text = match field {
+        Field::CtState if mask == full => {
+            let names: Vec<&str> = CT_STATE_FLAGS
+                .iter()
+                .filter(|(_, b)| v & b != 0)
+                .map(|(n, _)| *n)
+                .collect();
+            if names.is_empty() {
+                "0".to_string()
+            } else {
+                names.join("|")
+            }
+        }
+        Field::CtState => CT_STATE_FLAGS
+            .iter()
+            .filter(|(_, b)| mask & b != 0)
+            .map(|(n, b)| format!("{}{n}", if v & b != 0 { '+' } else { '-' }))
+            .collect(),
+        Field::RecircId | Field::DpHash | Field::CtMark | Field::CtLabel => {
+            if mask == full {
+                ovs_hex(v)
+            } else {
+                format!("{}/{}", ovs_hex(v), ovs_hex(mask))
+            }
+        }
+        _ => value(field, v, mask),
+    };
+    parts.push(format!("{}={text}", field.name()));
+}
+
 /// What the printer knows about the match's protocols.
 struct Context {
     arp: bool,
@@ -178,7 +235,16 @@ pub fn format_match_in(m: &Match, tlv: &TlvTable) -> String {
     let mut parts: Vec<String> = Vec::new();
     let eth = exact(m, Field::EthType);
     let proto = exact(m, Field::IpProto);
-    let mut skip: Vec<Field> = Vec::new();
+    let mut skip: Vec<Field> = BEFORE_SHORTHAND.to_vec();
+    for &field in BEFORE_SHORTHAND {
+        let mask = m.mask().field(field);
+        // A megaflow's recirc_id is always exact; 0 (from a port) is
+        // the usual case and not printed.
+        if mask == 0 || (field == Field::RecircId && m.key().field(field) == 0) {
+            continue;
+        }
+        format_packet_meta(&mut parts, field, m.key().field(field) & mask, mask);
+    }
     if let Some((name, covers_proto)) = eth.and_then(|e| shorthand_for(e, proto)) {
         parts.push(name.to_string());
         skip.push(Field::EthType);
@@ -418,6 +484,15 @@ fn format_action(out: &mut String, a: &OfAction) {
         OfAction::Resubmit(t) => write!(out, "resubmit(,{t})"),
         OfAction::Group(g) => write!(out, "group:{g}"),
         OfAction::Sample { probability } => write!(out, "sample(probability={probability})"),
+        OfAction::Ct(ct) => {
+            out.push_str(&super::ct::format_ct(ct, |acts| {
+                let mut s = String::new();
+                format_actions(&mut s, acts);
+                s
+            }));
+            Ok(())
+        }
+        OfAction::CtClear => write!(out, "ct_clear"),
     };
 }
 

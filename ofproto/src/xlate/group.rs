@@ -22,7 +22,7 @@ impl<'a> Ctx<'a> {
             GroupType::All => {
                 for i in 0..n {
                     self.bucket(g, i);
-                    if self.error.is_some() {
+                    if self.halted() {
                         return;
                     }
                 }
@@ -103,7 +103,7 @@ impl<'a> Ctx<'a> {
         self.depth += 1;
         for a in &g.spec.buckets[i].actions {
             self.action(a);
-            if self.error.is_some() {
+            if self.halted() {
                 break;
             }
         }

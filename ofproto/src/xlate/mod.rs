@@ -37,12 +37,15 @@ pub use trace::{TraceEvent, TracedRule};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use megaflow::actions::{ArpField, SampleCookie, SampleOutput, UserspaceReason};
-use megaflow::key::{TUNNEL_FIELDS, VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
+use megaflow::key::{
+    PACKET_META_FIELDS, TUNNEL_FIELDS, VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK,
+};
 use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp};
 
 use crate::bridge::{Bridge, Generations};
 use crate::mac::MacLearn;
-use crate::rule::{OfAction, OfPort};
+use crate::recirc::FrozenState;
+use crate::rule::{CtAction, CtZone, OfAction, OfPort};
 use crate::table::RuleRef;
 use crate::wildcards::{Wildcards, PIPELINE_FIELDS};
 use crate::TableId;
@@ -66,6 +69,13 @@ pub enum XlateError {
     TooManyLookups,
     #[error("set_field on {0} is not supported by the datapath")]
     UnsupportedSetField(Field),
+    #[error("recirculation context {0:#x} not found")]
+    NoRecircContext(u32),
+    #[error(
+        "no recirculation id left (at most {} at once)",
+        crate::recirc::MAX_IDS
+    )]
+    RecircIdsExhausted,
 }
 
 /// The result of translating one key.
@@ -218,6 +228,9 @@ pub(crate) struct Ctx<'a> {
     error: Option<XlateError>,
     tracing: bool,
     trace: Vec<TraceEvent>,
+    /// The translation ended at a recirculation (`ct(table=T)`): nothing
+    /// more runs in this stage.
+    frozen: bool,
 }
 
 /// Translates `key` through `br`'s pipeline, starting at table 0.
@@ -235,6 +248,19 @@ impl Bridge {
 
 fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
     let mut ctx = Ctx::new(br, key, now, tracing);
+    let id = key.recirc_id() as u32;
+    if id != 0 {
+        // A later stage: sampling, tunnel ingress and fail-open happened
+        // at the first.
+        match br.recirc.thaw(id) {
+            Some(state) => {
+                ctx.thaw(&state);
+                ctx.run_chain(state.table, true);
+            }
+            None => ctx.fail(XlateError::NoRecircContext(id)),
+        }
+        return ctx.finish();
+    }
     ctx.port_sampling();
     ctx.tunnel_ingress();
     ctx.not_a_tunnel_packet();
@@ -260,7 +286,7 @@ impl Bridge {
         let mut ctx = Ctx::new(self, key, now, false);
         for a in actions {
             ctx.action(a);
-            if ctx.error.is_some() {
+            if ctx.halted() {
                 break;
             }
         }
@@ -270,12 +296,16 @@ impl Bridge {
 
 impl<'a> Ctx<'a> {
     fn new(br: &'a Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Ctx<'a> {
+        // Every megaflow is of one stage: recirc_id exact (as Open
+        // vSwitch's `xlate_wc_init`).
+        let mut wc = Wildcards::new();
+        wc.unwildcard_field(Field::RecircId);
         Ctx {
             br,
             now,
             orig: *key,
             flow: *key,
-            wc: Wildcards::new(),
+            wc,
             out: Vec::new(),
             dirty: 0,
             committed: 0,
@@ -293,7 +323,13 @@ impl<'a> Ctx<'a> {
             error: None,
             tracing,
             trace: Vec::new(),
+            frozen: false,
         }
+    }
+
+    /// True once nothing more may run: an error or a freeze.
+    fn halted(&self) -> bool {
+        self.error.is_some() || self.frozen
     }
 
     fn finish(mut self) -> Translation {
@@ -410,7 +446,7 @@ impl<'a> Ctx<'a> {
         }
         for a in &ins.apply {
             self.action(a);
-            if self.error.is_some() {
+            if self.halted() {
                 return Next::Abort;
             }
         }
@@ -447,7 +483,7 @@ impl<'a> Ctx<'a> {
         }
         for a in &set {
             self.action(a);
-            if self.error.is_some() {
+            if self.halted() {
                 return;
             }
         }
@@ -494,7 +530,118 @@ impl<'a> Ctx<'a> {
                 let rate = (65535.0 / f64::from((*probability).max(1))).round() as u32;
                 self.sample(u32::from(*probability) * 65537, rate);
             }
+            OfAction::Ct(ct) => self.conntrack(ct),
+            OfAction::CtClear => {
+                self.out.push(DpAction::CtClear);
+                self.clear_ct_fields();
+            }
         }
+    }
+
+    /// `ct(...)`: the datapath tracks the packet as the pipeline made it
+    /// (pending rewrites go first); with `table=T` the stage ends in a
+    /// recirculation to T.
+    fn conntrack(&mut self, ct: &CtAction) {
+        self.commit();
+        let zone = match ct.zone {
+            CtZone::Imm(z) => z,
+            CtZone::Field(r) => (self.read_bits(r.field, r.mask()) >> r.ofs) as u16,
+        };
+        let mut spec = conntrack::CtSpec {
+            zone,
+            commit: ct.commit,
+            force: ct.force,
+            nat: ct.nat,
+            mark: None,
+            label: None,
+        };
+        for a in &ct.exec {
+            match a {
+                OfAction::SetField {
+                    field: Field::CtMark,
+                    value,
+                    mask,
+                } => {
+                    let (v0, m0) = spec.mark.unwrap_or((0, 0));
+                    let (v, m) = (*value as u32, *mask as u32);
+                    spec.mark = Some(((v0 & !m) | (v & m), m0 | m));
+                }
+                OfAction::SetField {
+                    field: Field::CtLabel,
+                    value,
+                    mask,
+                } => {
+                    let (v0, m0) = spec.label.unwrap_or((0, 0));
+                    spec.label = Some(((v0 & !mask) | (value & mask), m0 | mask));
+                }
+                // The parser and the wire decoder let nothing else in.
+                _ => {}
+            }
+        }
+        self.out.push(DpAction::Ct(Box::new(spec)));
+        // What ct() will say is not known here: in the rest of this stage
+        // the packet reads as untracked (Open vSwitch clears the fields).
+        self.clear_ct_fields();
+        if let Some(t) = ct.table {
+            self.freeze(t, true);
+        }
+    }
+
+    /// The `ct_*` fields read as zero from here on (pipeline constants).
+    fn clear_ct_fields(&mut self) {
+        for &f in &PACKET_META_FIELDS[2..] {
+            self.flow.set_field(f, 0);
+            self.wc.write(f, f.layout().max_value());
+        }
+    }
+
+    /// Ends this stage: what the next one needs is frozen under an id, and
+    /// the datapath recirculates the packet to it.
+    fn freeze(&mut self, table: TableId, conntracked: bool) {
+        self.commit();
+        let written = self.wc.written();
+        let mut fields = Vec::new();
+        for &f in PIPELINE_FIELDS {
+            let v = self.flow.field(f);
+            if v != 0 {
+                fields.push((f, v, f.layout().max_value()));
+            }
+        }
+        for &f in TUNNEL_FIELDS.iter().chain(&[Field::PktMark, Field::InPort]) {
+            let w = written.field(f);
+            if w != 0 {
+                fields.push((f, self.flow.field(f) & w, w));
+            }
+        }
+        let state = FrozenState {
+            table,
+            fields,
+            action_set: self.action_set.clone(),
+            conntracked,
+        };
+        match self.br.recirc.freeze(state) {
+            Some(id) => {
+                self.note(|| format!("recirculate to {id:#x}: resume at table {table}"));
+                self.out.push(DpAction::Recirc(id));
+                self.frozen = true;
+            }
+            None => self.fail(XlateError::RecircIdsExhausted),
+        }
+    }
+
+    /// Starts a later stage from its frozen state.
+    fn thaw(&mut self, s: &FrozenState) {
+        for &(f, v, m) in &s.fields {
+            let old = self.flow.field(f);
+            self.flow.set_field(f, (old & !m) | (v & m));
+            self.wc.write(f, m);
+        }
+        if !s.conntracked {
+            self.clear_ct_fields();
+        }
+        self.action_set = s.action_set.clone();
+        let t = s.table;
+        self.note(|| format!("resume at table {t}"));
     }
 
     /// A sampled copy to the sFlow exporter, 1 packet in `rate`.
@@ -739,7 +886,7 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::SetField { .. }
         | OfAction::SetTunMetadata { .. }
         | OfAction::Move { .. } => 3,
-        OfAction::Sample { .. } | OfAction::Resubmit(_) => 4,
+        OfAction::Sample { .. } | OfAction::Resubmit(_) | OfAction::Ct(_) | OfAction::CtClear => 4,
         OfAction::Output { .. } | OfAction::Group(_) => 5,
     }
 }
