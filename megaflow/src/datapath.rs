@@ -118,6 +118,27 @@ struct Slot {
     reported: FlowStats,
 }
 
+/// Writes into `key` the key of a packet's next stage (`recirc(id)`)
+/// after stage `prev`: the packet as modified, parsed again; its metadata
+/// (port, registers, tunnel) kept from `prev`, its tracking state `ct`,
+/// the new id. Returns the packet's header layout. What the datapath
+/// does between stages, and the slow path when it runs them itself.
+pub fn next_stage(
+    prev: &FlowKey,
+    pkt: &[u8],
+    id: u32,
+    ct: &conntrack::CtMeta,
+    key: &mut FlowKey,
+) -> Layout {
+    let layout = extract_into(prev.in_port() as u32, pkt, key).layout;
+    let (w, s) = (key.words_mut(), prev.words());
+    w[..8].copy_from_slice(&s[..8]);
+    w[HEADER_END..].copy_from_slice(&s[HEADER_END..]);
+    key.set_recirc_id(u64::from(id));
+    crate::key::write_ct_meta(key, ct);
+    layout
+}
+
 /// One thread's datapath.
 pub struct Datapath {
     cache: MegaflowCache,
@@ -201,16 +222,9 @@ impl Datapath {
             let Some(id) = out.recirc else {
                 return Lookup::Hit(total);
             };
-            // The next stage: the packet as modified, parsed again; its
-            // metadata (port, registers, tunnel, ct) kept; the new id.
             self.stats.recirculations += 1;
-            let saved = self.key;
-            layout = extract_into(in_port.0, pkt, &mut self.key).layout;
-            let (w, s) = (self.key.words_mut(), saved.words());
-            w[..8].copy_from_slice(&s[..8]);
-            w[HEADER_END..].copy_from_slice(&s[HEADER_END..]);
-            self.key.set_recirc_id(u64::from(id));
-            crate::key::write_ct_meta(&mut self.key, &self.ct_meta);
+            let prev = self.key;
+            layout = next_stage(&prev, pkt, id, &self.ct_meta, &mut self.key);
         }
         self.stats.recirc_too_deep += 1;
         total.dropped = Some(DropReason::RecircDepth);

@@ -340,6 +340,42 @@ pub fn write_ct_meta(key: &mut FlowKey, m: &conntrack::CtMeta) {
     }
 }
 
+/// The tracking state a key carries (what [`write_ct_meta`] wrote).
+pub fn read_ct_meta(key: &FlowKey) -> conntrack::CtMeta {
+    let state = key.ct_state() as u8;
+    if state == 0 {
+        return conntrack::CtMeta::default();
+    }
+    let proto = key.ct_nw_proto() as u8;
+    let mut orig = conntrack::Tuple::default();
+    if proto != 0 {
+        let v6 = key.ct_ipv6_src() != 0 || key.ct_ipv6_dst() != 0;
+        orig.proto = proto;
+        orig.v6 = v6;
+        if v6 {
+            orig.src = conntrack::Addr(key.ct_ipv6_src().to_be_bytes());
+            orig.dst = conntrack::Addr(key.ct_ipv6_dst().to_be_bytes());
+        } else {
+            orig.src = conntrack::Addr::v4((key.ct_nw_src() as u32).to_be_bytes());
+            orig.dst = conntrack::Addr::v4((key.ct_nw_dst() as u32).to_be_bytes());
+        }
+        let (sp, dp) = (key.ct_tp_src() as u16, key.ct_tp_dst() as u16);
+        if orig.is_icmp() {
+            orig.dport = u16::from_be_bytes([sp as u8, dp as u8]);
+        } else {
+            orig.sport = sp;
+            orig.dport = dp;
+        }
+    }
+    conntrack::CtMeta {
+        state,
+        zone: key.ct_zone() as u16,
+        mark: key.ct_mark() as u32,
+        label: key.ct_label(),
+        orig,
+    }
+}
+
 /// Bytes of Geneve option data a key holds (all mapped options together).
 pub const TUN_OPT_SPACE: usize = 16;
 

@@ -334,7 +334,17 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
     ) -> SwOutcome {
         let out = match self.process_cached(now, in_port, tun, pkt, sink) {
             Some(out) => out,
-            None => self.upcall_tunneled(now, in_port, tun, pkt, sink),
+            None => {
+                // The datapath's key: a later stage's miss carries its
+                // recirc_id and tracking state, and the packet is as the
+                // earlier stages left it.
+                let key = *self.dps.0.key();
+                let mut scratch = FlowKey::ZERO;
+                let layout = extract_into(in_port.0, pkt, &mut scratch).layout;
+                let miss = Miss { key, layout };
+                let t = translate_miss(&self.bridge, &miss.key, now);
+                self.upcall_translated(now, &miss, &t, pkt, sink)
+            }
         };
         self.offload_tick(now);
         out
@@ -667,30 +677,72 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         };
         let actions = self.install_translated(&miss.key, t, &one, now);
         let mut layout = miss.layout;
-        let exec = self.run_actions(now, &actions, pkt, &mut layout, sink);
+        let exec = self.run_actions(now, &miss.key, &actions, pkt, &mut layout, sink);
         SwOutcome { upcall: true, exec }
     }
 
-    /// Executes `actions` on `pkt` here, the slow path's meters and sampler
-    /// in front of `sink`.
+    /// Executes `actions` (of the stage `key` is in) on `pkt` here, the
+    /// slow path's meters, sampler and tracker in front of `sink`; a
+    /// recirculation runs the next stage here too, installing its megaflow
+    /// as an upcall would.
     fn run_actions<S: ActionSink>(
         &mut self,
         now: Timestamp,
+        key: &FlowKey,
         actions: &Actions,
         pkt: &mut Vec<u8>,
         layout: &mut megaflow::Layout,
         sink: &mut S,
     ) -> ExecOutcome {
-        let meters = self.shared.meters.read();
-        let mut sink = MeteredSink {
-            inner: sink,
-            meters: &*meters,
-            rng: &mut self.rng,
-            now,
-            ct: None,
-            ct_meta: Default::default(),
-        };
-        execute(actions, pkt, layout, &mut sink)
+        let meters = Arc::clone(&self.shared.meters);
+        let meters = meters.read();
+        let tracker = self.shared.tracker();
+        let mut key = *key;
+        let mut actions = actions.clone();
+        let mut total = ExecOutcome::default();
+        for depth in 0..=megaflow::actions::MAX_RECIRC_DEPTH {
+            let mut ms = MeteredSink {
+                inner: &mut *sink,
+                meters: &*meters,
+                rng: &mut self.rng,
+                now,
+                ct: tracker.as_deref(),
+                ct_meta: megaflow::key::read_ct_meta(&key),
+            };
+            let out = execute(&actions, pkt, layout, &mut ms);
+            let ct_meta = ms.ct_meta;
+            total.then(&out);
+            let Some(id) = out.recirc else {
+                return total;
+            };
+            if depth == megaflow::actions::MAX_RECIRC_DEPTH {
+                break;
+            }
+            let prev = key;
+            *layout = megaflow::datapath::next_stage(&prev, pkt, id, &ct_meta, &mut key);
+            let t = translate_miss(&self.bridge, &key, now);
+            let one = FlowStats {
+                packets: 1,
+                bytes: pkt.len() as u64,
+                used: now,
+                tcp_flags: 0,
+            };
+            actions = self.install_translated(&key, &t, &one, now);
+        }
+        total.dropped = Some(megaflow::actions::DropReason::RecircDepth);
+        total.recirc = None;
+        total
+    }
+
+    /// The tracker `ct()` runs against when the slow path executes a
+    /// packet (give the datapaths the same one).
+    pub fn set_tracker(&self, tracker: Arc<conntrack::Tracker>) {
+        *self.shared.tracker.write() = Some(tracker);
+    }
+
+    /// The slow path's tracker.
+    pub fn tracker(&self) -> Option<Arc<conntrack::Tracker>> {
+        self.shared.tracker()
     }
 
     /// A PACKET_OUT: `actions` run on `pkt` as if received on `in_port`
@@ -716,7 +768,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         }
         let actions = t.datapath_actions();
         let mut layout = ex.layout;
-        Ok(self.run_actions(now, &actions, pkt, &mut layout, sink))
+        Ok(self.run_actions(now, &key, &actions, pkt, &mut layout, sink))
     }
 
     /// Installs the megaflow of a missed key translated outside the slow
@@ -1167,3 +1219,7 @@ fn match_hash(m: &Match) -> u64 {
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tests_ct.rs"]
+mod tests_ct;

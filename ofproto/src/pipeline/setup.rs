@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use megaflow::actions::{execute, ActionSink};
+use megaflow::actions::{execute, ActionSink, DropReason, ExecOutcome, MAX_RECIRC_DEPTH};
 use megaflow::key::FastBuild;
 use megaflow::meter::MeteredSink;
 use megaflow::offload::FlowOffload;
@@ -98,6 +98,9 @@ pub(super) struct Shared {
     pub(super) next_id: AtomicU64,
     inboxes: [Mutex<Inbox>; INBOXES],
     staged: AtomicUsize,
+    /// The connection tracker `ct()` runs against when the slow path
+    /// executes a packet (the datapaths' own).
+    pub(super) tracker: RwLock<Option<Arc<conntrack::Tracker>>>,
 }
 
 impl Shared {
@@ -108,7 +111,12 @@ impl Shared {
             next_id: AtomicU64::new(1),
             inboxes: Default::default(),
             staged: AtomicUsize::new(0),
+            tracker: RwLock::new(None),
         }
+    }
+
+    pub(super) fn tracker(&self) -> Option<Arc<conntrack::Tracker>> {
+        self.tracker.read().clone()
     }
 
     pub(super) fn new_id(&self) -> FlowId {
@@ -165,89 +173,128 @@ impl FlowSetup {
         sink: &mut S,
     ) -> Result<SwOutcome, Backlog> {
         let sh = &*self.shared;
+        let mut actions = self.stage(inbox, now, &miss.key, t, pkt.len())?;
+        let tracker = sh.tracker();
+        let meters = sh.meters.read();
+        let mut key = miss.key;
+        let mut layout = miss.layout;
+        let mut total = ExecOutcome::default();
+        // Later stages (`ct(table=T)`) run here too, each installing its
+        // own megaflow, as the datapath would after its inserts.
+        for depth in 0..=MAX_RECIRC_DEPTH {
+            let mut ms = MeteredSink {
+                inner: &mut *sink,
+                meters: &*meters,
+                rng: &mut *rng,
+                now,
+                ct: tracker.as_deref(),
+                ct_meta: megaflow::key::read_ct_meta(&key),
+            };
+            let out = execute(&actions, pkt, &mut layout, &mut ms);
+            let ct_meta = ms.ct_meta;
+            total.then(&out);
+            let Some(id) = out.recirc else {
+                return Ok(SwOutcome {
+                    upcall: true,
+                    exec: total,
+                });
+            };
+            if depth == MAX_RECIRC_DEPTH {
+                break;
+            }
+            let prev = key;
+            layout = megaflow::datapath::next_stage(&prev, pkt, id, &ct_meta, &mut key);
+            let t = translate_miss(&sh.bridge, &key, now);
+            actions = self.stage(inbox, now, &key, &t, pkt.len())?;
+        }
+        total.dropped = Some(DropReason::RecircDepth);
+        total.recirc = None;
+        Ok(SwOutcome {
+            upcall: true,
+            exec: total,
+        })
+    }
+
+    /// Stages the megaflow of one stage of an upcalled packet (`key`,
+    /// translated as `t`), counting the packet in it; returns its actions.
+    fn stage(
+        &self,
+        inbox: usize,
+        now: Timestamp,
+        key: &FlowKey,
+        t: &Translation,
+        len: usize,
+    ) -> Result<Actions, Backlog> {
+        let sh = &*self.shared;
         let one = FlowStats {
             packets: 1,
-            bytes: pkt.len() as u64,
+            bytes: len as u64,
             used: now,
             tcp_flags: 0,
         };
-        let actions = {
-            let mut g = sh.inboxes[inbox % INBOXES].lock();
-            if sh.staged() >= STAGED_MAX {
-                return Err(Backlog);
-            }
-            // Translated before a flow mod or a port change that came
-            // since: again, now (the adopter would, but the insert goes
-            // out first).
-            let current = sh.bridge.read().generations();
-            let fresh;
-            let mut retranslated = 0;
-            let t = if same_version(&t.generations, &current) {
-                t
-            } else {
-                retranslated = 1;
-                fresh = translate_miss(&sh.bridge, &miss.key, now);
-                &fresh
-            };
-            let matched = t.megaflow(&miss.key);
-            let h = match_hash(&matched);
-            let inbox = &mut *g;
-            let known = inbox
-                .index
-                .get(&h)
-                .copied()
-                .filter(|&i| inbox.records[i].matched == matched);
-            match known {
-                Some(i) => {
-                    let r = &mut inbox.records[i];
-                    r.stats.merge(&one);
-                    r.retranslated += retranslated;
-                    r.actions.clone()
-                }
-                None => {
-                    let id = sh.new_id();
-                    let to = home_of(&matched);
-                    let actions = t.datapath_actions();
-                    inbox.index.insert(h, inbox.records.len());
-                    inbox.records.push(Staged {
-                        id,
-                        matched,
-                        actions: actions.clone(),
-                        key: miss.key,
-                        rules: t.rules.clone().into(),
-                        generations: t.generations,
-                        uses: t.uses(),
-                        to,
-                        sent: 0,
-                        stats: one,
-                        retranslated,
-                    });
-                    sh.staged.fetch_add(1, Ordering::AcqRel);
-                    let cmd = DpCommand::Insert {
-                        id,
-                        matched: Box::new(matched),
-                        actions: actions.clone(),
-                    };
-                    let sent = self.dps.send(to, &cmd);
-                    if let Some(r) = inbox.records.last_mut() {
-                        r.sent = sent;
-                    }
-                    actions
-                }
-            }
+        let mut g = sh.inboxes[inbox % INBOXES].lock();
+        if sh.staged() >= STAGED_MAX {
+            return Err(Backlog);
+        }
+        // Translated before a flow mod or a port change that came
+        // since: again, now (the adopter would, but the insert goes
+        // out first).
+        let current = sh.bridge.read().generations();
+        let fresh;
+        let mut retranslated = 0;
+        let t = if same_version(&t.generations, &current) {
+            t
+        } else {
+            retranslated = 1;
+            fresh = translate_miss(&sh.bridge, key, now);
+            &fresh
         };
-        let meters = sh.meters.read();
-        let mut layout = miss.layout;
-        let mut sink = MeteredSink {
-            inner: sink,
-            meters: &*meters,
-            rng,
-            now,
-            ct: None,
-            ct_meta: Default::default(),
-        };
-        let exec = execute(&actions, pkt, &mut layout, &mut sink);
-        Ok(SwOutcome { upcall: true, exec })
+        let matched = t.megaflow(key);
+        let h = match_hash(&matched);
+        let inbox = &mut *g;
+        let known = inbox
+            .index
+            .get(&h)
+            .copied()
+            .filter(|&i| inbox.records[i].matched == matched);
+        Ok(match known {
+            Some(i) => {
+                let r = &mut inbox.records[i];
+                r.stats.merge(&one);
+                r.retranslated += retranslated;
+                r.actions.clone()
+            }
+            None => {
+                let id = sh.new_id();
+                let to = home_of(&matched);
+                let actions = t.datapath_actions();
+                inbox.index.insert(h, inbox.records.len());
+                inbox.records.push(Staged {
+                    id,
+                    matched,
+                    actions: actions.clone(),
+                    key: *key,
+                    rules: t.rules.clone().into(),
+                    generations: t.generations,
+                    uses: t.uses(),
+                    to,
+                    sent: 0,
+                    stats: one,
+                    retranslated,
+                });
+                sh.staged.fetch_add(1, Ordering::AcqRel);
+                let cmd = DpCommand::Insert {
+                    id,
+                    matched: Box::new(matched),
+                    actions: actions.clone(),
+                };
+                let sent = self.dps.send(to, &cmd);
+                if let Some(r) = inbox.records.last_mut() {
+                    r.sent = sent;
+                }
+                actions
+            }
+        })
     }
 
     /// Records staged and not adopted yet.

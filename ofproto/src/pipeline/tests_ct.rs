@@ -1,0 +1,157 @@
+//! `ct()` through the software pipeline: the first packet of each stage
+//! goes up and installs that stage's megaflow, later packets stay in the
+//! datapath for both stages, the tracker decides what a stateful table
+//! lets through.
+
+use std::sync::Arc;
+
+use conntrack::{Config, Tracker};
+use megaflow::actions::CollectSink;
+use megaflow::frame::{FrameSpec, L4};
+
+use super::tests::{bridge, Model};
+use super::*;
+
+const A: u32 = 0xc612_0002;
+const B: u32 = 0xc612_0003;
+const C: u32 = 0xc612_0004;
+
+/// Open vSwitch's conntrack tutorial firewall: port 1 may open
+/// connections to port 2; port 2 may only answer.
+const FIREWALL: [&str; 5] = [
+    "table=0,priority=50,ct_state=-trk,ip actions=ct(table=1,zone=9)",
+    "table=1,priority=50,ct_state=+trk+new,ip,in_port=1 actions=ct(commit,zone=9),output:2",
+    "table=1,priority=50,ct_state=+trk+est,ip,in_port=1 actions=output:2",
+    "table=1,priority=50,ct_state=+trk+est,ip,in_port=2 actions=output:1",
+    "table=1,priority=40,ct_state=+trk,ip actions=drop",
+];
+
+fn firewall() -> (Pipeline<Model>, Arc<Tracker>) {
+    let mut p = Pipeline::new(
+        bridge(&FIREWALL),
+        Model::default(),
+        PipelineConfig::default(),
+    );
+    let t = Arc::new(Tracker::new(Config::default()));
+    p.set_tracker(Arc::clone(&t));
+    p.datapaths_mut().0.set_tracker(Arc::clone(&t));
+    (p, t)
+}
+
+fn udp(src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u8> {
+    FrameSpec::ipv4(src, dst, L4::udp(sport, dport)).build()
+}
+
+/// Sends one frame from `port`: (went up, ports it left on).
+fn send(p: &mut Pipeline<Model>, port: u32, mut f: Vec<u8>, ms: u64) -> (bool, Vec<u32>) {
+    let mut sink = CollectSink::new();
+    let out = p.process(
+        Timestamp(1_000_000_000 + ms * 1_000_000),
+        PortNo(port),
+        &mut f,
+        &mut sink,
+    );
+    (out.upcall, sink.outputs.iter().map(|(p, _)| p.0).collect())
+}
+
+#[test]
+fn a_stateful_table_lets_replies_in_and_keeps_strangers_out() {
+    let (mut p, t) = firewall();
+    // A opens: up (stage 1, then stage 2 in the slow path), out port 2.
+    assert_eq!(send(&mut p, 1, udp(A, B, 5000, 53), 0), (true, vec![2]));
+    assert_eq!(t.len(), 1, "committed");
+    // B answers: its stage-1 megaflow (port 2, untracked) is new, its
+    // stage-2 one too; out port 1.
+    assert_eq!(send(&mut p, 2, udp(B, A, 53, 5000), 1), (true, vec![1]));
+    // A again: now established, a stage-2 megaflow of its own; B again:
+    // all in the datapath, both stages.
+    assert_eq!(send(&mut p, 1, udp(A, B, 5000, 53), 2), (true, vec![2]));
+    assert_eq!(send(&mut p, 2, udp(B, A, 53, 5000), 3), (false, vec![1]));
+    assert_eq!(send(&mut p, 1, udp(A, B, 5000, 53), 3), (false, vec![2]));
+    // A stranger on port 2: tracked new, dropped.
+    assert_eq!(send(&mut p, 2, udp(C, A, 53, 5001), 4).1, Vec::<u32>::new());
+    assert_eq!(t.len(), 1, "nothing committed for the stranger");
+    // The megaflows: each stage its own, the second stage named by its id.
+    let dumps: Vec<String> = p.dump().iter().map(|d| ofproto_text(&d.matched)).collect();
+    assert!(
+        dumps
+            .iter()
+            .any(|m| m.starts_with("ct_state=0") || m.contains("ct_state=-trk")),
+        "{dumps:?}"
+    );
+    assert!(
+        dumps
+            .iter()
+            .any(|m| m.starts_with("recirc_id=0x") && m.contains("ct_state=")),
+        "{dumps:?}"
+    );
+    let st = p.datapaths().0.stats();
+    assert!(st.recirculations >= 2, "{st:?}");
+}
+
+fn ofproto_text(m: &Match) -> String {
+    crate::text::format_match(m)
+}
+
+#[test]
+fn tcp_through_the_firewall_is_tracked_by_its_window() {
+    let (mut p, t) = firewall();
+    let data =
+        |src: u32, dst: u32, sport: u16, dport: u16, flags: u16, seq: u32, ack: u32, len: usize| {
+            let mut f = FrameSpec::ipv4(
+                src,
+                dst,
+                L4::Tcp {
+                    sport,
+                    dport,
+                    flags,
+                },
+            )
+            .payload(len)
+            .build();
+            f[38..42].copy_from_slice(&seq.to_be_bytes());
+            f[42..46].copy_from_slice(&ack.to_be_bytes());
+            f[48..50].copy_from_slice(&64240u16.to_be_bytes());
+            f
+        };
+    let seg =
+        |src, dst, sport, dport, flags, seq, ack| data(src, dst, sport, dport, flags, seq, ack, 0);
+    assert_eq!(
+        send(&mut p, 1, seg(A, B, 40000, 80, 0x02, 100, 0), 0).1,
+        vec![2]
+    );
+    assert_eq!(
+        send(&mut p, 2, seg(B, A, 80, 40000, 0x12, 700, 101), 1).1,
+        vec![1]
+    );
+    assert_eq!(
+        send(&mut p, 1, seg(A, B, 40000, 80, 0x10, 101, 701), 2).1,
+        vec![2]
+    );
+    // Data far outside the window is invalid: the catch-all drops it.
+    assert!(send(
+        &mut p,
+        2,
+        data(B, A, 80, 40000, 0x10, 700 + 90_000_000, 101, 100),
+        3
+    )
+    .1
+    .is_empty());
+    // In the window it passes.
+    assert_eq!(
+        send(&mut p, 2, data(B, A, 80, 40000, 0x10, 701, 101, 100), 3).1,
+        vec![1]
+    );
+    // An unsolicited SYN from B's side is new and dropped.
+    assert!(send(&mut p, 2, seg(B, A, 81, 40001, 0x02, 5, 0), 4)
+        .1
+        .is_empty());
+    let d = t.dump(None, 5_000);
+    assert_eq!(d.len(), 1);
+    assert!(
+        d[0].format(false)
+            .ends_with("zone=9,protoinfo=(state=ESTABLISHED)"),
+        "{}",
+        d[0].format(false)
+    );
+}
