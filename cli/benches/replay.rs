@@ -75,6 +75,7 @@ fn main() {
             progress: false,
             dump_flows: false,
             underlay: None,
+            conntrack: Default::default(),
         };
         let s = replay::run(job).expect("replay");
         assert_eq!(s.packets, written);

@@ -130,6 +130,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     #[serde(default)]
     pub sflow: SflowConfig,
+    #[serde(default)]
+    pub conntrack: ConntrackConfig,
     #[serde(default, rename = "port")]
     pub ports: Vec<PortConfig>,
     /// The tunnel ports' routes and neighbours, given (replay; a live
@@ -139,6 +141,81 @@ pub struct Config {
     /// Where the file was read from (for relative paths).
     #[serde(skip)]
     pub dir: Option<PathBuf>,
+}
+
+/// `[conntrack]`: the tracker's limits and timeouts.
+///
+/// ```toml
+/// [conntrack]
+/// max_conns = 3000000          # dpctl/ct-set-maxconns
+/// tcp_seq_check = true         # dpctl/ct-{en,dis}able-tcp-seq-chk
+/// default_zone_limit = 0       # 0: unlimited (dpctl/ct-set-limits default=)
+/// timeouts = { tcp_established = 3600 }   # the default policy
+/// [[conntrack.zone]]
+/// zone = 5
+/// limit = 1000                 # an explicit 0 admits nothing
+/// timeouts = { udp_first = 10 }
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConntrackConfig {
+    pub max_conns: u32,
+    pub tcp_seq_check: bool,
+    pub default_zone_limit: u32,
+    pub timeouts: BTreeMap<String, u32>,
+    pub zone: Vec<ZoneConfig>,
+}
+
+impl Default for ConntrackConfig {
+    fn default() -> Self {
+        ConntrackConfig {
+            max_conns: conntrack::Config::default().max_conns,
+            tcp_seq_check: true,
+            default_zone_limit: 0,
+            timeouts: BTreeMap::new(),
+            zone: Vec::new(),
+        }
+    }
+}
+
+/// `[[conntrack.zone]]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneConfig {
+    pub zone: u16,
+    #[serde(default)]
+    pub limit: Option<u32>,
+    #[serde(default)]
+    pub timeouts: BTreeMap<String, u32>,
+}
+
+impl ConntrackConfig {
+    /// Sets the tracker as the section says; a bad timeout name or value
+    /// is an error naming it.
+    pub fn apply(&self, t: &conntrack::Tracker) -> anyhow::Result<()> {
+        t.set_max_conns(self.max_conns);
+        t.set_tcp_seq_check(self.tcp_seq_check);
+        t.set_default_timeouts(&named(&self.timeouts))
+            .map_err(|e| anyhow::anyhow!("conntrack.timeouts: {e}"))?;
+        let limits: Vec<(u16, u32)> = self
+            .zone
+            .iter()
+            .filter_map(|z| Some((z.zone, z.limit?)))
+            .collect();
+        t.set_limits(Some(self.default_zone_limit), &limits);
+        for z in &self.zone {
+            if !z.timeouts.is_empty() {
+                t.set_zone_timeouts(z.zone, Some(&named(&z.timeouts)))
+                    .map_err(|e| anyhow::anyhow!("conntrack.zone {}: {e}", z.zone))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `name = seconds` pairs as the tracker takes them.
+fn named(m: &BTreeMap<String, u32>) -> Vec<(&str, u32)> {
+    m.iter().map(|(k, v)| (k.as_str(), *v)).collect()
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]

@@ -256,6 +256,8 @@ pub struct ReplayJob {
     pub dump_flows: bool,
     /// The tunnel ports' routes and neighbours (`[underlay]`).
     pub underlay: Option<Arc<ofproto::tunnel::StaticUnderlay>>,
+    /// `[conntrack]`.
+    pub conntrack: crate::config::ConntrackConfig,
 }
 
 /// Runs a replay to the end of its source.
@@ -286,6 +288,9 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
             )?);
             if let (Some(sw), Some(u)) = (switch.as_mut(), &job.underlay) {
                 sw.set_underlay(Arc::clone(u) as Arc<dyn ofproto::tunnel::Underlay>);
+            }
+            if let Some(sw) = switch.as_ref() {
+                job.conntrack.apply(&sw.tracker())?;
             }
         }
         let Some(sw) = switch.as_mut() else {

@@ -113,6 +113,40 @@ enum Cmd {
     /// With no controller connected: `standalone` switches with NORMAL,
     /// `secure` keeps the flow tables (as `ovs-vsctl set-fail-mode`).
     SetFailMode { mode: String },
+    /// Tracked connections, as `ovs-appctl dpctl/dump-conntrack`.
+    DumpConntrack {
+        /// Only this zone.
+        #[arg(long)]
+        zone: Option<u16>,
+        /// With each connection's seconds left (`-s`).
+        #[arg(short = 's', long)]
+        statistics: bool,
+    },
+    /// Removes connections, as `ovs-appctl dpctl/flush-conntrack`:
+    /// `[zone=N] [mark=X[/M]] [labels=Y[/N]] [ORIG-TUPLE [REPLY-TUPLE]]`,
+    /// a tuple as `ct_nw_src=A,ct_nw_dst=B,ct_nw_proto=6,ct_tp_src=P,ct_tp_dst=Q`.
+    FlushConntrack { args: Vec<String> },
+    /// Connections per protocol and the tracker's counters, as
+    /// `ovs-appctl dpctl/ct-stats-show`.
+    ConntrackStats {
+        #[arg(long)]
+        zone: Option<u16>,
+        /// TCP connections by state too (`-m`).
+        #[arg(short = 'm', long)]
+        more: bool,
+    },
+    /// Sets zone limits, as `ovs-appctl dpctl/ct-set-limits`:
+    /// `[default=L] [zone=N,limit=L]...`.
+    CtSetLimits {
+        #[arg(required = true)]
+        args: Vec<String>,
+    },
+    /// Zone limits in force, as `ovs-appctl dpctl/ct-get-limits`
+    /// (`--zone N`, repeatable; none: every zone with its own limit).
+    CtGetLimits {
+        #[arg(long = "zone")]
+        zones: Vec<u16>,
+    },
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -183,6 +217,23 @@ impl Cmd {
             ),
             Cmd::GetFailMode => ("get-fail-mode", Request::GetFailMode),
             Cmd::SetFailMode { mode } => ("set-fail-mode", Request::SetFailMode { mode }),
+            Cmd::DumpConntrack { zone, statistics } => (
+                "dump-conntrack",
+                Request::DumpConntrack {
+                    zone,
+                    stats: statistics,
+                },
+            ),
+            Cmd::FlushConntrack { args } => ("flush-conntrack", Request::FlushConntrack { args }),
+            Cmd::ConntrackStats { zone, more } => (
+                "conntrack-stats",
+                Request::ConntrackStats {
+                    zone,
+                    verbose: more,
+                },
+            ),
+            Cmd::CtSetLimits { args } => ("ct-set-limits", Request::CtSetLimits { args }),
+            Cmd::CtGetLimits { zones } => ("ct-get-limits", Request::CtGetLimits { zones }),
         }
     }
 }

@@ -235,6 +235,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         progress: !a.json,
         dump_flows: a.dump_flows,
         underlay,
+        conntrack: config.conntrack.clone(),
     })?;
     if let Some(vms) = tenant {
         let ins = demo::overlay::Ports::of(vms).ins();

@@ -30,6 +30,7 @@ use serde_json::{json, Value};
 
 use crate::switch::{Device, Switch};
 
+pub mod ct;
 pub mod render;
 pub mod socket;
 
@@ -96,6 +97,34 @@ pub enum Request {
     GetFailMode,
     /// Sets it (`ovs-vsctl set-fail-mode`).
     SetFailMode { mode: String },
+    /// Tracked connections (`ovs-appctl dpctl/dump-conntrack [-s]`), of
+    /// one zone if given.
+    DumpConntrack {
+        #[serde(default)]
+        zone: Option<u16>,
+        #[serde(default)]
+        stats: bool,
+    },
+    /// Removes connections (`dpctl/flush-conntrack` arguments).
+    FlushConntrack {
+        #[serde(default)]
+        args: Vec<String>,
+    },
+    /// Connections per protocol and the tracker's counters
+    /// (`dpctl/ct-stats-show`).
+    ConntrackStats {
+        #[serde(default)]
+        zone: Option<u16>,
+        #[serde(default)]
+        verbose: bool,
+    },
+    /// Zone limits (`dpctl/ct-set-limits` arguments).
+    CtSetLimits { args: Vec<String> },
+    /// Zone limits in force (`dpctl/ct-get-limits`).
+    CtGetLimits {
+        #[serde(default)]
+        zones: Vec<u16>,
+    },
 }
 
 impl Request {
@@ -294,6 +323,13 @@ fn run<B: Device, D: Datapaths>(
         | Request::SetFailMode { .. } => {
             Err("controllers and the fail mode are the OpenFlow side's (eswitchd run)".into())
         }
+        Request::DumpConntrack { zone, stats } => Ok(ct::dump(&sw.tracker(), *zone, *stats, now)),
+        Request::FlushConntrack { args } => ct::flush(&sw.tracker(), args),
+        Request::ConntrackStats { zone, verbose } => {
+            Ok(ct::stats(&sw.tracker(), *zone, *verbose, now))
+        }
+        Request::CtSetLimits { args } => ct::set_limits(&sw.tracker(), args),
+        Request::CtGetLimits { zones } => Ok(ct::get_limits(&sw.tracker(), zones)),
         Request::Stats => {
             let st = sw.pipeline().stats().clone();
             let c = sw.counters();

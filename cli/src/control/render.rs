@@ -432,6 +432,16 @@ pub fn render(cmd: &str, v: &Value) -> String {
         "get-controller" => lines(&v["controllers"]),
         "set-controller" | "del-controller" | "set-fail-mode" => String::new(),
         "get-fail-mode" => format!("{}\n", v["fail_mode"].as_str().unwrap_or("")),
+        "dump-conntrack" => v["conns"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|c| format!("{}\n", c["line"].as_str().unwrap_or("")))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        "conntrack-stats" | "ct-get-limits" => v["text"].as_str().unwrap_or("").to_string(),
+        "flush-conntrack" | "ct-set-limits" => String::new(),
         _ => pretty(v),
     }
 }

@@ -547,6 +547,8 @@ impl<B: Device> Daemon<B> {
             (Some(q), Some(rx))
         };
         let fronts: Vec<_> = (0..n).map(|_| sw.front_for_thread()).collect();
+        let tracker = sw.tracker();
+        cfg.conntrack.apply(&tracker)?;
         let core: Core<B> = Arc::new(parking_lot::Mutex::new(sw));
         let stop = Arc::new(AtomicBool::new(false));
         let stop_rx = Arc::new(AtomicBool::new(false));
@@ -563,7 +565,11 @@ impl<B: Device> Daemon<B> {
             rx_cmds.push(tx);
             let rx = RxThread {
                 index,
-                dp: Datapath::new(cache.clone(), 0x5eed_0000 + index as u64),
+                dp: {
+                    let mut dp = Datapath::new(cache.clone(), 0x5eed_0000 + index as u64);
+                    dp.set_tracker(Arc::clone(&tracker));
+                    dp
+                },
                 end,
                 front,
                 board,
@@ -1161,7 +1167,9 @@ impl SoftwarePath for LivePath<'_> {
                     }
                 };
                 let t = &mut self.tally[at].1;
-                match self.gate.offer_tunneled(now, port, tun, pkt) {
+                let key = self.dp.key();
+                let stage = (key.recirc_id() != 0).then_some(key);
+                match self.gate.offer_tunneled(now, port, tun, pkt, stage) {
                     Admission::Queued => t.queued += 1,
                     Admission::RateLimited => t.rate += 1,
                     Admission::QueueFull | Admission::Closed => t.full += 1,
@@ -1212,7 +1220,7 @@ fn handler<B: Device>(
         }
         let now = clock.now();
         for u in batch.iter_mut() {
-            let miss = ofproto::Miss::parse_tunneled(u.port, &u.tunnel, &u.frame);
+            let miss = u.miss();
             let t = ofproto::translate_miss(ends.bridge, &miss.key, now);
             let mut sink = crate::switch::SwSink {
                 egress: &mut arena,
@@ -1335,7 +1343,10 @@ fn revalidator<B: Device>(
         let polled = sw.pipeline().stats().poll_errors == poll_errors;
         // Rules the pass expired, to the controllers that asked.
         sw.report_expired(now);
+        let tracker = sw.tracker();
         drop(sw);
+        // Expired connections go outside the switch's lock.
+        tracker.sweep(now.as_millis(), crate::switch::CT_SWEEP_BUDGET);
         m.pass(r.micros as f64 / 1e6, polled);
         debug!(?r, "revalidator pass");
     }

@@ -70,6 +70,21 @@ pub struct Upcall {
     pub frame: Vec<u8>,
     /// What the tunnel said, for a packet decapsulated on `port`.
     pub tunnel: megaflow::TunnelKey,
+    /// A miss at a later stage (after `recirc`): the datapath's key, with
+    /// its recirc_id and tracking state, which the frame alone does not
+    /// say.
+    pub stage: Option<Box<megaflow::FlowKey>>,
+}
+
+impl Upcall {
+    /// The miss as the slow path translates it.
+    pub fn miss(&self) -> ofproto::Miss {
+        let mut miss = ofproto::Miss::parse_tunneled(self.port, &self.tunnel, &self.frame);
+        if let Some(k) = &self.stage {
+            miss.key = **k;
+        }
+        miss
+    }
 }
 
 /// What happened to an offered miss.
@@ -187,7 +202,7 @@ impl UpcallGate {
     /// Offers a miss; never waits (but for the queue's lock, held for a
     /// push or a pop at a time).
     pub fn offer(&mut self, now: Timestamp, port: PortNo, frame: &[u8]) -> Admission {
-        self.offer_tunneled(now, port, &megaflow::TunnelKey::NONE, frame)
+        self.offer_tunneled(now, port, &megaflow::TunnelKey::NONE, frame, None)
     }
 
     /// [`offer`](Self::offer) of a packet decapsulated on tunnel port
@@ -198,6 +213,7 @@ impl UpcallGate {
         port: PortNo,
         tunnel: &megaflow::TunnelKey,
         frame: &[u8],
+        stage: Option<&megaflow::FlowKey>,
     ) -> Admission {
         let sh = &*self.shared;
         let mut q = sh.lock();
@@ -223,6 +239,7 @@ impl UpcallGate {
             port,
             frame: frame.to_vec(),
             tunnel: *tunnel,
+            stage: stage.map(|k| Box::new(*k)),
         });
         q.total += 1;
         q.active += usize::from(newly);

@@ -99,7 +99,13 @@ pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
     events: Option<std::sync::mpsc::Sender<SwitchEvent>>,
     /// sFlow: each port's sampling rate by its name (0: none).
     sample_rates: Option<SampleRates>,
+    /// The connection tracker every datapath and the slow path share.
+    tracker: Arc<conntrack::Tracker>,
 }
+
+/// Expired connections removed per revalidator pass at most (Open
+/// vSwitch's sweeper visits a 64th of its limit per run).
+pub const CT_SWEEP_BUDGET: usize = 65_536;
 
 /// A port's sFlow sampling rate by its name.
 pub type SampleRates = Arc<dyn Fn(&str) -> u32 + Send + Sync>;
@@ -146,7 +152,10 @@ impl<B: Device> Switch<B, LocalDatapath> {
         now: Timestamp,
     ) -> anyhow::Result<Switch<B>> {
         let dp = megaflow::Datapath::new(cfg.cache.clone(), 0x5eed_da7a_9a7b_0001);
-        Switch::with_datapaths(dev, ports, flows, cfg, now, LocalDatapath(dp))
+        let mut sw = Switch::with_datapaths(dev, ports, flows, cfg, now, LocalDatapath(dp))?;
+        let t = sw.tracker();
+        sw.pipeline.datapaths_mut().0.set_tracker(t);
+        Ok(sw)
     }
 
     /// Runs a batch of received packets `(in_port, frame)` at `now`, then
@@ -161,6 +170,7 @@ impl<B: Device> Switch<B, LocalDatapath> {
         let pkts: Vec<Rx<'_>> = pkts.iter().map(|&(p, d)| Rx::plain(p, d)).collect();
         self.front.step(now, &pkts, egress, &mut self.pipeline);
         self.pipeline.tick(now);
+        self.tracker.sweep(now.as_millis(), CT_SWEEP_BUDGET);
     }
 }
 
@@ -298,6 +308,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         for m in &flows.meters {
             pipeline.set_meter(*m);
         }
+        let tracker = Arc::new(conntrack::Tracker::new(conntrack::Config::default()));
+        pipeline.set_tracker(Arc::clone(&tracker));
         Ok(Switch {
             pipeline,
             front: B::front(&dev, domain, &shared_ports, &restore),
@@ -309,7 +321,13 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             netdevs: BTreeMap::new(),
             events: None,
             sample_rates: None,
+            tracker,
         })
+    }
+
+    /// The connection tracker (give it to every datapath thread).
+    pub fn tracker(&self) -> Arc<conntrack::Tracker> {
+        Arc::clone(&self.tracker)
     }
 
     pub fn pipeline(&self) -> &Pipeline<Offloader<B>, D> {
@@ -737,3 +755,7 @@ mod tests;
 #[cfg(test)]
 #[path = "tests_tunnel.rs"]
 mod tunnel_tests;
+
+#[cfg(test)]
+#[path = "tests_ct.rs"]
+mod ct_tests;

@@ -66,6 +66,7 @@ fn gate_limits_per_port_and_queue_bounds() {
             port: b,
             frame: vec![2],
             tunnel: megaflow::TunnelKey::NONE,
+            stage: None,
         },
         "ports are served in turn: {drained:?}"
     );

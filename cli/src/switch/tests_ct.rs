@@ -1,0 +1,198 @@
+//! A stateful flow table on the sim switch: the tracker every datapath
+//! shares decides, `eswitchctl`'s conntrack requests show and change it,
+//! and flows with `ct()` stay in software with their reason.
+
+use megaflow::frame::{FrameSpec, L4};
+use offload::sim::SimConfig;
+use ofproto::PipelineConfig;
+
+use super::*;
+use crate::control::{handle, Request, Response};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+fn at(ms: u64) -> Timestamp {
+    Timestamp(T0 + ms * 1_000_000)
+}
+
+#[derive(Default)]
+struct Out(Vec<(u32, Vec<u8>)>);
+
+impl Egressor for Out {
+    fn tx(&mut self, port: PortNo, frame: &[u8], _: Path) {
+        self.0.push((port.0, frame.to_vec()));
+    }
+}
+
+/// Port 1 may open connections to port 2, SNATed to 198.19.0.1; port 2
+/// answers.
+const TABLE: &str = "table=0,priority=50,ct_state=-trk,ip actions=ct(table=1,zone=7,nat)
+table=1,priority=50,ct_state=+trk+new,ip,in_port=1 actions=ct(commit,zone=7,nat(src=198.19.0.1)),output:2
+table=1,priority=50,ct_state=+trk+est,ip,in_port=1 actions=output:2
+table=1,priority=50,ct_state=+trk+est,ip,in_port=2 actions=output:1
+table=1,priority=40,ct_state=+trk,ip actions=drop";
+
+fn ask(sw: &mut SimSwitch, req: Request, ms: u64) -> serde_json::Value {
+    match handle(sw, &req, at(ms)) {
+        Response::Ok(v) => v,
+        Response::Error(e) => panic!("{req:?}: {e}"),
+    }
+}
+
+fn send(sw: &mut SimSwitch, port: u32, f: Vec<u8>, ms: u64) -> Vec<(u32, Vec<u8>)> {
+    let mut out = Out::default();
+    sw.receive(at(ms), &[(PortNo(port), &f[..])], &mut out);
+    out.0
+}
+
+#[test]
+fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
+    let flows = FlowFile::parse(TABLE).expect("table");
+    let mut sw = SimSwitch::new(
+        &crate::replay::default_ports(2),
+        &flows,
+        PipelineConfig::default(),
+        SimConfig::default(),
+        at(0),
+    )
+    .expect("switch");
+    let a = 0xc612_0002u32;
+    let b = 0xc612_0003u32;
+    let out = send(
+        &mut sw,
+        1,
+        FrameSpec::ipv4(a, b, L4::udp(5000, 53)).build(),
+        1,
+    );
+    assert_eq!(out.len(), 1, "{out:?}");
+    let (port, f) = &out[0];
+    assert_eq!(*port, 2);
+    // Translated on the way out.
+    assert_eq!(&f[26..30], &[198, 19, 0, 1]);
+    // The reply to the translated address comes back to A.
+    let reply = FrameSpec::ipv4(0xc613_0001, b, L4::udp(53, 5000)).build();
+    let reply = {
+        let mut r = reply;
+        // src b, dst 198.19.0.1
+        r[26..30].copy_from_slice(&b.to_be_bytes());
+        r[30..34].copy_from_slice(&[198, 19, 0, 1]);
+        r
+    };
+    let out = send(&mut sw, 2, reply, 2);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].0, 1);
+    assert_eq!(&out[0].1[30..34], &a.to_be_bytes());
+    // A stranger from port 2: dropped.
+    assert!(send(
+        &mut sw,
+        2,
+        FrameSpec::ipv4(0xc612_0009, a, L4::udp(53, 5001)).build(),
+        3
+    )
+    .is_empty());
+
+    let v = ask(
+        &mut sw,
+        Request::DumpConntrack {
+            zone: None,
+            stats: false,
+        },
+        4,
+    );
+    let lines: Vec<&str> = v["conns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["line"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        vec!["udp,orig=(src=198.18.0.2,dst=198.18.0.3,sport=5000,dport=53),reply=(src=198.18.0.3,dst=198.19.0.1,sport=53,dport=5000),zone=7"]
+    );
+    let v = ask(
+        &mut sw,
+        Request::ConntrackStats {
+            zone: None,
+            verbose: false,
+        },
+        4,
+    );
+    assert_eq!(v["text"], "Connections Stats:\n    Total: 1\n  UDP: 1\n");
+    ask(
+        &mut sw,
+        Request::CtSetLimits {
+            args: vec!["default=10".into(), "zone=7,limit=1".into()],
+        },
+        4,
+    );
+    let v = ask(&mut sw, Request::CtGetLimits { zones: vec![] }, 4);
+    assert_eq!(v["text"], "default limit=10\nzone=7,limit=1,count=1\n");
+    // The zone is full: a second connection is new, not committed, and
+    // so dropped by nothing here: it goes out untranslated.
+    let out = send(
+        &mut sw,
+        1,
+        FrameSpec::ipv4(a, b, L4::udp(5001, 53)).build(),
+        5,
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0].1[26..30], &a.to_be_bytes());
+    assert_eq!(
+        ask(
+            &mut sw,
+            Request::ConntrackStats {
+                zone: None,
+                verbose: false
+            },
+            5
+        )["zone_full"],
+        1
+    );
+    // Flush by tuple, then everything.
+    let v = ask(&mut sw, Request::FlushConntrack { args: vec!["zone=7".into(), "ct_nw_src=198.18.0.2,ct_nw_dst=198.18.0.3,ct_nw_proto=17,ct_tp_src=5000,ct_tp_dst=53".into()] }, 6);
+    assert_eq!(v["flushed"], 1);
+    match handle(
+        &mut sw,
+        &Request::FlushConntrack {
+            args: vec!["ct_nw_proto=17,ct_tp_src=1".into(), "bogus".into()],
+        },
+        at(6),
+    ) {
+        Response::Error(e) => assert!(e.contains("bogus") || e.contains("missing value"), "{e}"),
+        r => panic!("{r:?}"),
+    }
+    assert!(ask(
+        &mut sw,
+        Request::DumpConntrack {
+            zone: None,
+            stats: true
+        },
+        7
+    )["conns"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // Megaflows with ct() stay in software, saying why.
+    let flows = ask(
+        &mut sw,
+        Request::DumpFlows {
+            only: None,
+            reason: None,
+            sort: None,
+        },
+        8,
+    );
+    let offl: Vec<&str> = flows["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["offloaded"].as_str().unwrap())
+        .collect();
+    assert!(
+        offl.iter().any(|o| o.contains("conntrack")
+            || o.contains("ct")
+            || o.contains("recirc")
+            || o.starts_with("no")),
+        "{offl:?}"
+    );
+}
