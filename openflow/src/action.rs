@@ -87,6 +87,12 @@ pub enum Action {
         src: u32,
         dst: u32,
     },
+    /// `NXAST_CT` (see [`crate::nx_ct`]).
+    NxCt(Box<crate::nx_ct::NxCt>),
+    /// `NXAST_NAT` (inside an `NXAST_CT`).
+    NxNat(crate::nx_ct::NxNat),
+    /// `NXAST_CT_CLEAR`.
+    NxCtClear,
     /// Another experimenter's action, or a Nicira subtype not decoded:
     /// the switch refuses it with `BAD_EXPERIMENTER`/`BAD_EXP_TYPE`.
     Experimenter {
@@ -261,6 +267,12 @@ impl Action {
                             dst: b.u32("reg_move.dst")?,
                         }
                     }
+                    crate::nx_ct::CT => crate::nx_ct::parse_ct(&mut b, len)?,
+                    crate::nx_ct::NAT => crate::nx_ct::parse_nat(&mut b)?,
+                    crate::nx_ct::CT_CLEAR => {
+                        fixed(16)?;
+                        Action::NxCtClear
+                    }
                     _ => {
                         let mut data = sub.to_be_bytes().to_vec();
                         data.extend_from_slice(b.rest());
@@ -377,6 +389,18 @@ impl Action {
                 out.put_u16(*dst_ofs);
                 out.put_u32(*src);
                 out.put_u32(*dst);
+            }
+            Action::NxCt(ct) => {
+                nx_head(out, crate::nx_ct::CT);
+                crate::nx_ct::emit_ct(ct, out);
+            }
+            Action::NxNat(n) => {
+                nx_head(out, crate::nx_ct::NAT);
+                crate::nx_ct::emit_nat(n, out);
+            }
+            Action::NxCtClear => {
+                nx_head(out, crate::nx_ct::CT_CLEAR);
+                out.put_zeros(6);
             }
             Action::Experimenter { experimenter, data } => {
                 head(out, t::EXPERIMENTER);

@@ -33,6 +33,7 @@ pub mod header;
 pub mod message;
 pub mod meter;
 pub mod multipart;
+pub mod nx_ct;
 pub mod nx_tlv;
 pub mod oxm;
 pub mod port;

@@ -13,9 +13,11 @@ use crate::wire::{Put, Reader};
 /// `OFPHET_VERSIONBITMAP`.
 pub const HELLO_VERSIONBITMAP: u16 = 1;
 
-/// Bytes of an ERROR's `data` a reply carries of the offending message
-/// (the spec asks for at least 64).
-pub const ERROR_DATA_LEN: usize = 64;
+/// Bytes of an ERROR's `data` a reply carries of the offending message:
+/// all of it, as Open vSwitch sends it (the spec asks for at least 64;
+/// `ovs-ofctl` and controllers decode the whole request to say what was
+/// refused), up to what fits in one message.
+pub const ERROR_DATA_LEN: usize = u16::MAX as usize - 16;
 
 /// `ofp_switch_features` capability bits.
 pub mod capabilities {
@@ -497,7 +499,7 @@ impl Message {
     }
 }
 
-/// The ERROR answering `offending` (its first bytes as data). An
+/// The ERROR answering `offending` (as data, up to [`ERROR_DATA_LEN`] bytes of it). An
 /// experimenter error is Nicira's (the only experimenter whose errors the
 /// switch sends): its body starts with the experimenter id, as OpenFlow
 /// 1.2+ lays `ofp_error_experimenter_msg` out.

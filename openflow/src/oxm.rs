@@ -180,9 +180,22 @@ pub const NXM1_FIELDS: &[(u8, &str, usize, bool)] = &[
     (32, "NXM_NX_TUN_IPV4_DST", 4, true),
     (33, "NXM_NX_PKT_MARK", 4, true),
     (34, "NXM_NX_TCP_FLAGS", 2, true),
+    (35, "NXM_NX_DP_HASH", 4, true),
+    (36, "NXM_NX_RECIRC_ID", 4, false),
     (104, "NXM_NX_TUN_FLAGS", 2, true),
+    (105, "NXM_NX_CT_STATE", 4, true),
+    (106, "NXM_NX_CT_ZONE", 2, false),
+    (107, "NXM_NX_CT_MARK", 4, true),
+    (108, "NXM_NX_CT_LABEL", 16, true),
     (109, "NXM_NX_TUN_IPV6_SRC", 16, true),
     (110, "NXM_NX_TUN_IPV6_DST", 16, true),
+    (119, "NXM_NX_CT_NW_PROTO", 1, false),
+    (120, "NXM_NX_CT_NW_SRC", 4, true),
+    (121, "NXM_NX_CT_NW_DST", 4, true),
+    (122, "NXM_NX_CT_IPV6_SRC", 16, true),
+    (123, "NXM_NX_CT_IPV6_DST", 16, true),
+    (124, "NXM_NX_CT_TP_SRC", 2, true),
+    (125, "NXM_NX_CT_TP_DST", 2, true),
 ];
 
 fn find(

@@ -841,12 +841,17 @@ fn every_error_type_and_code_of_the_spec_has_a_name() {
     assert_eq!(OfpError::new(13, 5).name(), "TABLE_FEATURES_FAILED/EPERM");
     assert!(!OfpError::new(13, 6).is_defined());
     assert!(!OfpError::new(14, 0).is_defined());
-    // An ERROR reply carries the start of what it answers.
+    // An ERROR reply carries what it answers, whole (as Open vSwitch), up
+    // to what one message holds.
     let offending = vec![0xaa; 200];
     let Message::Error { data, .. } = error_reply(OfpError::BAD_TYPE, &offending) else {
         panic!()
     };
-    assert_eq!(data.len(), 64);
+    assert_eq!(data, offending);
+    let Message::Error { data, .. } = error_reply(OfpError::BAD_TYPE, &vec![0xbb; 70_000]) else {
+        panic!()
+    };
+    assert_eq!(data.len(), openflow::message::ERROR_DATA_LEN);
 }
 
 #[test]

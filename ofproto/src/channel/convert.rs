@@ -20,7 +20,8 @@ use openflow::oxm::{
 use openflow::{FlowMod as WireFlowMod, OfpError};
 
 use crate::rule::{
-    FieldRange, FlowFlags, FlowMod, FlowModCommand, Instructions, OfAction, OfPort, RuleSpec,
+    CtAction, CtZone, FieldRange, FlowFlags, FlowMod, FlowModCommand, Instructions, OfAction,
+    OfPort, RuleSpec,
 };
 use crate::text::{field_def, MatchBuilder};
 use crate::tlv::TlvTable;
@@ -118,6 +119,19 @@ const WIRE: &[WireField] = &[
     w(N1, 32, "tun_dst", F::TunDst, Plain),
     w(N1, 33, "pkt_mark", F::PktMark, Plain),
     w(N1, 104, "tun_flags", F::TunFlags, Plain),
+    w(N1, 36, "recirc_id", F::RecircId, Plain),
+    w(N1, 35, "dp_hash", F::DpHash, Plain),
+    w(N1, 105, "ct_state", F::CtState, Plain),
+    w(N1, 106, "ct_zone", F::CtZone, Plain),
+    w(N1, 107, "ct_mark", F::CtMark, Plain),
+    w(N1, 108, "ct_label", F::CtLabel, Plain),
+    w(N1, 119, "ct_nw_proto", F::CtNwProto, Plain),
+    w(N1, 120, "ct_nw_src", F::CtNwSrc, Plain),
+    w(N1, 121, "ct_nw_dst", F::CtNwDst, Plain),
+    w(N1, 122, "ct_ipv6_src", F::CtIpv6Src, Plain),
+    w(N1, 123, "ct_ipv6_dst", F::CtIpv6Dst, Plain),
+    w(N1, 124, "ct_tp_src", F::CtTpSrc, Plain),
+    w(N1, 125, "ct_tp_dst", F::CtTpDst, Plain),
     w(N1, 109, "tun_ipv6_src", F::TunIpv6Src, Plain),
     w(N1, 110, "tun_ipv6_dst", F::TunIpv6Dst, Plain),
     // As Open vSwitch sends it in OpenFlow 1.3 (1.5 has a basic field).
@@ -565,6 +579,10 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             }
         }
         Action::Experimenter { .. } => return Err(OfpError::new(BAD_ACTION, 2)),
+        Action::NxCt(ct) => OfAction::Ct(Box::new(ct_from_wire(ct)?)),
+        Action::NxCtClear => OfAction::CtClear,
+        // NAT only inside a ct().
+        Action::NxNat(_) => return Err(OfpError::new(BAD_ACTION, BAD_ARGUMENT)),
         Action::Group(g) => OfAction::Group(*g),
         // MPLS, PBB, queues, TTL copies: not in this switch.
         _ => return Err(OfpError::new(BAD_ACTION, 0)),
@@ -680,8 +698,6 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             in_port: 0xfff8,
             table: Some(t.0),
         },
-        // The Nicira ct encodings come with the wire part of conntrack.
-        OfAction::Ct(_) | OfAction::CtClear => return None,
         OfAction::Sample { probability } => {
             let mut data = NX_SAMPLE.to_be_bytes().to_vec();
             data.extend_from_slice(&probability.to_be_bytes());
@@ -740,7 +756,180 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             src: field_header(src.field)?,
             dst: field_header(dst.field)?,
         },
+        OfAction::Ct(ct) => ct_to_wire(ct, m)?,
+        OfAction::CtClear => Action::NxCtClear,
     })
+}
+
+/// OFPBAC_BAD_ARGUMENT.
+const BAD_ARGUMENT: u16 = 5;
+
+/// `NXAST_CT` as the tables take it: flags known, a 16-bit zone field,
+/// no helper, and inside only NAT and writes of `ct_mark`/`ct_label`
+/// (those with `commit`), as Open vSwitch checks.
+fn ct_from_wire(ct: &openflow::nx_ct::NxCt) -> Result<CtAction, OfpError> {
+    use openflow::nx_ct::{CT_F_COMMIT, CT_F_FORCE, CT_RECIRC_NONE};
+    let bad = OfpError::new(BAD_ACTION, BAD_ARGUMENT);
+    if ct.flags & !(CT_F_COMMIT | CT_F_FORCE) != 0 || ct.alg != 0 {
+        return Err(bad);
+    }
+    let zone = if ct.zone_src == 0 {
+        CtZone::Imm(ct.zone)
+    } else {
+        let field = header_field(ct.zone_src)?;
+        let (ofs, n_bits) = (ct.zone >> 6, (ct.zone & 0x3f) + 1);
+        if n_bits != 16 || u32::from(ofs) + 16 > u32::from(field.layout().bits) {
+            return Err(bad);
+        }
+        CtZone::Field(FieldRange {
+            field,
+            ofs: ofs as u8,
+            n_bits: 16,
+        })
+    };
+    let table = match ct.recirc_table {
+        CT_RECIRC_NONE => None,
+        t if t <= TableId::MAX.0 => Some(TableId(t)),
+        _ => return Err(bad),
+    };
+    let commit = ct.flags & CT_F_COMMIT != 0;
+    let mut out = CtAction {
+        commit,
+        force: ct.flags & CT_F_FORCE != 0,
+        table,
+        zone,
+        nat: None,
+        exec: Vec::new(),
+    };
+    for a in &ct.actions {
+        match a {
+            Action::NxNat(n) => out.nat = Some(nat_from_wire(n)?),
+            Action::SetField(o) | Action::NxRegLoad2(o) => {
+                let (wf, v, m) = oxm_to_key(o).map_err(|_| bad)?;
+                if !matches!(wf.key, F::CtMark | F::CtLabel) || !commit {
+                    return Err(bad);
+                }
+                out.exec.push(OfAction::SetField {
+                    field: wf.key,
+                    value: v & m,
+                    mask: m,
+                });
+            }
+            Action::NxRegLoad {
+                ofs,
+                n_bits,
+                dst,
+                value,
+            } => {
+                let field = header_field(*dst)?;
+                if !matches!(field, F::CtMark | F::CtLabel) || !commit {
+                    return Err(bad);
+                }
+                let (value, mask) =
+                    reg_load_bits(*ofs, *n_bits, *value, u32::from(field.layout().bits))?;
+                out.exec.push(OfAction::SetField { field, value, mask });
+            }
+            _ => return Err(bad),
+        }
+    }
+    Ok(out)
+}
+
+fn nat_from_wire(n: &openflow::nx_ct::NxNat) -> Result<conntrack::NatSpec, OfpError> {
+    use conntrack::{Addr, AddrRange, NatKind, NatRange, NatSpec};
+    use openflow::nx_ct::*;
+    let kind = match (n.flags & NAT_F_SRC != 0, n.flags & NAT_F_DST != 0) {
+        (true, _) => NatKind::Src,
+        (_, true) => NatKind::Dst,
+        // A bare `nat`.
+        _ => return Ok(NatSpec { range: None }),
+    };
+    let addrs = match (n.ipv4_min, n.ipv4_max, n.ipv6_min, n.ipv6_max) {
+        (Some(lo), hi, None, None) => Some(AddrRange {
+            min: Addr::v4(lo),
+            max: Addr::v4(hi.unwrap_or(lo)),
+            v6: false,
+        }),
+        (None, None, Some(lo), hi) => Some(AddrRange {
+            min: Addr(lo),
+            max: Addr(hi.unwrap_or(lo)),
+            v6: true,
+        }),
+        _ => None,
+    };
+    let port_min = n.proto_min.unwrap_or(0);
+    Ok(NatSpec {
+        range: Some(NatRange {
+            kind,
+            addrs,
+            port_min,
+            port_max: n.proto_max.unwrap_or(port_min),
+            random: n.flags & NAT_F_PROTO_RANDOM != 0,
+            hash: n.flags & NAT_F_PROTO_HASH != 0,
+            persistent: n.flags & NAT_F_PERSISTENT != 0,
+        }),
+    })
+}
+
+/// `ct(...)` as Open vSwitch encodes it: NXAST_CT, NAT first inside.
+fn ct_to_wire(ct: &CtAction, m: &Match) -> Option<Action> {
+    use openflow::nx_ct::*;
+    let (zone_src, zone) = match ct.zone {
+        CtZone::Imm(z) => (0, z),
+        CtZone::Field(r) => (
+            field_header(r.field)?,
+            (u16::from(r.ofs) << 6) | (u16::from(r.n_bits) - 1),
+        ),
+    };
+    let mut actions = Vec::new();
+    if let Some(n) = &ct.nat {
+        actions.push(Action::NxNat(nat_to_wire(n)));
+    }
+    for a in &ct.exec {
+        actions.push(action_to_wire(a, m)?);
+    }
+    Some(Action::NxCt(Box::new(NxCt {
+        flags: if ct.commit { CT_F_COMMIT } else { 0 } | if ct.force { CT_F_FORCE } else { 0 },
+        zone_src,
+        zone,
+        recirc_table: ct.table.map_or(CT_RECIRC_NONE, |t| t.0),
+        alg: 0,
+        actions,
+    })))
+}
+
+/// A NAT as ovs-ofctl sends it: a one-address (one-port) range carries
+/// only its minimum.
+fn nat_to_wire(n: &conntrack::NatSpec) -> openflow::nx_ct::NxNat {
+    use openflow::nx_ct::*;
+    let Some(r) = n.range else {
+        return NxNat::default();
+    };
+    let mut w = NxNat {
+        flags: match r.kind {
+            conntrack::NatKind::Src => NAT_F_SRC,
+            conntrack::NatKind::Dst => NAT_F_DST,
+        } | if r.persistent { NAT_F_PERSISTENT } else { 0 }
+            | if r.hash { NAT_F_PROTO_HASH } else { 0 }
+            | if r.random { NAT_F_PROTO_RANDOM } else { 0 },
+        ..NxNat::default()
+    };
+    if let Some(a) = r.addrs {
+        let one = a.min == a.max;
+        if a.v6 {
+            w.ipv6_min = Some(a.min.0);
+            w.ipv6_max = (!one).then_some(a.max.0);
+        } else {
+            let b = |x: &conntrack::Addr| [x.0[0], x.0[1], x.0[2], x.0[3]];
+            w.ipv4_min = Some(b(&a.min));
+            w.ipv4_max = (!one).then(|| b(&a.max));
+        }
+        if r.port_min != 0 {
+            w.proto_min = Some(r.port_min);
+            w.proto_max = (r.port_max != r.port_min).then_some(r.port_max);
+        }
+    }
+    w
 }
 
 /// A rule's instructions on the wire (`m` picks field encodings). An

@@ -381,7 +381,7 @@ impl Connection {
                         }
                     );
                     let mut data = why.clone().into_bytes();
-                    data.truncate(openflow::message::ERROR_DATA_LEN);
+                    data.truncate(64);
                     self.send_new(&Message::Error {
                         error: OfpError::HELLO_INCOMPATIBLE,
                         data,

@@ -37,7 +37,7 @@ fn ct_flows_read_and_print_as_ovs_ofctl_writes_them() {
         "table=0, priority=5, ip actions=ct(commit,table=3,zone=9,nat(src=198.19.0.1:1024-2048,random))",
         "table=0, priority=5, ip actions=ct(commit,force,nat(dst=[2001:db8::1]:80))",
         "table=0, priority=5, ct_zone=7,ct_mark=0x1/0xf,ip actions=ct(nat),ct_clear,output:1",
-        "table=0, priority=5, ct_label=0x1,ct_nw_src=198.18.0.2,ct_nw_proto=6,ct_tp_dst=80,ip actions=drop",
+        "table=0, priority=5, ct_state=+est+trk,ct_label=0x1,ct_nw_src=198.18.0.2,ct_nw_proto=6,ct_tp_dst=80,ip actions=drop",
     ] {
         let fm = parse_flow(text, FlowModCommand::Add).unwrap_or_else(|e| panic!("{text}: {e}"));
         assert_eq!(format_rule(&fm.rule), text);
@@ -65,6 +65,7 @@ fn ct_flows_read_and_print_as_ovs_ofctl_writes_them() {
         ("ip,actions=ct(bogus)", "invalid argument to \"ct\" action"),
         ("ct_state=+trk+bogus,actions=drop", "bogus"),
         ("ip,actions=set_field:1->ct_mark", "ct_mark"),
+        ("ct_nw_src=198.18.0.2,ip,actions=drop", "ct_state=+trk-inv"),
     ] {
         let e = parse_flow(text, FlowModCommand::Add)
             .expect_err(text)
@@ -199,4 +200,31 @@ fn a_ct_zone_from_a_register_reads_the_register() {
             DpAction::Output(megaflow::PortNo(2))
         ]
     );
+}
+
+#[test]
+fn ct_flows_go_out_and_come_back_on_the_wire_unchanged() {
+    use crate::channel::convert::{
+        instructions_from_wire, instructions_to_wire, match_from_wire, match_to_wire,
+    };
+    let tlv = &crate::tlv::EMPTY;
+    for text in [
+        "table=0, priority=100, ct_state=-trk,ip actions=ct(table=1)",
+        "table=1, priority=10, ct_state=+new+trk,tcp,tp_dst=22 actions=ct(commit,zone=5),output:2",
+        "table=1, priority=10, ct_state=est|trk,ip actions=output:2",
+        "table=0, priority=5, ip actions=ct(commit,zone=NXM_NX_REG0[0..15],exec(set_field:0x1->ct_mark,set_field:0x2/0xff->ct_label))",
+        "table=0, priority=5, ip actions=ct(commit,table=3,zone=9,nat(src=198.19.0.1-198.19.0.9:1024-2048,persistent,random))",
+        "table=0, priority=5, ip actions=ct(commit,force,nat(dst=[2001:db8::1]:80))",
+        "table=0, priority=5, ip actions=ct(commit,nat(src=198.19.0.1))",
+        "table=0, priority=5, ct_zone=7,ct_mark=0x1/0xf,ip actions=ct(nat),ct_clear,output:1",
+        "table=0, priority=5, ct_state=+est+trk,ct_label=0x1,ct_nw_src=198.18.0.2,ct_nw_proto=6,ct_tp_dst=80,ip actions=drop",
+    ] {
+        let fm = parse_flow(text, FlowModCommand::Add).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let m = &fm.rule.matched;
+        let back = match_from_wire(&match_to_wire(m, tlv), tlv);
+        assert_eq!(back.as_ref(), Ok(m), "{text}");
+        let ins = instructions_to_wire(&fm.rule.instructions, m);
+        let back = instructions_from_wire(&ins, fm.rule.table, tlv).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        assert_eq!(back, fm.rule.instructions, "{text}");
+    }
 }

@@ -94,6 +94,9 @@ pub(crate) enum Prereq {
     NdSll,
     /// ICMPv6 neighbour advertisement.
     NdTll,
+    /// A tracked, valid connection: `ct_state` with one of new, est, rel,
+    /// rpl, snat, dnat, or `+trk-inv` (Open vSwitch's `is_ct_valid`).
+    Ct,
 }
 
 pub(crate) const ETH_IP: u128 = 0x0800;
@@ -131,6 +134,7 @@ impl Prereq {
             Prereq::Nd => "icmp6,icmpv6_type=135 or 136",
             Prereq::NdSll => "icmp6,icmpv6_type=135",
             Prereq::NdTll => "icmp6,icmpv6_type=136",
+            Prereq::Ct => "ct_state=+trk-inv (or +new, +est, +rel, +rpl, +snat, +dnat)",
         }
     }
 
@@ -159,6 +163,12 @@ impl Prereq {
             Prereq::Nd => icmp6 && matches!(icmp_type, Some(ND_SOLICIT | ND_ADVERT)),
             Prereq::NdSll => icmp6 && icmp_type == Some(ND_SOLICIT),
             Prereq::NdTll => icmp6 && icmp_type == Some(ND_ADVERT),
+            Prereq::Ct => {
+                let mask = m.mask().field(Field::CtState);
+                let v = m.key().field(Field::CtState) & mask;
+                let valid = 0x01 | 0x02 | 0x04 | 0x08 | 0x40 | 0x80;
+                v & valid != 0 || (v & 0x20 != 0 && mask & 0x10 != 0 && v & 0x10 == 0)
+            }
         }
     }
 }
@@ -282,13 +292,13 @@ pub(crate) const FIELDS: &[FieldDef] = &[
     def("ct_zone", F::CtZone, K::Dec, P::None, false),
     def("ct_mark", F::CtMark, K::Hex, P::None, false),
     def("ct_label", F::CtLabel, K::Hex, P::None, false),
-    def("ct_nw_src", F::CtNwSrc, K::Ipv4, P::None, false),
-    def("ct_nw_dst", F::CtNwDst, K::Ipv4, P::None, false),
-    def("ct_ipv6_src", F::CtIpv6Src, K::Ipv6, P::None, false),
-    def("ct_ipv6_dst", F::CtIpv6Dst, K::Ipv6, P::None, false),
-    def("ct_nw_proto", F::CtNwProto, K::Dec, P::None, false),
-    def("ct_tp_src", F::CtTpSrc, K::Dec, P::None, false),
-    def("ct_tp_dst", F::CtTpDst, K::Dec, P::None, false),
+    def("ct_nw_src", F::CtNwSrc, K::Ipv4, P::Ct, false),
+    def("ct_nw_dst", F::CtNwDst, K::Ipv4, P::Ct, false),
+    def("ct_ipv6_src", F::CtIpv6Src, K::Ipv6, P::Ct, false),
+    def("ct_ipv6_dst", F::CtIpv6Dst, K::Ipv6, P::Ct, false),
+    def("ct_nw_proto", F::CtNwProto, K::Dec, P::Ct, false),
+    def("ct_tp_src", F::CtTpSrc, K::Dec, P::Ct, false),
+    def("ct_tp_dst", F::CtTpDst, K::Dec, P::Ct, false),
 ];
 
 /// `ct_state` flag names, in bit order (Open vSwitch's `CS_*`).
