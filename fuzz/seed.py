@@ -15,6 +15,8 @@ Writes CORPUS_DIR/<target>/<name> files:
   control_request      the requests eswitchctl sends;
   dr_dump              fuzz/seeds/dr_dump/*: mlx5dv_dump_dr_domain output;
   tunnel_decap         fuzz/seeds/tunnel_decap/*: VXLAN and Geneve packets;
+  conntrack            fuzz/seeds/conntrack/*: TCP, UDP and ICMP error
+                       frames, nat() and flush-conntrack arguments;
   netlink_link         RTM_NEWLINK messages the kernel sends for this
                        machine's links (a live dump, when netlink is there);
   netlink_host         those and the machine's addresses, routes and
@@ -179,7 +181,7 @@ def main():
         put(corpus, "control_request", f"req-{i}", json.dumps(r) + "\n")
     # Committed seeds of their own: device dumps as rdma-core writes them,
     # tunnel packets (fuzz/seeds/<target>/).
-    for target in ("dr_dump", "tunnel_decap"):
+    for target in ("dr_dump", "tunnel_decap", "conntrack"):
         d = os.path.join(ROOT, "fuzz/seeds", target)
         for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
             put(corpus, target, name, open(os.path.join(d, name), "rb").read())

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod config_parse;
+pub mod conntrack;
 pub mod control_request;
 pub mod dr_dump;
 pub mod extract;
