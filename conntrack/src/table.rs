@@ -766,6 +766,13 @@ impl Tracker {
         }
     }
 
+    /// Every zone with connections, with its count.
+    pub fn zone_counts(&self) -> Vec<(u16, u32)> {
+        (0..=u16::MAX)
+            .filter_map(|z| Some((z, self.zone_len(z))).filter(|(_, n)| *n != 0))
+            .collect()
+    }
+
     /// Connections in `zone`.
     pub fn zone_len(&self, zone: u16) -> u32 {
         self.zone_count[zone as usize].load(Relaxed)

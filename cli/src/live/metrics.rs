@@ -79,6 +79,11 @@ pub struct Snapshot {
     undestroyed: usize,
     flow_limit: usize,
     port_flow_limit: usize,
+    /// Connections per zone (those with any), the tracker's counters and
+    /// limit.
+    ct_zones: Vec<(u16, u32)>,
+    ct_stats: conntrack::Stats,
+    ct_max: u32,
 }
 
 impl Snapshot {
@@ -93,6 +98,9 @@ impl Snapshot {
             undestroyed: p.offloader().lock().undestroyed(),
             flow_limit: p.flow_limit(),
             port_flow_limit: p.config().revalidator.port_flow_limit,
+            ct_zones: sw.tracker().zone_counts(),
+            ct_stats: sw.tracker().stats(),
+            ct_max: sw.tracker().max_conns(),
         }
     }
 }
@@ -359,6 +367,53 @@ pub fn encode_snapshot(
         "flow_limit",
         "The flow limit now (it follows the revalidator's pace)",
         &[(Vec::new(), int(s.flow_limit))],
+    );
+    gauges(
+        &mut reg,
+        "conntrack_connections",
+        "Tracked connections, by zone (zones with none are left out)",
+        &s.ct_zones
+            .iter()
+            .map(|(z, n)| (labels(&[("zone", &z.to_string())]), i64::from(*n)))
+            .collect::<Vec<_>>(),
+    );
+    gauges(
+        &mut reg,
+        "conntrack_limit",
+        "The most connections the tracker holds (dpctl/ct-set-maxconns)",
+        &[(Vec::new(), i64::from(s.ct_max))],
+    );
+    let ct = &s.ct_stats;
+    counters(
+        &mut reg,
+        "conntrack_created",
+        "Connections committed",
+        &[(Vec::new(), ct.created)],
+    );
+    counters(
+        &mut reg,
+        "conntrack_removed",
+        "Connections removed (expired, flushed, ended by force or by a new SYN)",
+        &[(Vec::new(), ct.removed)],
+    );
+    counters(
+        &mut reg,
+        "conntrack_packets",
+        "Packets ct() marked invalid, and ICMP errors it found related to a connection",
+        &[
+            (labels(&[("state", "invalid")]), ct.invalid),
+            (labels(&[("state", "related")]), ct.related),
+        ],
+    );
+    counters(
+        &mut reg,
+        "conntrack_refused",
+        "Commits refused, by reason: the global limit, a zone's limit, no free NAT tuple",
+        &[
+            (labels(&[("reason", "table_full")]), ct.table_full),
+            (labels(&[("reason", "zone_full")]), ct.zone_full),
+            (labels(&[("reason", "nat_exhausted")]), ct.nat_exhausted),
+        ],
     );
     gauges(
         &mut reg,

@@ -148,6 +148,18 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
         )["zone_full"],
         1
     );
+    // The scrape says the same.
+    use crate::live::metrics::{encode_snapshot, LiveMetrics, Snapshot};
+    let text =
+        encode_snapshot(&Snapshot::of(&sw), &[], &LiveMetrics::default(), "sim").expect("scrape");
+    for line in [
+        "eswitch_conntrack_connections{zone=\"7\"} 1",
+        "eswitch_conntrack_created_total 1",
+        "eswitch_conntrack_refused_total{reason=\"zone_full\"} 1",
+        "eswitch_conntrack_limit 3000000",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+    }
     // Flush by tuple, then everything.
     let v = ask(&mut sw, Request::FlushConntrack { args: vec!["zone=7".into(), "ct_nw_src=198.18.0.2,ct_nw_dst=198.18.0.3,ct_nw_proto=17,ct_tp_src=5000,ct_tp_dst=53".into()] }, 6);
     assert_eq!(v["flushed"], 1);
