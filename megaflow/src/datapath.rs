@@ -123,18 +123,27 @@ struct Slot {
 /// (port, registers, tunnel) kept from `prev`, its tracking state `ct`,
 /// the new id. Returns the packet's header layout. What the datapath
 /// does between stages, and the slow path when it runs them itself.
+/// `out` is the stage's outcome (its `recirc` the id): a packet no action
+/// rewrote keeps its header words and `layout` (no second parse).
 pub fn next_stage(
     prev: &FlowKey,
     pkt: &[u8],
-    id: u32,
+    out: &ExecOutcome,
     ct: &conntrack::CtMeta,
+    layout: Layout,
     key: &mut FlowKey,
 ) -> Layout {
-    let layout = extract_into(prev.in_port() as u32, pkt, key).layout;
-    let (w, s) = (key.words_mut(), prev.words());
-    w[..8].copy_from_slice(&s[..8]);
-    w[HEADER_END..].copy_from_slice(&s[HEADER_END..]);
-    key.set_recirc_id(u64::from(id));
+    let layout = if out.rewritten {
+        let layout = extract_into(prev.in_port() as u32, pkt, key).layout;
+        let (w, s) = (key.words_mut(), prev.words());
+        w[..8].copy_from_slice(&s[..8]);
+        w[HEADER_END..].copy_from_slice(&s[HEADER_END..]);
+        layout
+    } else {
+        *key = *prev;
+        layout
+    };
+    key.set_recirc_id(u64::from(out.recirc.unwrap_or(0)));
     crate::key::write_ct_meta(key, ct);
     layout
 }
@@ -219,12 +228,12 @@ impl Datapath {
                 return Lookup::Miss;
             };
             total.then(&out);
-            let Some(id) = out.recirc else {
+            if out.recirc.is_none() {
                 return Lookup::Hit(total);
-            };
+            }
             self.stats.recirculations += 1;
             let prev = self.key;
-            layout = next_stage(&prev, pkt, id, &self.ct_meta, &mut self.key);
+            layout = next_stage(&prev, pkt, &out, &self.ct_meta, layout, &mut self.key);
         }
         self.stats.recirc_too_deep += 1;
         total.dropped = Some(DropReason::RecircDepth);

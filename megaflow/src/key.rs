@@ -520,9 +520,16 @@ impl FlowKey {
     /// and are told apart by verification against the megaflow.
     #[inline]
     pub fn packet_hash(&self) -> u64 {
-        let mut a = [0u64; HEADER_END - 7];
+        // Word 0, the headers (8..HEADER_END), and the stage and tracking
+        // state (words 30 and 31: recirc_id, ct_state, ct_zone, ct_mark):
+        // a packet's stages are different keys with different megaflows,
+        // and sharing a set would make each evict the other (Open vSwitch
+        // mixes the recirculation depth into its EMC hash likewise).
+        let mut a = [0u64; HEADER_END - 5];
         a[0] = self.w[0];
-        a[1..].copy_from_slice(&self.w[8..HEADER_END]);
+        a[1..HEADER_END - 7].copy_from_slice(&self.w[8..HEADER_END]);
+        a[HEADER_END - 7] = self.w[30];
+        a[HEADER_END - 6] = self.w[31];
         hash_words(&a)
     }
 
@@ -963,9 +970,31 @@ pub type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_packets_stages_hash_apart_in_the_exact_match_cache() {
+        let mut k = FlowKey::ZERO;
+        k.set_in_port(1);
+        k.set_eth_type(0x0800);
+        k.set_ipv4_src(0xc612_0002);
+        let mut stage2 = k;
+        stage2.set_recirc_id(5);
+        assert_ne!(k.packet_hash(), stage2.packet_hash());
+        let mut tracked = stage2;
+        tracked.set_ct_state(0x22);
+        assert_ne!(stage2.packet_hash(), tracked.packet_hash());
+        // Registers and tunnel words still do not count.
+        let mut r = k;
+        r.set_reg0(7);
+        assert_eq!(k.packet_hash(), r.packet_hash());
+        // The words hashed are the fields' own.
+        assert_eq!(Field::RecircId.layout().word, 30);
+        assert_eq!(Field::CtState.layout().word, 31);
+    }
+
     proptest::proptest! {
         /// Packing keeps every word, zero or not, at its place.
         #[test]
+    #[test]
         fn a_packed_key_unpacks_to_itself(words in proptest::collection::vec(
             proptest::prop_oneof![3 => proptest::strategy::Just(0u64), 1 => proptest::num::u64::ANY],
             KEY_WORDS,

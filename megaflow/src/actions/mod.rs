@@ -277,6 +277,22 @@ pub enum ArpField {
     Tpa(u32),
 }
 
+/// Whether `a` may change the headers a key was parsed from.
+fn rewrites(a: &DpAction) -> bool {
+    match a {
+        DpAction::Output(_)
+        | DpAction::Drop
+        | DpAction::Recirc(_)
+        | DpAction::Userspace(_)
+        | DpAction::Meter(_)
+        | DpAction::Sample { .. }
+        | DpAction::TunnelPush { .. }
+        | DpAction::CtClear => false,
+        DpAction::Ct(spec) => spec.nat.is_some(),
+        _ => true,
+    }
+}
+
 /// A `ct()` as Open vSwitch's `dpctl/dump-flows` writes it.
 fn fmt_ct(f: &mut fmt::Formatter<'_>, spec: &conntrack::CtSpec) -> fmt::Result {
     let mut parts: Vec<String> = Vec::new();
@@ -646,6 +662,9 @@ pub struct ExecOutcome {
     /// The stage ended in [`DpAction::Recirc`]: the packet goes on to
     /// stage `recirc`.
     pub recirc: Option<u32>,
+    /// An action changed the packet's headers (a set, a tag pushed or
+    /// popped, a TTL, NAT): the next stage must parse it again.
+    pub rewritten: bool,
 }
 
 impl ExecOutcome {
@@ -662,6 +681,7 @@ impl ExecOutcome {
         self.too_big += next.too_big;
         self.dropped = next.dropped;
         self.recirc = next.recirc;
+        self.rewritten |= next.rewritten;
     }
 }
 
@@ -739,6 +759,9 @@ fn run<S: ActionSink>(
 ) -> Option<DropReason> {
     let mut delivered = false;
     for (i, action) in actions.iter().enumerate() {
+        if depth == 0 && rewrites(action) {
+            out.rewritten = true;
+        }
         let applied = match action {
             DpAction::Output(port) => {
                 sink.output(*port, pkt);

@@ -712,14 +712,14 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             let out = execute(&actions, pkt, layout, &mut ms);
             let ct_meta = ms.ct_meta;
             total.then(&out);
-            let Some(id) = out.recirc else {
+            let Some(_) = out.recirc else {
                 return total;
             };
             if depth == megaflow::actions::MAX_RECIRC_DEPTH {
                 break;
             }
             let prev = key;
-            *layout = megaflow::datapath::next_stage(&prev, pkt, id, &ct_meta, &mut key);
+            *layout = megaflow::datapath::next_stage(&prev, pkt, &out, &ct_meta, *layout, &mut key);
             let t = translate_miss(&self.bridge, &key, now);
             let one = FlowStats {
                 packets: 1,

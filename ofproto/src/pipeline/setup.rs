@@ -193,7 +193,7 @@ impl FlowSetup {
             let out = execute(&actions, pkt, &mut layout, &mut ms);
             let ct_meta = ms.ct_meta;
             total.then(&out);
-            let Some(id) = out.recirc else {
+            let Some(_) = out.recirc else {
                 return Ok(SwOutcome {
                     upcall: true,
                     exec: total,
@@ -203,7 +203,7 @@ impl FlowSetup {
                 break;
             }
             let prev = key;
-            layout = megaflow::datapath::next_stage(&prev, pkt, id, &ct_meta, &mut key);
+            layout = megaflow::datapath::next_stage(&prev, pkt, &out, &ct_meta, layout, &mut key);
             let t = translate_miss(&sh.bridge, &key, now);
             actions = self.stage(inbox, now, &key, &t, pkt.len())?;
         }

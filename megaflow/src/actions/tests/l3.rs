@@ -21,7 +21,8 @@ fn ipv4_tcp_set_address_and_port() {
             skipped: 0,
             dropped: None,
             too_big: 0,
-            recirc: None
+            recirc: None,
+            rewritten: true,
         }
     );
 }

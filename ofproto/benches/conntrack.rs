@@ -1,0 +1,212 @@
+//! Stateful tables in software: `cargo bench -p ofproto --bench conntrack`.
+//!
+//! The whole software path (datapath with its megaflow cache, upcalls,
+//! the slow path running each stage, the shared tracker) on one thread,
+//! with nothing offloaded, packets prepared in memory. Prints `bench:`
+//! lines, medians of rounds:
+//! - `ct.tcp_conns_per_s`: whole TCP connections (SYN, SYN-ACK, ACK, a
+//!   data segment each way, FIN, FIN-ACK, ACK: 8 packets) through Open
+//!   vSwitch's conntrack tutorial firewall (`ct(table=1)`, then
+//!   `ct(commit)` for new connections from port 1), 50,000 connections
+//!   a round, each on new addresses and ports;
+//! - `ct.est_pps` / `ct.plain_pps`: packets of 10,000 established UDP
+//!   connections, both directions, through that firewall, and through the
+//!   same forwarding without `ct()` (`in_port=1 → 2`, `in_port=2 → 1`),
+//!   interleaved in turns within each round;
+//! - `ct.est_vs_plain`: their ratio.
+
+use std::time::Instant;
+
+use megaflow::actions::CountSink;
+use megaflow::frame::{FrameSpec, L4};
+use megaflow::offload::{FlowOffload, HwId, HwStats, NotOffloaded};
+use megaflow::{Actions, Match, PortNo, Timestamp};
+use ofproto::text::parse_flow;
+use ofproto::{Bridge, FlowModCommand, Pipeline, PipelineConfig};
+
+/// A device that takes nothing: every megaflow stays in software.
+struct NoDevice;
+
+impl FlowOffload for NoDevice {
+    fn install(&mut self, _: &Match, _: &Actions) -> Result<HwId, NotOffloaded> {
+        Err(NotOffloaded::Action("bench: software only".into()))
+    }
+    fn replace(&mut self, _: HwId, _: &Match, _: &Actions) -> Result<HwId, NotOffloaded> {
+        Err(NotOffloaded::Action("bench: software only".into()))
+    }
+    fn remove(&mut self, _: HwId) {}
+    fn poll(&mut self, _: &mut Vec<(HwId, HwStats)>) -> Result<(), NotOffloaded> {
+        Ok(())
+    }
+}
+
+const FIREWALL: &[&str] = &[
+    "table=0,priority=50,ct_state=-trk,ip actions=ct(table=1,zone=7)",
+    "table=1,priority=50,ct_state=+trk+new,ip,in_port=1 actions=ct(commit,zone=7),output:2",
+    "table=1,priority=50,ct_state=+trk+est,ip,in_port=1 actions=output:2",
+    "table=1,priority=50,ct_state=+trk+est,ip,in_port=2 actions=output:1",
+    "table=1,priority=40,ct_state=+trk,ip actions=drop",
+];
+
+const PLAIN: &[&str] = &[
+    "priority=50,ip,in_port=1 actions=output:2",
+    "priority=50,ip,in_port=2 actions=output:1",
+];
+
+fn pipeline(flows: &[&str]) -> Pipeline<NoDevice> {
+    let mut b = Bridge::with_ports([1, 2]);
+    for f in flows {
+        let fm = parse_flow(f, FlowModCommand::Add).expect("flow");
+        b.apply_flow_mod(&fm, Timestamp(0)).expect("flow applies");
+    }
+    let mut p = Pipeline::new(b, NoDevice, PipelineConfig::default());
+    let t = std::sync::Arc::new(conntrack::Tracker::new(conntrack::Config::default()));
+    p.set_tracker(std::sync::Arc::clone(&t));
+    p.datapaths_mut().0.set_tracker(t);
+    p
+}
+
+fn tcp(
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+    flags: u16,
+    seq: u32,
+    ack: u32,
+    len: usize,
+) -> Vec<u8> {
+    let mut f = FrameSpec::ipv4(
+        src,
+        dst,
+        L4::Tcp {
+            sport,
+            dport,
+            flags,
+        },
+    )
+    .payload(len)
+    .build();
+    f[38..42].copy_from_slice(&seq.to_be_bytes());
+    f[42..46].copy_from_slice(&ack.to_be_bytes());
+    f[48..50].copy_from_slice(&64240u16.to_be_bytes());
+    f
+}
+
+/// The 8 packets of connection `i` with the port each comes in on.
+fn connection(i: u32) -> Vec<(u32, Vec<u8>)> {
+    let (c, s) = (0xc612_0000 | (i >> 14), 0xc613_0001u32);
+    let sp = 1024 + (i & 0x3fff) as u16;
+    let (a, b) = (1000u32, 5000u32);
+    vec![
+        (1, tcp(c, s, sp, 80, 0x02, a, 0, 0)),
+        (2, tcp(s, c, 80, sp, 0x12, b, a + 1, 0)),
+        (1, tcp(c, s, sp, 80, 0x10, a + 1, b + 1, 0)),
+        (1, tcp(c, s, sp, 80, 0x18, a + 1, b + 1, 100)),
+        (2, tcp(s, c, 80, sp, 0x18, b + 1, a + 101, 100)),
+        (1, tcp(c, s, sp, 80, 0x11, a + 101, b + 101, 0)),
+        (2, tcp(s, c, 80, sp, 0x11, b + 101, a + 102, 0)),
+        (1, tcp(c, s, sp, 80, 0x10, a + 102, b + 102, 0)),
+    ]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn bench(name: &str, v: f64, unit: &str) {
+    println!("bench: {name} {v:.3} {unit}");
+}
+
+fn main() {
+    const CONNS: u32 = 50_000;
+    let mut rates = vec![];
+    // Profiling aid: CT_BENCH_ONLY_EST=1 skips the TCP connections.
+    let rounds = if std::env::var_os("CT_BENCH_ONLY_EST").is_some() {
+        0
+    } else {
+        5
+    };
+    for round in 0..rounds {
+        let mut p = pipeline(FIREWALL);
+        let pkts: Vec<(u32, Vec<u8>)> = (0..CONNS)
+            .flat_map(|i| connection(i + round * CONNS))
+            .collect();
+        let mut sink = CountSink::default();
+        let t = Instant::now();
+        for (i, (port, f)) in pkts.iter().enumerate() {
+            let mut f = f.clone();
+            p.process(
+                Timestamp(1_000_000_000 + i as u64 * 100),
+                PortNo(*port),
+                &mut f,
+                &mut sink,
+            );
+        }
+        rates.push(f64::from(CONNS) / t.elapsed().as_secs_f64());
+        // Every packet delivered: 8 a connection.
+        assert_eq!(sink.outputs, u64::from(CONNS) * 8, "round {round}");
+        assert_eq!(p.tracker().map_or(0, |t| t.len()), CONNS as usize);
+    }
+    if !rates.is_empty() {
+        bench("ct.tcp_conns_per_s", median(rates), "conns/s");
+    }
+
+    // Established UDP, both directions, against the same without ct().
+    const FLOWS: u32 = 10_000;
+    let udp = |i: u32, reply: bool| {
+        let (c, s) = (0xc612_0000 | (i >> 14), 0xc613_0001u32);
+        let sp = 1024 + (i & 0x3fff) as u16;
+        if reply {
+            FrameSpec::ipv4(s, c, L4::udp(53, sp)).build()
+        } else {
+            FrameSpec::ipv4(c, s, L4::udp(sp, 53)).build()
+        }
+    };
+    let stream: Vec<(u32, Vec<u8>)> = (0..FLOWS)
+        .flat_map(|i| [(1, udp(i, false)), (2, udp(i, true))])
+        .collect();
+    let mut ct = pipeline(FIREWALL);
+    let mut plain = pipeline(PLAIN);
+    let mut sink = CountSink::default();
+    let mut now = 1_000_000_000u64;
+    // Warm: connections established, megaflows in place.
+    for _ in 0..3 {
+        for p in [&mut ct, &mut plain] {
+            for (port, f) in &stream {
+                let mut f = f.clone();
+                now += 100;
+                p.process(Timestamp(now), PortNo(*port), &mut f, &mut sink);
+            }
+        }
+    }
+    let mut frames: Vec<Vec<u8>> = stream.iter().map(|(_, f)| f.clone()).collect();
+    let mut run = |p: &mut Pipeline<NoDevice>, now: &mut u64| {
+        let t = Instant::now();
+        for _ in 0..4 {
+            for ((port, _), f) in stream.iter().zip(frames.iter_mut()) {
+                *now += 10;
+                p.process(Timestamp(*now), PortNo(*port), f, &mut sink);
+            }
+        }
+        (4 * stream.len()) as f64 / t.elapsed().as_secs_f64()
+    };
+    let (mut e, mut pl, mut ratio) = (vec![], vec![], vec![]);
+    for _ in 0..7 {
+        let a = run(&mut ct, &mut now);
+        let b = run(&mut plain, &mut now);
+        e.push(a);
+        pl.push(b);
+        ratio.push(a / b);
+    }
+    let st = ct.datapaths().0.stats();
+    eprintln!(
+        "# ct pipeline: {} megaflows, {} recirculations",
+        ct.len(),
+        st.recirculations
+    );
+    bench("ct.est_pps", median(e) / 1e6, "Mpps");
+    bench("ct.plain_pps", median(pl) / 1e6, "Mpps");
+    bench("ct.est_vs_plain", median(ratio), "ratio");
+}
