@@ -66,6 +66,7 @@ fn pipeline(flows: &[&str]) -> Pipeline<NoDevice> {
     p
 }
 
+#[allow(clippy::too_many_arguments)]
 fn tcp(
     src: u32,
     dst: u32,
