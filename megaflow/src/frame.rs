@@ -87,6 +87,39 @@ pub struct FrameSpec {
     pub payload: usize,
 }
 
+/// A TCP segment `src:sport` → `dst:dport` over IPv4 with `flags`,
+/// sequence and acknowledgement numbers, a 64240-byte window and `len`
+/// bytes of payload (the TCP checksum is not recomputed for them: the
+/// connection tracker, like Linux's with checksum checks off, reads the
+/// numbers only). For conntrack tests and benches.
+#[allow(clippy::too_many_arguments)]
+pub fn tcp_segment(
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+    flags: u16,
+    seq: u32,
+    ack: u32,
+    len: usize,
+) -> Vec<u8> {
+    let mut f = FrameSpec::ipv4(
+        src,
+        dst,
+        L4::Tcp {
+            sport,
+            dport,
+            flags,
+        },
+    )
+    .payload(len)
+    .build();
+    f[38..42].copy_from_slice(&seq.to_be_bytes());
+    f[42..46].copy_from_slice(&ack.to_be_bytes());
+    f[48..50].copy_from_slice(&64240u16.to_be_bytes());
+    f
+}
+
 impl FrameSpec {
     /// An IPv4 frame from 02:00:00:00:00:01 to 02:00:00:00:00:02, TTL 64.
     pub fn ipv4(src: u32, dst: u32, l4: L4) -> FrameSpec {

@@ -66,33 +66,7 @@ fn pipeline(flows: &[&str]) -> Pipeline<NoDevice> {
     p
 }
 
-#[allow(clippy::too_many_arguments)]
-fn tcp(
-    src: u32,
-    dst: u32,
-    sport: u16,
-    dport: u16,
-    flags: u16,
-    seq: u32,
-    ack: u32,
-    len: usize,
-) -> Vec<u8> {
-    let mut f = FrameSpec::ipv4(
-        src,
-        dst,
-        L4::Tcp {
-            sport,
-            dport,
-            flags,
-        },
-    )
-    .payload(len)
-    .build();
-    f[38..42].copy_from_slice(&seq.to_be_bytes());
-    f[42..46].copy_from_slice(&ack.to_be_bytes());
-    f[48..50].copy_from_slice(&64240u16.to_be_bytes());
-    f
-}
+use megaflow::frame::tcp_segment as tcp;
 
 /// The 8 packets of connection `i` with the port each comes in on.
 fn connection(i: u32) -> Vec<(u32, Vec<u8>)> {
