@@ -36,7 +36,7 @@ while True:
     d = c.recv(65536)
     if not d: break
     c.sendall(d); n += len(d)
-c.close(); print(n)
+c.close(); print(n, _[0])
 ";
 
 /// Connects to `addr:port` (timeout `secs`), sends `n` bytes, reads the
@@ -65,7 +65,8 @@ fn python(lab: &LiveLab, vm: &str, script: &str, args: &[&str]) -> Command {
 }
 
 /// A TCP echo of `bytes` from `client` to `server`'s `addr:port`: what
-/// the client read back and what the server echoed.
+/// the client read back and what the server echoed (bytes and the peer's
+/// address).
 fn tcp_echo(
     lab: &LiveLab,
     client: &str,
@@ -74,13 +75,31 @@ fn tcp_echo(
     port: &str,
     bytes: usize,
 ) -> (String, String) {
-    let srv = python(lab, server, SERVER, &[addr, port, "6"])
+    tcp_echo_dial(lab, client, server, (addr, port), (addr, port), bytes)
+}
+
+/// [`tcp_echo`] with the client dialing `dial` while the server listens
+/// on `listen` (a DNAT between them).
+fn tcp_echo_dial(
+    lab: &LiveLab,
+    client: &str,
+    server: &str,
+    listen: (&str, &str),
+    dial: (&str, &str),
+    bytes: usize,
+) -> (String, String) {
+    let srv = python(lab, server, SERVER, &[listen.0, listen.1, "6"])
         .spawn()
         .expect("server");
     std::thread::sleep(Duration::from_millis(300));
-    let cli = python(lab, client, CLIENT, &[addr, port, "3", &bytes.to_string()])
-        .output()
-        .expect("client");
+    let cli = python(
+        lab,
+        client,
+        CLIENT,
+        &[dial.0, dial.1, "3", &bytes.to_string()],
+    )
+    .output()
+    .expect("client");
     // The server exits on its own (EOF or its accept timeout); bounded.
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut srv = srv;
@@ -109,7 +128,7 @@ fn the_conntrack_tutorial_firewall_passes_replies_and_stops_strangers() {
     // TCP, the kernel's own: vm1 → vm2 passes both ways.
     let (got, echoed) = tcp_echo(&lab, "vm1", "vm2", "198.18.0.2", "8080", 300_000);
     assert_eq!(got, "300000", "vm1 read its 300 kB back (server: {echoed})");
-    assert_eq!(echoed, "300000");
+    assert_eq!(echoed, "300000 198.18.0.1");
     // vm2 → vm1: the SYN is new from port 2 and dropped; nothing accepted.
     let (got, accepted) = tcp_echo(&lab, "vm2", "vm1", "198.18.0.1", "9090", 1000);
     assert!(got.starts_with("fail"), "vm2 connected to vm1: {got}");
@@ -172,4 +191,87 @@ fn the_conntrack_tutorial_firewall_passes_replies_and_stops_strangers() {
     );
     let (got, _) = tcp_echo(&lab, "vm1", "vm2", "198.18.0.2", "8081", 10_000);
     assert_eq!(got, "10000");
+}
+
+/// SNAT then DNAT, with the kernel's TCP at both ends: the server sees
+/// the translated address, the client the address it dialed, and every
+/// byte comes back (checksums the stacks accept, both ways).
+#[test]
+fn snat_and_dnat_carry_the_kernels_tcp_both_ways() {
+    let test = "snat_and_dnat_carry_the_kernels_tcp_both_ways";
+    if !can_run(test, "auto") || !prereq::tools(test, &["python3"]) {
+        return;
+    }
+    let flows = "priority=100,arp,actions=normal
+table=0,priority=50,ct_state=-trk,ip,actions=ct(table=1,zone=9,nat)
+table=1,priority=50,ct_state=+trk+new,ip,in_port=1,nw_dst=198.18.0.200,actions=ct(commit,zone=9,nat(dst=198.18.0.2:8080)),output:2
+table=1,priority=50,ct_state=+trk+new,ip,in_port=1,actions=ct(commit,zone=9,nat(src=198.18.0.100)),output:2
+table=1,priority=50,ct_state=+trk+est,ip,in_port=1,actions=output:2
+table=1,priority=50,ct_state=+trk+est,ip,in_port=2,actions=output:1
+table=1,priority=40,ct_state=+trk,ip,actions=drop
+";
+    let lab = LiveLab::start(2, "auto", Some(flows), "");
+    // Nobody owns the NAT addresses: the VMs learn them statically.
+    let neigh = |vm: &str, addr: &str, mac: &str| {
+        integration::netns::run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &lab.ns(vm),
+                "ip",
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                mac,
+                "dev",
+                "eth0",
+            ],
+        )
+        .expect("neigh");
+    };
+    neigh("vm2", "198.18.0.100", "02:00:00:00:00:01");
+    neigh("vm1", "198.18.0.200", "02:00:00:00:00:02");
+    // SNAT: vm2's server sees 198.18.0.100 as its peer.
+    let (got, echoed) = tcp_echo(&lab, "vm1", "vm2", "198.18.0.2", "8082", 100_000);
+    assert_eq!(
+        got, "100000",
+        "SNAT: vm1 read its bytes back (server: {echoed})"
+    );
+    assert_eq!(echoed, "100000 198.18.0.100", "the server's peer");
+    // DNAT: vm1 dials 198.18.0.200:80 and reaches vm2's 8080.
+    let (got, echoed) = tcp_echo_dial(
+        &lab,
+        "vm1",
+        "vm2",
+        ("198.18.0.2", "8080"),
+        ("198.18.0.200", "80"),
+        100_000,
+    );
+    assert_eq!(
+        got, "100000",
+        "DNAT: vm1 read its bytes back (server: {echoed})"
+    );
+    assert_eq!(
+        echoed, "100000 198.18.0.1",
+        "DNAT keeps the client's address"
+    );
+    let lines: Vec<String> = lab.ctl(&["dump-conntrack", "--zone", "9"]).expect("dump")["conns"]
+        .as_array()
+        .expect("conns")
+        .iter()
+        .map(|c| c["line"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("reply=(src=198.18.0.2,dst=198.18.0.100,sport=8082,")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("dst=198.18.0.200,")
+            && l.contains("dport=80),reply=(src=198.18.0.2,dst=198.18.0.1,sport=8080,")),
+        "{lines:?}"
+    );
 }
