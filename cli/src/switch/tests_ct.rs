@@ -109,6 +109,9 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
         lines,
         vec!["udp,orig=(src=198.18.0.2,dst=198.18.0.3,sport=5000,dport=53),reply=(src=198.18.0.3,dst=198.19.0.1,sport=53,dport=5000),zone=7"]
     );
+    // eswitchctl prints them as dpctl does: one connection a line.
+    let shown = crate::control::render::render("dump-conntrack", &v);
+    assert_eq!(shown, format!("{}\n", lines[0]));
     let v = ask(
         &mut sw,
         Request::ConntrackStats {
@@ -118,6 +121,10 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
         4,
     );
     assert_eq!(v["text"], "Connections Stats:\n    Total: 1\n  UDP: 1\n");
+    assert_eq!(
+        crate::control::render::render("conntrack-stats", &v),
+        v["text"]
+    );
     ask(
         &mut sw,
         Request::CtSetLimits {
