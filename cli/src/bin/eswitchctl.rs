@@ -65,7 +65,14 @@ enum Cmd {
     DelFlows { flow: Option<String> },
     /// How a packet (flow syntax: `in_port=1,udp,tp_dst=53`) walks the
     /// tables.
-    Trace { packet: String },
+    Trace {
+        packet: String,
+        /// At each recirculation (`ct(table=T)`), go on with this
+        /// tracking state (`trk,new`, `trk,est`...), as `ovs-appctl
+        /// ofproto/trace --ct-next`; repeat for later stages.
+        #[arg(long = "ct-next", value_name = "FLAGS")]
+        ct_next: Vec<String>,
+    },
     /// Pipeline and switch counters.
     Stats,
     /// Adds a port to the running daemon (as `ovs-vsctl add-port`; not
@@ -186,7 +193,7 @@ impl Cmd {
             Cmd::DumpOf => ("dump-of", Request::DumpOf),
             Cmd::AddFlow { flow } => ("add-flow", Request::AddFlow { flow }),
             Cmd::DelFlows { flow } => ("del-flows", Request::DelFlows { flow }),
-            Cmd::Trace { packet } => ("trace", Request::Trace { packet }),
+            Cmd::Trace { packet, ct_next } => ("trace", Request::Trace { packet, ct_next }),
             Cmd::Stats => ("stats", Request::Stats),
             Cmd::AddPort {
                 name,

@@ -64,8 +64,15 @@ pub enum Request {
         #[serde(default)]
         flow: Option<String>,
     },
-    /// How a packet (flow syntax) walks the tables.
-    Trace { packet: String },
+    /// How a packet (flow syntax) walks the tables; at each
+    /// recirculation (`ct(table=T)`) the next stage goes on with the
+    /// tracking state the next `ct_next` entry says (`trk,est`, as
+    /// `ofproto/trace --ct-next`).
+    Trace {
+        packet: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ct_next: Vec<String>,
+    },
     /// Pipeline and switch counters.
     Stats,
     /// Adds a port while the daemon runs (not written to the config).
@@ -244,6 +251,71 @@ pub fn megaflows_filtered<O: FlowOffload, D: Datapaths>(
         .collect()
 }
 
+/// `trace` of `key`, stage after stage: each `recirc` goes on with the
+/// next of `ct_next`'s states (and the zone of the stage's `ct()`), as
+/// Open vSwitch's `ofproto/trace --ct-next` does; without one it stops
+/// there, saying so.
+fn trace_stages<B: Device, D: Datapaths>(
+    sw: &Switch<B, D>,
+    mut key: megaflow::FlowKey,
+    ct_next: &[String],
+    now: Timestamp,
+) -> Result<Value, String> {
+    let states: Vec<u8> = ct_next
+        .iter()
+        .map(|s| ofproto::text::ct_state_flags(s).map_err(|e| format!("--ct-next {e}")))
+        .collect::<Result<_, _>>()?;
+    let br = sw.pipeline().bridge();
+    let mut text = String::new();
+    let mut stages = Vec::new();
+    for stage in 0..=megaflow::actions::MAX_RECIRC_DEPTH {
+        let t = br.trace(&key, now);
+        let actions = t.datapath_actions();
+        let shown = if actions.is_empty() {
+            "drop".to_string()
+        } else {
+            actions.to_string()
+        };
+        if stage > 0 {
+            text.push_str(&format!(
+                "\n===== stage {stage}: recirc_id={:#x} =====\n",
+                key.recirc_id()
+            ));
+        }
+        text.push_str(&t.explain(&key));
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        stages.push(json!({
+            "megaflow": ofproto::text::format_match(&t.megaflow(&key)),
+            "actions": shown,
+        }));
+        let Some(megaflow::DpAction::Recirc(id)) = t.actions.last() else {
+            break;
+        };
+        let Some(&state) = states.get(stage) else {
+            text.push_str(&format!(
+                "\nThe packet recirculates to {id:#x}; give --ct-next FLAGS to trace its next stage.\n"
+            ));
+            break;
+        };
+        let zone = t.actions.iter().rev().find_map(|a| match a {
+            megaflow::DpAction::Ct(spec) => Some(spec.zone),
+            _ => None,
+        });
+        key.set_recirc_id(u64::from(*id));
+        key.set_ct_state(u64::from(state));
+        key.set_ct_zone(u64::from(zone.unwrap_or(0)));
+    }
+    let last = stages.last().cloned().unwrap_or(Value::Null);
+    Ok(json!({
+        "trace": text,
+        "megaflow": last["megaflow"],
+        "actions": last["actions"],
+        "stages": stages,
+    }))
+}
+
 /// Parses one request line; the error names what is wrong.
 pub fn parse_request(line: &str) -> Result<Request, String> {
     serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))
@@ -302,17 +374,10 @@ fn run<B: Device, D: Datapaths>(
             let out = apply_text(sw, text, FlowModCommand::Delete, now)?;
             Ok(json!({ "removed": out.removed.len() }))
         }
-        Request::Trace { packet } => {
+        Request::Trace { packet, ct_next } => {
             let m =
                 parse_match_in(packet, sw.pipeline().bridge().tlv()).map_err(|e| e.to_string())?;
-            let key = *m.key();
-            let t = sw.pipeline().bridge().trace(&key, now);
-            let actions = t.datapath_actions();
-            Ok(json!({
-                "trace": t.explain(&key),
-                "megaflow": ofproto::text::format_match(&t.megaflow(&key)),
-                "actions": if actions.is_empty() { "drop".to_string() } else { actions.to_string() },
-            }))
+            trace_stages(sw, *m.key(), ct_next, now)
         }
         Request::AddPort { .. } | Request::DelPort { .. } => {
             Err("ports are added and removed by the daemon's main thread (eswitchd run)".into())

@@ -167,6 +167,68 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
     }
+    // Trace, stage after stage, as ofproto/trace --ct-next.
+    let tr = ask(
+        &mut sw,
+        Request::Trace {
+            packet: "in_port=1,udp,nw_src=198.18.0.2,nw_dst=198.18.0.3,tp_dst=53".into(),
+            ct_next: vec!["trk,new".into()],
+        },
+        6,
+    );
+    let stages = tr["stages"].as_array().expect("stages");
+    assert_eq!(stages.len(), 2, "{tr}");
+    assert!(
+        stages[0]["actions"]
+            .as_str()
+            .unwrap()
+            .starts_with("ct(zone=7,nat),recirc(0x"),
+        "{tr}"
+    );
+    assert_eq!(
+        tr["actions"],
+        "ct(commit,zone=7,nat(src=198.19.0.1)),output:2"
+    );
+    assert!(
+        tr["trace"]
+            .as_str()
+            .unwrap()
+            .contains("stage 1: recirc_id=0x"),
+        "{tr}"
+    );
+    let tr = ask(
+        &mut sw,
+        Request::Trace {
+            packet: "in_port=2,udp,nw_dst=198.18.0.2".into(),
+            ct_next: vec!["+trk+new".into()],
+        },
+        6,
+    );
+    assert_eq!(tr["actions"], "drop", "strangers are dropped: {tr}");
+    // Without --ct-next, the trace says where it stops.
+    let tr = ask(
+        &mut sw,
+        Request::Trace {
+            packet: "in_port=1,udp".into(),
+            ct_next: vec![],
+        },
+        6,
+    );
+    assert!(
+        tr["trace"].as_str().unwrap().contains("give --ct-next"),
+        "{tr}"
+    );
+    match handle(
+        &mut sw,
+        &Request::Trace {
+            packet: "in_port=1,udp".into(),
+            ct_next: vec!["trk,bogus".into()],
+        },
+        at(6),
+    ) {
+        Response::Error(e) => assert!(e.contains("bogus"), "{e}"),
+        r => panic!("{r:?}"),
+    }
     // Flush by tuple, then everything.
     let v = ask(&mut sw, Request::FlushConntrack { args: vec!["zone=7".into(), "ct_nw_src=198.18.0.2,ct_nw_dst=198.18.0.3,ct_nw_proto=17,ct_tp_src=5000,ct_tp_dst=53".into()] }, 6);
     assert_eq!(v["flushed"], 1);

@@ -301,6 +301,20 @@ pub(crate) const FIELDS: &[FieldDef] = &[
     def("ct_tp_dst", F::CtTpDst, K::Dec, P::Ct, false),
 ];
 
+/// A list of `ct_state` flags (`trk,est`, `+trk+est` or `trk|est`) as
+/// bits, as `ofproto/trace --ct-next` reads it; the error names the flag.
+pub fn ct_state_flags(s: &str) -> Result<u8, String> {
+    let mut v = 0;
+    for name in s.split([',', '|', '+']).filter(|n| !n.is_empty()) {
+        v |= CT_STATE_FLAGS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| *b as u8)
+            .ok_or_else(|| format!("{s}: unknown ct_state flag \"{name}\""))?;
+    }
+    Ok(v)
+}
+
 /// `ct_state` flag names, in bit order (Open vSwitch's `CS_*`).
 pub(crate) const CT_STATE_FLAGS: [(&str, u128); 8] = [
     ("new", 0x01),

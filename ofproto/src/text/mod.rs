@@ -37,6 +37,7 @@
 mod actions;
 mod ct;
 mod fields;
+pub use fields::ct_state_flags;
 pub(crate) use fields::{field_def, FieldDef, MatchBuilder};
 mod print;
 mod value;

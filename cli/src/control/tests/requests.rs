@@ -125,6 +125,7 @@ fn add_and_delete_flows_change_the_tables_and_bad_ones_change_nothing() {
         &mut sw,
         &Request::Trace {
             packet: "in_port=1,udp,nw_dst=198.18.0.2,tp_dst=53".into(),
+            ct_next: vec![],
         },
         at(4),
     ));
