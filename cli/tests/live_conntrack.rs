@@ -114,6 +114,17 @@ fn tcp_echo_dial(
     )
 }
 
+/// `eswitchctl dump-conntrack --zone ZONE`, a line per connection.
+fn conn_lines(lab: &LiveLab, zone: u16) -> Vec<String> {
+    lab.ctl(&["dump-conntrack", "--zone", &zone.to_string()])
+        .expect("dump-conntrack")["conns"]
+        .as_array()
+        .expect("conns is a list")
+        .iter()
+        .map(|c| c["line"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
 #[test]
 fn the_conntrack_tutorial_firewall_passes_replies_and_stops_strangers() {
     let test = "the_conntrack_tutorial_firewall_passes_replies_and_stops_strangers";
@@ -135,15 +146,7 @@ fn the_conntrack_tutorial_firewall_passes_replies_and_stops_strangers() {
     assert_eq!(accepted, "none");
     // The tracker saw it as Open vSwitch's would: the TCP connection in
     // zone 7, closed by now; the ICMP echo; counts by protocol.
-    let conns = lab
-        .ctl(&["dump-conntrack", "--zone", "7"])
-        .expect("dump-conntrack");
-    let lines: Vec<String> = conns["conns"]
-        .as_array()
-        .expect("conns")
-        .iter()
-        .map(|c| c["line"].as_str().unwrap_or("").to_string())
-        .collect();
+    let lines = conn_lines(&lab, 7);
     assert!(
         lines.iter().any(
             |l| l.starts_with("tcp,orig=(src=198.18.0.1,dst=198.18.0.2,")
@@ -184,11 +187,7 @@ fn the_conntrack_tutorial_firewall_passes_replies_and_stops_strangers() {
     );
     // A flush empties zone 7; a new vm1 → vm2 connection works again.
     lab.ctl(&["flush-conntrack", "zone=7"]).expect("flush");
-    assert!(
-        lab.ctl(&["dump-conntrack", "--zone", "7"]).expect("dump")["conns"]
-            .as_array()
-            .is_some_and(|a| a.is_empty())
-    );
+    assert!(conn_lines(&lab, 7).is_empty());
     let (got, _) = tcp_echo(&lab, "vm1", "vm2", "198.18.0.2", "8081", 10_000);
     assert_eq!(got, "10000");
 }
@@ -257,12 +256,7 @@ table=1,priority=40,ct_state=+trk,ip,actions=drop
         echoed, "100000 198.18.0.1",
         "DNAT keeps the client's address"
     );
-    let lines: Vec<String> = lab.ctl(&["dump-conntrack", "--zone", "9"]).expect("dump")["conns"]
-        .as_array()
-        .expect("conns")
-        .iter()
-        .map(|c| c["line"].as_str().unwrap_or("").to_string())
-        .collect();
+    let lines = conn_lines(&lab, 9);
     assert!(
         lines
             .iter()

@@ -63,7 +63,7 @@ fn tcp(f: &mut [u8], flags: u8, seq: u32, ack: u32) {
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 

@@ -400,7 +400,8 @@ mod tests {
     #[test]
     fn snat_keeps_the_port_when_free_and_rewrites_the_reply_destination() {
         let mut rng = SplitMix(1);
-        let rev = choose(&fwd(40000), &snat(0, 0), 7, &mut rng, |_| true).unwrap();
+        let rev =
+            choose(&fwd(40000), &snat(0, 0), 7, &mut rng, |_| true).expect("every tuple free");
         assert_eq!(rev.dst, Addr::v4([198, 18, 255, 1]));
         assert_eq!((rev.src, rev.sport, rev.dport), (fwd(0).dst, 80, 40000));
     }
@@ -431,10 +432,11 @@ mod tests {
     #[test]
     fn without_a_range_the_port_stays_in_its_class() {
         let mut rng = SplitMix(3);
-        let taken = fwd(700).reverse().unwrap();
+        let taken = fwd(700).reverse().expect("TCP reverses");
         let mut taken = taken;
         taken.dst = Addr::v4([198, 18, 255, 1]);
-        let rev = choose(&fwd(700), &snat(0, 0), 1, &mut rng, |t| *t != taken).unwrap();
+        let rev = choose(&fwd(700), &snat(0, 0), 1, &mut rng, |t| *t != taken)
+            .expect("one tuple taken, the class has more");
         assert!(
             (600..=1023).contains(&rev.dport) && rev.dport != 700,
             "{}",
@@ -453,7 +455,9 @@ mod tests {
             "nat(dst=[2001:db8::1]-[2001:db8::9]:8080,hash)",
             "nat(src=[2001:db8::1])",
         ] {
-            let arg = text.strip_prefix("nat").unwrap();
+            let arg = text
+                .strip_prefix("nat")
+                .expect("every case starts with nat");
             let arg = arg
                 .strip_prefix('(')
                 .and_then(|a| a.strip_suffix(')'))
@@ -462,7 +466,7 @@ mod tests {
             assert_eq!(format_nat(&n), text);
         }
         assert_eq!(
-            format_nat(&parse_nat("src=2001:db8::1").unwrap()),
+            format_nat(&parse_nat("src=2001:db8::1").expect("unbracketed IPv6 reads")),
             "nat(src=[2001:db8::1])"
         );
         for (arg, err) in [

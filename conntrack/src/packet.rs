@@ -85,10 +85,13 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
 }
 
 /// The L3 header at `l3`: (src, dst, proto, l4 offset, end, is a fragment).
+/// `quote`: the header of a packet an ICMP error quotes, whose stated
+/// length may run past the quote (its end is then the quote's).
 fn ip_header(
     b: &[u8],
     l3: usize,
     v6: bool,
+    quote: bool,
 ) -> Result<(Addr, Addr, u8, usize, usize, bool), Unparsable> {
     use Unparsable::Truncated;
     if !v6 {
@@ -97,7 +100,10 @@ fn ip_header(
             return Err(Truncated);
         }
         let ihl = ((h[0] & 0x0f) as usize) * 4;
-        let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+        let mut total = u16::from_be_bytes([h[2], h[3]]) as usize;
+        if quote {
+            total = total.min(b.len() - l3);
+        }
         if ihl < 20 || total < ihl || b.len() < l3 + total {
             return Err(Truncated);
         }
@@ -112,7 +118,10 @@ fn ip_header(
             return Err(Truncated);
         }
         let plen = u16::from_be_bytes([h[4], h[5]]) as usize;
-        let end = l3 + 40 + plen;
+        let mut end = l3 + 40 + plen;
+        if quote {
+            end = end.min(b.len());
+        }
         if b.len() < end {
             return Err(Truncated);
         }
@@ -147,7 +156,7 @@ pub fn parse(b: &[u8], l3: usize, eth_type: u16) -> Result<Parsed, Unparsable> {
         ETH_IPV6 => true,
         _ => return Err(Unparsable::NotIp),
     };
-    let (src, dst, proto, l4, end, frag) = ip_header(b, l3, v6)?;
+    let (src, dst, proto, l4, end, frag) = ip_header(b, l3, v6, false)?;
     if frag {
         return Err(Unparsable::Fragment);
     }
@@ -274,21 +283,7 @@ pub fn icmp_reply_type(ty: u8, v6: bool) -> Option<u8> {
 /// those (RFC 792 requires no more).
 fn quoted(b: &[u8], at: usize, end: usize, v6: bool) -> Option<Tuple> {
     let inner = b.get(..end)?;
-    let (src, dst, proto, l4, _, frag) = {
-        // The quoted header's own total length may exceed the quote.
-        let mut hdr = inner.get(at..)?.to_vec();
-        if !v6 {
-            let total = (hdr.len() as u16).to_be_bytes();
-            *hdr.get_mut(2)? = total[0];
-            *hdr.get_mut(3)? = total[1];
-        } else {
-            let plen = (hdr.len().checked_sub(40)? as u16).to_be_bytes();
-            *hdr.get_mut(4)? = plen[0];
-            *hdr.get_mut(5)? = plen[1];
-        }
-        let r = ip_header(&hdr, 0, v6).ok()?;
-        (r.0, r.1, r.2, r.3 + at, r.4, r.5)
-    };
+    let (src, dst, proto, l4, _, frag) = ip_header(inner, at, v6, true).ok()?;
     if frag {
         return None;
     }

@@ -299,21 +299,17 @@ impl Tracker {
         if p.icmp == Some(IcmpKind::Error) {
             return self.related(frame, &p, spec, meta, now);
         }
-        let mut t = p.tuple;
-        let mut flip = false;
-        if meta.state & (SNAT | DNAT) != 0 {
-            // Translated by an earlier ct() in this zone: the packet now
-            // carries the other direction's view of its connection.
-            if let Some(r) = t.reverse() {
-                if self.locate(spec.zone, &r, now).is_some() {
-                    t = r;
-                    flip = true;
-                }
-            }
-        }
+        // Translated by an earlier ct() in this zone: the packet carries
+        // the other direction's view of its connection.
+        let translated = (meta.state & (SNAT | DNAT) != 0)
+            .then(|| p.tuple.reverse())
+            .flatten()
+            .and_then(|r| self.locate(spec.zone, &r, now))
+            .map(|(g, s, idx, reply)| (g, s, idx, !reply));
         let mut state = meta.state;
-        if let Some((mut g, s, idx, reply)) = self.locate(spec.zone, &t, now) {
-            let reply = reply ^ flip;
+        if let Some((mut g, s, idx, reply)) =
+            translated.or_else(|| self.locate(spec.zone, &p.tuple, now))
+        {
             if spec.force && reply {
                 let rev = self.remove(&mut g, s, idx);
                 drop(g);
@@ -473,21 +469,8 @@ impl Tracker {
             *meta = uncommitted;
             return;
         }
-        match self.create(frame, p, spec, now) {
-            Some((state, rev)) => {
-                let _ = state;
-                if let Some((rev, at)) = rev {
-                    self.settle(rev, at);
-                }
-                let (mut g, _, idx, _) = self
-                    .locate(spec.zone, &t, now)
-                    .expect("a connection just created is found");
-                let c = g.conns[idx as usize]
-                    .as_mut()
-                    .expect("located slots are live");
-                finish(c, spec, meta, state);
-            }
-            None => *meta = uncommitted,
+        if !self.create(frame, p, spec, meta, now) {
+            *meta = uncommitted;
         }
     }
 
@@ -531,19 +514,21 @@ impl Tracker {
     }
 
     /// Creates the connection of `p`'s packet, translating the packet when
-    /// the spec has a NAT range. Returns the packet's state bits and, for a
-    /// translated connection, its reply key and home to settle.
+    /// the spec has a NAT range, and writes `meta` from it (under the one
+    /// lock that inserted it). False: not committed (a limit, no NAT
+    /// tuple); `meta` is left to the caller.
     fn create(
         &self,
         frame: &mut [u8],
         p: &Parsed,
         spec: &CtSpec,
+        meta: &mut CtMeta,
         now: u64,
-    ) -> Option<(u8, Option<(ConnKey, u64)>)> {
+    ) -> bool {
         let zone = spec.zone;
         let fwd = p.tuple;
         if !self.admit(zone) {
-            return None;
+            return false;
         }
         let mut nat = NAT_NONE;
         let mut rev = fwd
@@ -571,7 +556,7 @@ impl Tracker {
                 None => {
                     self.release(zone);
                     self.stats.nat_exhausted.fetch_add(1, Relaxed);
-                    return None;
+                    return false;
                 }
             }
         }
@@ -602,7 +587,14 @@ impl Tracker {
             if nat != NAT_NONE {
                 self.unlink(Some((ConnKey { tuple: rev, zone }, PENDING)));
             }
-            return self.locate(zone, &fwd, now).map(|_| (NEW, None));
+            let Some((mut g, _, idx, _)) = self.locate(zone, &fwd, now) else {
+                return false;
+            };
+            let c = g.conns[idx as usize]
+                .as_mut()
+                .expect("located slots are live");
+            finish(c, spec, meta, NEW);
+            return true;
         }
         // An expired connection on the same tuple goes first.
         if let Some((old, _)) = g.find_local(h, zone, &fwd, 0) {
@@ -633,13 +625,19 @@ impl Tracker {
             .index
             .insert_unique(h, idx << 1 | (nat != NAT_NONE) as u32, hasher);
         self.stats.created.fetch_add(1, Relaxed);
+        let c = shard.conns[idx as usize].as_mut().expect("just inserted");
         let mut state = NEW;
         if nat != NAT_NONE {
-            let c = shard.conns[idx as usize].as_ref().expect("just inserted");
             state |= translate(frame, p, c, false);
-            return Some((state, Some((ConnKey { tuple: rev, zone }, home(s, idx)))));
         }
-        Some((state, None))
+        finish(c, spec, meta, state);
+        drop(g);
+        if nat != NAT_NONE {
+            // The reply tuple, reserved, now points home (its shard may be
+            // this one: after the home lock is released).
+            self.settle(ConnKey { tuple: rev, zone }, home(s, idx));
+        }
+        true
     }
 
     /// Reserves a reply tuple for a connection being created: false when

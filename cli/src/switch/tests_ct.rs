@@ -101,9 +101,9 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
     );
     let lines: Vec<&str> = v["conns"]
         .as_array()
-        .unwrap()
+        .expect("conns is a list")
         .iter()
-        .map(|c| c["line"].as_str().unwrap())
+        .map(|c| c["line"].as_str().expect("each line is text"))
         .collect();
     assert_eq!(
         lines,
@@ -181,7 +181,7 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
     assert!(
         stages[0]["actions"]
             .as_str()
-            .unwrap()
+            .expect("actions are text")
             .starts_with("ct(zone=7,nat),recirc(0x"),
         "{tr}"
     );
@@ -192,7 +192,7 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
     assert!(
         tr["trace"]
             .as_str()
-            .unwrap()
+            .expect("the trace is text")
             .contains("stage 1: recirc_id=0x"),
         "{tr}"
     );
@@ -215,7 +215,10 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
         6,
     );
     assert!(
-        tr["trace"].as_str().unwrap().contains("give --ct-next"),
+        tr["trace"]
+            .as_str()
+            .expect("the trace is text")
+            .contains("give --ct-next"),
         "{tr}"
     );
     match handle(
@@ -251,7 +254,7 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
         7
     )["conns"]
         .as_array()
-        .unwrap()
+        .expect("conns is a list")
         .is_empty());
     // Megaflows with ct() stay in software, saying why.
     let flows = ask(
@@ -265,9 +268,9 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
     );
     let offl: Vec<&str> = flows["flows"]
         .as_array()
-        .unwrap()
+        .expect("flows is a list")
         .iter()
-        .map(|f| f["offloaded"].as_str().unwrap())
+        .map(|f| f["offloaded"].as_str().expect("offloaded is text"))
         .collect();
     assert!(
         offl.iter().any(|o| o.contains("conntrack")

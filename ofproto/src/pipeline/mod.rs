@@ -684,7 +684,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Executes `actions` (of the stage `key` is in) on `pkt` here, the
     /// slow path's meters, sampler and tracker in front of `sink`; a
     /// recirculation runs the next stage here too, installing its megaflow
-    /// as an upcall would.
+    /// as an upcall would ([`run_stages`]).
     fn run_actions<S: ActionSink>(
         &mut self,
         now: Timestamp,
@@ -697,41 +697,30 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         let meters = Arc::clone(&self.shared.meters);
         let meters = meters.read();
         let tracker = self.shared.tracker();
-        let mut key = *key;
-        let mut actions = actions.clone();
-        let mut total = ExecOutcome::default();
-        for depth in 0..=megaflow::actions::MAX_RECIRC_DEPTH {
-            let mut ms = MeteredSink {
-                inner: &mut *sink,
-                meters: &*meters,
-                rng: &mut self.rng,
-                now,
-                ct: tracker.as_deref(),
-                ct_meta: megaflow::key::read_ct_meta(&key),
-            };
-            let out = execute(&actions, pkt, layout, &mut ms);
-            let ct_meta = ms.ct_meta;
-            total.then(&out);
-            let Some(_) = out.recirc else {
-                return total;
-            };
-            if depth == megaflow::actions::MAX_RECIRC_DEPTH {
-                break;
-            }
-            let prev = key;
-            *layout = megaflow::datapath::next_stage(&prev, pkt, &out, &ct_meta, *layout, &mut key);
-            let t = translate_miss(&self.bridge, &key, now);
-            let one = FlowStats {
-                packets: 1,
-                bytes: pkt.len() as u64,
-                used: now,
-                tcp_flags: 0,
-            };
-            actions = self.install_translated(&key, &t, &one, now);
+        let mut rng = self.rng;
+        let one = FlowStats {
+            packets: 1,
+            bytes: pkt.len() as u64,
+            used: now,
+            tcp_flags: 0,
+        };
+        let exec = run_stages(
+            (&*meters, &mut rng, tracker.as_deref(), now),
+            *key,
+            actions.clone(),
+            pkt,
+            layout,
+            sink,
+            |k| {
+                let t = translate_miss(&self.bridge, k, now);
+                Ok::<_, std::convert::Infallible>(self.install_translated(k, &t, &one, now))
+            },
+        );
+        self.rng = rng;
+        match exec {
+            Ok(e) => e,
+            Err(never) => match never {},
         }
-        total.dropped = Some(megaflow::actions::DropReason::RecircDepth);
-        total.recirc = None;
-        total
     }
 
     /// The tracker `ct()` runs against when the slow path executes a
@@ -1135,6 +1124,56 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         }
         Some(self.revalidate(now))
     }
+}
+
+/// Executes `actions` of the stage `key` is in on `pkt` (the meters,
+/// sampler and tracker of `ctx` in front of `sink`), then each stage the
+/// packet recirculates to, at most `MAX_RECIRC_DEPTH` more (then it is
+/// dropped, as the datapath does): `next` translates a stage's key and
+/// installs its megaflow, giving its actions. The slow path's and the
+/// handlers' way to run an upcalled packet through all its stages.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_stages<S: ActionSink, M: megaflow::meter::Meters, E>(
+    ctx: (
+        &M,
+        &mut megaflow::SplitMix64,
+        Option<&conntrack::Tracker>,
+        Timestamp,
+    ),
+    mut key: FlowKey,
+    mut actions: Actions,
+    pkt: &mut Vec<u8>,
+    layout: &mut megaflow::Layout,
+    sink: &mut S,
+    mut next: impl FnMut(&FlowKey) -> Result<Actions, E>,
+) -> Result<ExecOutcome, E> {
+    let (meters, rng, tracker, now) = ctx;
+    let mut total = ExecOutcome::default();
+    for depth in 0..=megaflow::actions::MAX_RECIRC_DEPTH {
+        let mut ms = MeteredSink {
+            inner: &mut *sink,
+            meters,
+            rng: &mut *rng,
+            now,
+            ct: tracker,
+            ct_meta: megaflow::key::read_ct_meta(&key),
+        };
+        let out = execute(&actions, pkt, layout, &mut ms);
+        let ct_meta = ms.ct_meta;
+        total.then(&out);
+        if out.recirc.is_none() {
+            return Ok(total);
+        }
+        if depth == megaflow::actions::MAX_RECIRC_DEPTH {
+            break;
+        }
+        let prev = key;
+        *layout = megaflow::datapath::next_stage(&prev, pkt, &out, &ct_meta, *layout, &mut key);
+        actions = next(&key)?;
+    }
+    total.dropped = Some(megaflow::actions::DropReason::RecircDepth);
+    total.recirc = None;
+    Ok(total)
 }
 
 /// A missed packet, parsed once: its key and the header layout execution

@@ -37,9 +37,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use megaflow::actions::{execute, ActionSink, DropReason, ExecOutcome, MAX_RECIRC_DEPTH};
+use megaflow::actions::ActionSink;
 use megaflow::key::FastBuild;
-use megaflow::meter::MeteredSink;
 use megaflow::offload::FlowOffload;
 use megaflow::{
     Actions, DpCommand, FlowId, FlowKey, FlowStats, Match, PortNo, SplitMix64, Timestamp,
@@ -173,46 +172,23 @@ impl FlowSetup {
         sink: &mut S,
     ) -> Result<SwOutcome, Backlog> {
         let sh = &*self.shared;
-        let mut actions = self.stage(inbox, now, &miss.key, t, pkt.len())?;
+        let actions = self.stage(inbox, now, &miss.key, t, pkt.len())?;
         let tracker = sh.tracker();
         let meters = sh.meters.read();
-        let mut key = miss.key;
         let mut layout = miss.layout;
-        let mut total = ExecOutcome::default();
+        let len = pkt.len();
         // Later stages (`ct(table=T)`) run here too, each installing its
         // own megaflow, as the datapath would after its inserts.
-        for depth in 0..=MAX_RECIRC_DEPTH {
-            let mut ms = MeteredSink {
-                inner: &mut *sink,
-                meters: &*meters,
-                rng: &mut *rng,
-                now,
-                ct: tracker.as_deref(),
-                ct_meta: megaflow::key::read_ct_meta(&key),
-            };
-            let out = execute(&actions, pkt, &mut layout, &mut ms);
-            let ct_meta = ms.ct_meta;
-            total.then(&out);
-            let Some(_) = out.recirc else {
-                return Ok(SwOutcome {
-                    upcall: true,
-                    exec: total,
-                });
-            };
-            if depth == MAX_RECIRC_DEPTH {
-                break;
-            }
-            let prev = key;
-            layout = megaflow::datapath::next_stage(&prev, pkt, &out, &ct_meta, layout, &mut key);
-            let t = translate_miss(&sh.bridge, &key, now);
-            actions = self.stage(inbox, now, &key, &t, pkt.len())?;
-        }
-        total.dropped = Some(DropReason::RecircDepth);
-        total.recirc = None;
-        Ok(SwOutcome {
-            upcall: true,
-            exec: total,
-        })
+        let exec = super::run_stages(
+            (&*meters, rng, tracker.as_deref(), now),
+            miss.key,
+            actions,
+            pkt,
+            &mut layout,
+            sink,
+            |k| self.stage(inbox, now, k, &translate_miss(&sh.bridge, k, now), len),
+        )?;
+        Ok(SwOutcome { upcall: true, exec })
     }
 
     /// Stages the megaflow of one stage of an upcalled packet (`key`,

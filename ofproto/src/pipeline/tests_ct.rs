@@ -96,24 +96,7 @@ fn ofproto_text(m: &Match) -> String {
 #[test]
 fn tcp_through_the_firewall_is_tracked_by_its_window() {
     let (mut p, t) = firewall();
-    let data =
-        |src: u32, dst: u32, sport: u16, dport: u16, flags: u16, seq: u32, ack: u32, len: usize| {
-            let mut f = FrameSpec::ipv4(
-                src,
-                dst,
-                L4::Tcp {
-                    sport,
-                    dport,
-                    flags,
-                },
-            )
-            .payload(len)
-            .build();
-            f[38..42].copy_from_slice(&seq.to_be_bytes());
-            f[42..46].copy_from_slice(&ack.to_be_bytes());
-            f[48..50].copy_from_slice(&64240u16.to_be_bytes());
-            f
-        };
+    let data = megaflow::frame::tcp_segment;
     let seg =
         |src, dst, sport, dport, flags, seq, ack| data(src, dst, sport, dport, flags, seq, ack, 0);
     assert_eq!(

@@ -47,7 +47,7 @@ fn ct_flows_read_and_print_as_ovs_ofctl_writes_them() {
         "ip,actions=ct(commit,exec(load:0x5->NXM_NX_CT_MARK[]))",
         FlowModCommand::Add,
     )
-    .unwrap();
+    .expect("load into ct_mark inside exec reads");
     assert!(format_rule(&fm.rule).ends_with("actions=ct(commit,exec(set_field:0x5->ct_mark))"));
     for (text, err) in [
         (
