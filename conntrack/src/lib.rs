@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dump;
+mod hw;
 pub mod nat;
 pub mod packet;
 mod table;
@@ -35,6 +36,7 @@ pub mod timeout;
 pub mod tuple;
 
 pub use dump::{Entry, FlushFilter, ProtoCounts};
+pub use hw::{HwView, Offer};
 pub use nat::{AddrRange, NatKind, NatRange, NatSpec};
 pub use packet::Unparsable;
 pub use table::{Config, Limits, Stats, Tracker};

@@ -78,7 +78,7 @@ pub struct Limits {
 
 const OTHER_FIRST: u8 = 0;
 const OTHER_MULTIPLE: u8 = 1;
-const OTHER_BIDIR: u8 = 2;
+pub(crate) const OTHER_BIDIR: u8 = 2;
 const ICMP_FIRST: u8 = 0;
 const ICMP_REPLY: u8 = 1;
 /// No explicit zone limit: the default applies.
@@ -104,6 +104,9 @@ pub(crate) struct Conn {
     pub(crate) label: [u64; 2],
     /// Milliseconds, the tracker's clock.
     pub(crate) expires: u64,
+    /// Hardware: which directions were offered to the FDB's conntrack
+    /// table, and whether its packets pass there unseen (crate::hw).
+    pub(crate) hw: u8,
 }
 
 impl Conn {
@@ -175,6 +178,9 @@ pub struct Tracker {
     default_limit: AtomicU32,
     pub(crate) timeouts: Timeouts,
     stats: AtomicStats,
+    /// Connection directions offered to the FDB, for the offload thread.
+    pub(crate) offers: Mutex<Vec<crate::hw::Offer>>,
+    pub(crate) hw_refreshed: AtomicU64,
 }
 
 /// What one update of a found connection says.
@@ -212,6 +218,8 @@ impl Tracker {
             default_limit: AtomicU32::new(0),
             timeouts: Timeouts::new(),
             stats: AtomicStats::default(),
+            offers: Mutex::new(Vec::new()),
+            hw_refreshed: AtomicU64::new(0),
         }
     }
 
@@ -251,7 +259,7 @@ impl Tracker {
 
     /// Finds the connection `t` belongs to in `zone`: its home shard,
     /// locked, its slot, and whether `t` is the reply direction.
-    fn locate(
+    pub(crate) fn locate(
         &self,
         zone: u16,
         t: &Tuple,
@@ -363,6 +371,10 @@ impl Tracker {
         let (v, class) = match &mut c.proto {
             Proto::Tcp(t) => {
                 let seg = p.tcp.expect("TCP packets parse a segment");
+                // Hardware forwarded packets this tracker never saw: their
+                // sequence numbers moved on (tracked liberally, as Linux
+                // does a connection its flowtable took).
+                let seq_check = seq_check && c.hw & crate::hw::LIBERAL == 0;
                 match t.update(&seg, reply, seq_check) {
                     (tcp::Update::Invalid, _) => (Verdict::Invalid, None),
                     (tcp::Update::New, _) => (Verdict::Reopen, None),
@@ -576,6 +588,7 @@ impl Tracker {
             mark: 0,
             label: [0; 2],
             expires: now + self.timeouts.millis(zone, class),
+            hw: 0,
         };
         let h = self.sym_hash(zone, &fwd);
         let s = self.shard_of(h);
@@ -874,7 +887,7 @@ fn trackable(p: &Parsed) -> bool {
     }
 }
 
-fn nat_bit(nat: u8, reply: bool) -> u8 {
+pub(crate) fn nat_bit(nat: u8, reply: bool) -> u8 {
     match (nat == NAT_SRC) ^ reply {
         true => SNAT,
         false => DNAT,

@@ -148,6 +148,26 @@ pub fn next_stage(
     layout
 }
 
+/// Where a packet the device handed over after an offloaded `ct()` stage
+/// continues (the restore tag's word for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// It missed the device's conntrack table, untouched: track it with
+    /// `spec`, then look it up again with `recirc`.
+    AtCt {
+        spec: conntrack::CtSpec,
+        recirc: u32,
+    },
+    /// It passed the conntrack table of `zone` (rewritten there when
+    /// `translated`) and missed the next stage's table: its tracking
+    /// state is the connection's, its next lookup with `recirc`.
+    PostCt {
+        zone: u16,
+        translated: bool,
+        recirc: u32,
+    },
+}
+
 /// One thread's datapath.
 pub struct Datapath {
     cache: MegaflowCache,
@@ -215,17 +235,104 @@ impl Datapath {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Lookup {
+        let layout = self.begin(in_port, tun, pkt);
+        self.stages(now, pkt, layout, None, sink)
+    }
+
+    /// [`process_tunneled`](Self::process_tunneled) for a packet the
+    /// device handed over part way: it went through an offloaded `ct()`
+    /// stage and continues `from` there. On a miss,
+    /// [`key`](Self::key) holds the key of the stage that missed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn resume<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        tun: &TunnelKey,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+        from: Resume,
+    ) -> Lookup {
+        let layout = self.begin(in_port, tun, pkt);
+        let (l3, eth_type) = crate::actions::ct_l3(pkt, &layout);
+        let ms = now.as_millis();
+        let (recirc, rewritten) = match (from, self.tracker.as_deref()) {
+            (Resume::AtCt { spec, recirc }, Some(t)) => {
+                // The CT table missed: the connection is tracked here, as
+                // the stage's `ct()` would have, and offered to the device
+                // once it is established.
+                t.execute(pkt, l3, eth_type, &spec, &mut self.ct_meta, ms);
+                let m = &self.ct_meta;
+                let est = conntrack::state::TRK | conntrack::state::EST;
+                let not = conntrack::state::NEW | conntrack::state::INV | conntrack::state::REL;
+                if m.state & est == est && m.state & not == 0 && matches!(m.orig.proto, 6 | 17) {
+                    let reply = m.state & conntrack::state::RPL != 0;
+                    t.offer(m.zone, &m.orig, reply, spec.nat.is_some(), ms);
+                }
+                (recirc, spec.nat.is_some())
+            }
+            (
+                Resume::PostCt {
+                    zone,
+                    translated,
+                    recirc,
+                },
+                Some(t),
+            ) => match t.restore_meta(pkt, l3, eth_type, zone, translated, ms) {
+                Some(meta) => {
+                    self.ct_meta = meta;
+                    (recirc, false)
+                }
+                None => return Lookup::Hit(Self::ct_gone()),
+            },
+            // No tracker: nothing can resume a tracked stage.
+            (_, None) => return Lookup::Hit(Self::ct_gone()),
+        };
+        let out = ExecOutcome {
+            recirc: Some(recirc),
+            rewritten,
+            ..ExecOutcome::default()
+        };
+        self.stages(now, pkt, layout, Some(out), sink)
+    }
+
+    fn ct_gone() -> ExecOutcome {
+        ExecOutcome {
+            dropped: Some(DropReason::CtGone),
+            ..ExecOutcome::default()
+        }
+    }
+
+    /// A packet's key (its tunnel's too) and header layout.
+    fn begin(&mut self, in_port: PortNo, tun: &TunnelKey, pkt: &[u8]) -> Layout {
         let ex = extract_into(in_port.0, pkt, &mut self.key);
         if tun.is_set() {
             tun.write(&mut self.key);
         }
         self.stats.packets += 1;
         self.ct_meta = conntrack::CtMeta::default();
-        let mut layout = ex.layout;
+        ex.layout
+    }
+
+    /// The packet's stages from the current key, or after `first` (a
+    /// stage run already, that recirculates).
+    fn stages<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        pkt: &mut Vec<u8>,
+        mut layout: Layout,
+        first: Option<ExecOutcome>,
+        sink: &mut S,
+    ) -> Lookup {
         let mut total = ExecOutcome::default();
+        let mut pending = first;
         for _ in 0..=MAX_RECIRC_DEPTH {
-            let Some(out) = self.stage(now, pkt, &mut layout, sink) else {
-                return Lookup::Miss;
+            let out = match pending.take() {
+                Some(out) => out,
+                None => match self.stage(now, pkt, &mut layout, sink) {
+                    Some(out) => out,
+                    None => return Lookup::Miss,
+                },
             };
             total.then(&out);
             if out.recirc.is_none() {

@@ -140,6 +140,34 @@ pub trait FlowOffload {
         let _ = (id, band);
         Err(NotOffloaded::Action("meter".to_string()))
     }
+    /// Puts one direction of an established connection into the device's
+    /// conntrack table. Its counters are polled with the flows' (under
+    /// the id returned).
+    fn ct_install(&mut self, rule: &CtRule) -> Result<HwId, NotOffloaded> {
+        let _ = rule;
+        Err(NotOffloaded::Action(
+            "ct: this device has no conntrack table".to_string(),
+        ))
+    }
+    /// Removes a conntrack entry (unknown ids are ignored); its final
+    /// counters come with the next poll, as a flow's.
+    fn ct_remove(&mut self, id: HwId) {
+        let _ = id;
+    }
+}
+
+/// One direction of an established connection in the device's conntrack
+/// table: packets that passed a `ct()` stage in `zone` (asking for NAT or
+/// not) with `tuple` are rewritten to `rewrite`, given `meta`'s state and
+/// mark, and go on to the next stage's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtRule {
+    pub zone: u16,
+    /// The `ct()` that leads here asked for NAT.
+    pub nat: bool,
+    pub tuple: conntrack::Tuple,
+    pub rewrite: Option<conntrack::Tuple>,
+    pub meta: conntrack::CtMeta,
 }
 
 /// Where a megaflow is in its life.

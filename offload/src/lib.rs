@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod conformance;
+pub mod ct;
 pub mod dr;
 pub mod host;
 pub mod manager;

@@ -66,6 +66,24 @@ pub enum Restore {
     /// done, `state` written) and missed the table of the next stage:
     /// software continues at `stage + 1` with the packet as it arrives.
     Continue { flow: HwId, stage: u8, state: u32 },
+    /// The packet went through flow `flow`'s first stage, which ends in
+    /// `ct(..),recirc(recirc)`, and missed the conntrack table untouched:
+    /// software tracks it with `ct` and looks it up with `recirc`.
+    AtCt {
+        flow: HwId,
+        ct: conntrack::CtSpec,
+        recirc: u32,
+    },
+    /// The packet went through flow `flow`'s first stage and a conntrack
+    /// entry of `zone` (which rewrote it when `translated`, and counted
+    /// it), and missed the next stage's table: software gives it the
+    /// connection's state and looks it up with `recirc`.
+    PostCt {
+        flow: HwId,
+        zone: u16,
+        translated: bool,
+        recirc: u32,
+    },
 }
 
 /// How software must take a packet the device handed to it.

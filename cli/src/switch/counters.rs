@@ -60,6 +60,9 @@ pub struct SwitchCounters {
     /// nothing software can resume (a flow gone while they were queued):
     /// dropped, as a rewritten packet cannot start over.
     pub restore_drops: u64,
+    /// Packets the device handed over part way through an offloaded
+    /// `ct()` stage (a conntrack or post-ct table miss), resumed there.
+    pub ct_restored: u64,
     /// Packets for the controller (software only).
     pub to_controller: u64,
     /// Per OpenFlow port.
@@ -95,6 +98,7 @@ impl SwitchCounters {
         self.hw_samples += o.hw_samples;
         self.sw_samples += o.sw_samples;
         self.restore_drops += o.restore_drops;
+        self.ct_restored += o.ct_restored;
         self.to_controller += o.to_controller;
         for (p, c) in &o.ports {
             let mine = self.ports.entry(*p).or_default();

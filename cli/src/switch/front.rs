@@ -73,6 +73,19 @@ pub trait SoftwarePath {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Option<SwOutcome>;
+
+    /// Runs `pkt`, which the device handed over after an offloaded
+    /// `ct()` stage, on `from` there (its restore tag's word).
+    #[allow(clippy::too_many_arguments)]
+    fn resume<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        tun: &TunnelKey,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+        from: megaflow::Resume,
+    ) -> Option<SwOutcome>;
 }
 
 /// The whole software path on one thread (replay, tests): the datapath,
@@ -87,6 +100,18 @@ impl<O: megaflow::offload::FlowOffload> SoftwarePath for Pipeline<O, LocalDatapa
         sink: &mut S,
     ) -> Option<SwOutcome> {
         Some(self.process_tunneled(now, port, tun, pkt, sink))
+    }
+
+    fn resume<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        tun: &TunnelKey,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+        from: megaflow::Resume,
+    ) -> Option<SwOutcome> {
+        Some(self.resume_tunneled(now, port, tun, pkt, sink, from))
     }
 }
 
@@ -210,6 +235,7 @@ impl ToSoftware {
         frame: &[u8],
         egress: &mut E,
         sw: &mut P,
+        from: Option<megaflow::Resume>,
     ) {
         self.counters.sw_handled += 1;
         self.counters.ports.entry(port).or_default().rx_sw += 1;
@@ -226,7 +252,11 @@ impl ToSoftware {
             counters: &mut self.counters,
             in_port: port,
         };
-        if let Some(r) = sw.run(now, port, &tun, &mut self.buf, &mut sink) {
+        let r = match from {
+            Some(from) => sw.resume(now, port, &tun, &mut self.buf, &mut sink, from),
+            None => sw.run(now, port, &tun, &mut self.buf, &mut sink),
+        };
+        if let Some(r) = r {
             count_sw_drop(&mut self.counters, &r);
         }
     }
@@ -247,7 +277,27 @@ impl ToSoftware {
         sw: &mut P,
     ) {
         match restore.classify(tag) {
-            Arrival::Miss => self.run(now, ports, port, frame, egress, sw),
+            Arrival::Miss => self.run(now, ports, port, frame, egress, sw, None),
+            // Through an offloaded ct() stage: the rest in software.
+            Arrival::Restored(Restore::AtCt { ct, recirc, .. }) => {
+                self.counters.ct_restored += 1;
+                let from = megaflow::Resume::AtCt { spec: ct, recirc };
+                self.run(now, ports, port, frame, egress, sw, Some(from))
+            }
+            Arrival::Restored(Restore::PostCt {
+                zone,
+                translated,
+                recirc,
+                ..
+            }) => {
+                self.counters.ct_restored += 1;
+                let from = megaflow::Resume::PostCt {
+                    zone,
+                    translated,
+                    recirc,
+                };
+                self.run(now, ports, port, frame, egress, sw, Some(from))
+            }
             Arrival::Restored(Restore::SampledCopy { cookie, .. }) => {
                 self.counters.hw_samples += 1;
                 egress.sample(port, cookie, frame, Path::Hardware);
@@ -341,7 +391,7 @@ impl Front for SimFront {
             match ports.ingress(p.port) {
                 Ingress::Device(v) => known.push((v, p.data)),
                 // A host-stack port: the eSwitch never sees its frames.
-                Ingress::Software => self.sw.run(now, ports, p.port, p.data, egress, sw),
+                Ingress::Software => self.sw.run(now, ports, p.port, p.data, egress, sw, None),
                 Ingress::Unknown => {}
             }
         }

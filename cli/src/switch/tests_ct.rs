@@ -280,3 +280,112 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
         "{offl:?}"
     );
 }
+
+/// A switch with the SNAT firewall; `offload` off keeps everything in
+/// software.
+fn snat_switch(offload: bool) -> SimSwitch {
+    let flows = FlowFile::parse(TABLE).expect("table");
+    let mut cfg = PipelineConfig::default();
+    if !offload {
+        cfg.offload.mode = ofproto::pipeline::OffloadMode::Off;
+    }
+    SimSwitch::new(
+        &crate::replay::default_ports(2),
+        &flows,
+        cfg,
+        SimConfig::default(),
+        at(0),
+    )
+    .expect("switch")
+}
+
+/// Round `i` of a UDP conversation between A (port 1, SNATed) and B
+/// (port 2) on source port `sport`: A's packet, then B's answer to the
+/// translated address.
+fn conversation(sport: u16, i: u8) -> [(u32, Vec<u8>); 2] {
+    let (a, b) = (0xc612_0002u32, 0xc612_0003u32);
+    let mut out = FrameSpec::ipv4(a, b, L4::udp(sport, 53)).build();
+    let mut back = FrameSpec::ipv4(b, 0xc613_0001, L4::udp(53, sport)).build();
+    // A payload byte that differs per round, checksums kept valid by
+    // writing it before the build would be cleaner; the UDP checksum of
+    // these frames is zero (not checked).
+    let n = out.len();
+    out[n - 1] = i;
+    let n = back.len();
+    back[n - 1] = i;
+    [(1, out), (2, back)]
+}
+
+#[test]
+fn established_connections_go_to_the_fdb_conntrack_table_and_forward_as_software_does() {
+    let mut hw = snat_switch(true);
+    let mut sw = snat_switch(false);
+    let mut ms = 1;
+    let run = |hw: &mut SimSwitch, sw: &mut SimSwitch, sport: u16, rounds: u8, ms: &mut u64| {
+        for i in 0..rounds {
+            for (port, f) in conversation(sport, i) {
+                let a = send(hw, port, f.clone(), *ms);
+                let b = send(sw, port, f, *ms);
+                // The same frames out of the same ports, with or without
+                // the device's conntrack table.
+                assert_eq!(a, b, "round {i} from port {port}");
+                assert_eq!(a.len(), 1, "round {i} from port {port}: {a:?}");
+                *ms += 1;
+            }
+        }
+    };
+    run(&mut hw, &mut sw, 5000, 40, &mut ms);
+    hw.pipeline_mut().revalidate(at(ms));
+    let st = hw.pipeline().ct_hw_stats();
+    assert_eq!(st.entries, 2, "both directions in the CT table: {st:?}");
+    assert_eq!(st.refused, 0, "{st:?}");
+    let before = hw.counters();
+    let counted = hw.pipeline().ct_hw_stats().packets;
+    run(&mut hw, &mut sw, 5000, 20, &mut ms);
+    let after = hw.counters();
+    // Every packet of the established connection now forwarded by the
+    // device: first stage, conntrack entry (NAT included), later stage.
+    assert_eq!(
+        after.hw_handled - before.hw_handled,
+        40,
+        "hw {} sw {} restored {}",
+        after.hw_handled - before.hw_handled,
+        after.sw_handled - before.sw_handled,
+        after.ct_restored - before.ct_restored
+    );
+    assert_eq!(after.sw_handled, before.sw_handled);
+    hw.pipeline_mut().revalidate(at(ms));
+    // Their entries counted them.
+    assert_eq!(hw.pipeline().ct_hw_stats().packets - counted, 40);
+    // The tracker kept the connection alive from the hardware's counts.
+    assert!(hw.tracker().hw_refreshes() > 0);
+
+    // A second connection still starts in software and joins the first.
+    run(&mut hw, &mut sw, 5001, 10, &mut ms);
+    hw.pipeline_mut().revalidate(at(ms));
+    assert_eq!(hw.pipeline().ct_hw_stats().entries, 4);
+
+    // A flush takes the connections out of the tracker, and the next pass
+    // out of the device; their packets start over in software, alike.
+    ask(
+        &mut hw,
+        Request::FlushConntrack {
+            args: vec!["zone=7".into()],
+        },
+        ms,
+    );
+    ask(
+        &mut sw,
+        Request::FlushConntrack {
+            args: vec!["zone=7".into()],
+        },
+        ms,
+    );
+    hw.pipeline_mut().revalidate(at(ms));
+    let st = hw.pipeline().ct_hw_stats();
+    assert_eq!(st.entries, 0, "{st:?}");
+    assert_eq!(st.removed, 4, "{st:?}");
+    let before = hw.counters();
+    run(&mut hw, &mut sw, 5000, 1, &mut ms);
+    assert_eq!(hw.counters().sw_handled - before.sw_handled, 2);
+}

@@ -622,6 +622,9 @@ pub enum DropReason {
     NoOutput,
     /// Recirculated more than [`MAX_RECIRC_DEPTH`] times.
     RecircDepth,
+    /// Handed over by the device after its conntrack table, for a
+    /// connection the tracker no longer has.
+    CtGone,
 }
 
 impl DropReason {
@@ -633,6 +636,7 @@ impl DropReason {
             DropReason::TtlExpired => "ttl_expired",
             DropReason::NoOutput => "no_output",
             DropReason::RecircDepth => "recirc_depth",
+            DropReason::CtGone => "ct_gone",
         }
     }
 }
@@ -781,15 +785,7 @@ fn run<S: ActionSink>(
             // A sampled copy is not tracked: only the packet itself.
             DpAction::Ct(_) | DpAction::CtClear if depth > 0 => false,
             DpAction::Ct(spec) => {
-                let (l3, eth_type) = if layout.l3 == crate::extract::NO_OFFSET || layout.l3 < 2 {
-                    (0, 0)
-                } else {
-                    let l3 = layout.l3 as usize;
-                    let et = pkt
-                        .get(l3 - 2..l3)
-                        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-                    (l3, et)
-                };
+                let (l3, eth_type) = ct_l3(pkt, layout);
                 sink.conntrack(spec, pkt, l3, eth_type)
             }
             DpAction::CtClear => {
@@ -881,4 +877,17 @@ fn run<S: ActionSink>(
     } else {
         Some(DropReason::NoOutput)
     }
+}
+
+/// Where `ct()` finds a packet's network header: its offset and the
+/// ethertype before it ((0, 0): none).
+pub fn ct_l3(pkt: &[u8], layout: &Layout) -> (usize, u16) {
+    if layout.l3 == crate::extract::NO_OFFSET || layout.l3 < 2 {
+        return (0, 0);
+    }
+    let l3 = layout.l3 as usize;
+    let et = pkt
+        .get(l3 - 2..l3)
+        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    (l3, et)
 }

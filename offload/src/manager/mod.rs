@@ -53,6 +53,7 @@
 //! it is removed), so a megaflow whose actions change is never missing
 //! from hardware.
 
+mod chain;
 mod counters;
 mod staged;
 mod translate;
@@ -146,10 +147,12 @@ struct Held {
     /// The meter or sampler stage (boxed: most flows have none, and a
     /// million flows' records stay small).
     staged: Option<Box<Staged>>,
+    /// A chained first stage's tags and their restore rules.
+    chain: Option<Box<chain::ChainHeld>>,
 }
 
-/// A level-1 matcher's criteria and encoded mask.
-type MatcherKey = Arc<(u8, Vec<u8>)>;
+/// A matcher's table level, criteria and encoded mask.
+type MatcherKey = Arc<(u32, u8, Vec<u8>)>;
 
 /// Attempts at destroying the rules the device kept, at shutdown (the
 /// last waits 10 << 4 ms).
@@ -181,6 +184,8 @@ pub struct OffloadManager<B: DrBackend> {
     red_matcher: Option<MatcherId>,
     /// Level 2, on reg_c_1: the rest of a flow's actions.
     tag_matcher: Option<MatcherId>,
+    /// The conntrack and post-ct tables, made on first use.
+    chain: Option<chain::Tables>,
     shared: Shared,
     /// OpenFlow meters defined in hardware.
     meters: HashMap<MeterId, MeterDef>,
@@ -279,6 +284,7 @@ impl<B: DrBackend> OffloadManager<B> {
             matchers: HashMap::new(),
             red_matcher: None,
             tag_matcher: None,
+            chain: None,
             shared: Shared::default(),
             meters: HashMap::new(),
             meter_users: HashMap::new(),
@@ -448,18 +454,27 @@ impl<B: DrBackend> OffloadManager<B> {
         Ok(a)
     }
 
-    /// The matcher for an encoded mask, created on first use, and its
-    /// shared key.
-    fn matcher(&mut self, key: (u8, &[u8])) -> Result<(MatcherId, MatcherKey), NotOffloaded> {
-        let wanted = (key.0, key.1.to_vec());
+    /// The matcher for an encoded mask in the table of `level` (1, or
+    /// the chain's), created on first use, and its shared key.
+    fn matcher(
+        &mut self,
+        level: u32,
+        key: (u8, &[u8]),
+    ) -> Result<(MatcherId, MatcherKey), NotOffloaded> {
+        let wanted = (level, key.0, key.1.to_vec());
         if let Some((k, (m, n))) = self.matchers.get_key_value(&wanted) {
             let (k, m, n) = (Arc::clone(k), *m, *n);
             self.matchers.insert(Arc::clone(&k), (m, n + 1));
             return Ok((m, k));
         }
+        let table = match (level, &self.chain) {
+            (crate::ct::LEVEL_CT, Some(c)) => c.ct,
+            (crate::ct::LEVEL_POST_CT, Some(c)) => c.post,
+            _ => self.table,
+        };
         let m = self
             .backend
-            .matcher_create(self.table, self.config.priority, key.0, key.1)
+            .matcher_create(table, self.config.priority, key.0, key.1)
             .map_err(backend("matcher_create"))?;
         let k = Arc::new(wanted);
         self.matchers.insert(Arc::clone(&k), (m, 1));
@@ -495,9 +510,27 @@ impl<B: DrBackend> OffloadManager<B> {
         let mask = self.scratch.mask().to_vec();
         let value = self.scratch.value().to_vec();
         let (stage, rest) = translate::stage(actions.as_slice())?;
+        let later = m.mask().is_exact(megaflow::Field::RecircId) && m.key().recirc_id() != 0;
+        let level = if later {
+            if stage != Stage::Plain {
+                return Err(action("a meter or sampler in a stage after ct()"));
+            }
+            self.chain_tables()?;
+            crate::ct::LEVEL_POST_CT
+        } else {
+            1
+        };
         let id = HwId(self.next_id);
         let mut held = Held::default();
-        match self.build(id, m, stage, rest, (criteria, &mask), &value, &mut held) {
+        match self.build(
+            id,
+            m,
+            stage,
+            rest,
+            (level, criteria, &mask),
+            &value,
+            &mut held,
+        ) {
             Ok(()) => {
                 self.next_id += 1;
                 self.flows.insert(id, held);
@@ -519,7 +552,7 @@ impl<B: DrBackend> OffloadManager<B> {
         m: &Match,
         stage: Stage,
         rest: &[DpAction],
-        key: (u8, &[u8]),
+        key: (u32, u8, &[u8]),
         value: &[u8],
         held: &mut Held,
     ) -> Result<(), NotOffloaded> {
@@ -528,7 +561,18 @@ impl<B: DrBackend> OffloadManager<B> {
             Stage::Meter(mid) => Some(self.meter_action(mid)?),
             _ => None,
         };
-        let (list, counted) = self.translate(m, rest)?;
+        let (rest, chained) = chain::split(rest)?;
+        let regs = match chained {
+            Some((spec, recirc)) => {
+                if stage != Stage::Plain {
+                    return Err(action("ct() after a meter or sampler"));
+                }
+                let ch = held.chain.insert(Box::default());
+                Some(self.chain_stage(id, &spec, recirc, ch)?)
+            }
+            None => None,
+        };
+        let (list, counted) = self.translate(m, rest, regs)?;
         held.counted = counted;
         let mut first = match stage {
             Stage::Plain => list,
@@ -540,7 +584,7 @@ impl<B: DrBackend> OffloadManager<B> {
         let (counter, slot) = self.counter(id)?;
         held.counter = Some((counter, slot));
         first.insert(0, counter);
-        let (matcher, key) = self.matcher(key)?;
+        let (matcher, key) = self.matcher(key.0, (key.1, key.2))?;
         held.matcher = Some(key);
         let rule = self
             .backend
@@ -576,6 +620,9 @@ impl<B: DrBackend> OffloadManager<B> {
         }
         if let Some(st) = held.staged {
             self.release_staged(*st);
+        }
+        if let Some(ch) = held.chain {
+            self.release_chain(*ch);
         }
         self.release_counted(held.counted);
         if let Some(k) = held.matcher {
@@ -680,6 +727,7 @@ impl<B: DrBackend> OffloadManager<B> {
         for bulk in self.bulks.drain(..) {
             b.counter_bulk_free(bulk.id)?;
         }
+        self.shutdown_chain()?;
         b.table_destroy(self.level2)?;
         b.table_destroy(self.table)?;
         b.table_destroy(self.root)?;
@@ -719,6 +767,14 @@ impl<B: DrBackend> FlowOffload for OffloadManager<B> {
 
     fn set_meter(&mut self, id: MeterId, band: Option<MeterBand>) -> Result<(), NotOffloaded> {
         self.define_meter(id, band)
+    }
+
+    fn ct_install(&mut self, rule: &megaflow::offload::CtRule) -> Result<HwId, NotOffloaded> {
+        self.install_ct(rule)
+    }
+
+    fn ct_remove(&mut self, id: HwId) {
+        self.remove(id);
     }
 }
 

@@ -172,11 +172,15 @@ impl<B: DrBackend> OffloadManager<B> {
     /// The DR actions for a megaflow's datapath actions (without a meter
     /// or sample, which [`stage`] took off), in device order; the counted
     /// shared actions used (a modify-header, an encap header: give them
-    /// back with `release_counted`).
+    /// back with `release_counted`). `chain`: the stage ends in `ct()`
+    /// (module `chain` took it off): these register writes join its
+    /// rewrites, and it goes on to the conntrack table instead of a
+    /// destination.
     pub(super) fn translate(
         &mut self,
         m: &Match,
         actions: &[DpAction],
+        chain: Option<Vec<ModifyOp>>,
     ) -> Result<(Vec<ActionId>, Vec<Counted>), NotOffloaded> {
         let mut pops = 0;
         let mut pushes = Vec::new();
@@ -222,12 +226,17 @@ impl<B: DrBackend> OffloadManager<B> {
                 DpAction::Sample { .. } => return Err(action("sample after another action")),
                 DpAction::Recirc(_) => {
                     return Err(action(
-                        "recirc: the FDB has no CT or post-ct table for a next stage yet",
+                        "recirc without ct() before it: only a ct() stage continues in hardware",
                     ))
                 }
-                DpAction::Ct(_) | DpAction::CtClear => return Err(action(
-                    "ct: the FDB has no conntrack table yet; the connection is tracked in software",
-                )),
+                DpAction::Ct(_) => {
+                    return Err(action(
+                        "ct() before other actions: the FDB's conntrack table ends a stage",
+                    ))
+                }
+                DpAction::CtClear => {
+                    return Err(action("ct_clear: the FDB does not clear tracking state"))
+                }
                 DpAction::Userspace(r) => {
                     let name = match r {
                         UserspaceReason::Controller { .. } => "controller",
@@ -256,6 +265,10 @@ impl<B: DrBackend> OffloadManager<B> {
                 .ports
                 .tunnel(PortNo(m.key().in_port() as u32))
                 .is_some();
+        if from_tunnel && chain.is_some() {
+            // Software would resume it decapsulated, its tunnel key lost.
+            return Err(action("ct() on a tunnel's packet"));
+        }
         if from_tunnel {
             let spec = ActionSpec::PacketReformat {
                 reformat: Reformat::L2TunnelToL2,
@@ -271,7 +284,10 @@ impl<B: DrBackend> OffloadManager<B> {
             list.push(a);
         }
         let mut counted = Vec::new();
-        let r = self.finish(ops, pushes, outs, &mut list, &mut counted);
+        let r = match chain {
+            Some(regs) => self.finish_chained(ops, regs, &pushes, &outs, &mut list, &mut counted),
+            None => self.finish(ops, pushes, outs, &mut list, &mut counted),
+        };
         match r {
             Ok(()) => Ok((list, counted)),
             Err(e) => {
@@ -279,6 +295,31 @@ impl<B: DrBackend> OffloadManager<B> {
                 Err(e)
             }
         }
+    }
+
+    /// A chained stage's rewrites and register writes, then the jump to
+    /// the conntrack table: nothing may leave before `ct()`.
+    fn finish_chained(
+        &mut self,
+        mut ops: Vec<ModifyOp>,
+        regs: Vec<ModifyOp>,
+        pushes: &[u32],
+        outs: &[(Option<Vec<u8>>, Vport)],
+        list: &mut Vec<ActionId>,
+        counted: &mut Vec<Counted>,
+    ) -> Result<(), NotOffloaded> {
+        if !outs.is_empty() {
+            return Err(action("an output before ct()"));
+        }
+        if !pushes.is_empty() {
+            return Err(action("push_vlan before ct()"));
+        }
+        ops.extend(regs);
+        let bytes = encode_list(&ops);
+        let spec = ActionSpec::ModifyHeader(bytes.clone());
+        list.push(self.counted_action(bytes, spec, counted)?);
+        list.push(self.chain_jump(crate::ct::LEVEL_CT)?);
+        Ok(())
     }
 
     /// The rewrites, the pushes, and the copies' encaps and destinations

@@ -65,7 +65,7 @@ pub fn encode_into(
         }
         None => e.no_tunnel()?,
     }
-    e.no_packet_meta()?;
+    e.packet_meta()?;
     let l3 = e.eth_type()?;
     e.eth_addrs()?;
     e.vlan(e.h.vlan1)?;
@@ -679,6 +679,49 @@ impl Enc<'_> {
         Ok(())
     }
 
+    /// A later stage's megaflow (an exact non-zero `recirc_id`) matches
+    /// what the conntrack chain wrote into registers
+    /// ([`crate::ct`]); a first stage's, nothing of the packet's metadata.
+    fn packet_meta(&mut self) -> Result<(), Unsupported> {
+        let later = {
+            let m = self.left.field(Field::RecircId);
+            m != 0 && self.key.field(Field::RecircId) & m != 0
+        };
+        if !later {
+            return self.no_packet_meta();
+        }
+        let reg = |n: u8| PrmField::reg_c(n).expect("the chain's registers exist");
+        let (v, m) = self.take(Field::RecircId).expect("a later stage's mask");
+        if m != 0xffff_ffff {
+            return no(Field::RecircId, "a partial recirc_id match");
+        }
+        self.put(Field::RecircId, reg(crate::ct::REG_RECIRC), v, m)?;
+        let shift = crate::ct::STATE_SHIFT;
+        let (zv, zm) = self.take(Field::CtZone).unwrap_or((0, 0));
+        let (sv, sm) = self.take(Field::CtState).unwrap_or((0, 0));
+        let (v, m) = (zv | sv << shift, zm | sm << shift);
+        if m != 0 {
+            self.put(Field::CtState, reg(crate::ct::REG_ZONE_STATE), v, m)?;
+        }
+        if let Some((v, m)) = self.take(Field::CtMark) {
+            self.put(Field::CtMark, reg(crate::ct::REG_MARK), v, m)?;
+        }
+        for f in PACKET_META_FIELDS {
+            if let Some((v, m)) = self.take(f) {
+                let _ = v;
+                if m != 0 {
+                    let why = match f {
+                        Field::CtLabel => "ct_label: the FDB's conntrack table carries no labels",
+                        Field::DpHash => "dp_hash: the device does not hash packets",
+                        _ => "the original direction's tuple: the FDB's conntrack table does not write it",
+                    };
+                    return no(f, why);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A packet from a port (the root table's) has not recirculated nor
     /// been through `ct()`: `recirc_id`, `dp_hash` and the ct fields are
     /// zero. A match on zeros there holds and is dropped; any other value
@@ -689,7 +732,7 @@ impl Enc<'_> {
                 if v & m != 0 {
                     return no(
                         f,
-                        "a recirculated or connection-tracked stage: the FDB has no CT or post-ct table yet",
+                        "tracking state on a first stage: only the conntrack table writes it",
                     );
                 }
             }

@@ -348,6 +348,16 @@ pub struct Encoded {
 }
 
 impl Encoded {
+    /// Adds a match of the `mask` bits of reg_c `n` to `value`.
+    pub fn set_reg_c(&mut self, n: u8, value: u32, mask: u32) {
+        if let Some(f) = PrmField::reg_c(n) {
+            // A 32-bit value in a 32-bit field of the buffers' misc2.
+            let _ = set(&mut self.mask, f, u128::from(mask));
+            let _ = set(&mut self.value, f, u128::from(value & mask));
+            self.criteria |= Block::Misc2.criteria_bit();
+        }
+    }
+
     /// The catch-all match: no criteria, empty buffers.
     pub const EMPTY: Encoded = Encoded {
         criteria: 0,

@@ -75,6 +75,7 @@ use crate::xlate::Translation;
 /// credits and expiry write it, one short change at a time.
 pub type SharedBridge = Arc<RwLock<Bridge>>;
 
+mod ct_hw;
 mod datapaths;
 mod fair;
 mod meters;
@@ -87,6 +88,7 @@ mod setup;
 mod sync;
 pub use sync::TARGETED_MAX;
 
+pub use ct_hw::CtHwStats;
 pub use datapaths::{Datapaths, DpSender, LocalDatapath, ThreadedDatapaths};
 pub use offload::{OffloadDone, OffloadJob, SharedOffload};
 pub use record::FlowDump;
@@ -298,6 +300,8 @@ pub struct Pipeline<O: FlowOffload, D: Datapaths = LocalDatapath> {
     /// live daemon leaves that to its offload thread, which runs the
     /// device calls outside the slow path's lock.
     offload_in_passes: bool,
+    /// Connections in the device's conntrack table ([`ct_hw`]).
+    ct_hw: ct_hw::CtHw,
 }
 
 impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
@@ -332,7 +336,34 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> SwOutcome {
-        let out = match self.process_cached(now, in_port, tun, pkt, sink) {
+        self.process_from(now, in_port, tun, pkt, sink, None)
+    }
+
+    /// [`process_tunneled`](Self::process_tunneled) of a packet the device
+    /// handed over after an offloaded `ct()` stage: it continues `from`
+    /// there ([`Datapath::resume`]).
+    pub fn resume_tunneled<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        tun: &TunnelKey,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+        from: megaflow::Resume,
+    ) -> SwOutcome {
+        self.process_from(now, in_port, tun, pkt, sink, Some(from))
+    }
+
+    fn process_from<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        tun: &TunnelKey,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+        from: Option<megaflow::Resume>,
+    ) -> SwOutcome {
+        let out = match self.process_cached(now, in_port, tun, pkt, sink, from) {
             Some(out) => out,
             None => {
                 // The datapath's key: a later stage's miss carries its
@@ -358,8 +389,14 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         tun: &TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
+        from: Option<megaflow::Resume>,
     ) -> Option<SwOutcome> {
-        match self.dps.0.process_tunneled(now, in_port, tun, pkt, sink) {
+        let dp = &mut self.dps.0;
+        let looked = match from {
+            Some(from) => dp.resume(now, in_port, tun, pkt, sink, from),
+            None => dp.process_tunneled(now, in_port, tun, pkt, sink),
+        };
+        match looked {
             // Counted in the pipeline's stats when the datapath reports it.
             Lookup::Hit(exec) => Some(SwOutcome {
                 upcall: false,
@@ -395,6 +432,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
             expired: Vec::new(),
             offload_in_passes: true,
+            ct_hw: ct_hw::CtHw::default(),
             meter_sync: meters::MeterSync::default(),
         }
     }

@@ -100,6 +100,14 @@ impl<O: FlowOffload> FlowOffload for SharedOffload<O> {
     fn set_meter(&mut self, id: MeterId, band: Option<MeterBand>) -> Result<(), NotOffloaded> {
         self.lock().set_meter(id, band)
     }
+
+    fn ct_install(&mut self, rule: &megaflow::offload::CtRule) -> Result<HwId, NotOffloaded> {
+        self.lock().ct_install(rule)
+    }
+
+    fn ct_remove(&mut self, id: HwId) {
+        self.lock().ct_remove(id)
+    }
 }
 
 impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
@@ -135,6 +143,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// `offloading` meanwhile.
     pub fn take_offloads(&mut self, now: Timestamp, max: usize) -> Vec<OffloadJob> {
         self.apply_meter_changes();
+        self.ct_offload(now);
         let mut jobs = Vec::new();
         while jobs.len() < max {
             let Some(idx) = self.sched.pending.pop_front() else {

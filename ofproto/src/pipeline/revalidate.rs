@@ -261,6 +261,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         // translated again as they are adopted.
         self.adopt();
         self.sync.reached(pass.mark);
+        self.ct_revalidate(now);
 
         let elapsed = pass.started.elapsed();
         self.adjust_flow_limit(elapsed.as_millis() as u64);
@@ -319,6 +320,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// rules).
     fn fold_hardware(&mut self, counters: &[(HwId, HwStats)], query: u64, now: Timestamp) {
         for &(hw, cum) in counters {
+            if self.ct_fold(hw, cum, now) {
+                continue;
+            }
             let Some(e) = self.sched.hw.get_mut(&hw) else {
                 continue;
             };

@@ -1,0 +1,375 @@
+//! The conntrack chain ([`crate::ct`]): its tables, first stages that end
+//! in `ct(..),recirc(R)`, and the conntrack entries of established
+//! connections.
+
+use conntrack::{CtSpec, Tuple};
+use megaflow::offload::{CtRule, HwId, NotOffloaded};
+use megaflow::{DpAction, Field, FlowKey, Mask, Match};
+
+use crate::ct::{
+    LEVEL_CT, LEVEL_POST_CT, NAT_ASKED, REG_MARK, REG_RECIRC, REG_ZONE_STATE, STATE_SHIFT,
+    TAG_BLOCK, TAG_HIT, TAG_TRANSLATED,
+};
+use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
+use crate::dr::{ActionId, ActionSpec, DrBackend, DrError, RestoreRuleId, SyncFlags, TableId};
+use crate::prm::encode_into;
+use crate::restore::{Restore, REG_TAG, TAG_MAX};
+
+use super::{action, backend, Held, OffloadManager};
+
+/// The conntrack table, the table of later stages, and the jumps to them.
+pub(super) struct Tables {
+    pub(super) ct: TableId,
+    pub(super) post: TableId,
+    to_ct: ActionId,
+    to_post: ActionId,
+}
+
+/// What a chained first stage holds besides a plain flow's objects: its
+/// block of tags, those registered, and the slow-path queue's rules for
+/// them.
+#[derive(Default)]
+pub(super) struct ChainHeld {
+    base: Option<u32>,
+    registered: Vec<u32>,
+    rules: Vec<RestoreRuleId>,
+}
+
+/// A stage's actions that end in `ct(..),recirc(R)`: the actions before,
+/// and the `ct()` and `R`. What a conntrack entry cannot do for the
+/// `ct()` leaves the flow in software.
+pub(super) fn split(
+    actions: &[DpAction],
+) -> Result<(&[DpAction], Option<(CtSpec, u32)>), NotOffloaded> {
+    match actions {
+        [rest @ .., DpAction::Ct(spec), DpAction::Recirc(r)] => {
+            if spec.force {
+                return Err(action("ct(force): ending a connection is software's"));
+            }
+            if spec.mark.is_some() || spec.label.is_some() {
+                return Err(action(
+                    "ct(exec(...)): marks and labels are written by software",
+                ));
+            }
+            Ok((rest, Some((**spec, *r))))
+        }
+        _ => Ok((actions, None)),
+    }
+}
+
+/// The match of one direction of a connection in the CT table (the
+/// registers aside): its 5-tuple, and for TCP neither FIN nor RST (those
+/// change the connection's state: software sees them).
+fn ct_match(t: &Tuple) -> Result<Match, NotOffloaded> {
+    let (proto, flags) = match t.proto {
+        6 => (6u128, true),
+        17 => (17, false),
+        p => return Err(action(&format!("ct entry of protocol {p}"))),
+    };
+    let mut fields = vec![Field::EthType, Field::IpProto, Field::TpSrc, Field::TpDst];
+    let mut k = FlowKey::ZERO;
+    if t.v6 {
+        fields.extend([Field::Ipv6Src, Field::Ipv6Dst]);
+        k.set_field(Field::EthType, 0x86dd);
+        k.set_field(Field::Ipv6Src, t.src.to_u128(true));
+        k.set_field(Field::Ipv6Dst, t.dst.to_u128(true));
+    } else {
+        fields.extend([Field::Ipv4Src, Field::Ipv4Dst]);
+        k.set_field(Field::EthType, 0x0800);
+        k.set_field(Field::Ipv4Src, t.src.to_u128(false));
+        k.set_field(Field::Ipv4Dst, t.dst.to_u128(false));
+    }
+    k.set_field(Field::IpProto, proto);
+    k.set_field(Field::TpSrc, u128::from(t.sport));
+    k.set_field(Field::TpDst, u128::from(t.dport));
+    let mut mask = Mask::exact_fields(&fields);
+    if flags {
+        // FIN (0x01) and RST (0x04) clear.
+        mask.set_field(Field::TcpFlags, 0x05);
+    }
+    Ok(Match::new(&k, &mask))
+}
+
+/// The modify-header ops that turn `from` into `to` (addresses and ports
+/// that differ).
+fn nat_ops(from: &Tuple, to: &Tuple, ops: &mut Vec<ModifyOp>) {
+    let set = |ops: &mut Vec<ModifyOp>, f: ModifyField, v: u32| ops.push(ModifyOp::set(f, v));
+    for (a, b, src) in [(from.src, to.src, true), (from.dst, to.dst, false)] {
+        if a == b {
+            continue;
+        }
+        if to.v6 {
+            let v = b.to_u128(true);
+            for i in 0..4u8 {
+                let w = (v >> (96 - 32 * u32::from(i))) as u32;
+                let f = if src {
+                    ModifyField::Sipv6(i)
+                } else {
+                    ModifyField::Dipv6(i)
+                };
+                set(ops, f, w);
+            }
+        } else {
+            let f = if src {
+                ModifyField::Sipv4
+            } else {
+                ModifyField::Dipv4
+            };
+            set(ops, f, b.to_u128(false) as u32);
+        }
+    }
+    let tcp = to.proto == 6;
+    if from.sport != to.sport {
+        let f = if tcp {
+            ModifyField::TcpSport
+        } else {
+            ModifyField::UdpSport
+        };
+        set(ops, f, u32::from(to.sport));
+    }
+    if from.dport != to.dport {
+        let f = if tcp {
+            ModifyField::TcpDport
+        } else {
+            ModifyField::UdpDport
+        };
+        set(ops, f, u32::from(to.dport));
+    }
+}
+
+impl<B: DrBackend> OffloadManager<B> {
+    /// The chain's tables, made on first use.
+    pub(super) fn chain_tables(&mut self) -> Result<&Tables, NotOffloaded> {
+        if self.chain.is_none() {
+            let b = &*self.backend;
+            let d = self.domain;
+            let ct = b
+                .table_create(d, LEVEL_CT)
+                .map_err(backend("table_create"))?;
+            let made = b.table_create(d, LEVEL_POST_CT).and_then(|post| {
+                b.action_create(d, ActionSpec::DestTable(ct))
+                    .and_then(|to_ct| {
+                        b.action_create(d, ActionSpec::DestTable(post))
+                            .map(|to_post| (to_ct, to_post))
+                            .inspect_err(|_| {
+                                let _ = b.action_destroy(to_ct);
+                            })
+                    })
+                    .map(|(to_ct, to_post)| (post, to_ct, to_post))
+                    .inspect_err(|_| {
+                        let _ = b.table_destroy(post);
+                    })
+            });
+            let (post, to_ct, to_post) = match made {
+                Ok(v) => v,
+                Err(e) => {
+                    let _ = b.table_destroy(ct);
+                    return Err(backend("table_create")(e));
+                }
+            };
+            self.chain = Some(Tables {
+                ct,
+                post,
+                to_ct,
+                to_post,
+            });
+        }
+        Ok(self.chain.as_ref().expect("made above"))
+    }
+
+    /// The jump to the chain's table of `level`.
+    pub(super) fn chain_jump(&mut self, level: u32) -> Result<ActionId, NotOffloaded> {
+        let t = self.chain_tables()?;
+        Ok(if level == LEVEL_CT {
+            t.to_ct
+        } else {
+            t.to_post
+        })
+    }
+
+    /// A chained first stage's tags, registered and steered to the
+    /// slow-path queue before any rule writes them; the register writes
+    /// of its rule.
+    pub(super) fn chain_stage(
+        &mut self,
+        id: HwId,
+        spec: &CtSpec,
+        recirc: u32,
+        ch: &mut ChainHeld,
+    ) -> Result<Vec<ModifyOp>, NotOffloaded> {
+        // Without tags, a CT miss would come back as a plain miss and run
+        // (and count) the first stage twice.
+        if self.backend.restore_path().is_err() {
+            return Err(NotOffloaded::NoRestorePath);
+        }
+        self.chain_tables()?;
+        let base = self.alloc_tag_block(id)?;
+        ch.base = Some(base);
+        let post = |translated| Restore::PostCt {
+            flow: id,
+            zone: spec.zone,
+            translated,
+            recirc,
+        };
+        let tags = [
+            (
+                base,
+                Restore::AtCt {
+                    flow: id,
+                    ct: *spec,
+                    recirc,
+                },
+            ),
+            (base | TAG_HIT, post(false)),
+            (base | TAG_HIT | TAG_TRANSLATED, post(true)),
+        ];
+        for (tag, what) in tags {
+            self.restore
+                .register(tag, what)
+                .map_err(|_| NotOffloaded::TableFull)?;
+            ch.registered.push(tag);
+            ch.rules.push(
+                self.backend
+                    .restore_rule_create(tag)
+                    .map_err(backend("restore_rule_create"))?,
+            );
+        }
+        let nat = if spec.nat.is_some() { NAT_ASKED } else { 0 };
+        Ok(vec![
+            ModifyOp::set(ModifyField::RegC(REG_TAG), base),
+            ModifyOp::set(
+                ModifyField::RegC(REG_ZONE_STATE),
+                u32::from(spec.zone) | nat,
+            ),
+            ModifyOp::set(ModifyField::RegC(REG_RECIRC), recirc),
+        ])
+    }
+
+    /// [`TAG_BLOCK`] consecutive tags no live flow has, from a multiple of
+    /// [`TAG_BLOCK`], recorded for `id`.
+    fn alloc_tag_block(&mut self, id: HwId) -> Result<u32, NotOffloaded> {
+        let blocks = TAG_MAX / TAG_BLOCK;
+        for _ in 0..blocks {
+            let mut base = self.next_tag.div_ceil(TAG_BLOCK) * TAG_BLOCK;
+            if base == 0 || base + TAG_BLOCK - 1 > TAG_MAX {
+                base = TAG_BLOCK;
+            }
+            self.next_tag = base + TAG_BLOCK;
+            if self.next_tag > TAG_MAX {
+                self.next_tag = 1;
+            }
+            if (base..base + TAG_BLOCK).all(|t| !self.tags.contains_key(&t)) {
+                for t in base..base + TAG_BLOCK {
+                    self.tags.insert(t, id);
+                }
+                return Ok(base);
+            }
+        }
+        Err(NotOffloaded::TableFull)
+    }
+
+    /// Gives back a chained stage's tags and rules, after its rule left
+    /// the device (synced first, so no packet in flight loses its tag).
+    pub(super) fn release_chain(&mut self, ch: ChainHeld) {
+        if !ch.rules.is_empty() {
+            let _ = self.backend.domain_sync(self.domain, SyncFlags::ALL);
+            for r in ch.rules {
+                let _ = self.backend.restore_rule_destroy(r);
+            }
+        }
+        for t in ch.registered {
+            self.restore.unregister(t);
+        }
+        if let Some(base) = ch.base {
+            for t in base..base + TAG_BLOCK {
+                self.tags.remove(&t);
+            }
+        }
+    }
+
+    /// Puts one direction of a connection into the CT table.
+    pub(super) fn install_ct(&mut self, r: &CtRule) -> Result<HwId, NotOffloaded> {
+        if !self.zombies.is_empty() {
+            let _ = self.reap();
+        }
+        self.chain_tables()?;
+        let m = ct_match(&r.tuple)?;
+        encode_into(&m, self.config.source_port, &self.ports, &mut self.scratch).map_err(|u| {
+            NotOffloaded::Match {
+                field: u.field.name(),
+                reason: u.reason,
+            }
+        })?;
+        let nat = if r.nat { NAT_ASKED } else { 0 };
+        self.scratch
+            .set_reg_c(REG_ZONE_STATE, u32::from(r.zone) | nat, 0xffff | NAT_ASKED);
+        let criteria = self.scratch.criteria();
+        let mask = self.scratch.mask().to_vec();
+        let value = self.scratch.value().to_vec();
+        let id = HwId(self.next_id);
+        let mut held = Held::default();
+        match self.build_ct(id, r, (criteria, &mask), &value, &mut held) {
+            Ok(()) => {
+                self.next_id += 1;
+                self.flows.insert(id, held);
+                Ok(id)
+            }
+            Err(e) => {
+                self.release(held, None);
+                Err(e)
+            }
+        }
+    }
+
+    fn build_ct(
+        &mut self,
+        id: HwId,
+        r: &CtRule,
+        key: (u8, &[u8]),
+        value: &[u8],
+        held: &mut Held,
+    ) -> Result<(), NotOffloaded> {
+        let mut ops = Vec::new();
+        let mut bits = TAG_HIT;
+        if let Some(to) = &r.rewrite {
+            nat_ops(&r.tuple, to, &mut ops);
+            bits |= TAG_TRANSLATED;
+        }
+        let zone_state = u32::from(r.zone) | u32::from(r.meta.state) << STATE_SHIFT;
+        ops.push(ModifyOp::set(ModifyField::RegC(REG_ZONE_STATE), zone_state));
+        ops.push(ModifyOp::set(ModifyField::RegC(REG_MARK), r.meta.mark));
+        ops.push(ModifyOp::Set {
+            field: ModifyField::RegC(REG_TAG),
+            offset: 0,
+            length: 2,
+            data: bits,
+        });
+        let bytes = encode_list(&ops);
+        let spec = ActionSpec::ModifyHeader(bytes.clone());
+        let modify = self.counted_action(bytes, spec, &mut held.counted)?;
+        let jump = self.chain_jump(LEVEL_POST_CT)?;
+        let (counter, slot) = self.counter(id)?;
+        held.counter = Some((counter, slot));
+        let (matcher, k) = self.matcher(LEVEL_CT, key)?;
+        held.matcher = Some(k);
+        let rule = self
+            .backend
+            .rule_create(matcher, value, &[counter, modify, jump])
+            .map_err(backend("rule_create"))?;
+        held.rule = Some(rule);
+        Ok(())
+    }
+
+    /// Destroys the chain's jumps and tables (their rules and matchers
+    /// went with their flows).
+    pub(super) fn shutdown_chain(&mut self) -> Result<(), DrError> {
+        if let Some(t) = self.chain.take() {
+            let b = &*self.backend;
+            b.action_destroy(t.to_ct)?;
+            b.action_destroy(t.to_post)?;
+            b.table_destroy(t.post)?;
+            b.table_destroy(t.ct)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,142 @@
+//! Established connections in the device's conntrack table.
+//!
+//! A connection direction goes there when the datapath saw one of its
+//! packets come back from an offloaded `ct()` stage established (the CT
+//! table missed it: `conntrack::Tracker::offer`); the offload thread
+//! installs it ([`Pipeline::ct_offload`]). Its hardware counters keep the
+//! connection alive in the tracker ([`Pipeline::ct_fold`]); each pass
+//! takes out those the tracker no longer lets hardware have, or whose
+//! state (mark, NAT) changed ([`Pipeline::ct_revalidate`]): closed by
+//! FIN or RST (which always miss the table), expired, flushed.
+
+use std::collections::HashMap;
+
+use conntrack::{Offer, Tuple};
+use megaflow::offload::{CtRule, FlowOffload, HwId, HwStats};
+use megaflow::Timestamp;
+
+use super::{Datapaths, Pipeline};
+
+/// A direction: zone, original tuple, reply, asked for NAT.
+type Key = (u16, Tuple, bool, bool);
+
+/// The connection directions in hardware.
+#[derive(Default)]
+pub(super) struct CtHw {
+    by_key: HashMap<Key, (HwId, CtRule)>,
+    by_id: HashMap<HwId, Key>,
+    /// Packets each entry's counter showed at the last poll.
+    seen: HashMap<HwId, u64>,
+    offers: Vec<Offer>,
+    pub(super) stats: CtHwStats,
+}
+
+/// Counters of the conntrack table's entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtHwStats {
+    /// Entries in the device now.
+    pub entries: u64,
+    /// Installed since start.
+    pub installed: u64,
+    /// Offers the device refused (the direction stays in software).
+    pub refused: u64,
+    /// Removed: closed, expired, flushed or changed.
+    pub removed: u64,
+    /// Packets the entries counted.
+    pub packets: u64,
+}
+
+impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
+    /// Installs the connection directions the datapaths offered that the
+    /// tracker still lets hardware have.
+    pub(super) fn ct_offload(&mut self, now: Timestamp) {
+        let Some(t) = self.shared.tracker() else {
+            return;
+        };
+        let ms = now.as_millis();
+        let mut offers = std::mem::take(&mut self.ct_hw.offers);
+        t.take_offers(&mut offers);
+        for o in offers.drain(..) {
+            let key = (o.zone, o.orig, o.reply, o.nat);
+            if self.ct_hw.by_key.contains_key(&key) {
+                continue;
+            }
+            let Some(v) = t.hw_view(o.zone, &o.orig, o.reply, o.nat, ms) else {
+                t.hw_forget(o.zone, &o.orig, o.reply, ms);
+                continue;
+            };
+            let rule = CtRule {
+                zone: o.zone,
+                nat: o.nat,
+                tuple: v.tuple,
+                rewrite: v.rewrite,
+                meta: v.meta,
+            };
+            match self.offload.ct_install(&rule) {
+                Ok(id) => {
+                    self.ct_hw.by_key.insert(key, (id, rule));
+                    self.ct_hw.by_id.insert(id, key);
+                    self.ct_hw.stats.installed += 1;
+                }
+                // Not offered again: it stays in software.
+                Err(_) => self.ct_hw.stats.refused += 1,
+            }
+        }
+        self.ct_hw.offers = offers;
+        self.ct_hw.stats.entries = self.ct_hw.by_key.len() as u64;
+    }
+
+    /// Removes the entries whose connection hardware may no longer have,
+    /// or whose state changed since they went in.
+    pub(super) fn ct_revalidate(&mut self, now: Timestamp) {
+        let Some(t) = self.shared.tracker() else {
+            return;
+        };
+        let ms = now.as_millis();
+        let gone: Vec<Key> = self
+            .ct_hw
+            .by_key
+            .iter()
+            .filter(|((zone, orig, reply, nat), (_, rule))| {
+                t.hw_view(*zone, orig, *reply, *nat, ms).is_none_or(|v| {
+                    v.tuple != rule.tuple || v.rewrite != rule.rewrite || v.meta != rule.meta
+                })
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in gone {
+            if let Some((id, _)) = self.ct_hw.by_key.remove(&key) {
+                self.ct_hw.by_id.remove(&id);
+                self.ct_hw.seen.remove(&id);
+                self.offload.ct_remove(id);
+                self.ct_hw.stats.removed += 1;
+                let (zone, orig, reply, _) = key;
+                t.hw_forget(zone, &orig, reply, ms);
+            }
+        }
+        self.ct_hw.stats.entries = self.ct_hw.by_key.len() as u64;
+    }
+
+    /// A polled counter of a conntrack entry (false: not one): new
+    /// packets keep its connection alive.
+    pub(super) fn ct_fold(&mut self, hw: HwId, cum: HwStats, now: Timestamp) -> bool {
+        let Some(&(zone, orig, ..)) = self.ct_hw.by_id.get(&hw) else {
+            return false;
+        };
+        let seen = self.ct_hw.seen.entry(hw).or_default();
+        let delta = cum.packets.saturating_sub(*seen);
+        *seen = cum.packets;
+        if delta > 0 {
+            self.ct_hw.stats.packets += delta;
+            if let Some(t) = self.shared.tracker() {
+                t.hw_used(zone, &orig, now.as_millis());
+            }
+        }
+        true
+    }
+
+    /// The conntrack table's counters.
+    pub fn ct_hw_stats(&self) -> CtHwStats {
+        self.ct_hw.stats
+    }
+}
