@@ -7,20 +7,7 @@ mod common;
 use common::*;
 use conntrack::packet::checksums_ok;
 use conntrack::state::*;
-use conntrack::{
-    AddrRange, Config, CtMeta, CtSpec, FlushFilter, NatKind, NatRange, NatSpec, Tracker,
-};
-
-const A: &str = "198.18.0.2";
-const B: &str = "198.18.0.3";
-const GW: &str = "198.19.0.1";
-
-fn tracker() -> Tracker {
-    Tracker::new(Config {
-        seed: Some(7),
-        ..Config::default()
-    })
-}
+use conntrack::{AddrRange, CtMeta, CtSpec, FlushFilter, NatKind, NatRange, NatSpec, Tracker};
 
 fn handshake(t: &Tracker, spec: &CtSpec, sport: u16) -> [CtMeta; 3] {
     let s = ct(t, &mut tcp(A, B, sport, 80, SYN, 1000, 0, 0), spec, 0);
@@ -389,36 +376,6 @@ fn a_syn_after_both_sides_closed_starts_a_new_connection() {
         .format(false)
         .ends_with("state=SYN_SENT)"));
 }
-
-fn snat(min_port: u16, max_port: u16) -> CtSpec {
-    CtSpec {
-        nat: Some(NatSpec {
-            range: Some(NatRange {
-                kind: NatKind::Src,
-                addrs: Some(AddrRange {
-                    min: v4(GW),
-                    max: v4(GW),
-                    v6: false,
-                }),
-                port_min: min_port,
-                port_max: max_port,
-                random: false,
-                hash: false,
-                persistent: false,
-            }),
-        }),
-        ..commit(0)
-    }
-}
-
-const NAT: CtSpec = CtSpec {
-    zone: 0,
-    commit: false,
-    force: false,
-    nat: Some(NatSpec { range: None }),
-    mark: None,
-    label: None,
-};
 
 #[test]
 fn snat_translates_both_ways_with_valid_checksums() {

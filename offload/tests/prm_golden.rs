@@ -367,10 +367,25 @@ fn encode_names_each_unsupported_field() {
             Field::TunDst,
         ),
         (
-            "recirc_id",
-            with(&tcp4, &[ex(Field::RecircId, 7)]),
+            "recirc_id_partial",
+            with(&tcp4, &[(Field::RecircId, 7, 0xff)]),
             ms,
             Field::RecircId,
+        ),
+        (
+            "ct_label_after_ct",
+            with(
+                &tcp4,
+                &[ex(Field::RecircId, 7), ex(Field::CtLabel, 1 << 100)],
+            ),
+            ms,
+            Field::CtLabel,
+        ),
+        (
+            "ct_nw_src_after_ct",
+            with(&tcp4, &[ex(Field::RecircId, 7), ex(Field::CtNwSrc, 1)]),
+            ms,
+            Field::CtNwSrc,
         ),
         (
             "ct_state",
@@ -803,5 +818,32 @@ fn setter_and_getter_bounds() {
         }
         let set_bits: u32 = zero.iter().map(|b| b.count_ones()).sum();
         assert_eq!(set_bits, u32::from(d.width), "{}", d.name);
+    }
+}
+
+/// A later stage's megaflow (exact `recirc_id`) matches what the
+/// conntrack chain wrote: `recirc_id` in reg_c_5, `ct_zone` and
+/// `ct_state` in reg_c_2 (state from bit 16), `ct_mark` in reg_c_3
+/// (`offload::ct`).
+#[test]
+fn a_later_stage_matches_the_chain_registers() {
+    let p = ports();
+    let ms = SourcePortMode::MiscSourcePort;
+    let m = mk(&[
+        ex(Field::EthType, 0x0800),
+        ex(Field::IpProto, 6),
+        ex(Field::RecircId, 7),
+        (Field::CtState, 0x22, 0x23),
+        ex(Field::CtZone, 9),
+        (Field::CtMark, 0x10, 0xf0),
+    ]);
+    let e = encode(&m, ms, &p).expect("a later stage encodes");
+    let shown = format!("{e:?}");
+    for want in [
+        "misc2.metadata_reg_c_5=0x7/0xffffffff",
+        "misc2.metadata_reg_c_2=0x220009/0x23ffff",
+        "misc2.metadata_reg_c_3=0x10/0xf0",
+    ] {
+        assert!(shown.contains(want), "{want} not in {shown}");
     }
 }

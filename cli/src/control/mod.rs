@@ -397,6 +397,7 @@ fn run<B: Device, D: Datapaths>(
         Request::CtGetLimits { zones } => Ok(ct::get_limits(&sw.tracker(), zones)),
         Request::Stats => {
             let st = sw.pipeline().stats().clone();
+            let ct_hw = sw.pipeline().ct_hw_stats();
             let c = sw.counters();
             let (undestroyed, destroy_refusals) = {
                 let o = sw.pipeline().offloader().lock();
@@ -412,6 +413,14 @@ fn run<B: Device, D: Datapaths>(
                 "hw_samples": c.hw_samples,
                 "sw_samples": c.sw_samples,
                 "restore_drops": c.restore_drops,
+                "ct_restored": c.ct_restored,
+                "ct_hw": {
+                    "entries": ct_hw.entries,
+                    "installed": ct_hw.installed,
+                    "refused": ct_hw.refused,
+                    "removed": ct_hw.removed,
+                    "packets": ct_hw.packets,
+                },
                 "tunnel_rx": c.tunnel_rx,
                 "tunnel_drop_fragment": c.tunnel_drop_fragment,
                 "tunnel_drop_malformed": c.tunnel_drop_malformed,

@@ -84,6 +84,7 @@ pub struct Snapshot {
     ct_zones: Vec<(u16, u32)>,
     ct_stats: conntrack::Stats,
     ct_max: u32,
+    ct_hw: ofproto::pipeline::CtHwStats,
 }
 
 impl Snapshot {
@@ -101,6 +102,7 @@ impl Snapshot {
             ct_zones: sw.tracker().zone_counts(),
             ct_stats: sw.tracker().stats(),
             ct_max: sw.tracker().max_conns(),
+            ct_hw: sw.pipeline().ct_hw_stats(),
         }
     }
 }
@@ -413,6 +415,28 @@ pub fn encode_snapshot(
             (labels(&[("reason", "table_full")]), ct.table_full),
             (labels(&[("reason", "zone_full")]), ct.zone_full),
             (labels(&[("reason", "nat_exhausted")]), ct.nat_exhausted),
+        ],
+    );
+    gauges(
+        &mut reg,
+        "conntrack_hw_entries",
+        "Connection directions in the FDB's conntrack table",
+        &[(Vec::new(), s.ct_hw.entries as i64)],
+    );
+    counters(
+        &mut reg,
+        "conntrack_hw_packets",
+        "Packets the FDB's conntrack entries forwarded",
+        &[(Vec::new(), s.ct_hw.packets)],
+    );
+    counters(
+        &mut reg,
+        "conntrack_hw_changes",
+        "Conntrack table entries installed, refused by the device, and removed",
+        &[
+            (labels(&[("change", "installed")]), s.ct_hw.installed),
+            (labels(&[("change", "refused")]), s.ct_hw.refused),
+            (labels(&[("change", "removed")]), s.ct_hw.removed),
         ],
     );
     gauges(

@@ -256,7 +256,8 @@ fn a_snat_firewall_on_the_sim_switch_with_its_conntrack_requests() {
         .as_array()
         .expect("conns is a list")
         .is_empty());
-    // Megaflows with ct() stay in software, saying why.
+    // The flow that commits (ct() then an output) stays in software,
+    // saying why.
     let flows = ask(
         &mut sw,
         Request::DumpFlows {

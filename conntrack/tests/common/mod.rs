@@ -3,9 +3,22 @@
 #![allow(dead_code)]
 
 use conntrack::packet::{self, ETH_IPV4, ETH_IPV6};
-use conntrack::{Addr, CtMeta, CtSpec, Tracker};
+use conntrack::{Addr, AddrRange, CtMeta, CtSpec, NatKind, NatRange, NatSpec, Tracker};
 
 pub const L3: usize = 14;
+
+/// The hosts of the scenarios: two ends and a NAT gateway's address.
+pub const A: &str = "198.18.0.2";
+pub const B: &str = "198.18.0.3";
+pub const GW: &str = "198.19.0.1";
+
+/// A tracker with a fixed hash seed (runs repeat).
+pub fn tracker() -> Tracker {
+    Tracker::new(conntrack::Config {
+        seed: Some(7),
+        ..conntrack::Config::default()
+    })
+}
 
 fn sum(mut acc: u32, d: &[u8]) -> u32 {
     for c in d.chunks(2) {
@@ -174,3 +187,35 @@ pub fn commit(z: u16) -> CtSpec {
         ..CtSpec::default()
     }
 }
+
+/// `ct(commit,zone=0,nat(src=GW[:min-max]))`.
+pub fn snat(min_port: u16, max_port: u16) -> CtSpec {
+    CtSpec {
+        nat: Some(NatSpec {
+            range: Some(NatRange {
+                kind: NatKind::Src,
+                addrs: Some(AddrRange {
+                    min: v4(GW),
+                    max: v4(GW),
+                    v6: false,
+                }),
+                port_min: min_port,
+                port_max: max_port,
+                random: false,
+                hash: false,
+                persistent: false,
+            }),
+        }),
+        ..commit(0)
+    }
+}
+
+/// `ct(nat)` in zone 0.
+pub const NAT: CtSpec = CtSpec {
+    zone: 0,
+    commit: false,
+    force: false,
+    nat: Some(NatSpec { range: None }),
+    mark: None,
+    label: None,
+};

@@ -35,12 +35,14 @@ pub(super) struct ChainHeld {
     rules: Vec<RestoreRuleId>,
 }
 
+/// The `ct()` a chained first stage ends in, and the recirculation id
+/// after it.
+pub(super) type Chained = (CtSpec, u32);
+
 /// A stage's actions that end in `ct(..),recirc(R)`: the actions before,
 /// and the `ct()` and `R`. What a conntrack entry cannot do for the
 /// `ct()` leaves the flow in software.
-pub(super) fn split(
-    actions: &[DpAction],
-) -> Result<(&[DpAction], Option<(CtSpec, u32)>), NotOffloaded> {
+pub(super) fn split(actions: &[DpAction]) -> Result<(&[DpAction], Option<Chained>), NotOffloaded> {
     match actions {
         [rest @ .., DpAction::Ct(spec), DpAction::Recirc(r)] => {
             if spec.force {
