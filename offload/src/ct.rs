@@ -5,7 +5,7 @@
 //!   ct(zone=Z[,nat]),recirc(R) → counter, modify-header
 //!        [rewrites, reg_c_1 = tag T, reg_c_2 = Z | NAT_ASKED?, reg_c_5 = R],
 //!        goto CT
-//! level 3, CT: zone + asked-for-NAT + 5-tuple (TCP with FIN = RST = 0),
+//! level 3, CT: zone + asked-for-NAT + 5-tuple (TCP with SYN = FIN = RST = 0),
 //!        one entry per established connection direction
 //!   hit  → counter, modify-header [NAT rewrite, reg_c_2 = Z | state << 16,
 //!          reg_c_3 = mark, reg_c_1 |= HIT (| TRANSLATED)], goto POST_CT

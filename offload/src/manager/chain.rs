@@ -60,8 +60,8 @@ pub(super) fn split(actions: &[DpAction]) -> Result<(&[DpAction], Option<Chained
 }
 
 /// The match of one direction of a connection in the CT table (the
-/// registers aside): its 5-tuple, and for TCP neither FIN nor RST (those
-/// change the connection's state: software sees them).
+/// registers aside): its 5-tuple, and for TCP no SYN, FIN or RST (those
+/// open, close or reset the connection: software sees them).
 fn ct_match(t: &Tuple) -> Result<Match, NotOffloaded> {
     let (proto, flags) = match t.proto {
         6 => (6u128, true),
@@ -86,8 +86,8 @@ fn ct_match(t: &Tuple) -> Result<Match, NotOffloaded> {
     k.set_field(Field::TpDst, u128::from(t.dport));
     let mut mask = Mask::exact_fields(&fields);
     if flags {
-        // FIN (0x01) and RST (0x04) clear.
-        mask.set_field(Field::TcpFlags, 0x05);
+        // FIN (0x01), SYN (0x02) and RST (0x04) clear.
+        mask.set_field(Field::TcpFlags, 0x07);
     }
     Ok(Match::new(&k, &mask))
 }
