@@ -72,6 +72,7 @@
 mod frame;
 pub mod overlay;
 mod plan;
+pub mod stateful;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -379,22 +380,26 @@ impl Iterator for DemoGenerator {
     }
 }
 
-/// The workload of `spec` with the overlay tenant's packets in it
-/// ([`overlay`]): a tenth of `spec.packets` are the tenant's (none below
-/// 1 000), the rest the workload's, merged in time order. Its ports are
-/// the VMs' then [`overlay::port_specs`], its table [`flow_table`] and
-/// [`overlay::flow_table`], its underlay [`overlay::underlay`].
+/// The workload of `spec` with its tenants' packets in it: the overlay
+/// tenant's ([`overlay`]) and the stateful tenant's ([`stateful`]), a
+/// tenth of `spec.packets` each (none below 1 000), the rest the
+/// workload's, merged in time order. Its ports are the VMs' then
+/// [`overlay::port_specs`] and [`stateful::port_specs`], its table
+/// [`flow_table`], [`overlay::flow_table`] and [`stateful::flow_table`],
+/// its underlay [`overlay::underlay`].
 pub fn with_overlay(spec: &DemoSpec) -> WithOverlay {
     let spec = spec.normalized();
     let n = overlay::packets_of(&spec);
+    let s = stateful::packets_of(&spec);
     let main = DemoSpec {
-        packets: spec.packets - n,
+        packets: spec.packets - n - s,
         ..spec.clone()
     };
     WithOverlay {
         main: DemoGenerator::new(&main),
         tenant: overlay::OverlayGenerator::new(&spec, n),
-        next: [None, None],
+        stateful: stateful::StatefulGenerator::new(&spec, s),
+        next: [None, None, None],
     }
 }
 
@@ -402,8 +407,9 @@ pub fn with_overlay(spec: &DemoSpec) -> WithOverlay {
 pub struct WithOverlay {
     main: DemoGenerator,
     tenant: overlay::OverlayGenerator,
+    stateful: stateful::StatefulGenerator,
     /// The next packet of each, once drawn.
-    next: [Option<DemoPacket>; 2],
+    next: [Option<DemoPacket>; 3],
 }
 
 impl Iterator for WithOverlay {
@@ -420,18 +426,24 @@ impl Iterator for WithOverlay {
                 .next_into(&mut frame)
                 .map(|(ts, in_port)| DemoPacket { ts, in_port, frame });
         }
-        let i = match &self.next {
-            [Some(a), Some(b)] => usize::from(b.ts < a.ts),
-            [Some(_), None] => 0,
-            [None, Some(_)] => 1,
-            [None, None] => return None,
-        };
+        if self.next[2].is_none() {
+            let mut frame = Vec::with_capacity(1600);
+            self.next[2] = self
+                .stateful
+                .next_into(&mut frame)
+                .map(|(ts, in_port)| DemoPacket { ts, in_port, frame });
+        }
+        // The earliest; on a tie, the first source.
+        let i = (0..3)
+            .filter_map(|i| self.next[i].as_ref().map(|p| (p.ts, i)))
+            .min()?
+            .1;
         self.next[i].take()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let held = self.next.iter().flatten().count() as u64;
-        let n = self.main.remaining() + self.tenant.remaining() + held;
+        let n = self.main.remaining() + self.tenant.remaining() + self.stateful.remaining() + held;
         let n = usize::try_from(n).unwrap_or(usize::MAX);
         (n, Some(n))
     }
@@ -640,7 +652,14 @@ pub fn write_pcapng_with_overlay(
     spec.validate()?;
     let spec = spec.normalized();
     let mut names = interface_names(spec.vms);
-    names.extend(["ovl1", "ovl2", "wire0"].map(String::from));
+    // gnv0 (a tunnel port) receives nothing; its interface keeps the
+    // ports after it at interface id + 1.
+    names.extend(["ovl1", "ovl2", "wire0", "gnv0"].map(String::from));
+    names.extend(
+        stateful::Ports::of(spec.vms)
+            .named()
+            .map(|(n, _)| n.to_string()),
+    );
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let w = PcapNgWriter::create(path, &refs)?;
     let (n, _) = write_all(with_overlay(&spec), w)?;

@@ -184,6 +184,9 @@ pub struct Summary {
     pub mpps: f64,
     pub megaflows_created: u64,
     pub upcalls: u64,
+    /// Upcalls whose megaflow the flow limits kept out (the table's or a
+    /// port's).
+    pub flow_limit_hits: u64,
     pub offloaded: u64,
     pub offload_failures: BTreeMap<String, u64>,
     /// Received packets forwarded or dropped by the eSwitch.
@@ -213,6 +216,40 @@ pub struct Summary {
     /// The demo's overlay tenant (set by the caller that added it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlay: Option<OverlayShare>,
+    /// The demo's stateful tenant (set by the caller that added it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stateful: Option<StatefulShare>,
+}
+
+/// What came in by the stateful tenant's ports, and the share of its
+/// established connections' packets the eSwitch handled (through its
+/// conntrack table).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StatefulShare {
+    pub packets: u64,
+    pub hw_packets: u64,
+    /// Packets of established connections, after their handshakes.
+    pub established: u64,
+    /// `hw_packets / established`: only such packets can pass the
+    /// conntrack table.
+    pub est_hw_share: f64,
+}
+
+impl StatefulShare {
+    /// The share over the ports numbered `ins`, of `established` packets.
+    pub fn of(ports: &[PortSummary], ins: &[PortNo], established: u64) -> StatefulShare {
+        let o = OverlayShare::of(ports, ins);
+        StatefulShare {
+            packets: o.packets,
+            hw_packets: o.hw_packets,
+            established,
+            est_hw_share: if established == 0 {
+                0.0
+            } else {
+                o.hw_packets as f64 / established as f64
+            },
+        }
+    }
 }
 
 /// What came in by an overlay tenant's ports (its VMs' and the uplink, the
@@ -370,6 +407,7 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
         mpps: c.rx.packets as f64 / wall.max(1e-9) / 1e6,
         megaflows_created: st.megaflows_created,
         upcalls: st.upcalls,
+        flow_limit_hits: st.flow_limit_hits + st.port_limit_hits,
         offloaded: st.offloaded,
         offload_failures: st.offload_failures.clone(),
         hw_packets: c.hw_handled,
@@ -391,6 +429,7 @@ pub fn run(mut job: ReplayJob) -> anyhow::Result<Summary> {
         ports,
         flows,
         overlay: None,
+        stateful: None,
     };
     Ok(summary)
 }
@@ -467,6 +506,18 @@ impl Summary {
                     o.packets,
                     o.hw_packets,
                     pct(o.hw_share)
+                ),
+            );
+        }
+        if let Some(o) = &self.stateful {
+            line(
+                "stateful tenant",
+                format!(
+                    "{} packets in, {} of {} established handled by the eSwitch ({})",
+                    o.packets,
+                    o.hw_packets,
+                    o.established,
+                    pct(o.est_hw_share)
                 ),
             );
         }

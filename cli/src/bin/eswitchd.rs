@@ -196,7 +196,9 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         let gen: Box<dyn Iterator<Item = demo::DemoPacket>> =
             if own && !a.no_overlay && demo::overlay::packets_of(&spec) > 0 {
                 ports.extend(demo::overlay::port_specs(spec.vms));
+                ports.extend(demo::stateful::port_specs(spec.vms));
                 text.push_str(&demo::overlay::flow_table(spec.vms));
+                text.push_str(&demo::stateful::flow_table(spec.vms));
                 tenant = Some(spec.vms);
                 Box::new(demo::with_overlay(&spec))
             } else {
@@ -240,6 +242,9 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
     if let Some(vms) = tenant {
         let ins = demo::overlay::Ports::of(vms).ins();
         summary.overlay = Some(replay::OverlayShare::of(&summary.ports, &ins));
+        let ins = demo::stateful::Ports::of(vms).named().map(|(_, p)| p);
+        let est = demo::stateful::established_of(&a.workload.spec());
+        summary.stateful = Some(replay::StatefulShare::of(&summary.ports, &ins, est));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -250,6 +255,9 @@ fn replay(a: ReplayArgs) -> anyhow::Result<()> {
         println!("bench: replay.pps {:.3} Mpps", summary.mpps);
         if let Some(o) = &summary.overlay {
             println!("bench: tunnel.demo_hw_pct {:.2} %", o.hw_share * 100.0);
+        }
+        if let Some(o) = &summary.stateful {
+            println!("bench: ct.demo_est_hw_pct {:.2} %", o.est_hw_share * 100.0);
         }
     }
     Ok(())
@@ -323,7 +331,7 @@ fn generate(a: GenerateArgs) -> anyhow::Result<()> {
     let (n, interfaces) = if overlay {
         (
             demo::write_pcapng_with_overlay(&spec, &a.out)?,
-            spec.vms + 3,
+            spec.vms + 8,
         )
     } else {
         (demo::write_pcapng(&spec, &a.out)?, spec.vms)
@@ -337,6 +345,7 @@ fn generate(a: GenerateArgs) -> anyhow::Result<()> {
         let mut table = format!("{}\n{}", demo::meter_lines(), demo::flow_table(spec.vms));
         if overlay {
             table.push_str(&demo::overlay::flow_table(spec.vms));
+            table.push_str(&demo::stateful::flow_table(spec.vms));
         }
         std::fs::write(f, table).with_context(|| format!("cannot write {}", f.display()))?;
         println!("wrote the flow table to {}", f.display());

@@ -194,6 +194,7 @@ pub fn config_toml(vms: u32, flows: Option<&str>) -> String {
             ip(LOCAL_ENDPOINT)
         ),
     );
+    t.push_str(&super::stateful::config_ports(vms));
     let mac = |m: [u8; 6]| {
         m.iter()
             .map(|b| format!("{b:02x}"))

@@ -229,6 +229,11 @@ impl<B: DrBackend> OffloadManager<B> {
                         "recirc without ct() before it: only a ct() stage continues in hardware",
                     ))
                 }
+                DpAction::Ct(spec) if spec.commit => {
+                    return Err(action(
+                        "ct(commit) of a new connection: only software commits connections",
+                    ))
+                }
                 DpAction::Ct(_) => {
                     return Err(action(
                         "ct() before other actions: the FDB's conntrack table ends a stage",

@@ -514,3 +514,4 @@ fn bad_specs_are_refused_by_the_writers() {
 }
 
 mod overlay;
+mod stateful;
