@@ -147,6 +147,23 @@ impl Tracker {
         }
     }
 
+    /// Hardware took a direction of the connection: from now on it
+    /// forwards segments this tracker does not see, so the tracker checks
+    /// the connection's TCP segments liberally (as Linux does a connection
+    /// its flowtable took). False: the connection is gone.
+    pub fn hw_taken(&self, zone: u16, orig: &Tuple, now: u64) -> bool {
+        let Some((mut g, _, idx, _)) = self.locate(zone, orig, now) else {
+            return false;
+        };
+        match g.conns[idx as usize].as_mut() {
+            Some(c) => {
+                c.hw |= LIBERAL;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Hardware forwarded packets of the connection since the last call:
     /// it lives on as if software had seen them (its established
     /// timeout), and its TCP segments are tracked liberally from now on.

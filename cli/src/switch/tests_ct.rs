@@ -390,3 +390,164 @@ fn established_connections_go_to_the_fdb_conntrack_table_and_forward_as_software
     run(&mut hw, &mut sw, 5000, 1, &mut ms);
     assert_eq!(hw.counters().sw_handled - before.sw_handled, 2);
 }
+
+/// One step of a random stateful capture: the next packet of connection
+/// `conn` (its handshake, then data from the side `from_client` says with
+/// `payload` bytes, or, with `fin`, its close), `gap` ms after the last;
+/// `pass`: a revalidator pass after it.
+#[derive(Clone, Debug)]
+struct Step {
+    conn: usize,
+    from_client: bool,
+    payload: u16,
+    fin: bool,
+    gap: u8,
+    pass: bool,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    (
+        0..4usize,
+        any::<bool>(),
+        0..1400u16,
+        proptest::bool::weighted(0.03),
+        0..40u8,
+        proptest::bool::weighted(0.05),
+    )
+        .prop_map(|(conn, from_client, payload, fin, gap, pass)| Step {
+            conn,
+            from_client,
+            payload,
+            fin,
+            gap,
+            pass,
+        })
+}
+
+/// A TCP connection of the capture: A's port `40000 + i` to B:80, SNATed
+/// to 198.19.0.1 (its port kept) by the firewall.
+#[derive(Clone, Debug, Default)]
+struct Tcp {
+    /// Packets sent: 0..3 the handshake, then data; after a FIN, the
+    /// close's three packets.
+    k: u32,
+    seq: [u32; 2],
+    /// The side that sent the first FIN (0 client, 1 server) and packets
+    /// of the close sent.
+    closing: Option<(usize, u32)>,
+}
+
+const SYN: u16 = 0x02;
+const FIN: u16 = 0x01;
+const ACK: u16 = 0x10;
+const PSH: u16 = 0x08;
+
+impl Tcp {
+    /// The next packet: (from the client, flags, payload); `None` once
+    /// closed.
+    fn next(&mut self, s: &Step) -> Option<(bool, u16, usize)> {
+        let k = self.k;
+        self.k += 1;
+        if let Some((first, n)) = self.closing {
+            // FIN from `first`, FIN from the other, the last ACK.
+            let (side, flags) = match n {
+                0 => (first, FIN | ACK),
+                1 => (1 - first, FIN | ACK),
+                2 => (first, ACK),
+                _ => return None,
+            };
+            self.closing = Some((first, n + 1));
+            return Some((side == 0, flags, 0));
+        }
+        Some(match k {
+            0 => (true, SYN, 0),
+            1 => (false, SYN | ACK, 0),
+            2 => (true, ACK, 0),
+            _ if s.fin => {
+                self.closing = Some((usize::from(!s.from_client), 1));
+                (s.from_client, FIN | ACK, 0)
+            }
+            _ => (s.from_client, PSH | ACK, usize::from(s.payload)),
+        })
+    }
+
+    /// The frame of that packet of connection `i`, and its in_port.
+    fn frame(&mut self, i: usize, from_client: bool, flags: u16, len: usize) -> (u32, Vec<u8>) {
+        let (a, b, gw) = (0xc612_0002u32, 0xc612_0003u32, 0xc613_0001u32);
+        let port = 40000 + i as u16;
+        let me = usize::from(!from_client);
+        let seq = self.seq[me];
+        let ack = if flags & ACK != 0 {
+            self.seq[1 - me]
+        } else {
+            0
+        };
+        self.seq[me] = seq
+            .wrapping_add(len as u32)
+            .wrapping_add(u32::from(flags & (SYN | FIN) != 0));
+        if from_client {
+            let f = megaflow::frame::tcp_segment(a, b, port, 80, flags, seq, ack, len);
+            (1, f)
+        } else {
+            let f = megaflow::frame::tcp_segment(b, gw, 80, port, flags, seq, ack, len);
+            (2, f)
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// The same capture of TCP connections (handshakes, data both ways in
+    /// any order and size, closes) through the SNAT firewall with the
+    /// FDB's conntrack table and without it: the same frames out, in the
+    /// same order, and the same connections in the tracker.
+    #[test]
+    fn the_conntrack_table_forwards_every_capture_as_software_does(
+        steps in proptest::collection::vec(step(), 40..300)
+    ) {
+        let mut hw = snat_switch(true);
+        let mut sw = snat_switch(false);
+        let mut conns: Vec<Tcp> = (0..4)
+            .map(|i| Tcp {
+                seq: [1000 + 100_000 * i as u32, 7_000_000 + 100_000 * i as u32],
+                ..Tcp::default()
+            })
+            .collect();
+        let mut ms = 1;
+        for s in &steps {
+            ms += u64::from(s.gap);
+            let c = &mut conns[s.conn];
+            let Some((from_client, flags, len)) = c.next(s) else {
+                continue;
+            };
+            let (port, f) = c.frame(s.conn, from_client, flags, len);
+            let a = send(&mut hw, port, f.clone(), ms);
+            let b = send(&mut sw, port, f, ms);
+            proptest::prop_assert_eq!(a, b, "conn {} flags {:#x}", s.conn, flags);
+            if s.pass {
+                hw.pipeline_mut().revalidate(at(ms));
+                sw.pipeline_mut().revalidate(at(ms));
+            }
+        }
+        let dump = |sw: &mut SimSwitch| -> Vec<String> {
+            let v = ask(sw, Request::DumpConntrack { zone: None, stats: false }, ms);
+            let mut l: Vec<String> = v["conns"]
+                .as_array()
+                .expect("conns is a list")
+                .iter()
+                .map(|c| c["line"].as_str().expect("a line").to_string())
+                .collect();
+            l.sort();
+            l
+        };
+        proptest::prop_assert_eq!(dump(&mut hw), dump(&mut sw));
+        // A long capture's established packets went through the table.
+        if steps.len() >= 200 {
+            let c = hw.counters();
+            proptest::prop_assert!(c.hw_handled > 0, "{} in hardware", c.hw_handled);
+            proptest::prop_assert!(hw.pipeline().ct_hw_stats().installed > 0);
+        }
+    }
+}

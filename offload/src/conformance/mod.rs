@@ -170,6 +170,7 @@ fn manager<D: Device>(dev: &D) -> Egress {
 }
 
 mod actions;
+mod ct;
 mod errors;
 mod reformat;
 mod restore;
@@ -178,6 +179,7 @@ pub mod support;
 mod tracked;
 
 pub use actions::*;
+pub use ct::*;
 pub use errors::*;
 pub use reformat::*;
 pub use restore::*;

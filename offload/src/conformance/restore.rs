@@ -8,7 +8,7 @@ use crate::restore::{REG_TAG, TAG_MAX};
 
 /// Skips the case where the device has no restore path, after checking
 /// that it says so cleanly (EOPNOTSUPP for a restore rule).
-fn restore_path_or_skip<D: Device>(dev: &D) {
+pub(super) fn restore_path_or_skip<D: Device>(dev: &D) {
     if let Err(why) = dev.restore_path() {
         fails(
             dev.restore_rule_create(1),
@@ -26,7 +26,7 @@ fn write_tag<D: Device>(dev: &D, d: DomainId, tag: u32) -> ActionId {
 
 /// The one frame that reached the manager, of those `got`.
 #[track_caller]
-fn to_manager<D: Device>(dev: &D, got: &[OutFrame]) -> OutFrame {
+pub(super) fn to_manager<D: Device>(dev: &D, got: &[OutFrame]) -> OutFrame {
     let up: Vec<&OutFrame> = got.iter().filter(|o| o.egress == manager(dev)).collect();
     assert_eq!(up.len(), 1, "one frame to the manager: {got:?}");
     up[0].clone()

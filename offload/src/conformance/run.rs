@@ -100,7 +100,8 @@ cases!(
     sampler_ratio_within_bounds,
     restore_rule_errors,
     restore_sampled_copy_told_apart,
-    restore_stage2_miss_exact;
+    restore_stage2_miss_exact,
+    ct_chain_nat_and_restores;
     RulesPerTable: enospc_rules_per_table,
     Counters: enospc_counters,
     Meters: enospc_meters,

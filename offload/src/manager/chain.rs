@@ -92,6 +92,60 @@ fn ct_match(t: &Tuple) -> Result<Match, NotOffloaded> {
     Ok(Match::new(&k, &mask))
 }
 
+/// A CT entry's match as the device takes it: [`ct_match`] encoded, and
+/// the zone and asked-for-NAT bit in reg_c_2. The source port is never
+/// matched, so `mode` and `ports` only carry the manager's settings.
+pub(crate) fn ct_entry_match(
+    r: &CtRule,
+    mode: crate::prm::SourcePortMode,
+    ports: &dyn crate::prm::PortMap,
+    out: &mut crate::prm::Encoded,
+) -> Result<(), NotOffloaded> {
+    let m = ct_match(&r.tuple)?;
+    encode_into(&m, mode, ports, out).map_err(|u| NotOffloaded::Match {
+        field: u.field.name(),
+        reason: u.reason,
+    })?;
+    let nat = if r.nat { NAT_ASKED } else { 0 };
+    out.set_reg_c(REG_ZONE_STATE, u32::from(r.zone) | nat, 0xffff | NAT_ASKED);
+    Ok(())
+}
+
+/// A CT entry's modify-header ops: the NAT rewrite, the state and mark
+/// registers, and the restore tag's two bits.
+pub(crate) fn ct_entry_ops(r: &CtRule) -> Vec<ModifyOp> {
+    let mut ops = Vec::new();
+    let mut bits = TAG_HIT;
+    if let Some(to) = &r.rewrite {
+        nat_ops(&r.tuple, to, &mut ops);
+        bits |= TAG_TRANSLATED;
+    }
+    let zone_state = u32::from(r.zone) | u32::from(r.meta.state) << STATE_SHIFT;
+    ops.push(ModifyOp::set(ModifyField::RegC(REG_ZONE_STATE), zone_state));
+    ops.push(ModifyOp::set(ModifyField::RegC(REG_MARK), r.meta.mark));
+    ops.push(ModifyOp::Set {
+        field: ModifyField::RegC(REG_TAG),
+        offset: 0,
+        length: 2,
+        data: bits,
+    });
+    ops
+}
+
+/// A chained first stage's register writes: its tag, the zone (and
+/// whether its `ct()` asked for NAT), the next stage's recirculation id.
+pub(crate) fn chain_regs(tag: u32, spec: &CtSpec, recirc: u32) -> Vec<ModifyOp> {
+    let nat = if spec.nat.is_some() { NAT_ASKED } else { 0 };
+    vec![
+        ModifyOp::set(ModifyField::RegC(REG_TAG), tag),
+        ModifyOp::set(
+            ModifyField::RegC(REG_ZONE_STATE),
+            u32::from(spec.zone) | nat,
+        ),
+        ModifyOp::set(ModifyField::RegC(REG_RECIRC), recirc),
+    ]
+}
+
 /// The modify-header ops that turn `from` into `to` (addresses and ports
 /// that differ).
 fn nat_ops(from: &Tuple, to: &Tuple, ops: &mut Vec<ModifyOp>) {
@@ -236,15 +290,7 @@ impl<B: DrBackend> OffloadManager<B> {
                     .map_err(backend("restore_rule_create"))?,
             );
         }
-        let nat = if spec.nat.is_some() { NAT_ASKED } else { 0 };
-        Ok(vec![
-            ModifyOp::set(ModifyField::RegC(REG_TAG), base),
-            ModifyOp::set(
-                ModifyField::RegC(REG_ZONE_STATE),
-                u32::from(spec.zone) | nat,
-            ),
-            ModifyOp::set(ModifyField::RegC(REG_RECIRC), recirc),
-        ])
+        Ok(chain_regs(base, spec, recirc))
     }
 
     /// [`TAG_BLOCK`] consecutive tags no live flow has, from a multiple of
@@ -295,16 +341,7 @@ impl<B: DrBackend> OffloadManager<B> {
             let _ = self.reap();
         }
         self.chain_tables()?;
-        let m = ct_match(&r.tuple)?;
-        encode_into(&m, self.config.source_port, &self.ports, &mut self.scratch).map_err(|u| {
-            NotOffloaded::Match {
-                field: u.field.name(),
-                reason: u.reason,
-            }
-        })?;
-        let nat = if r.nat { NAT_ASKED } else { 0 };
-        self.scratch
-            .set_reg_c(REG_ZONE_STATE, u32::from(r.zone) | nat, 0xffff | NAT_ASKED);
+        ct_entry_match(r, self.config.source_port, &self.ports, &mut self.scratch)?;
         let criteria = self.scratch.criteria();
         let mask = self.scratch.mask().to_vec();
         let value = self.scratch.value().to_vec();
@@ -331,22 +368,7 @@ impl<B: DrBackend> OffloadManager<B> {
         value: &[u8],
         held: &mut Held,
     ) -> Result<(), NotOffloaded> {
-        let mut ops = Vec::new();
-        let mut bits = TAG_HIT;
-        if let Some(to) = &r.rewrite {
-            nat_ops(&r.tuple, to, &mut ops);
-            bits |= TAG_TRANSLATED;
-        }
-        let zone_state = u32::from(r.zone) | u32::from(r.meta.state) << STATE_SHIFT;
-        ops.push(ModifyOp::set(ModifyField::RegC(REG_ZONE_STATE), zone_state));
-        ops.push(ModifyOp::set(ModifyField::RegC(REG_MARK), r.meta.mark));
-        ops.push(ModifyOp::Set {
-            field: ModifyField::RegC(REG_TAG),
-            offset: 0,
-            length: 2,
-            data: bits,
-        });
-        let bytes = encode_list(&ops);
+        let bytes = encode_list(&ct_entry_ops(r));
         let spec = ActionSpec::ModifyHeader(bytes.clone());
         let modify = self.counted_action(bytes, spec, &mut held.counted)?;
         let jump = self.chain_jump(LEVEL_POST_CT)?;

@@ -53,7 +53,7 @@
 //! it is removed), so a megaflow whose actions change is never missing
 //! from hardware.
 
-mod chain;
+pub(crate) mod chain;
 mod counters;
 mod staged;
 mod translate;

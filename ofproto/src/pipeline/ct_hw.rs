@@ -9,13 +9,16 @@
 //! state (mark, NAT) changed ([`Pipeline::ct_revalidate`]): closed by
 //! FIN or RST (which always miss the table), expired, flushed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use conntrack::{Offer, Tuple};
 use megaflow::offload::{CtRule, FlowOffload, HwId, HwStats};
 use megaflow::Timestamp;
 
 use super::{Datapaths, Pipeline};
+
+/// Entries a pass looks at, at least.
+pub const CT_CHECK_MIN: usize = 8192;
 
 /// A direction: zone, original tuple, reply, asked for NAT.
 type Key = (u16, Tuple, bool, bool);
@@ -27,6 +30,8 @@ pub(super) struct CtHw {
     by_id: HashMap<HwId, Key>,
     /// Packets each entry's counter showed at the last poll.
     seen: HashMap<HwId, u64>,
+    /// The entries in the order a pass looks at them (oldest look first).
+    ring: VecDeque<Key>,
     offers: Vec<Offer>,
     pub(super) stats: CtHwStats,
 }
@@ -74,7 +79,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             };
             match self.offload.ct_install(&rule) {
                 Ok(id) => {
+                    t.hw_taken(o.zone, &o.orig, ms);
                     self.ct_hw.by_key.insert(key, (id, rule));
+                    self.ct_hw.ring.push_back(key);
                     self.ct_hw.by_id.insert(id, key);
                     self.ct_hw.stats.installed += 1;
                 }
@@ -87,23 +94,34 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     }
 
     /// Removes the entries whose connection hardware may no longer have,
-    /// or whose state changed since they went in.
+    /// or whose state changed since they went in: an eighth of them a
+    /// pass, at least [`CT_CHECK_MIN`] (so every entry is looked at within
+    /// eight passes, and a pass stays short at a million entries).
     pub(super) fn ct_revalidate(&mut self, now: Timestamp) {
         let Some(t) = self.shared.tracker() else {
             return;
         };
         let ms = now.as_millis();
-        let gone: Vec<Key> = self
-            .ct_hw
-            .by_key
-            .iter()
-            .filter(|((zone, orig, reply, nat), (_, rule))| {
-                t.hw_view(*zone, orig, *reply, *nat, ms).is_none_or(|v| {
-                    v.tuple != rule.tuple || v.rewrite != rule.rewrite || v.meta != rule.meta
-                })
-            })
-            .map(|(k, _)| *k)
-            .collect();
+        let n = self.ct_hw.ring.len();
+        let budget = n.min((n / 8).max(CT_CHECK_MIN));
+        let mut gone = Vec::new();
+        for _ in 0..budget {
+            let Some(key) = self.ct_hw.ring.pop_front() else {
+                break;
+            };
+            let Some((_, rule)) = self.ct_hw.by_key.get(&key) else {
+                continue;
+            };
+            let (zone, orig, reply, nat) = key;
+            let same = t.hw_view(zone, &orig, reply, nat, ms).is_some_and(|v| {
+                v.tuple == rule.tuple && v.rewrite == rule.rewrite && v.meta == rule.meta
+            });
+            if same {
+                self.ct_hw.ring.push_back(key);
+            } else {
+                gone.push(key);
+            }
+        }
         for key in gone {
             if let Some((id, _)) = self.ct_hw.by_key.remove(&key) {
                 self.ct_hw.by_id.remove(&id);
