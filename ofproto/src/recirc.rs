@@ -11,13 +11,19 @@
 //!
 //! Equal states share one id (as Open vSwitch's `recirc_alloc_id_ctx`), so
 //! the number of ids follows the number of distinct states the tables
-//! produce, not the number of packets or megaflows. Ids stay valid while
-//! the bridge lives: a stage-1 megaflow that recirculates to an id always
-//! finds its state (no window where a packet in flight meets a freed id),
-//! and at most [`MAX_IDS`] exist; past that, translation drops the packet
-//! with [`XlateError::RecircIdsExhausted`](crate::xlate::XlateError). Open
-//! vSwitch frees an id when the last datapath flow using it goes; that
-//! refinement is left for when stage counts make it matter.
+//! produce, not the number of packets or megaflows. At most [`MAX_IDS`]
+//! exist at once; past that, translation drops the packet with
+//! [`XlateError::RecircIdsExhausted`](crate::xlate::XlateError).
+//!
+//! An id lives while a megaflow's actions recirculate to it (the slow
+//! path's registry counts them) and for [`GRACE`] revalidator passes
+//! after it was last frozen, so a translation whose megaflow is still on
+//! its way to the registry (a handler's staged record) finds it; then
+//! [`RecircPool::collect`] frees it, as Open vSwitch frees an id when the
+//! last datapath flow using it goes, and the later-stage megaflows that
+//! match it go too. Ids are never reused (a 32-bit sequence): a packet
+//! still in flight with a freed id misses and its translation finds no
+//! state, never another's.
 //!
 //! Shared by the handler threads through the bridge (`Arc`), behind one
 //! mutex held for a hash lookup.
@@ -33,6 +39,9 @@ use crate::TableId;
 
 /// Most ids at once.
 pub const MAX_IDS: usize = 1 << 20;
+
+/// Passes an id no megaflow holds outlives its last freeze.
+pub const GRACE: u64 = 2;
 
 /// What the next stage starts from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -51,9 +60,12 @@ pub struct FrozenState {
 
 #[derive(Default)]
 struct Inner {
-    by_id: HashMap<u32, Arc<FrozenState>>,
+    /// Each id's state and the epoch it was last frozen in.
+    by_id: HashMap<u32, (Arc<FrozenState>, u64)>,
     by_state: HashMap<Arc<FrozenState>, u32>,
     next: u32,
+    /// Revalidator passes begun ([`RecircPool::collect`]).
+    epoch: u64,
 }
 
 /// The ids of one bridge.
@@ -73,23 +85,49 @@ impl RecircPool {
     /// when [`MAX_IDS`] are in use.
     pub fn freeze(&self, state: FrozenState) -> Option<u32> {
         let mut g = self.inner.lock();
+        let epoch = g.epoch;
         if let Some(&id) = g.by_state.get(&state) {
+            if let Some(e) = g.by_id.get_mut(&id) {
+                e.1 = epoch;
+            }
             return Some(id);
         }
         if g.by_id.len() >= MAX_IDS {
             return None;
         }
-        g.next += 1;
+        // Never 0 (no recirculation), never an id used before.
+        g.next = g.next.checked_add(1).unwrap_or(1);
         let id = g.next;
         let state = Arc::new(state);
-        g.by_id.insert(id, Arc::clone(&state));
+        g.by_id.insert(id, (Arc::clone(&state), epoch));
         g.by_state.insert(state, id);
         Some(id)
     }
 
     /// The state `id` names.
     pub fn thaw(&self, id: u32) -> Option<Arc<FrozenState>> {
-        self.inner.lock().by_id.get(&id).cloned()
+        self.inner.lock().by_id.get(&id).map(|(s, _)| Arc::clone(s))
+    }
+
+    /// Starts a new epoch (a revalidator pass), then frees every id that
+    /// `held` says no megaflow holds and that was not frozen in the last
+    /// [`GRACE`] epochs. Returns the ids freed.
+    pub fn collect(&self, held: impl Fn(u32) -> bool) -> Vec<u32> {
+        let mut g = self.inner.lock();
+        g.epoch += 1;
+        let epoch = g.epoch;
+        let freed: Vec<u32> = g
+            .by_id
+            .iter()
+            .filter(|(&id, (_, at))| at + GRACE <= epoch && !held(id))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in &freed {
+            if let Some((state, _)) = g.by_id.remove(id) {
+                g.by_state.remove(&state);
+            }
+        }
+        freed
     }
 
     /// Ids in use.

@@ -452,6 +452,10 @@ fn run<B: Device, D: Datapaths>(
                 "rules_expired": st.rules_expired,
                 "flow_limit": sw.pipeline().flow_limit(),
             }))
+            .map(|mut v: Value| {
+                v["recirc_ids_freed"] = json!(st.recirc_ids_freed);
+                v
+            })
         }
     }
 }

@@ -3,11 +3,12 @@
 //! A connection direction goes there when the datapath saw one of its
 //! packets come back from an offloaded `ct()` stage established (the CT
 //! table missed it: `conntrack::Tracker::offer`); the offload thread
-//! installs it ([`Pipeline::ct_offload`]). Its hardware counters keep the
-//! connection alive in the tracker ([`Pipeline::ct_fold`]); each pass
-//! takes out those the tracker no longer lets hardware have, or whose
-//! state (mark, NAT) changed ([`Pipeline::ct_revalidate`]): closed by
-//! FIN or RST (which always miss the table), expired, flushed.
+//! installs it ([`Pipeline::ct_offload`]) and the tracker checks its TCP
+//! liberally from then on. Its hardware counters keep the connection
+//! alive in the tracker ([`Pipeline::ct_fold`]); each pass takes out
+//! those the tracker no longer lets hardware have, or whose state (mark,
+//! NAT) changed ([`Pipeline::ct_revalidate`]): closed by FIN or RST
+//! (which, like SYN, always miss the table), expired, flushed.
 
 use std::collections::{HashMap, VecDeque};
 

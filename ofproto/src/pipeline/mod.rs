@@ -228,6 +228,8 @@ pub struct PipelineStats {
     pub illegal_transitions: u64,
     /// OpenFlow rules removed by idle or hard timeouts.
     pub rules_expired: u64,
+    /// Recirculation ids freed: no megaflow recirculated to them any more.
+    pub recirc_ids_freed: u64,
     /// Of which: not taken by [`Pipeline::take_expired`] before
     /// [`EXPIRED_KEPT`] newer ones came (no one reports them).
     pub expired_unreported: u64,

@@ -26,6 +26,17 @@ pub(super) struct Registry {
     ids: ShardedMap<FlowId, u32>,
     by_match: ShardedMap<u64, u32>,
     live: usize,
+    /// Megaflows whose actions recirculate to each id
+    /// ([`crate::recirc`]: an id no megaflow holds may be freed).
+    recirc_refs: std::collections::HashMap<u32, u32>,
+}
+
+/// The recirculation ids `actions` send packets on to.
+fn recircs(actions: &Actions) -> impl Iterator<Item = u32> + '_ {
+    actions.iter().filter_map(|a| match a {
+        megaflow::DpAction::Recirc(id) => Some(*id),
+        _ => None,
+    })
 }
 
 impl Registry {
@@ -49,10 +60,6 @@ impl Registry {
 
     pub(super) fn def(&self, idx: u32) -> Option<&FlowDef> {
         self.defs.get(idx as usize).and_then(Option::as_ref)
-    }
-
-    pub(super) fn def_mut(&mut self, idx: u32) -> Option<&mut FlowDef> {
-        self.defs.get_mut(idx as usize).and_then(Option::as_mut)
     }
 
     /// The key of the packet whose upcall made slot `idx`'s megaflow.
@@ -81,6 +88,7 @@ impl Registry {
         key: &FlowKey,
     ) -> u32 {
         let id = meta.id;
+        self.hold(&actions);
         let def = FlowDef {
             key: PackedKey::pack(matched.key()),
             mask: self.masks.get(matched.mask()),
@@ -112,6 +120,7 @@ impl Registry {
         let def = self.defs.get_mut(idx as usize).and_then(Option::take);
         self.ids.remove(&m.id);
         if let Some(d) = def {
+            self.release(&d.actions);
             let h = match_hash(&d.matched());
             if self.by_match.get(&h) == Some(&idx) {
                 self.by_match.remove(&h);
@@ -121,6 +130,39 @@ impl Registry {
         self.live -= 1;
         self.free.push(idx);
         Some(m)
+    }
+
+    /// Replaces slot `idx`'s actions (their recirculation ids held
+    /// instead of the old ones').
+    pub(super) fn set_actions(&mut self, idx: u32, actions: Actions) {
+        self.hold(&actions);
+        let old = match self.defs.get_mut(idx as usize).and_then(Option::as_mut) {
+            Some(d) => std::mem::replace(&mut d.actions, actions),
+            None => actions,
+        };
+        self.release(&old);
+    }
+
+    /// Whether a megaflow's actions recirculate to `id`.
+    pub(super) fn holds(&self, id: u32) -> bool {
+        self.recirc_refs.contains_key(&id)
+    }
+
+    fn hold(&mut self, actions: &Actions) {
+        for id in recircs(actions) {
+            *self.recirc_refs.entry(id).or_insert(0) += 1;
+        }
+    }
+
+    fn release(&mut self, actions: &Actions) {
+        for id in recircs(actions) {
+            if let Some(n) = self.recirc_refs.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    self.recirc_refs.remove(&id);
+                }
+            }
+        }
     }
 
     /// Masks in use, one copy each.

@@ -262,6 +262,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.adopt();
         self.sync.reached(pass.mark);
         self.ct_revalidate(now);
+        self.free_recirc_ids();
 
         let elapsed = pass.started.elapsed();
         self.adjust_flow_limit(elapsed.as_millis() as u64);
@@ -364,6 +365,31 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         }
     }
 
+    /// Frees the recirculation ids no megaflow holds any more (past their
+    /// grace), and removes the later-stage megaflows that match them:
+    /// no packet reaches those stages now.
+    fn free_recirc_ids(&mut self) {
+        let pool = std::sync::Arc::clone(&self.bridge.read().recirc);
+        let freed: std::collections::HashSet<u32> =
+            pool.collect(|id| self.reg.holds(id)).into_iter().collect();
+        if freed.is_empty() {
+            return;
+        }
+        self.stats.recirc_ids_freed += freed.len() as u64;
+        let orphans: Vec<u32> = self
+            .reg
+            .iter()
+            .filter(|(_, _, d)| {
+                let id = d.matched().key().recirc_id();
+                id != 0 && u32::try_from(id).is_ok_and(|id| freed.contains(&id))
+            })
+            .map(|(idx, _, _)| idx)
+            .collect();
+        for idx in orphans {
+            self.evict(idx, Eviction::Unsound);
+        }
+    }
+
     /// Re-translates a flow whose inputs changed: keep it, update its
     /// actions (software and, hitless, hardware), or delete it.
     pub(super) fn revalidate_flow(&mut self, idx: u32, now: Timestamp) {
@@ -405,9 +431,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             actions: new.clone(),
         };
         self.dps.send(home, &cmd);
-        if let Some(d) = self.reg.def_mut(idx) {
-            d.actions = new;
-        }
+        self.reg.set_actions(idx, new);
         self.stats.revalidated_modified += 1;
         if offloaded {
             self.rehome(idx, now);

@@ -138,3 +138,75 @@ fn tcp_through_the_firewall_is_tracked_by_its_window() {
         d[0].format(false)
     );
 }
+
+/// A recirculation id lives while a megaflow recirculates to it: once the
+/// first stages age out, the id is freed after its grace and the later
+/// stages that match it go too; traffic that comes back gets a new id and
+/// works as before.
+#[test]
+fn recirculation_ids_are_freed_with_their_megaflows() {
+    let (mut p, _t) = firewall();
+    let pass = |p: &mut Pipeline<Model>, ms: u64| {
+        p.revalidate(Timestamp(1_000_000_000 + ms * 1_000_000));
+    };
+    assert_eq!(send(&mut p, 1, udp(A, B, 5000, 53), 0), (true, vec![2]));
+    assert_eq!(send(&mut p, 2, udp(B, A, 53, 5000), 1), (true, vec![1]));
+    fn p_ids(p: &Pipeline<Model>) -> usize {
+        p.bridge().recirc.len()
+    }
+    assert_eq!(p_ids(&p), 1, "one frozen state: table 1, zone 9");
+    // Passes while the flows live keep the id.
+    for i in 0..4 {
+        pass(&mut p, 2 + i);
+    }
+    assert_eq!(p_ids(&p), 1);
+    let before = p.stats().recirc_ids_freed;
+    // Idle past max_idle: every megaflow ages out, then the id goes.
+    let idle = 11_000;
+    for i in 0..4 {
+        pass(&mut p, idle + i);
+    }
+    assert!(p.is_empty(), "{} megaflows left", p.len());
+    assert_eq!(p_ids(&p), 0, "freed with its megaflows");
+    assert_eq!(p.stats().recirc_ids_freed, before + 1);
+    // The connection comes back (still tracked): a new id, both stages
+    // installed again, forwarded as before.
+    assert_eq!(
+        send(&mut p, 2, udp(B, A, 53, 5000), idle + 10),
+        (true, vec![1])
+    );
+    assert_eq!(p_ids(&p), 1);
+    assert_eq!(
+        send(&mut p, 2, udp(B, A, 53, 5000), idle + 11),
+        (false, vec![1])
+    );
+}
+
+/// An id no first stage recirculates to any more (the table changed) is
+/// freed after its grace, and the later stages that still match it go
+/// with it, however busy they were.
+#[test]
+fn a_freed_id_takes_its_later_stages_along() {
+    let (mut p, _t) = firewall();
+    assert_eq!(send(&mut p, 1, udp(A, B, 5000, 53), 0), (true, vec![2]));
+    assert!(p.len() >= 2, "both stages: {}", p.len());
+    // Table 0 forwards without ct() from now on.
+    let fm = crate::text::parse_flow(
+        "table=0,priority=50,ct_state=-trk,ip actions=output:2",
+        crate::FlowModCommand::Add,
+    )
+    .expect("flow");
+    p.bridge_mut()
+        .apply_flow_mod(&fm, Timestamp(1_000_000_000))
+        .expect("applies");
+    for i in 0..4 {
+        p.revalidate(Timestamp(1_000_000_000 + (1 + i) * 1_000_000));
+    }
+    assert_eq!(p.bridge().recirc.len(), 0, "no first stage holds it");
+    assert!(p.stats().recirc_ids_freed >= 1);
+    assert!(
+        p.dump().iter().all(|d| d.matched.key().recirc_id() == 0),
+        "no later stage of a freed id"
+    );
+    assert_eq!(send(&mut p, 1, udp(A, B, 5000, 53), 10).1, vec![2]);
+}
