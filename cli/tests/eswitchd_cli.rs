@@ -493,7 +493,7 @@ fn hw_check_on_the_sim_passes_every_case_and_prints_the_figures() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("44 cases: 44 passed, 0 failed, 0 skipped"),
+        text.contains("45 cases: 45 passed, 0 failed, 0 skipped"),
         "{text}"
     );
     assert!(text.contains("bench: hw_check.rule_insert_rate "), "{text}");

@@ -143,8 +143,8 @@ struct ReplayArgs {
     /// does (in `--json`: a `flows` array).
     #[arg(long)]
     dump_flows: bool,
-    /// `--demo` without its overlay tenant (the workload alone, as
-    /// `generate` writes it).
+    /// `--demo` without its overlay and stateful tenants (the workload
+    /// alone, as `generate` writes it without `--config-file`).
     #[arg(long)]
     no_overlay: bool,
     #[command(flatten)]
