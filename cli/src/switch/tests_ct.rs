@@ -3,6 +3,7 @@
 //! and flows with `ct()` stay in software with their reason.
 
 use megaflow::frame::{FrameSpec, L4};
+use offload::dr::DrBackend;
 use offload::sim::SimConfig;
 use ofproto::PipelineConfig;
 
@@ -389,6 +390,26 @@ fn established_connections_go_to_the_fdb_conntrack_table_and_forward_as_software
     let before = hw.counters();
     run(&mut hw, &mut sw, 5000, 1, &mut ms);
     assert_eq!(hw.counters().sw_handled - before.sw_handled, 2);
+
+    // The device's own view: the chain's tables, the entries' rules in
+    // level 3; at stop nothing is left in it.
+    run(&mut hw, &mut sw, 5000, 30, &mut ms);
+    hw.pipeline_mut().revalidate(at(ms));
+    assert_eq!(hw.pipeline().ct_hw_stats().entries, 2);
+    let d = ask(&mut hw, Request::DumpRules, ms);
+    let levels: Vec<u64> = d["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .filter_map(|t| t["level"].as_u64())
+        .collect();
+    assert_eq!(levels, vec![0, 1, 2, 3, 4], "{d}");
+    let dev = Arc::clone(hw.device());
+    hw.finish(at(ms + 1)).expect("finish");
+    assert!(
+        dev.dump().expect("dump").is_empty(),
+        "the device is empty after stop"
+    );
 }
 
 /// One step of a random stateful capture: the next packet of connection
