@@ -150,7 +150,9 @@ pub(crate) fn choose(
         let (lo, hi) = (r.port_min, r.port_max.max(r.port_min));
         (lo, hi, lo + (port_off % ((hi - lo) as u64 + 1)) as u16)
     } else if icmp {
-        (1, 65535, orig.max(1))
+        // The id as it is first (0 included, as Open vSwitch keeps it),
+        // then 1..=65535.
+        (1, 65535, orig)
     } else {
         let (lo, hi) = port_class(orig);
         (lo, hi, orig)

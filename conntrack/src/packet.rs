@@ -278,6 +278,19 @@ pub fn icmp_reply_type(ty: u8, v6: bool) -> Option<u8> {
     }
 }
 
+/// The type of the other direction of an ICMP query: the reply of a
+/// request, the request of a reply (Open vSwitch's `reverse_icmp_type`).
+pub fn icmp_other_type(ty: u8, v6: bool) -> Option<u8> {
+    icmp_reply_type(ty, v6).or(match (ty, v6) {
+        (0, false) => Some(8),
+        (14, false) => Some(13),
+        (16, false) => Some(15),
+        (18, false) => Some(17),
+        (129, true) => Some(128),
+        _ => None,
+    })
+}
+
 /// The tuple of the packet an ICMP error quotes: its IP header and the
 /// first 8 bytes of its transport header. The quote may be cut after
 /// those (RFC 792 requires no more).

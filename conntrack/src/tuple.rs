@@ -8,7 +8,7 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::packet::{icmp_reply_type, PROTO_ICMP, PROTO_ICMPV6};
+use crate::packet::{icmp_other_type, PROTO_ICMP, PROTO_ICMPV6};
 
 /// An IPv4 (first four bytes, the rest zero) or IPv6 address.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -107,12 +107,12 @@ impl Tuple {
         (t, c)
     }
 
-    /// The tuple of the other direction; `None` for an ICMP type that has
-    /// no reply.
+    /// The tuple of the other direction (an ICMP query's reply, a reply's
+    /// query); `None` for an ICMP type that is neither.
     pub fn reverse(&self) -> Option<Tuple> {
         if self.is_icmp() {
             let (ty, code) = self.icmp_type_code();
-            let rt = icmp_reply_type(ty, self.v6)?;
+            let rt = icmp_other_type(ty, self.v6)?;
             return Some(Tuple {
                 src: self.dst,
                 dst: self.src,
