@@ -265,30 +265,37 @@ pub fn icmp_kind(ty: u8, v6: bool) -> IcmpKind {
     }
 }
 
-/// The reply type of an ICMP query type (echo 8 -> 0, timestamp 13 -> 14,
-/// information 15 -> 16, address mask 17 -> 18; ICMPv6 echo 128 -> 129).
+/// ICMP query types and the types of their replies (query, reply,
+/// ICMPv6): echo 8 -> 0, timestamp 13 -> 14, information 15 -> 16,
+/// address mask 17 -> 18; ICMPv6 echo 128 -> 129.
+const ICMP_QUERIES: [(u8, u8, bool); 5] = [
+    (8, 0, false),
+    (13, 14, false),
+    (15, 16, false),
+    (17, 18, false),
+    (128, 129, true),
+];
+
+/// The reply type of an ICMP query type.
 pub fn icmp_reply_type(ty: u8, v6: bool) -> Option<u8> {
-    match (ty, v6) {
-        (8, false) => Some(0),
-        (13, false) => Some(14),
-        (15, false) => Some(16),
-        (17, false) => Some(18),
-        (128, true) => Some(129),
-        _ => None,
-    }
+    ICMP_QUERIES
+        .iter()
+        .find(|&&(q, _, v)| q == ty && v == v6)
+        .map(|&(_, r, _)| r)
+}
+
+/// The query type of an ICMP reply type.
+pub fn icmp_request_type(ty: u8, v6: bool) -> Option<u8> {
+    ICMP_QUERIES
+        .iter()
+        .find(|&&(_, r, v)| r == ty && v == v6)
+        .map(|&(q, _, _)| q)
 }
 
 /// The type of the other direction of an ICMP query: the reply of a
 /// request, the request of a reply (Open vSwitch's `reverse_icmp_type`).
 pub fn icmp_other_type(ty: u8, v6: bool) -> Option<u8> {
-    icmp_reply_type(ty, v6).or(match (ty, v6) {
-        (0, false) => Some(8),
-        (14, false) => Some(13),
-        (16, false) => Some(15),
-        (18, false) => Some(17),
-        (129, true) => Some(128),
-        _ => None,
-    })
+    icmp_reply_type(ty, v6).or_else(|| icmp_request_type(ty, v6))
 }
 
 /// The tuple of the packet an ICMP error quotes: its IP header and the

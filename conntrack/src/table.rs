@@ -132,17 +132,6 @@ fn home(shard: usize, idx: u32) -> u64 {
     ((shard as u64) << 32) | idx as u64
 }
 
-fn icmp_request_type(ty: u8, v6: bool) -> u8 {
-    match (ty, v6) {
-        (0, false) => 8,
-        (14, false) => 13,
-        (16, false) => 15,
-        (18, false) => 17,
-        (129, true) => 128,
-        _ => ty,
-    }
-}
-
 impl Shard {
     fn find_local(&self, h: u64, zone: u16, t: &Tuple, now: u64) -> Option<(u32, bool)> {
         let conns = &self.conns;
@@ -236,7 +225,7 @@ impl Tracker {
                 a,
                 b,
                 t.sport,
-                icmp_request_type(ty, t.v6),
+                packet::icmp_request_type(ty, t.v6).unwrap_or(ty),
                 code,
                 t.proto,
                 t.v6,
