@@ -2,17 +2,35 @@
 //! `dump-conntrack`, `flush-conntrack`, `conntrack-stats`
 //! (`ct-stats-show`), `ct-set-limits`, `ct-get-limits`.
 
+use std::collections::HashMap;
+
 use conntrack::{FlushFilter, Tracker};
 use megaflow::Timestamp;
 use serde_json::{json, Value};
 
 /// `dump-conntrack [zone] [-s]`: one line per connection, as
 /// `ovs-appctl dpctl/dump-conntrack [-s]` prints it.
-pub fn dump(t: &Tracker, zone: Option<u16>, stats: bool, now: Timestamp) -> Value {
+///
+/// `hw`: the connections with a direction in the device's conntrack
+/// table; each connection says which (`hw`: `orig`, `reply`) and the
+/// packets their entries counted.
+pub fn dump(
+    t: &Tracker,
+    zone: Option<u16>,
+    stats: bool,
+    now: Timestamp,
+    hw: &HashMap<(u16, conntrack::Tuple), ofproto::pipeline::CtHwConn>,
+) -> Value {
     let conns: Vec<Value> = t
         .dump(zone, now.as_millis())
         .iter()
         .map(|e| {
+            let h = hw.get(&(e.zone, e.orig)).copied().unwrap_or_default();
+            let dirs: Vec<&str> = ["orig", "reply"]
+                .into_iter()
+                .zip(h.dirs)
+                .filter_map(|(name, on)| on.then_some(name))
+                .collect();
             json!({
                 "line": e.format(stats),
                 "zone": e.zone,
@@ -20,6 +38,8 @@ pub fn dump(t: &Tracker, zone: Option<u16>, stats: bool, now: Timestamp) -> Valu
                 "labels": format!("{:#x}", e.label),
                 "timeout": e.timeout,
                 "state": e.tcp.map(|(_, s)| conntrack::tcp::STATE_NAMES[s as usize]),
+                "hw": dirs,
+                "hw_packets": h.packets,
             })
         })
         .collect();

@@ -388,7 +388,10 @@ fn run<B: Device, D: Datapaths>(
         | Request::SetFailMode { .. } => {
             Err("controllers and the fail mode are the OpenFlow side's (eswitchd run)".into())
         }
-        Request::DumpConntrack { zone, stats } => Ok(ct::dump(&sw.tracker(), *zone, *stats, now)),
+        Request::DumpConntrack { zone, stats } => {
+            let hw = sw.pipeline().ct_hw_conns();
+            Ok(ct::dump(&sw.tracker(), *zone, *stats, now, &hw))
+        }
         Request::FlushConntrack { args } => ct::flush(&sw.tracker(), args),
         Request::ConntrackStats { zone, verbose } => {
             Ok(ct::stats(&sw.tracker(), *zone, *verbose, now))

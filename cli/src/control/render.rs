@@ -432,11 +432,24 @@ pub fn render(cmd: &str, v: &Value) -> String {
         "get-controller" => lines(&v["controllers"]),
         "set-controller" | "del-controller" | "set-fail-mode" => String::new(),
         "get-fail-mode" => format!("{}\n", v["fail_mode"].as_str().unwrap_or("")),
+        // dpctl's line; a connection the device's conntrack table carries
+        // says which directions after it.
         "dump-conntrack" => v["conns"]
             .as_array()
             .map(|a| {
                 a.iter()
-                    .map(|c| format!("{}\n", c["line"].as_str().unwrap_or("")))
+                    .map(|c| {
+                        let line = c["line"].as_str().unwrap_or("");
+                        let hw: Vec<&str> = c["hw"]
+                            .as_array()
+                            .map(|d| d.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default();
+                        if hw.is_empty() {
+                            format!("{line}\n")
+                        } else {
+                            format!("{line} hw=({})\n", hw.join(","))
+                        }
+                    })
                     .collect()
             })
             .unwrap_or_default(),

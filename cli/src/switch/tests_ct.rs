@@ -341,6 +341,21 @@ fn established_connections_go_to_the_fdb_conntrack_table_and_forward_as_software
     let st = hw.pipeline().ct_hw_stats();
     assert_eq!(st.entries, 2, "both directions in the CT table: {st:?}");
     assert_eq!(st.refused, 0, "{st:?}");
+    // dump-conntrack says so: which directions, and what they counted.
+    let v = ask(
+        &mut hw,
+        Request::DumpConntrack {
+            zone: None,
+            stats: false,
+        },
+        ms,
+    );
+    let c = &v["conns"][0];
+    assert_eq!(c["hw"], serde_json::json!(["orig", "reply"]), "{v}");
+    assert!(c["hw_packets"].as_u64().expect("a count") > 0, "{v}");
+    let shown = crate::control::render::render("dump-conntrack", &v);
+    assert!(shown.ends_with(" hw=(orig,reply)\n"), "{shown}");
+    assert!(shown.starts_with("udp,orig=(src=198.18.0.2,"), "{shown}");
     let before = hw.counters();
     let counted = hw.pipeline().ct_hw_stats().packets;
     run(&mut hw, &mut sw, 5000, 20, &mut ms);

@@ -37,6 +37,15 @@ pub(super) struct CtHw {
     pub(super) stats: CtHwStats,
 }
 
+/// A connection's directions in the device's conntrack table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtHwConn {
+    /// The original and the reply direction.
+    pub dirs: [bool; 2],
+    /// Packets their entries counted.
+    pub packets: u64,
+}
+
 /// Counters of the conntrack table's entries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtHwStats {
@@ -152,6 +161,19 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             }
         }
         true
+    }
+
+    /// The connections with a direction in the device's conntrack table,
+    /// by zone and original tuple: which directions, and the packets their
+    /// entries counted (as of the last poll).
+    pub fn ct_hw_conns(&self) -> HashMap<(u16, Tuple), CtHwConn> {
+        let mut out: HashMap<(u16, Tuple), CtHwConn> = HashMap::new();
+        for (&(zone, orig, reply, _), (id, _)) in &self.ct_hw.by_key {
+            let c = out.entry((zone, orig)).or_default();
+            c.dirs[usize::from(reply)] = true;
+            c.packets += self.ct_hw.seen.get(id).copied().unwrap_or(0);
+        }
+        out
     }
 
     /// The conntrack table's counters.

@@ -88,7 +88,7 @@ mod setup;
 mod sync;
 pub use sync::TARGETED_MAX;
 
-pub use ct_hw::CtHwStats;
+pub use ct_hw::{CtHwConn, CtHwStats};
 pub use datapaths::{Datapaths, DpSender, LocalDatapath, ThreadedDatapaths};
 pub use offload::{OffloadDone, OffloadJob, SharedOffload};
 pub use record::FlowDump;
