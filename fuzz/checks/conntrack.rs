@@ -3,8 +3,11 @@
 //! frame, are tracked or marked invalid without a panic; the state is
 //! always tracked, never both invalid and new/established; the frame keeps
 //! its length; a translated packet parses again with the translated
-//! address; and the same bytes read as `flush-conntrack` arguments and as
-//! a `nat(...)` argument are read or refused with a reason.
+//! address; what the FDB's conntrack table asks of the tracker (the state
+//! a post-ct miss gets back, the directions hardware may take, offers)
+//! holds on the same bytes; and the same bytes read as `flush-conntrack`
+//! arguments and as a `nat(...)` argument are read or refused with a
+//! reason.
 //!
 //! Input: byte 0 chooses the action (bit 0 commit, bit 1 SNAT, bit 2 a
 //! second packet in the reply direction), the rest is the frame.
@@ -67,6 +70,29 @@ pub fn check(data: &[u8]) {
                 assert!(m2.state & TRK != 0);
             }
         }
+    }
+    // What the FDB's conntrack table asks of the tracker, on the same
+    // bytes: the state a post-ct miss gets back is established; a
+    // direction hardware may take is established TCP or UDP, offered at
+    // most once a direction.
+    for translated in [false, true] {
+        if let Some(r) = t.restore_meta(&f, 14, et, 3, translated, 2_500) {
+            assert_eq!(r.state & (TRK | EST), TRK | EST, "{:#x}", r.state);
+        }
+    }
+    if m.orig.proto != 0 {
+        for reply in [false, true] {
+            if let Some(v) = t.hw_view(3, &m.orig, reply, flags & 2 != 0, 2_500) {
+                assert_eq!(v.meta.state & (TRK | EST | NEW | INV), TRK | EST);
+                assert!(matches!(v.tuple.proto, 6 | 17));
+                t.offer(3, &m.orig, reply, false, 2_500);
+                t.offer(3, &m.orig, reply, false, 2_500);
+            }
+        }
+        let mut offers = Vec::new();
+        t.take_offers(&mut offers);
+        assert!(offers.len() <= 2, "{offers:?}");
+        let _ = t.hw_used(3, &m.orig, 2_600);
     }
     assert!(t.len() <= 4);
     let _ = t.dump(None, 1_500);
