@@ -374,6 +374,19 @@ fn established_connections_go_to_the_fdb_conntrack_table_and_forward_as_software
     hw.pipeline_mut().revalidate(at(ms));
     // Their entries counted them.
     assert_eq!(hw.pipeline().ct_hw_stats().packets - counted, 40);
+    // A scrape says the same.
+    use crate::live::metrics::{encode_snapshot, LiveMetrics, Snapshot};
+    let st = hw.pipeline().ct_hw_stats();
+    let text =
+        encode_snapshot(&Snapshot::of(&hw), &[], &LiveMetrics::default(), "sim").expect("scrape");
+    for line in [
+        "eswitch_conntrack_hw_entries 2".to_string(),
+        format!("eswitch_conntrack_hw_packets_total {}", st.packets),
+        "eswitch_conntrack_hw_changes_total{change=\"installed\"} 2".to_string(),
+        "eswitch_conntrack_hw_changes_total{change=\"refused\"} 0".to_string(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+    }
     // The tracker kept the connection alive from the hardware's counts.
     assert!(hw.tracker().hw_refreshes() > 0);
 
