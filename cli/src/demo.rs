@@ -419,19 +419,18 @@ impl Iterator for WithOverlay {
         if self.next[0].is_none() {
             self.next[0] = self.main.next();
         }
-        if self.next[1].is_none() {
+        // A tenant's next packet, in a buffer of its own.
+        fn draw(
+            next: impl FnOnce(&mut Vec<u8>) -> Option<(Timestamp, PortNo)>,
+        ) -> Option<DemoPacket> {
             let mut frame = Vec::with_capacity(1600);
-            self.next[1] = self
-                .tenant
-                .next_into(&mut frame)
-                .map(|(ts, in_port)| DemoPacket { ts, in_port, frame });
+            next(&mut frame).map(|(ts, in_port)| DemoPacket { ts, in_port, frame })
+        }
+        if self.next[1].is_none() {
+            self.next[1] = draw(|b| self.tenant.next_into(b));
         }
         if self.next[2].is_none() {
-            let mut frame = Vec::with_capacity(1600);
-            self.next[2] = self
-                .stateful
-                .next_into(&mut frame)
-                .map(|(ts, in_port)| DemoPacket { ts, in_port, frame });
+            self.next[2] = draw(|b| self.stateful.next_into(b));
         }
         // The earliest; on a tie, the first source.
         let i = (0..3)

@@ -4,6 +4,9 @@
 //! [`control`] (the control protocol, its socket and how `eswitchctl`
 //! prints answers), [`replay`] (`eswitchd replay`), [`demo`] (the
 //! generated workload) and [`hw`] (finding and opening a real ConnectX).
+// `eswitchctl stats` is one `json!` object of many fields, past the
+// macro's default recursion depth.
+#![recursion_limit = "256"]
 #![forbid(unsafe_code)]
 
 pub mod config;

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::nat::NAT_NONE;
 use crate::packet;
 use crate::state::{EST, RPL, TRK};
-use crate::table::{nat_bit, Proto, Tracker, OTHER_BIDIR};
+use crate::table::{nat_bit, Conn, Proto, Tracker, OTHER_BIDIR};
 use crate::timeout::Class;
 use crate::tuple::Tuple;
 use crate::CtMeta;
@@ -107,44 +107,44 @@ impl Tracker {
     /// once: a direction already offered (and not forgotten since) is not
     /// queued again.
     pub fn offer(&self, zone: u16, orig: &Tuple, reply: bool, nat: bool, now: u64) {
-        let Some((mut g, _, idx, _)) = self.locate(zone, orig, now) else {
-            return;
-        };
-        let Some(c) = g.conns[idx as usize].as_mut() else {
-            return;
-        };
-        let bit = OFFERED[reply as usize];
-        if c.hw & bit != 0 || c.key[0] != *orig {
-            return;
-        }
-        let Some(mut q) = self.offers.try_lock() else {
-            return;
-        };
-        if q.len() >= OFFERS_MAX {
-            return;
-        }
-        c.hw |= bit;
-        q.push(Offer {
-            zone,
-            orig: *orig,
-            reply,
-            nat,
+        self.with_conn(zone, orig, now, |c| {
+            let bit = OFFERED[reply as usize];
+            if c.hw & bit != 0 {
+                return;
+            }
+            let Some(mut q) = self.offers.try_lock() else {
+                return;
+            };
+            if q.len() < OFFERS_MAX {
+                c.hw |= bit;
+                q.push(Offer {
+                    zone,
+                    orig: *orig,
+                    reply,
+                    nat,
+                });
+                self.offered.store(true, Relaxed);
+            }
         });
     }
 
     /// Moves the waiting offers into `out`.
     pub fn take_offers(&self, out: &mut Vec<Offer>) {
-        out.append(&mut self.offers.lock());
+        let mut q = self.offers.lock();
+        self.offered.store(false, Relaxed);
+        out.append(&mut q);
+    }
+
+    /// Whether offers may be waiting (one lock-free read: the offload
+    /// thread asks before it takes the queue's lock).
+    pub fn has_offers(&self) -> bool {
+        self.offered.load(Relaxed)
     }
 
     /// Hardware no longer holds direction `reply` of the connection: a
     /// later packet may offer it again.
     pub fn hw_forget(&self, zone: u16, orig: &Tuple, reply: bool, now: u64) {
-        if let Some((mut g, _, idx, _)) = self.locate(zone, orig, now) {
-            if let Some(c) = g.conns[idx as usize].as_mut() {
-                c.hw &= !OFFERED[reply as usize];
-            }
-        }
+        self.with_conn(zone, orig, now, |c| c.hw &= !OFFERED[reply as usize]);
     }
 
     /// Hardware took a direction of the connection: from now on it
@@ -152,16 +152,8 @@ impl Tracker {
     /// the connection's TCP segments liberally (as Linux does a connection
     /// its flowtable took). False: the connection is gone.
     pub fn hw_taken(&self, zone: u16, orig: &Tuple, now: u64) -> bool {
-        let Some((mut g, _, idx, _)) = self.locate(zone, orig, now) else {
-            return false;
-        };
-        match g.conns[idx as usize].as_mut() {
-            Some(c) => {
-                c.hw |= LIBERAL;
-                true
-            }
-            None => false,
-        }
+        self.with_conn(zone, orig, now, |c| c.hw |= LIBERAL)
+            .is_some()
     }
 
     /// Hardware forwarded packets of the connection since the last call:
@@ -169,25 +161,32 @@ impl Tracker {
     /// timeout), and its TCP segments are tracked liberally from now on.
     /// False: the connection is gone.
     pub fn hw_used(&self, zone: u16, orig: &Tuple, now: u64) -> bool {
-        let Some((mut g, _, idx, _)) = self.locate(zone, orig, now) else {
-            return false;
-        };
-        let Some(c) = g.conns[idx as usize].as_mut() else {
-            return false;
-        };
-        let class = match &c.proto {
-            Proto::Tcp(t) if t.established() => Class::TcpEstablished,
-            Proto::Other(st) if *st == OTHER_BIDIR => Class::OtherBidir,
-            // Closing meanwhile: software's own packets set its timeout.
-            _ => {
-                c.hw |= LIBERAL;
-                return true;
-            }
-        };
-        c.hw |= LIBERAL;
-        c.expires = c.expires.max(now + self.timeouts.millis(zone, class));
-        self.hw_refreshed.fetch_add(1, Relaxed);
-        true
+        self.with_conn(zone, orig, now, |c| {
+            c.hw |= LIBERAL;
+            let class = match &c.proto {
+                Proto::Tcp(t) if t.established() => Class::TcpEstablished,
+                Proto::Other(st) if *st == OTHER_BIDIR => Class::OtherBidir,
+                // Closing meanwhile: software's own packets set its timeout.
+                _ => return,
+            };
+            c.expires = c.expires.max(now + self.timeouts.millis(zone, class));
+            self.hw_refreshed.fetch_add(1, Relaxed);
+        })
+        .is_some()
+    }
+
+    /// Runs `f` on the connection whose original tuple is `orig` in
+    /// `zone`, under its shard's lock; `None`: no such connection.
+    fn with_conn<R>(
+        &self,
+        zone: u16,
+        orig: &Tuple,
+        now: u64,
+        f: impl FnOnce(&mut Conn) -> R,
+    ) -> Option<R> {
+        let (mut g, _, idx, _) = self.locate(zone, orig, now)?;
+        let c = g.conns[idx as usize].as_mut()?;
+        (c.key[0] == *orig).then(|| f(c))
     }
 
     /// The tracking state the CT table gave a packet that then missed the

@@ -169,6 +169,8 @@ pub struct Tracker {
     stats: AtomicStats,
     /// Connection directions offered to the FDB, for the offload thread.
     pub(crate) offers: Mutex<Vec<crate::hw::Offer>>,
+    /// Set when an offer is queued, cleared when the queue is taken.
+    pub(crate) offered: AtomicBool,
     pub(crate) hw_refreshed: AtomicU64,
 }
 
@@ -208,6 +210,7 @@ impl Tracker {
             timeouts: Timeouts::new(),
             stats: AtomicStats::default(),
             offers: Mutex::new(Vec::new()),
+            offered: AtomicBool::new(false),
             hw_refreshed: AtomicU64::new(0),
         }
     }

@@ -235,29 +235,49 @@ impl Datapath {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Lookup {
-        let layout = self.begin(in_port, tun, pkt);
-        self.stages(now, pkt, layout, None, sink)
+        self.run(now, in_port, tun, pkt, sink, None)
     }
 
-    /// [`process_tunneled`](Self::process_tunneled) for a packet the
-    /// device handed over part way: it went through an offloaded `ct()`
-    /// stage and continues `from` there. On a miss,
+    /// [`process_tunneled`](Self::process_tunneled), or, `from` given, for
+    /// a packet the device handed over part way: it went through an
+    /// offloaded `ct()` stage and continues there. On a miss,
     /// [`key`](Self::key) holds the key of the stage that missed.
-    #[allow(clippy::too_many_arguments)]
-    pub fn resume<S: ActionSink>(
+    pub fn run<S: ActionSink>(
         &mut self,
         now: Timestamp,
         in_port: PortNo,
         tun: &TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
-        from: Resume,
+        from: Option<Resume>,
     ) -> Lookup {
         let layout = self.begin(in_port, tun, pkt);
-        let (l3, eth_type) = crate::actions::ct_l3(pkt, &layout);
+        let first = match from {
+            None => None,
+            Some(from) => match self.resume(from, pkt, &layout, now) {
+                Some(out) => Some(out),
+                None => return Lookup::Hit(Self::ct_gone()),
+            },
+        };
+        self.stages(now, pkt, layout, first, sink)
+    }
+
+    /// The offloaded `ct()` stage's outcome as software finishes it: the
+    /// packet tracked (a CT-table miss) or given its connection's state (a
+    /// later-stage miss), then recirculated. `None`: no connection (or no
+    /// tracker) to give it a state.
+    fn resume(
+        &mut self,
+        from: Resume,
+        pkt: &mut [u8],
+        layout: &Layout,
+        now: Timestamp,
+    ) -> Option<ExecOutcome> {
+        let t = self.tracker.as_deref()?;
+        let (l3, eth_type) = crate::actions::ct_l3(pkt, layout);
         let ms = now.as_millis();
-        let (recirc, rewritten) = match (from, self.tracker.as_deref()) {
-            (Resume::AtCt { spec, recirc }, Some(t)) => {
+        let (recirc, rewritten) = match from {
+            Resume::AtCt { spec, recirc } => {
                 // The CT table missed: the connection is tracked here, as
                 // the stage's `ct()` would have, and offered to the device
                 // once it is established.
@@ -271,29 +291,20 @@ impl Datapath {
                 }
                 (recirc, spec.nat.is_some())
             }
-            (
-                Resume::PostCt {
-                    zone,
-                    translated,
-                    recirc,
-                },
-                Some(t),
-            ) => match t.restore_meta(pkt, l3, eth_type, zone, translated, ms) {
-                Some(meta) => {
-                    self.ct_meta = meta;
-                    (recirc, false)
-                }
-                None => return Lookup::Hit(Self::ct_gone()),
-            },
-            // No tracker: nothing can resume a tracked stage.
-            (_, None) => return Lookup::Hit(Self::ct_gone()),
+            Resume::PostCt {
+                zone,
+                translated,
+                recirc,
+            } => {
+                self.ct_meta = t.restore_meta(pkt, l3, eth_type, zone, translated, ms)?;
+                (recirc, false)
+            }
         };
-        let out = ExecOutcome {
+        Some(ExecOutcome {
             recirc: Some(recirc),
             rewritten,
             ..ExecOutcome::default()
-        };
-        self.stages(now, pkt, layout, Some(out), sink)
+        })
     }
 
     fn ct_gone() -> ExecOutcome {

@@ -86,6 +86,27 @@ pub enum Restore {
     },
 }
 
+impl Restore {
+    /// Where the datapath resumes a packet of an offloaded `ct()` stage;
+    /// `None` for the other restores.
+    pub fn resume(&self) -> Option<megaflow::Resume> {
+        match *self {
+            Restore::AtCt { ct, recirc, .. } => Some(megaflow::Resume::AtCt { spec: ct, recirc }),
+            Restore::PostCt {
+                zone,
+                translated,
+                recirc,
+                ..
+            } => Some(megaflow::Resume::PostCt {
+                zone,
+                translated,
+                recirc,
+            }),
+            Restore::SampledCopy { .. } | Restore::Continue { .. } => None,
+        }
+    }
+}
+
 /// How software must take a packet the device handed to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arrival {

@@ -453,12 +453,9 @@ fn run<B: Device, D: Datapaths>(
                 "revalidator_passes": st.passes,
                 "illegal_transitions": st.illegal_transitions,
                 "rules_expired": st.rules_expired,
+                "recirc_ids_freed": st.recirc_ids_freed,
                 "flow_limit": sw.pipeline().flow_limit(),
             }))
-            .map(|mut v: Value| {
-                v["recirc_ids_freed"] = json!(st.recirc_ids_freed);
-                v
-            })
         }
     }
 }
@@ -485,6 +482,18 @@ fn apply_text<B: Device, D: Datapaths>(
         .map_err(|e| e.to_string())?;
     sw.pipeline_mut().request_pass();
     Ok(out)
+}
+
+/// The levels of the tables a `dump-rules` answer lists, in order (for
+/// tests).
+#[cfg(test)]
+pub(crate) fn table_levels(dump: &Value) -> Vec<u64> {
+    dump["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .filter_map(|t| t["level"].as_u64())
+        .collect()
 }
 
 #[cfg(test)]

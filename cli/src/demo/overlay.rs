@@ -330,14 +330,8 @@ impl OverlayGenerator {
     /// Writes the next packet's frame into `buf` and returns its time and
     /// in_port; `None` after the last.
     pub fn next_into(&mut self, buf: &mut Vec<u8>) -> Option<(Timestamp, PortNo)> {
-        if self.k >= self.n {
-            return None;
-        }
-        let t = self.timing;
-        let span = u128::from(t.dur.saturating_sub(2 * t.tick).max(1));
-        let at = t.tick + (u128::from(self.k) * span / u128::from(self.n)) as u64;
-        let c = &mut self.conns[(self.k % u64::from(FLOWS)) as usize];
-        self.k += 1;
+        let (at, conn) = self.timing.turn(&mut self.k, self.n, FLOWS)?;
+        let c = &mut self.conns[conn];
         let i = c.k;
         c.k += 1;
         // (from the local VM, flags, payload)

@@ -118,6 +118,26 @@ impl Timing {
         }
     }
 
+    /// The next of `n` packets that `flows` connections send in turns,
+    /// counted by `k`: its time (spread evenly over the capture) and its
+    /// connection; `None` after the last.
+    pub fn turn(&self, k: &mut u64, n: u64, flows: u32) -> Option<(u64, usize)> {
+        if *k >= n {
+            return None;
+        }
+        let at = self.spread(*k, n);
+        let conn = (*k % u64::from(flows)) as usize;
+        *k += 1;
+        Some((at, conn))
+    }
+
+    /// The time of packet `k` of `n` spread evenly over the capture, a
+    /// tick in from each end (the tenants' steady traffic).
+    pub fn spread(&self, k: u64, n: u64) -> u64 {
+        let span = u128::from(self.dur.saturating_sub(2 * self.tick).max(1));
+        self.tick + (u128::from(k) * span / u128::from(n.max(1))) as u64
+    }
+
     /// Round trip between two VMs (handshake spacing).
     pub fn rtt(&self) -> u64 {
         self.tick * 8 / 100

@@ -1152,36 +1152,9 @@ impl SoftwarePath for LivePath<'_> {
         tun: &megaflow::TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
+        from: Option<megaflow::Resume>,
     ) -> Option<SwOutcome> {
-        let looked = self.dp.process_tunneled(now, port, tun, pkt, sink);
-        self.looked(now, port, tun, pkt, looked)
-    }
-
-    fn resume<S: megaflow::actions::ActionSink>(
-        &mut self,
-        now: Timestamp,
-        port: PortNo,
-        tun: &megaflow::TunnelKey,
-        pkt: &mut Vec<u8>,
-        sink: &mut S,
-        from: megaflow::Resume,
-    ) -> Option<SwOutcome> {
-        let looked = self.dp.resume(now, port, tun, pkt, sink, from);
-        self.looked(now, port, tun, pkt, looked)
-    }
-}
-
-impl LivePath<'_> {
-    /// A hit's outcome; a miss offered to the handlers.
-    fn looked(
-        &mut self,
-        now: Timestamp,
-        port: PortNo,
-        tun: &megaflow::TunnelKey,
-        pkt: &[u8],
-        looked: Lookup,
-    ) -> Option<SwOutcome> {
-        match looked {
+        match self.dp.run(now, port, tun, pkt, sink, from) {
             Lookup::Hit(exec) => Some(SwOutcome {
                 upcall: false,
                 exec,

@@ -63,8 +63,10 @@ impl Egressor for Discard {
 
 /// What runs a packet the device handed to software.
 pub trait SoftwarePath {
-    /// Runs `pkt` (received on `port`) into `sink`; `None` when it was not
-    /// run here (a live datapath miss, queued for the handler).
+    /// Runs `pkt` (received on `port`) into `sink`, or, `from` given (its
+    /// restore tag's word), on from the offloaded `ct()` stage the device
+    /// handed it over after; `None` when it was not run here (a live
+    /// datapath miss, queued for the handler).
     fn run<S: ActionSink>(
         &mut self,
         now: Timestamp,
@@ -72,19 +74,7 @@ pub trait SoftwarePath {
         tun: &TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
-    ) -> Option<SwOutcome>;
-
-    /// Runs `pkt`, which the device handed over after an offloaded
-    /// `ct()` stage, on `from` there (its restore tag's word).
-    #[allow(clippy::too_many_arguments)]
-    fn resume<S: ActionSink>(
-        &mut self,
-        now: Timestamp,
-        port: PortNo,
-        tun: &TunnelKey,
-        pkt: &mut Vec<u8>,
-        sink: &mut S,
-        from: megaflow::Resume,
+        from: Option<megaflow::Resume>,
     ) -> Option<SwOutcome>;
 }
 
@@ -98,20 +88,9 @@ impl<O: megaflow::offload::FlowOffload> SoftwarePath for Pipeline<O, LocalDatapa
         tun: &TunnelKey,
         pkt: &mut Vec<u8>,
         sink: &mut S,
+        from: Option<megaflow::Resume>,
     ) -> Option<SwOutcome> {
-        Some(self.process_tunneled(now, port, tun, pkt, sink))
-    }
-
-    fn resume<S: ActionSink>(
-        &mut self,
-        now: Timestamp,
-        port: PortNo,
-        tun: &TunnelKey,
-        pkt: &mut Vec<u8>,
-        sink: &mut S,
-        from: megaflow::Resume,
-    ) -> Option<SwOutcome> {
-        Some(self.resume_tunneled(now, port, tun, pkt, sink, from))
+        Some(self.process_from(now, port, tun, pkt, sink, from))
     }
 }
 
@@ -252,11 +231,7 @@ impl ToSoftware {
             counters: &mut self.counters,
             in_port: port,
         };
-        let r = match from {
-            Some(from) => sw.resume(now, port, &tun, &mut self.buf, &mut sink, from),
-            None => sw.run(now, port, &tun, &mut self.buf, &mut sink),
-        };
-        if let Some(r) = r {
+        if let Some(r) = sw.run(now, port, &tun, &mut self.buf, &mut sink, from) {
             count_sw_drop(&mut self.counters, &r);
         }
     }
@@ -278,36 +253,23 @@ impl ToSoftware {
     ) {
         match restore.classify(tag) {
             Arrival::Miss => self.run(now, ports, port, frame, egress, sw, None),
-            // Through an offloaded ct() stage: the rest in software.
-            Arrival::Restored(Restore::AtCt { ct, recirc, .. }) => {
-                self.counters.ct_restored += 1;
-                let from = megaflow::Resume::AtCt { spec: ct, recirc };
-                self.run(now, ports, port, frame, egress, sw, Some(from))
-            }
-            Arrival::Restored(Restore::PostCt {
-                zone,
-                translated,
-                recirc,
-                ..
-            }) => {
-                self.counters.ct_restored += 1;
-                let from = megaflow::Resume::PostCt {
-                    zone,
-                    translated,
-                    recirc,
-                };
-                self.run(now, ports, port, frame, egress, sw, Some(from))
-            }
             Arrival::Restored(Restore::SampledCopy { cookie, .. }) => {
                 self.counters.hw_samples += 1;
                 egress.sample(port, cookie, frame, Path::Hardware);
             }
-            // No stage registers a continuation yet; a packet of one, or
-            // of a tag whose flow has gone, cannot start over (it was
-            // rewritten): dropped and counted.
-            Arrival::Restored(Restore::Continue { .. }) | Arrival::Stale(_) => {
-                self.counters.restore_drops += 1;
-            }
+            Arrival::Restored(r) => match r.resume() {
+                // Through an offloaded ct() stage: the rest in software.
+                Some(from) => {
+                    self.counters.ct_restored += 1;
+                    self.run(now, ports, port, frame, egress, sw, Some(from))
+                }
+                // A generic continuation (nothing registers one yet):
+                // dropped and counted, as below.
+                None => self.counters.restore_drops += 1,
+            },
+            // A tag whose flow has gone: the packet cannot start over (it
+            // was rewritten): dropped and counted.
+            Arrival::Stale(_) => self.counters.restore_drops += 1,
         }
     }
 }

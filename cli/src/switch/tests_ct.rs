@@ -425,12 +425,7 @@ fn established_connections_go_to_the_fdb_conntrack_table_and_forward_as_software
     hw.pipeline_mut().revalidate(at(ms));
     assert_eq!(hw.pipeline().ct_hw_stats().entries, 2);
     let d = ask(&mut hw, Request::DumpRules, ms);
-    let levels: Vec<u64> = d["tables"]
-        .as_array()
-        .expect("tables")
-        .iter()
-        .filter_map(|t| t["level"].as_u64())
-        .collect();
+    let levels = crate::control::table_levels(&d);
     assert_eq!(levels, vec![0, 1, 2, 3, 4], "{d}");
     let dev = Arc::clone(hw.device());
     hw.finish(at(ms + 1)).expect("finish");

@@ -125,7 +125,7 @@ pub fn ct_chain_nat_and_restores<D: Device>(dev: &D) {
     );
     for r in [&snat, &plain, &other] {
         ct_entry_match(r, mode, &ports, &mut e).expect("the CT entry's match encodes");
-        let m = modify(dev, p.d, &ct_entry_ops(r));
+        let m = modify(dev, p.d, &ct_entry_ops(r).expect("the CT entry's rewrite"));
         ok(
             dev.rule_create(mct, e.value(), &[m, to_post]),
             "rule_create in the CT table",

@@ -2,9 +2,11 @@
 //! in `ct(..),recirc(R)`, and the conntrack entries of established
 //! connections.
 
-use conntrack::{CtSpec, Tuple};
+use conntrack::{Addr, CtSpec, Tuple};
 use megaflow::offload::{CtRule, HwId, NotOffloaded};
 use megaflow::{DpAction, Field, FlowKey, Mask, Match};
+
+use super::translate::rewrite;
 
 use crate::ct::{
     LEVEL_CT, LEVEL_POST_CT, NAT_ASKED, REG_MARK, REG_RECIRC, REG_ZONE_STATE, STATE_SHIFT,
@@ -102,10 +104,7 @@ pub(crate) fn ct_entry_match(
     out: &mut crate::prm::Encoded,
 ) -> Result<(), NotOffloaded> {
     let m = ct_match(&r.tuple)?;
-    encode_into(&m, mode, ports, out).map_err(|u| NotOffloaded::Match {
-        field: u.field.name(),
-        reason: u.reason,
-    })?;
+    encode_into(&m, mode, ports, out)?;
     let nat = if r.nat { NAT_ASKED } else { 0 };
     out.set_reg_c(REG_ZONE_STATE, u32::from(r.zone) | nat, 0xffff | NAT_ASKED);
     Ok(())
@@ -113,11 +112,11 @@ pub(crate) fn ct_entry_match(
 
 /// A CT entry's modify-header ops: the NAT rewrite, the state and mark
 /// registers, and the restore tag's two bits.
-pub(crate) fn ct_entry_ops(r: &CtRule) -> Vec<ModifyOp> {
+pub(crate) fn ct_entry_ops(r: &CtRule) -> Result<Vec<ModifyOp>, NotOffloaded> {
     let mut ops = Vec::new();
     let mut bits = TAG_HIT;
     if let Some(to) = &r.rewrite {
-        nat_ops(&r.tuple, to, &mut ops);
+        nat_ops(&ct_match(&r.tuple)?, &r.tuple, to, &mut ops)?;
         bits |= TAG_TRANSLATED;
     }
     let zone_state = u32::from(r.zone) | u32::from(r.meta.state) << STATE_SHIFT;
@@ -129,7 +128,7 @@ pub(crate) fn ct_entry_ops(r: &CtRule) -> Vec<ModifyOp> {
         length: 2,
         data: bits,
     });
-    ops
+    Ok(ops)
 }
 
 /// A chained first stage's register writes: its tag, the zone (and
@@ -146,51 +145,36 @@ pub(crate) fn chain_regs(tag: u32, spec: &CtSpec, recirc: u32) -> Vec<ModifyOp> 
     ]
 }
 
-/// The modify-header ops that turn `from` into `to` (addresses and ports
-/// that differ).
-fn nat_ops(from: &Tuple, to: &Tuple, ops: &mut Vec<ModifyOp>) {
-    let set = |ops: &mut Vec<ModifyOp>, f: ModifyField, v: u32| ops.push(ModifyOp::set(f, v));
-    for (a, b, src) in [(from.src, to.src, true), (from.dst, to.dst, false)] {
-        if a == b {
-            continue;
-        }
-        if to.v6 {
-            let v = b.to_u128(true);
-            for i in 0..4u8 {
-                let w = (v >> (96 - 32 * u32::from(i))) as u32;
-                let f = if src {
-                    ModifyField::Sipv6(i)
-                } else {
-                    ModifyField::Dipv6(i)
-                };
-                set(ops, f, w);
-            }
-        } else {
-            let f = if src {
-                ModifyField::Sipv4
-            } else {
-                ModifyField::Dipv4
-            };
-            set(ops, f, b.to_u128(false) as u32);
-        }
+/// The modify-header ops that turn `from` into `to`: the header sets of
+/// the addresses and ports that differ, as a megaflow's would be
+/// (`m` is the entry's match, which says the protocols).
+fn nat_ops(
+    m: &Match,
+    from: &Tuple,
+    to: &Tuple,
+    ops: &mut Vec<ModifyOp>,
+) -> Result<(), NotOffloaded> {
+    let v6 = to.v6;
+    let addr = |a: Addr, src: bool| match (v6, src) {
+        (true, true) => DpAction::SetIpv6Src(a.to_u128(true)),
+        (true, false) => DpAction::SetIpv6Dst(a.to_u128(true)),
+        (false, true) => DpAction::SetIpv4Src(a.to_u128(false) as u32),
+        (false, false) => DpAction::SetIpv4Dst(a.to_u128(false) as u32),
+    };
+    let mut sets = Vec::new();
+    if from.src != to.src {
+        sets.push(addr(to.src, true));
     }
-    let tcp = to.proto == 6;
+    if from.dst != to.dst {
+        sets.push(addr(to.dst, false));
+    }
     if from.sport != to.sport {
-        let f = if tcp {
-            ModifyField::TcpSport
-        } else {
-            ModifyField::UdpSport
-        };
-        set(ops, f, u32::from(to.sport));
+        sets.push(DpAction::SetTpSrc(to.sport));
     }
     if from.dport != to.dport {
-        let f = if tcp {
-            ModifyField::TcpDport
-        } else {
-            ModifyField::UdpDport
-        };
-        set(ops, f, u32::from(to.dport));
+        sets.push(DpAction::SetTpDst(to.dport));
     }
+    sets.iter().try_for_each(|a| rewrite(m, a, ops))
 }
 
 impl<B: DrBackend> OffloadManager<B> {
@@ -337,27 +321,11 @@ impl<B: DrBackend> OffloadManager<B> {
 
     /// Puts one direction of a connection into the CT table.
     pub(super) fn install_ct(&mut self, r: &CtRule) -> Result<HwId, NotOffloaded> {
-        if !self.zombies.is_empty() {
-            let _ = self.reap();
-        }
+        self.reap_some();
         self.chain_tables()?;
         ct_entry_match(r, self.config.source_port, &self.ports, &mut self.scratch)?;
-        let criteria = self.scratch.criteria();
-        let mask = self.scratch.mask().to_vec();
-        let value = self.scratch.value().to_vec();
-        let id = HwId(self.next_id);
-        let mut held = Held::default();
-        match self.build_ct(id, r, (criteria, &mask), &value, &mut held) {
-            Ok(()) => {
-                self.next_id += 1;
-                self.flows.insert(id, held);
-                Ok(id)
-            }
-            Err(e) => {
-                self.release(held, None);
-                Err(e)
-            }
-        }
+        let (criteria, mask, value) = self.scratch_match();
+        self.install_held(|me, id, held| me.build_ct(id, r, (criteria, &mask), &value, held))
     }
 
     fn build_ct(
@@ -368,7 +336,7 @@ impl<B: DrBackend> OffloadManager<B> {
         value: &[u8],
         held: &mut Held,
     ) -> Result<(), NotOffloaded> {
-        let bytes = encode_list(&ct_entry_ops(r));
+        let bytes = encode_list(&ct_entry_ops(r)?);
         let spec = ActionSpec::ModifyHeader(bytes.clone());
         let modify = self.counted_action(bytes, spec, &mut held.counted)?;
         let jump = self.chain_jump(LEVEL_POST_CT)?;

@@ -497,18 +497,9 @@ impl<B: DrBackend> OffloadManager<B> {
 
     /// Everything `install` does; on error, what it took is given back.
     fn try_install(&mut self, m: &Match, actions: &Actions) -> Result<HwId, NotOffloaded> {
-        if !self.zombies.is_empty() {
-            let _ = self.reap();
-        }
-        encode_into(m, self.config.source_port, &self.ports, &mut self.scratch).map_err(|u| {
-            NotOffloaded::Match {
-                field: u.field.name(),
-                reason: u.reason,
-            }
-        })?;
-        let criteria = self.scratch.criteria();
-        let mask = self.scratch.mask().to_vec();
-        let value = self.scratch.value().to_vec();
+        self.reap_some();
+        encode_into(m, self.config.source_port, &self.ports, &mut self.scratch)?;
+        let (criteria, mask, value) = self.scratch_match();
         let (stage, rest) = translate::stage(actions.as_slice())?;
         let later = m.mask().is_exact(megaflow::Field::RecircId) && m.key().recirc_id() != 0;
         let level = if later {
@@ -520,17 +511,33 @@ impl<B: DrBackend> OffloadManager<B> {
         } else {
             1
         };
+        self.install_held(|me, id, held| {
+            me.build(id, m, stage, rest, (level, criteria, &mask), &value, held)
+        })
+    }
+
+    /// Retries the destroys the device refused, if any, before an install.
+    fn reap_some(&mut self) {
+        if !self.zombies.is_empty() {
+            let _ = self.reap();
+        }
+    }
+
+    /// The encoded match in `scratch`: criteria, mask and value.
+    fn scratch_match(&self) -> (u8, Vec<u8>, Vec<u8>) {
+        let s = &self.scratch;
+        (s.criteria(), s.mask().to_vec(), s.value().to_vec())
+    }
+
+    /// A new rule under the next id: `build` makes its objects into a
+    /// [`Held`], kept when it succeeds, given back when it fails.
+    fn install_held(
+        &mut self,
+        build: impl FnOnce(&mut Self, HwId, &mut Held) -> Result<(), NotOffloaded>,
+    ) -> Result<HwId, NotOffloaded> {
         let id = HwId(self.next_id);
         let mut held = Held::default();
-        match self.build(
-            id,
-            m,
-            stage,
-            rest,
-            (level, criteria, &mask),
-            &value,
-            &mut held,
-        ) {
+        match build(self, id, &mut held) {
             Ok(()) => {
                 self.next_id += 1;
                 self.flows.insert(id, held);

@@ -74,101 +74,105 @@ pub(super) fn stage(actions: &[DpAction]) -> Result<(Stage, &[DpAction]), NotOff
     }
 }
 
-impl<B: DrBackend> OffloadManager<B> {
-    /// The modify-header ops for one set action, given what the match says
-    /// about the packet.
-    fn rewrite(m: &Match, a: &DpAction, ops: &mut Vec<ModifyOp>) -> Result<(), NotOffloaded> {
-        let (k, mask) = (m.key(), m.mask());
-        let exact = |f: Field| mask.is_exact(f);
-        let v4 = exact(Field::EthType) && k.eth_type() == 0x0800;
-        let v6 = exact(Field::EthType) && k.eth_type() == 0x86dd;
-        let proto = if exact(Field::IpProto) {
-            Some(k.ip_proto())
+/// The modify-header ops for one set action, given what the match says
+/// about the packet.
+pub(super) fn rewrite(
+    m: &Match,
+    a: &DpAction,
+    ops: &mut Vec<ModifyOp>,
+) -> Result<(), NotOffloaded> {
+    let (k, mask) = (m.key(), m.mask());
+    let exact = |f: Field| mask.is_exact(f);
+    let v4 = exact(Field::EthType) && k.eth_type() == 0x0800;
+    let v6 = exact(Field::EthType) && k.eth_type() == 0x86dd;
+    let proto = if exact(Field::IpProto) {
+        Some(k.ip_proto())
+    } else {
+        None
+    };
+    let set = |ops: &mut Vec<ModifyOp>, f: ModifyField, v: u32| ops.push(ModifyOp::set(f, v));
+    let need = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
         } else {
-            None
-        };
-        let set = |ops: &mut Vec<ModifyOp>, f: ModifyField, v: u32| ops.push(ModifyOp::set(f, v));
-        let need = |ok: bool, what: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(action(&format!(
-                    "{what} without an exact layer in the match"
-                )))
-            }
-        };
-        match *a {
-            DpAction::SetEthSrc(mac) => {
-                set(ops, ModifyField::SmacHi, (mac >> 16) as u32);
-                set(ops, ModifyField::SmacLo, (mac & 0xffff) as u32);
-            }
-            DpAction::SetEthDst(mac) => {
-                set(ops, ModifyField::DmacHi, (mac >> 16) as u32);
-                set(ops, ModifyField::DmacLo, (mac & 0xffff) as u32);
-            }
-            DpAction::SetIpv4Src(ip) => {
-                need(v4, "set(ipv4_src)")?;
-                set(ops, ModifyField::Sipv4, ip);
-            }
-            DpAction::SetIpv4Dst(ip) => {
-                need(v4, "set(ipv4_dst)")?;
-                set(ops, ModifyField::Dipv4, ip);
-            }
-            DpAction::SetIpv6Src(ip) | DpAction::SetIpv6Dst(ip) => {
-                need(v6, "set(ipv6)")?;
-                let src = matches!(a, DpAction::SetIpv6Src(_));
-                for i in 0..4u8 {
-                    let word = (ip >> (96 - 32 * u32::from(i))) as u32;
-                    let f = if src {
-                        ModifyField::Sipv6(i)
-                    } else {
-                        ModifyField::Dipv6(i)
-                    };
-                    set(ops, f, word);
-                }
-            }
-            DpAction::SetDscp(d) => {
-                need(v4 || v6, "set(ip_dscp)")?;
-                set(ops, ModifyField::IpDscp, u32::from(d));
-            }
-            DpAction::SetEcn(e) => {
-                need(v4 || v6, "set(ip_ecn)")?;
-                set(ops, ModifyField::IpEcn, u32::from(e));
-            }
-            DpAction::SetTtl(t) => {
-                need(v4 || v6, "set(ip_ttl)")?;
-                let f = if v4 {
-                    ModifyField::IpTtl
-                } else {
-                    ModifyField::Ipv6HopLimit
-                };
-                set(ops, f, u32::from(t));
-            }
-            DpAction::DecTtl => {
-                need(v4 || v6, "dec_ttl")?;
-                let field = if v4 {
-                    ModifyField::IpTtl
-                } else {
-                    ModifyField::Ipv6HopLimit
-                };
-                ops.push(ModifyOp::Add { field, data: 0xff });
-            }
-            DpAction::SetTpSrc(p) | DpAction::SetTpDst(p) => {
-                let src = matches!(a, DpAction::SetTpSrc(_));
-                let f = match (proto, src) {
-                    (Some(6), true) => ModifyField::TcpSport,
-                    (Some(6), false) => ModifyField::TcpDport,
-                    (Some(17), true) => ModifyField::UdpSport,
-                    (Some(17), false) => ModifyField::UdpDport,
-                    _ => return Err(action("set(tp_port) on a protocol other than TCP or UDP")),
-                };
-                set(ops, f, u32::from(p));
-            }
-            _ => return Err(action(&a.to_string())),
+            Err(action(&format!(
+                "{what} without an exact layer in the match"
+            )))
         }
-        Ok(())
+    };
+    match *a {
+        DpAction::SetEthSrc(mac) => {
+            set(ops, ModifyField::SmacHi, (mac >> 16) as u32);
+            set(ops, ModifyField::SmacLo, (mac & 0xffff) as u32);
+        }
+        DpAction::SetEthDst(mac) => {
+            set(ops, ModifyField::DmacHi, (mac >> 16) as u32);
+            set(ops, ModifyField::DmacLo, (mac & 0xffff) as u32);
+        }
+        DpAction::SetIpv4Src(ip) => {
+            need(v4, "set(ipv4_src)")?;
+            set(ops, ModifyField::Sipv4, ip);
+        }
+        DpAction::SetIpv4Dst(ip) => {
+            need(v4, "set(ipv4_dst)")?;
+            set(ops, ModifyField::Dipv4, ip);
+        }
+        DpAction::SetIpv6Src(ip) | DpAction::SetIpv6Dst(ip) => {
+            need(v6, "set(ipv6)")?;
+            let src = matches!(a, DpAction::SetIpv6Src(_));
+            for i in 0..4u8 {
+                let word = (ip >> (96 - 32 * u32::from(i))) as u32;
+                let f = if src {
+                    ModifyField::Sipv6(i)
+                } else {
+                    ModifyField::Dipv6(i)
+                };
+                set(ops, f, word);
+            }
+        }
+        DpAction::SetDscp(d) => {
+            need(v4 || v6, "set(ip_dscp)")?;
+            set(ops, ModifyField::IpDscp, u32::from(d));
+        }
+        DpAction::SetEcn(e) => {
+            need(v4 || v6, "set(ip_ecn)")?;
+            set(ops, ModifyField::IpEcn, u32::from(e));
+        }
+        DpAction::SetTtl(t) => {
+            need(v4 || v6, "set(ip_ttl)")?;
+            let f = if v4 {
+                ModifyField::IpTtl
+            } else {
+                ModifyField::Ipv6HopLimit
+            };
+            set(ops, f, u32::from(t));
+        }
+        DpAction::DecTtl => {
+            need(v4 || v6, "dec_ttl")?;
+            let field = if v4 {
+                ModifyField::IpTtl
+            } else {
+                ModifyField::Ipv6HopLimit
+            };
+            ops.push(ModifyOp::Add { field, data: 0xff });
+        }
+        DpAction::SetTpSrc(p) | DpAction::SetTpDst(p) => {
+            let src = matches!(a, DpAction::SetTpSrc(_));
+            let f = match (proto, src) {
+                (Some(6), true) => ModifyField::TcpSport,
+                (Some(6), false) => ModifyField::TcpDport,
+                (Some(17), true) => ModifyField::UdpSport,
+                (Some(17), false) => ModifyField::UdpDport,
+                _ => return Err(action("set(tp_port) on a protocol other than TCP or UDP")),
+            };
+            set(ops, f, u32::from(p));
+        }
+        _ => return Err(action(&a.to_string())),
     }
+    Ok(())
+}
 
+impl<B: DrBackend> OffloadManager<B> {
     /// The DR actions for a megaflow's datapath actions (without a meter
     /// or sample, which [`stage`] took off), in device order; the counted
     /// shared actions used (a modify-header, an encap header: give them
@@ -255,7 +259,7 @@ impl<B: DrBackend> OffloadManager<B> {
                     if !pushes.is_empty() {
                         return Err(action(&format!("{set} after push_vlan")));
                     }
-                    Self::rewrite(m, set, &mut ops)?;
+                    rewrite(m, set, &mut ops)?;
                 }
             }
         }

@@ -707,16 +707,14 @@ impl Enc<'_> {
             self.put(Field::CtMark, reg(crate::ct::REG_MARK), v, m)?;
         }
         for f in PACKET_META_FIELDS {
-            if let Some((v, m)) = self.take(f) {
-                let _ = v;
-                if m != 0 {
-                    let why = match f {
-                        Field::CtLabel => "ct_label: the FDB's conntrack table carries no labels",
-                        Field::DpHash => "dp_hash: the device does not hash packets",
-                        _ => "the original direction's tuple: the FDB's conntrack table does not write it",
-                    };
-                    return no(f, why);
-                }
+            // take() gives only fields with mask bits set.
+            if self.take(f).is_some() {
+                let why = match f {
+                    Field::CtLabel => "ct_label: the FDB's conntrack table carries no labels",
+                    Field::DpHash => "dp_hash: the device does not hash packets",
+                    _ => "the original direction's tuple: the FDB's conntrack table does not write it",
+                };
+                return no(f, why);
             }
         }
         Ok(())

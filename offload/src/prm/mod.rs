@@ -294,6 +294,15 @@ pub struct Unsupported {
     pub reason: &'static str,
 }
 
+impl From<Unsupported> for megaflow::offload::NotOffloaded {
+    fn from(u: Unsupported) -> Self {
+        megaflow::offload::NotOffloaded::Match {
+            field: u.field.name(),
+            reason: u.reason,
+        }
+    }
+}
+
 /// Why bytes do not decode to a megaflow match.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 #[non_exhaustive]

@@ -27,10 +27,10 @@ type Key = (u16, Tuple, bool, bool);
 /// The connection directions in hardware.
 #[derive(Default)]
 pub(super) struct CtHw {
-    by_key: HashMap<Key, (HwId, CtRule)>,
+    /// Each entry: its id, what it does, and the packets its counter
+    /// showed at the last poll.
+    by_key: HashMap<Key, (HwId, CtRule, u64)>,
     by_id: HashMap<HwId, Key>,
-    /// Packets each entry's counter showed at the last poll.
-    seen: HashMap<HwId, u64>,
     /// The entries in the order a pass looks at them (oldest look first).
     ring: VecDeque<Key>,
     offers: Vec<Offer>,
@@ -65,6 +65,18 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// Installs the connection directions the datapaths offered that the
     /// tracker still lets hardware have.
     pub(super) fn ct_offload(&mut self, now: Timestamp) {
+        // Every offload tick asks (in replay, every software packet): a
+        // read of the tracker's flag, no clone, no queue lock, when none
+        // waits.
+        let waiting = self
+            .shared
+            .tracker
+            .read()
+            .as_ref()
+            .is_some_and(|t| t.has_offers());
+        if !waiting {
+            return;
+        }
         let Some(t) = self.shared.tracker() else {
             return;
         };
@@ -90,7 +102,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             match self.offload.ct_install(&rule) {
                 Ok(id) => {
                     t.hw_taken(o.zone, &o.orig, ms);
-                    self.ct_hw.by_key.insert(key, (id, rule));
+                    self.ct_hw.by_key.insert(key, (id, rule, 0));
                     self.ct_hw.ring.push_back(key);
                     self.ct_hw.by_id.insert(id, key);
                     self.ct_hw.stats.installed += 1;
@@ -119,7 +131,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             let Some(key) = self.ct_hw.ring.pop_front() else {
                 break;
             };
-            let Some((_, rule)) = self.ct_hw.by_key.get(&key) else {
+            let Some((_, rule, _)) = self.ct_hw.by_key.get(&key) else {
                 continue;
             };
             let (zone, orig, reply, nat) = key;
@@ -133,9 +145,8 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             }
         }
         for key in gone {
-            if let Some((id, _)) = self.ct_hw.by_key.remove(&key) {
+            if let Some((id, ..)) = self.ct_hw.by_key.remove(&key) {
                 self.ct_hw.by_id.remove(&id);
-                self.ct_hw.seen.remove(&id);
                 self.offload.ct_remove(id);
                 self.ct_hw.stats.removed += 1;
                 let (zone, orig, reply, _) = key;
@@ -148,10 +159,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// A polled counter of a conntrack entry (false: not one): new
     /// packets keep its connection alive.
     pub(super) fn ct_fold(&mut self, hw: HwId, cum: HwStats, now: Timestamp) -> bool {
-        let Some(&(zone, orig, ..)) = self.ct_hw.by_id.get(&hw) else {
+        let Some(key) = self.ct_hw.by_id.get(&hw) else {
             return false;
         };
-        let seen = self.ct_hw.seen.entry(hw).or_default();
+        let (zone, orig, ..) = *key;
+        let Some((_, _, seen)) = self.ct_hw.by_key.get_mut(key) else {
+            return true;
+        };
         let delta = cum.packets.saturating_sub(*seen);
         *seen = cum.packets;
         if delta > 0 {
@@ -168,10 +182,10 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// entries counted (as of the last poll).
     pub fn ct_hw_conns(&self) -> HashMap<(u16, Tuple), CtHwConn> {
         let mut out: HashMap<(u16, Tuple), CtHwConn> = HashMap::new();
-        for (&(zone, orig, reply, _), (id, _)) in &self.ct_hw.by_key {
+        for (&(zone, orig, reply, _), &(_, _, packets)) in &self.ct_hw.by_key {
             let c = out.entry((zone, orig)).or_default();
             c.dirs[usize::from(reply)] = true;
-            c.packets += self.ct_hw.seen.get(id).copied().unwrap_or(0);
+            c.packets += packets;
         }
         out
     }

@@ -341,22 +341,10 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         self.process_from(now, in_port, tun, pkt, sink, None)
     }
 
-    /// [`process_tunneled`](Self::process_tunneled) of a packet the device
-    /// handed over after an offloaded `ct()` stage: it continues `from`
-    /// there ([`Datapath::resume`]).
-    pub fn resume_tunneled<S: ActionSink>(
-        &mut self,
-        now: Timestamp,
-        in_port: PortNo,
-        tun: &TunnelKey,
-        pkt: &mut Vec<u8>,
-        sink: &mut S,
-        from: megaflow::Resume,
-    ) -> SwOutcome {
-        self.process_from(now, in_port, tun, pkt, sink, Some(from))
-    }
-
-    fn process_from<S: ActionSink>(
+    /// [`process_tunneled`](Self::process_tunneled), or, `from` given, of
+    /// a packet the device handed over after an offloaded `ct()` stage: it
+    /// continues there ([`Datapath::run`]).
+    pub fn process_from<S: ActionSink>(
         &mut self,
         now: Timestamp,
         in_port: PortNo,
@@ -365,9 +353,13 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         sink: &mut S,
         from: Option<megaflow::Resume>,
     ) -> SwOutcome {
-        let out = match self.process_cached(now, in_port, tun, pkt, sink, from) {
-            Some(out) => out,
-            None => {
+        let out = match self.dps.0.run(now, in_port, tun, pkt, sink, from) {
+            // Counted in the pipeline's stats when the datapath reports it.
+            Lookup::Hit(exec) => SwOutcome {
+                upcall: false,
+                exec,
+            },
+            Lookup::Miss => {
                 // The datapath's key: a later stage's miss carries its
                 // recirc_id and tracking state, and the packet is as the
                 // earlier stages left it.
@@ -381,31 +373,6 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         };
         self.offload_tick(now);
         out
-    }
-
-    /// The datapath alone: `None` on a miss, with nothing changed.
-    fn process_cached<S: ActionSink>(
-        &mut self,
-        now: Timestamp,
-        in_port: PortNo,
-        tun: &TunnelKey,
-        pkt: &mut Vec<u8>,
-        sink: &mut S,
-        from: Option<megaflow::Resume>,
-    ) -> Option<SwOutcome> {
-        let dp = &mut self.dps.0;
-        let looked = match from {
-            Some(from) => dp.resume(now, in_port, tun, pkt, sink, from),
-            None => dp.process_tunneled(now, in_port, tun, pkt, sink),
-        };
-        match looked {
-            // Counted in the pipeline's stats when the datapath reports it.
-            Lookup::Hit(exec) => Some(SwOutcome {
-                upcall: false,
-                exec,
-            }),
-            Lookup::Miss => None,
-        }
     }
 }
 

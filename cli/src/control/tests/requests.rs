@@ -203,12 +203,7 @@ fn dump_rules_shows_the_device_with_decoded_matches_and_counters() {
     }
     let d = ok(handle(&mut sw, &Request::DumpRules, at(10)));
     assert_eq!(d["domains"][0]["type"], "FDB");
-    let levels: Vec<u64> = d["tables"]
-        .as_array()
-        .expect("tables")
-        .iter()
-        .filter_map(|t| t["level"].as_u64())
-        .collect();
+    let levels = super::table_levels(&d);
     assert_eq!(levels, vec![0, 1, 2]);
     let rules = d["rules"].as_array().expect("rules");
     let offloaded: Vec<&Value> = rules
