@@ -426,8 +426,10 @@ impl MegaflowCache {
     /// Looks one packet up and, on a hit, counts it. Returns the flow.
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, bytes: u32, now: Timestamp) -> Option<FlowHandle> {
+        // A chunk of one: its scratch arrays are one entry long, not
+        // `MAX_BATCH` entries zeroed for every packet.
         let mut out = [None];
-        self.lookup_batch(std::slice::from_ref(key), &[bytes], now, &mut out);
+        self.lookup_chunk::<1>(std::slice::from_ref(key), &[bytes], now, &mut out);
         out[0]
     }
 
@@ -453,7 +455,7 @@ impl MegaflowCache {
         let mut start = 0;
         while start < n {
             let end = (start + MAX_BATCH).min(n);
-            self.lookup_chunk(
+            self.lookup_chunk::<MAX_BATCH>(
                 &keys[start..end],
                 &bytes[start..end],
                 now,
@@ -463,7 +465,8 @@ impl MegaflowCache {
         }
     }
 
-    fn lookup_chunk(
+    /// At most `N` (≤ 64) packets.
+    fn lookup_chunk<const N: usize>(
         &mut self,
         keys: &[FlowKey],
         bytes: &[u32],
@@ -473,9 +476,9 @@ impl MegaflowCache {
         let n = keys.len();
         // Bit i set: packet i still needs a lookup.
         let mut pending: u64 = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-        let mut emc_hash = [0u64; MAX_BATCH];
-        let mut slots = [0u32; MAX_BATCH];
-        let mut subs = [0u16; MAX_BATCH];
+        let mut emc_hash = [0u64; N];
+        let mut slots = [0u32; N];
+        let mut subs = [0u16; N];
 
         // 1. Exact-match cache, in waves over the batch (hash all, load all
         // sets, pick candidates, load all records, verify) so that the cache
@@ -621,13 +624,7 @@ impl MegaflowCache {
         own.chain(any).copied()
     }
 
-    fn emc_insert_hits(
-        &mut self,
-        found: u64,
-        emc_hash: &[u64; MAX_BATCH],
-        subs: &[u16; MAX_BATCH],
-        slots: &[u32; MAX_BATCH],
-    ) {
+    fn emc_insert_hits(&mut self, found: u64, emc_hash: &[u64], subs: &[u16], slots: &[u32]) {
         if !self.emc.is_enabled() {
             return;
         }

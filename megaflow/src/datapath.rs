@@ -118,29 +118,27 @@ struct Slot {
     reported: FlowStats,
 }
 
-/// Writes into `key` the key of a packet's next stage (`recirc(id)`)
-/// after stage `prev`: the packet as modified, parsed again; its metadata
-/// (port, registers, tunnel) kept from `prev`, its tracking state `ct`,
-/// the new id. Returns the packet's header layout. What the datapath
+/// Turns `key`, the key of stage `out` ran at, into the key of the
+/// packet's next stage (`recirc(id)`): the packet as modified, parsed
+/// again; its metadata (port, registers, tunnel) kept, its tracking state
+/// `ct`, the new id. Returns the packet's header layout. What the datapath
 /// does between stages, and the slow path when it runs them itself.
 /// `out` is the stage's outcome (its `recirc` the id): a packet no action
-/// rewrote keeps its header words and `layout` (no second parse).
+/// rewrote keeps its header words and `layout` (no second parse, no copy).
 pub fn next_stage(
-    prev: &FlowKey,
+    key: &mut FlowKey,
     pkt: &[u8],
     out: &ExecOutcome,
     ct: &conntrack::CtMeta,
     layout: Layout,
-    key: &mut FlowKey,
 ) -> Layout {
     let layout = if out.rewritten {
-        let layout = extract_into(prev.in_port() as u32, pkt, key).layout;
-        let (w, s) = (key.words_mut(), prev.words());
-        w[..8].copy_from_slice(&s[..8]);
-        w[HEADER_END..].copy_from_slice(&s[HEADER_END..]);
+        let mut fresh = FlowKey::ZERO;
+        let layout = extract_into(key.in_port() as u32, pkt, &mut fresh).layout;
+        let (w, s) = (key.words_mut(), fresh.words());
+        w[8..HEADER_END].copy_from_slice(&s[8..HEADER_END]);
         layout
     } else {
-        *key = *prev;
         layout
     };
     key.set_recirc_id(u64::from(out.recirc.unwrap_or(0)));
@@ -350,8 +348,7 @@ impl Datapath {
                 return Lookup::Hit(total);
             }
             self.stats.recirculations += 1;
-            let prev = self.key;
-            layout = next_stage(&prev, pkt, &out, &self.ct_meta, layout, &mut self.key);
+            layout = next_stage(&mut self.key, pkt, &out, &self.ct_meta, layout);
         }
         self.stats.recirc_too_deep += 1;
         total.dropped = Some(DropReason::RecircDepth);

@@ -13,7 +13,12 @@
 //!   connections, both directions, through that firewall, and through the
 //!   same forwarding without `ct()` (`in_port=1 → 2`, `in_port=2 → 1`),
 //!   interleaved in turns within each round;
-//! - `ct.est_vs_plain`: their ratio.
+//! - `ct.est_vs_plain`: their ratio;
+//! - `ct.dp_est_pps`, `ct.dp_plain_pps`, `ct.dp_est_vs_plain`: the same
+//!   through the datapath thread alone (as the live daemon's threads run
+//!   packets; the slow path folds their counts between rounds), where the
+//!   replay pipeline above also folds the datapath's report after every
+//!   packet.
 
 use std::time::Instant;
 
@@ -157,23 +162,39 @@ fn main() {
         }
     }
     let mut frames: Vec<Vec<u8>> = stream.iter().map(|(_, f)| f.clone()).collect();
-    let mut run = |p: &mut Pipeline<NoDevice>, now: &mut u64| {
+    // `dp`: the datapath thread alone, as the live daemon runs it (the slow
+    // path folds its reports between batches, here after the round);
+    // otherwise the replay pipeline, which folds after every packet.
+    let mut run = |p: &mut Pipeline<NoDevice>, now: &mut u64, dp: bool| {
         let t = Instant::now();
         for _ in 0..4 {
             for ((port, _), f) in stream.iter().zip(frames.iter_mut()) {
                 *now += 10;
-                p.process(Timestamp(*now), PortNo(*port), f, &mut sink);
+                let (at, port) = (Timestamp(*now), PortNo(*port));
+                if dp {
+                    let none = &megaflow::tunnel::TunnelKey::NONE;
+                    p.datapaths_mut().0.run(at, port, none, f, &mut sink, None);
+                } else {
+                    p.process(at, port, f, &mut sink);
+                }
             }
         }
-        (4 * stream.len()) as f64 / t.elapsed().as_secs_f64()
+        let rate = (4 * stream.len()) as f64 / t.elapsed().as_secs_f64();
+        p.offload_tick(Timestamp(*now));
+        rate
     };
-    let (mut e, mut pl, mut ratio) = (vec![], vec![], vec![]);
-    for _ in 0..7 {
-        let a = run(&mut ct, &mut now);
-        let b = run(&mut plain, &mut now);
-        e.push(a);
-        pl.push(b);
-        ratio.push(a / b);
+    for (dp, prefix) in [(false, "ct."), (true, "ct.dp_")] {
+        let (mut e, mut pl, mut ratio) = (vec![], vec![], vec![]);
+        for _ in 0..7 {
+            let a = run(&mut ct, &mut now, dp);
+            let b = run(&mut plain, &mut now, dp);
+            e.push(a);
+            pl.push(b);
+            ratio.push(a / b);
+        }
+        bench(&format!("{prefix}est_pps"), median(e) / 1e6, "Mpps");
+        bench(&format!("{prefix}plain_pps"), median(pl) / 1e6, "Mpps");
+        bench(&format!("{prefix}est_vs_plain"), median(ratio), "ratio");
     }
     let st = ct.datapaths().0.stats();
     eprintln!(
@@ -181,7 +202,4 @@ fn main() {
         ct.len(),
         st.recirculations
     );
-    bench("ct.est_pps", median(e) / 1e6, "Mpps");
-    bench("ct.plain_pps", median(pl) / 1e6, "Mpps");
-    bench("ct.est_vs_plain", median(ratio), "ratio");
 }

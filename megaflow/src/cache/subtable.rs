@@ -19,7 +19,7 @@
 
 use std::hint::black_box;
 
-use super::{set_bits, FlowStats, RemovedFlow, MAX_BATCH};
+use super::{set_bits, FlowStats, RemovedFlow};
 use crate::actions::Actions;
 use crate::key::{FlowKey, Mask, Match, WordHasher, KEY_WORDS};
 use crate::types::Timestamp;
@@ -188,13 +188,13 @@ impl Subtable {
     /// (a signature collision is rare and falls back to [`Subtable::find`]),
     /// so the record loads of the whole batch overlap.
     #[inline]
-    pub(super) fn candidates(
+    pub(super) fn candidates<const N: usize>(
         &self,
         keys: &[FlowKey],
         pending: u64,
-        slots: &mut [u32; MAX_BATCH],
+        slots: &mut [u32; N],
     ) -> u64 {
-        let mut hashes = [0u64; MAX_BATCH];
+        let mut hashes = [0u64; N];
         let bmask = self.buckets.len() - 1;
         let mut touch = 0u64;
 

@@ -1174,8 +1174,7 @@ pub(super) fn run_stages<S: ActionSink, M: megaflow::meter::Meters, E>(
         if depth == megaflow::actions::MAX_RECIRC_DEPTH {
             break;
         }
-        let prev = key;
-        *layout = megaflow::datapath::next_stage(&prev, pkt, &out, &ct_meta, *layout, &mut key);
+        *layout = megaflow::datapath::next_stage(&mut key, pkt, &out, &ct_meta, *layout);
         actions = next(&key)?;
     }
     total.dropped = Some(megaflow::actions::DropReason::RecircDepth);
