@@ -105,6 +105,12 @@ pub struct DatapathStats {
     pub recirculations: u64,
     /// Packets dropped for recirculating more than `MAX_RECIRC_DEPTH` times.
     pub recirc_too_deep: u64,
+    /// Copies forked to a later stage.
+    pub forks: u64,
+    /// Forked copies dropped: more than a packet may have waiting, or
+    /// left behind by a caller that did not run them after a miss
+    /// ([`Datapath::run_deferred`]).
+    pub forks_lost: u64,
 }
 
 /// The bit of a cache entry's slow-path word that says "hit since the last
@@ -146,6 +152,56 @@ pub fn next_stage(
     layout
 }
 
+/// Most copies one action list forks (a [`DpAction::Recirc`] before its
+/// end); more are skipped.
+///
+/// [`DpAction::Recirc`]: crate::actions::DpAction::Recirc
+pub const MAX_FORKS: usize = 4;
+
+/// Most forked copies of one packet waiting for their stages at once;
+/// more are dropped ([`DatapathStats::forks_lost`]).
+const MAX_DEFERRED: usize = 16;
+
+/// A copy of a packet forked to a later stage: Open vSwitch's
+/// `ct(table=T)` with more actions after it sends the tracked copy to
+/// table T and runs the rest on the packet itself.
+#[derive(Clone, Debug)]
+pub struct Fork {
+    /// The stage the copy goes to.
+    pub recirc: u32,
+    /// The packet as it was at the fork.
+    pub pkt: Vec<u8>,
+    pub layout: Layout,
+    /// Its tracking state at the fork.
+    pub ct: conntrack::CtMeta,
+}
+
+impl Fork {
+    /// The copy's key and layout at its stage, from the key of the stage
+    /// that forked it.
+    pub fn key(&self, forked_at: &FlowKey) -> (FlowKey, Layout) {
+        let mut key = *forked_at;
+        let out = ExecOutcome {
+            recirc: Some(self.recirc),
+            rewritten: true,
+            ..ExecOutcome::default()
+        };
+        let layout = next_stage(&mut key, &self.pkt, &out, &self.ct, self.layout);
+        (key, layout)
+    }
+}
+
+/// A forked copy waiting for its stage.
+#[derive(Debug)]
+struct Deferred {
+    pkt: Vec<u8>,
+    key: FlowKey,
+    layout: Layout,
+    ct: conntrack::CtMeta,
+    /// Stages run before it.
+    depth: usize,
+}
+
 /// Where a packet the device handed over after an offloaded `ct()` stage
 /// continues (the restore tag's word for it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +239,11 @@ pub struct Datapath {
     tracker: Option<Arc<conntrack::Tracker>>,
     /// The current packet's tracking state, carried from stage to stage.
     ct_meta: conntrack::CtMeta,
+    /// Copies the current stage forked (kept for their buffers).
+    forked: Vec<Fork>,
+    /// The current packet's forked copies waiting for their stages, in
+    /// the order forked (as the kernel datapath defers them).
+    deferred: std::collections::VecDeque<Deferred>,
 }
 
 impl Datapath {
@@ -199,6 +260,8 @@ impl Datapath {
             stats: DatapathStats::default(),
             tracker: None,
             ct_meta: conntrack::CtMeta::default(),
+            forked: Vec::new(),
+            deferred: std::collections::VecDeque::new(),
         }
     }
 
@@ -257,7 +320,32 @@ impl Datapath {
                 None => return Lookup::Hit(Self::ct_gone()),
             },
         };
-        self.stages(now, pkt, layout, first, sink)
+        self.stages(now, pkt, layout, first, 0, sink)
+    }
+
+    /// Runs the next copy the last packet forked and left waiting when one
+    /// of its stages missed (the caller handles that miss first): `pkt`
+    /// becomes the copy, and the answer is as [`run`](Self::run)'s. `None`
+    /// when none waits. A caller that handles misses calls it until
+    /// `None`; what is left is dropped at the next packet.
+    pub fn run_deferred<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Option<Lookup> {
+        let d = self.deferred.pop_front()?;
+        let (layout, depth) = self.take_up(d, pkt);
+        Some(self.stages(now, pkt, layout, None, depth, sink))
+    }
+
+    /// Makes a waiting copy the current packet.
+    fn take_up(&mut self, d: Deferred, pkt: &mut Vec<u8>) -> (Layout, usize) {
+        *pkt = d.pkt;
+        self.key = d.key;
+        self.ct_meta = d.ct;
+        self.stats.recirculations += 1;
+        (d.layout, d.depth)
     }
 
     /// The offloaded `ct()` stage's outcome as software finishes it: the
@@ -320,40 +408,85 @@ impl Datapath {
         }
         self.stats.packets += 1;
         self.ct_meta = conntrack::CtMeta::default();
+        if !self.deferred.is_empty() {
+            self.stats.forks_lost += self.deferred.len() as u64;
+            self.deferred.clear();
+        }
         ex.layout
     }
 
-    /// The packet's stages from the current key, or after `first` (a
-    /// stage run already, that recirculates).
+    /// The packet's stages from the current key (`depth` stages run
+    /// before it), or after `first` (a stage run already, that
+    /// recirculates); then each copy its stages forked.
     fn stages<S: ActionSink>(
         &mut self,
         now: Timestamp,
         pkt: &mut Vec<u8>,
         mut layout: Layout,
         first: Option<ExecOutcome>,
+        mut depth: usize,
         sink: &mut S,
     ) -> Lookup {
         let mut total = ExecOutcome::default();
         let mut pending = first;
-        for _ in 0..=MAX_RECIRC_DEPTH {
-            let out = match pending.take() {
-                Some(out) => out,
-                None => match self.stage(now, pkt, &mut layout, sink) {
+        loop {
+            let out = if depth > MAX_RECIRC_DEPTH {
+                self.stats.recirc_too_deep += 1;
+                ExecOutcome {
+                    dropped: Some(DropReason::RecircDepth),
+                    ..ExecOutcome::default()
+                }
+            } else {
+                match pending.take() {
                     Some(out) => out,
-                    None => return Lookup::Miss,
-                },
+                    None => match self.stage(now, pkt, &mut layout, sink) {
+                        Some(out) => out,
+                        None => return Lookup::Miss,
+                    },
+                }
             };
             total.then(&out);
-            if out.recirc.is_none() {
-                return Lookup::Hit(total);
+            if out.forks > 0 {
+                self.defer_forks(depth + 1);
             }
-            self.stats.recirculations += 1;
-            layout = next_stage(&mut self.key, pkt, &out, &self.ct_meta, layout);
+            if out.recirc.is_some() {
+                if depth < MAX_RECIRC_DEPTH {
+                    depth += 1;
+                    self.stats.recirculations += 1;
+                    layout = next_stage(&mut self.key, pkt, &out, &self.ct_meta, layout);
+                    continue;
+                }
+                self.stats.recirc_too_deep += 1;
+                total.dropped = Some(DropReason::RecircDepth);
+                total.recirc = None;
+            }
+            // This path is done: the next forked copy's, if any.
+            let Some(d) = self.deferred.pop_front() else {
+                return Lookup::Hit(total);
+            };
+            (layout, depth) = self.take_up(d, pkt);
         }
-        self.stats.recirc_too_deep += 1;
-        total.dropped = Some(DropReason::RecircDepth);
-        total.recirc = None;
-        Lookup::Hit(total)
+    }
+
+    /// The copies the stage just run forked, queued for their stages
+    /// (`depth` stages behind them).
+    #[cold]
+    fn defer_forks(&mut self, depth: usize) {
+        for f in self.forked.drain(..) {
+            self.stats.forks += 1;
+            if self.deferred.len() >= MAX_DEFERRED {
+                self.stats.forks_lost += 1;
+                continue;
+            }
+            let (key, layout) = f.key(&self.key);
+            self.deferred.push_back(Deferred {
+                pkt: f.pkt,
+                key,
+                layout,
+                ct: f.ct,
+                depth,
+            });
+        }
     }
 
     /// One stage: the lookup of the current key and, on a hit, its actions.
@@ -392,9 +525,11 @@ impl Datapath {
             now,
             ct: self.tracker.as_deref(),
             ct_meta: self.ct_meta,
+            forks: std::mem::take(&mut self.forked),
         };
         let out = execute(actions, pkt, layout, &mut sink);
         self.ct_meta = sink.ct_meta;
+        self.forked = sink.forks;
         Some(out)
     }
 

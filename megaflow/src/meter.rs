@@ -157,6 +157,10 @@ pub struct MeteredSink<'a, S, M> {
     pub ct: Option<&'a conntrack::Tracker>,
     /// The packet's tracking state, as `ct()` and `ct_clear` leave it.
     pub ct_meta: conntrack::CtMeta,
+    /// Copies forked to later stages by this list, for the caller to run
+    /// after it ([`crate::datapath::Fork`]); at most
+    /// [`MAX_FORKS`](crate::datapath::MAX_FORKS) a list.
+    pub forks: Vec<crate::datapath::Fork>,
 }
 
 impl<S: ActionSink, M: Meters> ActionSink for MeteredSink<'_, S, M> {
@@ -201,6 +205,19 @@ impl<S: ActionSink, M: Meters> ActionSink for MeteredSink<'_, S, M> {
 
     fn ct_clear(&mut self) {
         self.ct_meta.clear();
+    }
+
+    fn fork(&mut self, recirc: u32, pkt: &[u8], layout: &crate::Layout) -> bool {
+        if self.forks.len() >= crate::datapath::MAX_FORKS {
+            return false;
+        }
+        self.forks.push(crate::datapath::Fork {
+            recirc,
+            pkt: pkt.to_vec(),
+            layout: *layout,
+            ct: self.ct_meta,
+        });
+        true
     }
 }
 

@@ -1154,7 +1154,32 @@ impl SoftwarePath for LivePath<'_> {
         sink: &mut S,
         from: Option<megaflow::Resume>,
     ) -> Option<SwOutcome> {
-        match self.dp.run(now, port, tun, pkt, sink, from) {
+        let lookup = self.dp.run(now, port, tun, pkt, sink, from);
+        let mut out = self.answer(now, port, tun, lookup, pkt);
+        // Copies the packet forked and left waiting at a miss.
+        while let Some(lookup) = self.dp.run_deferred(now, pkt, sink) {
+            match (&mut out, self.answer(now, port, tun, lookup, pkt)) {
+                (Some(o), Some(more)) => o.exec.then(&more.exec),
+                (None, more) => out = more,
+                (Some(_), None) => {}
+            }
+        }
+        out
+    }
+}
+
+impl LivePath<'_> {
+    /// A datapath answer: a hit as it is; a miss queued for a handler
+    /// (`None`).
+    fn answer(
+        &mut self,
+        now: Timestamp,
+        port: PortNo,
+        tun: &megaflow::TunnelKey,
+        lookup: Lookup,
+        pkt: &[u8],
+    ) -> Option<SwOutcome> {
+        match lookup {
             Lookup::Hit(exec) => Some(SwOutcome {
                 upcall: false,
                 exec,

@@ -246,8 +246,11 @@ pub enum DpAction {
     },
     /// Look the packet, as modified so far, up again with `recirc_id` set
     /// to this id (the next stage of its pipeline), on the same datapath
-    /// thread. It ends the list: translation puts it last, and actions
-    /// after it are not run (counted as skipped).
+    /// thread. Last in a list, the packet goes on there. Anywhere else it
+    /// forks (Open vSwitch's `ct(table=T)` followed by more actions): a
+    /// copy of the packet as it is now goes to that stage once the list
+    /// is done ([`ActionSink::fork`]), and the packet itself runs the rest
+    /// of the list.
     Recirc(u32),
     /// Track the packet in the connection tracker (Open vSwitch's `ct`):
     /// its `ct_*` metadata is set, and a committed connection is stored;
@@ -527,6 +530,14 @@ pub trait ActionSink {
     }
     /// `ct_clear`: forgets the packet's tracking state.
     fn ct_clear(&mut self) {}
+    /// A [`DpAction::Recirc`] before the list's end: a copy of `pkt` (its
+    /// headers at `layout`, its tracking state as `ct()` left it) goes to
+    /// stage `recirc` after the list. The default cannot run later stages:
+    /// the action is skipped (false).
+    fn fork(&mut self, recirc: u32, pkt: &[u8], layout: &Layout) -> bool {
+        let _ = (recirc, pkt, layout);
+        false
+    }
 }
 
 /// An [`ActionSink`] that only counts outputs (meters pass, samples are
@@ -666,6 +677,9 @@ pub struct ExecOutcome {
     /// The stage ended in [`DpAction::Recirc`]: the packet goes on to
     /// stage `recirc`.
     pub recirc: Option<u32>,
+    /// Copies sent on to a later stage by a [`DpAction::Recirc`] before
+    /// the list's end ([`ActionSink::fork`]).
+    pub forks: usize,
     /// An action changed the packet's headers (a set, a tag pushed or
     /// popped, a TTL, NAT): the next stage must parse it again.
     pub rewritten: bool,
@@ -683,6 +697,7 @@ impl ExecOutcome {
         self.userspace += next.userspace;
         self.skipped += next.skipped;
         self.too_big += next.too_big;
+        self.forks += next.forks;
         self.dropped = next.dropped;
         self.recirc = next.recirc;
         self.rewritten |= next.rewritten;
@@ -776,6 +791,15 @@ fn run<S: ActionSink>(
             DpAction::Drop => return Some(DropReason::Explicit),
             // A sampled copy does not recirculate.
             DpAction::Recirc(_) if depth > 0 => false,
+            DpAction::Recirc(id) if i + 1 < actions.len() => {
+                let forked = sink.fork(*id, pkt, layout);
+                if forked {
+                    out.forks += 1;
+                    // The copy is delivered at its stage.
+                    delivered = true;
+                }
+                forked
+            }
             DpAction::Recirc(id) => {
                 // The packet goes on to its next stage: delivered there.
                 out.recirc = Some(*id);

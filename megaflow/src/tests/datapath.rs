@@ -86,6 +86,15 @@ fn hits_run_their_actions_and_are_reported_once_as_deltas() {
     assert_eq!((st.packets, st.hits, st.misses), (3, 3, 0));
 }
 
+/// Installs megaflow `id`: `m` with actions `a`.
+fn insert_m(dp: &mut Datapath, id: u64, m: Box<Match>, a: Vec<DpAction>) {
+    dp.apply(DpCommand::Insert {
+        id: FlowId(id),
+        matched: m,
+        actions: Actions::new(a),
+    })
+}
+
 /// `flow(dport)` at stage `recirc_id`, with `reg0` as given.
 fn staged(dport: u16, recirc_id: u64, reg0: Option<u64>) -> Box<Match> {
     let m = flow(dport);
@@ -105,13 +114,6 @@ fn recirc_looks_the_modified_packet_up_again_at_the_next_stage() {
     // Stage 0: rewrite the port to 81 and go to stage 7; stage 7 (port 81,
     // recirc_id 7) outputs to 3. A stage-7 flow for port 80 must not match:
     // the packet was rewritten.
-    let insert_m = |dp: &mut Datapath, id: u64, m: Box<Match>, a: Vec<DpAction>| {
-        dp.apply(DpCommand::Insert {
-            id: FlowId(id),
-            matched: m,
-            actions: Actions::new(a),
-        })
-    };
     insert_m(
         &mut dp,
         1,
@@ -167,6 +169,108 @@ fn recirc_looks_the_modified_packet_up_again_at_the_next_stage() {
 }
 
 #[test]
+fn a_recirc_before_the_end_forks_a_copy_that_runs_after_the_list() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    // Stage 0 forks a copy to stage 7 as the packet is (port 80), then
+    // rewrites the packet itself to 81 and outputs it to 2. Stage 7 sees
+    // the copy, not the rewrite: its port-81 flow must not match.
+    insert_m(
+        &mut dp,
+        1,
+        staged(80, 0, None),
+        vec![
+            DpAction::Recirc(7),
+            DpAction::SetTpDst(81),
+            DpAction::Output(PortNo(2)),
+        ],
+    );
+    insert_m(
+        &mut dp,
+        2,
+        staged(80, 7, None),
+        vec![DpAction::Output(PortNo(3))],
+    );
+    insert_m(
+        &mut dp,
+        3,
+        staged(81, 7, None),
+        vec![DpAction::Output(PortNo(9))],
+    );
+    let (r, sink) = send(&mut dp, 80, 1);
+    let Lookup::Hit(o) = r else { panic!("{r:?}") };
+    assert_eq!(
+        (o.outputs, o.forks, o.dropped, o.recirc),
+        (2, 1, None, None)
+    );
+    let outs: Vec<(PortNo, Vec<u8>)> = sink.outputs.clone();
+    assert_eq!(
+        outs,
+        vec![(PortNo(2), frame(81)), (PortNo(3), frame(80))],
+        "the packet's own actions first, then the copy's stage"
+    );
+    let st = dp.stats();
+    assert_eq!((st.forks, st.forks_lost, st.recirculations), (1, 0, 1));
+
+    // The copy's stage misses: the packet's own path is done, the miss is
+    // the copy's (its key, its bytes); a second fork waits behind it and
+    // runs once the caller asks.
+    insert_m(
+        &mut dp,
+        4,
+        staged(82, 0, None),
+        vec![
+            DpAction::Recirc(9),
+            DpAction::Recirc(7),
+            DpAction::Output(PortNo(2)),
+        ],
+    );
+    insert_m(
+        &mut dp,
+        5,
+        staged(82, 7, None),
+        vec![DpAction::Output(PortNo(4))],
+    );
+    let mut sink = CollectSink::new();
+    let mut pkt = frame(82);
+    let r = dp.process(Timestamp(2), PortNo(1), &mut pkt, &mut sink);
+    assert!(matches!(r, Lookup::Miss), "{r:?}");
+    // The copies run in the order forked: stage 9's missed first, stage
+    // 7's waits until the caller asks.
+    assert_eq!(dp.key().recirc_id(), 9);
+    assert_eq!(pkt, frame(82), "the missed copy's bytes");
+    let r = dp.run_deferred(Timestamp(2), &mut pkt, &mut sink);
+    assert!(matches!(r, Some(Lookup::Hit(o)) if o.outputs == 1), "{r:?}");
+    let ports: Vec<u32> = sink.outputs.iter().map(|(p, _)| p.0).collect();
+    assert!(ports.contains(&2) && ports.contains(&4), "{ports:?}");
+    // Nothing left behind, nothing lost at the next packet.
+    assert!(dp.run_deferred(Timestamp(3), &mut pkt, &mut sink).is_none());
+    send(&mut dp, 80, 3);
+    assert_eq!(dp.stats().forks_lost, 0);
+}
+
+#[test]
+fn a_fork_the_caller_leaves_waiting_is_counted_lost_at_the_next_packet() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    insert_m(
+        &mut dp,
+        1,
+        staged(80, 0, None),
+        vec![
+            DpAction::Recirc(9),
+            DpAction::Recirc(8),
+            DpAction::Output(PortNo(2)),
+        ],
+    );
+    // Both stages miss: the first copy's miss is answered, the other
+    // waits; the next packet drops it and counts it.
+    let (r, _) = send(&mut dp, 80, 1);
+    assert!(matches!(r, Lookup::Miss));
+    send(&mut dp, 80, 2);
+    assert_eq!(dp.stats().forks_lost, 1);
+    assert_eq!(dp.stats().forks, 4);
+}
+
+#[test]
 fn a_recirculation_loop_is_cut_at_the_depth_limit() {
     let mut dp = Datapath::new(CacheConfig::default(), 1);
     // Every stage sends the packet to stage 5 again.
@@ -174,22 +278,17 @@ fn a_recirculation_loop_is_cut_at_the_depth_limit() {
         dp.apply(DpCommand::Insert {
             id: FlowId(id),
             matched: staged(80, stage, None),
-            actions: Actions::new(vec![DpAction::Recirc(5), DpAction::Output(PortNo(2))]),
+            actions: Actions::new(vec![DpAction::Recirc(5)]),
         });
     }
     let (r, sink) = send(&mut dp, 80, 1);
     let Lookup::Hit(o) = r else { panic!("{r:?}") };
     assert_eq!(o.dropped, Some(DropReason::RecircDepth));
-    assert!(sink.outputs.is_empty(), "nothing after recirc runs");
-    assert_eq!(
-        o.skipped,
-        MAX_RECIRC_DEPTH + 1,
-        "the output after each recirc"
-    );
+    assert!(sink.outputs.is_empty());
     let st = dp.stats();
     assert_eq!(
         (st.recirculations, st.recirc_too_deep),
-        (MAX_RECIRC_DEPTH as u64 + 1, 1)
+        (MAX_RECIRC_DEPTH as u64, 1)
     );
 }
 

@@ -45,6 +45,15 @@ pub(super) type Chained = (CtSpec, u32);
 /// and the `ct()` and `R`. What a conntrack entry cannot do for the
 /// `ct()` leaves the flow in software.
 pub(super) fn split(actions: &[DpAction]) -> Result<(&[DpAction], Option<Chained>), NotOffloaded> {
+    let before_end = actions.len().saturating_sub(1);
+    if actions[..before_end]
+        .iter()
+        .any(|a| matches!(a, DpAction::Recirc(_)))
+    {
+        return Err(action(
+            "a forked ct(table=T) (actions after it): the FDB does not copy a packet to two stages",
+        ));
+    }
     match actions {
         [rest @ .., DpAction::Ct(spec), DpAction::Recirc(r)] => {
             if spec.force {

@@ -117,6 +117,20 @@ fn unsupported_flows_stay_in_software_with_their_reason() {
         mgr.install(&flow(1), &late),
         Err(NotOffloaded::Action(_))
     ));
+    // A forked ct(table=T): the tracked copy to a stage, the packet on.
+    let fork = Actions::new(vec![
+        DpAction::Ct(Box::new(conntrack::CtSpec {
+            zone: 9,
+            ..conntrack::CtSpec::default()
+        })),
+        DpAction::Recirc(3),
+        DpAction::Output(PortNo(2)),
+    ]);
+    let e = mgr.install(&flow(1), &fork).map_err(|e| e.to_string());
+    assert!(
+        matches!(&e, Err(s) if s.contains("forked ct(table=T)")),
+        "{e:?}"
+    );
     // Nothing was left behind by the refusals.
     assert_eq!(mgr.matcher_count(), 0);
     assert!(mgr.is_empty());

@@ -353,7 +353,28 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
         sink: &mut S,
         from: Option<megaflow::Resume>,
     ) -> SwOutcome {
-        let out = match self.dps.0.run(now, in_port, tun, pkt, sink, from) {
+        let lookup = self.dps.0.run(now, in_port, tun, pkt, sink, from);
+        let mut out = self.after_lookup(now, in_port, lookup, pkt, sink);
+        // Copies the packet forked and left waiting at a miss.
+        while let Some(lookup) = self.dps.0.run_deferred(now, pkt, sink) {
+            let more = self.after_lookup(now, in_port, lookup, pkt, sink);
+            out.upcall |= more.upcall;
+            out.exec.then(&more.exec);
+        }
+        self.offload_tick(now);
+        out
+    }
+
+    /// A datapath answer: a hit as it is, a miss translated and run.
+    fn after_lookup<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: PortNo,
+        lookup: Lookup,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> SwOutcome {
+        match lookup {
             // Counted in the pipeline's stats when the datapath reports it.
             Lookup::Hit(exec) => SwOutcome {
                 upcall: false,
@@ -370,9 +391,7 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
                 let t = translate_miss(&self.bridge, &miss.key, now);
                 self.upcall_translated(now, &miss, &t, pkt, sink)
             }
-        };
-        self.offload_tick(now);
-        out
+        }
     }
 }
 
@@ -1154,9 +1173,14 @@ pub(super) fn run_stages<S: ActionSink, M: megaflow::meter::Meters, E>(
     sink: &mut S,
     mut next: impl FnMut(&FlowKey) -> Result<Actions, E>,
 ) -> Result<ExecOutcome, E> {
+    use megaflow::actions::{DropReason, MAX_RECIRC_DEPTH};
     let (meters, rng, tracker, now) = ctx;
     let mut total = ExecOutcome::default();
-    for depth in 0..=megaflow::actions::MAX_RECIRC_DEPTH {
+    // Forked copies waiting for their stages, in the order forked: key,
+    // packet, layout, depth.
+    let mut deferred = std::collections::VecDeque::new();
+    let mut depth = 0;
+    loop {
         let mut ms = MeteredSink {
             inner: &mut *sink,
             meters,
@@ -1164,22 +1188,33 @@ pub(super) fn run_stages<S: ActionSink, M: megaflow::meter::Meters, E>(
             now,
             ct: tracker,
             ct_meta: megaflow::key::read_ct_meta(&key),
+            forks: Vec::new(),
         };
-        let out = execute(&actions, pkt, layout, &mut ms);
-        let ct_meta = ms.ct_meta;
+        let mut out = execute(&actions, pkt, layout, &mut ms);
+        let (ct_meta, forks) = (ms.ct_meta, ms.forks);
+        for f in forks {
+            let (k, l) = f.key(&key);
+            deferred.push_back((k, f.pkt, l, depth + 1));
+        }
+        if out.recirc.is_some() && depth == MAX_RECIRC_DEPTH {
+            out.dropped = Some(DropReason::RecircDepth);
+            out.recirc = None;
+        }
         total.then(&out);
-        if out.recirc.is_none() {
-            return Ok(total);
+        if out.recirc.is_some() {
+            depth += 1;
+            *layout = megaflow::datapath::next_stage(&mut key, pkt, &out, &ct_meta, *layout);
+        } else {
+            // This path is done: the next forked copy's, if any (as deep
+            // as the datapath lets them go).
+            let mut waiting = std::iter::from_fn(|| deferred.pop_front());
+            let Some((k, p, l, d)) = waiting.find(|d| d.3 <= MAX_RECIRC_DEPTH) else {
+                return Ok(total);
+            };
+            (key, *pkt, *layout, depth) = (k, p, l, d);
         }
-        if depth == megaflow::actions::MAX_RECIRC_DEPTH {
-            break;
-        }
-        *layout = megaflow::datapath::next_stage(&mut key, pkt, &out, &ct_meta, *layout);
         actions = next(&key)?;
     }
-    total.dropped = Some(megaflow::actions::DropReason::RecircDepth);
-    total.recirc = None;
-    Ok(total)
 }
 
 /// A missed packet, parsed once: its key and the header layout execution

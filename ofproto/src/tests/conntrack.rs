@@ -178,6 +178,21 @@ fn the_action_set_waits_for_the_next_stage() {
         "the set did not run in stage 1: {:?}",
         t.actions
     );
+    // Actions after the ct(): a fork; the set went with the tracked copy
+    // (the same frozen state), not with the packet itself.
+    add(
+        &mut b,
+        "table=1,ip,priority=40000 actions=ct(table=2),output:2",
+    );
+    let f = b.translate(&tcp(1, 22), Timestamp(0));
+    assert!(
+        matches!(
+            &f.actions[..],
+            [DpAction::Ct(_), DpAction::Recirc(r), DpAction::Output(megaflow::PortNo(2))] if *r == id
+        ),
+        "{:?}",
+        f.actions
+    );
     let mut k = tcp(1, 22);
     k.set_recirc_id(u64::from(id));
     let s2 = b.translate(&k, Timestamp(0));

@@ -583,7 +583,17 @@ impl<'a> Ctx<'a> {
         // the packet reads as untracked (Open vSwitch clears the fields).
         self.clear_ct_fields();
         if let Some(t) = ct.table {
-            self.freeze(t, true);
+            // A fork (Open vSwitch's): the tracked copy goes on at table
+            // T, and the packet itself, untracked, runs what follows
+            // here. Nothing following: the recirculation ends the stage.
+            // The action set went with the copy (frozen): it runs once,
+            // where the pipeline goes on. (Open vSwitch 3.1 keeps it for
+            // both and aborts on it: `ofproto-dpif-rid.c:235: assertion
+            // state->action_set_len <= state->ofpacts_len failed`.)
+            if self.freeze(t, true) {
+                self.frozen = false;
+                self.action_set.clear();
+            }
         }
     }
 
@@ -596,8 +606,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// Ends this stage: what the next one needs is frozen under an id, and
-    /// the datapath recirculates the packet to it.
-    fn freeze(&mut self, table: TableId, conntracked: bool) {
+    /// the datapath recirculates the packet to it. False when no id was
+    /// left (the translation failed).
+    fn freeze(&mut self, table: TableId, conntracked: bool) -> bool {
         self.commit();
         let written = self.wc.written();
         let mut fields = Vec::new();
@@ -624,8 +635,12 @@ impl<'a> Ctx<'a> {
                 self.note(|| format!("recirculate to {id:#x}: resume at table {table}"));
                 self.out.push(DpAction::Recirc(id));
                 self.frozen = true;
+                true
             }
-            None => self.fail(XlateError::RecircIdsExhausted),
+            None => {
+                self.fail(XlateError::RecircIdsExhausted);
+                false
+            }
         }
     }
 

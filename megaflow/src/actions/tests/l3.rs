@@ -22,6 +22,7 @@ fn ipv4_tcp_set_address_and_port() {
             dropped: None,
             too_big: 0,
             recirc: None,
+            forks: 0,
             rewritten: true,
         }
     );
