@@ -42,6 +42,7 @@
 //! listen = ["punix:/run/eswitch/br0.mgmt"]   # punix:PATH | ptcp:PORT[:IP] | pssl:PORT[:IP] (IP default 127.0.0.1)
 //! controllers = ["tcp:127.0.0.1:6653"]      # tcp:IP:PORT | ssl:IP:PORT; the switch connects, with backoff
 //! fail_mode = "standalone"       # no controller: standalone (NORMAL) | secure (flows kept)
+//! select_method = "hash"         # select groups: hash (a megaflow per connection, offloadable) | dp_hash (Open vSwitch's default: hash, recirculate, pick by dp_hash; software)
 //! datapath_id = "0000000000000001"           # 16 hex digits
 //! inactivity_probe_ms = 5000     # echo after this long quiet, close after twice (0: never)
 //! packet_in_rate = 1000          # packet-ins per second per connection (0: no limit)...
@@ -433,6 +434,13 @@ pub struct OpenflowConfig {
     /// probe interval: `standalone` (switch with NORMAL until one is back,
     /// as Open vSwitch) or `secure` (keep the flows; misses go nowhere).
     pub fail_mode: String,
+    /// How SELECT groups pick a bucket (OpenFlow 1.3 cannot name a
+    /// method): `hash`, a hash of the flow's addresses and ports in
+    /// translation (each connection its own megaflow, which the device
+    /// can hold), or `dp_hash`, Open vSwitch's default (the datapath
+    /// hashes and recirculates, a few megaflows for any number of
+    /// connections, all in software).
+    pub select_method: String,
     /// 16 hex digits (`ovs-ofctl show` prints it as `dpid:`).
     pub datapath_id: String,
     pub inactivity_probe_ms: u64,
@@ -477,6 +485,7 @@ impl Default for OpenflowConfig {
             listen: Vec::new(),
             controllers: Vec::new(),
             fail_mode: "standalone".to_string(),
+            select_method: "hash".to_string(),
             datapath_id: "0000000000000001".to_string(),
             inactivity_probe_ms: 5000,
             packet_in_rate: 1000,
@@ -653,6 +662,16 @@ impl OpenflowConfig {
             "standalone" => Ok(true),
             "secure" => Ok(false),
             m => bail!("openflow.fail_mode = \"{m}\": expected \"standalone\" or \"secure\""),
+        }
+    }
+
+    /// Whether SELECT groups pick by `dp_hash` (else by a hash in
+    /// translation).
+    pub fn select_dp_hash(&self) -> anyhow::Result<bool> {
+        match self.select_method.as_str() {
+            "hash" => Ok(false),
+            "dp_hash" => Ok(true),
+            m => bail!("openflow.select_method = \"{m}\": expected \"hash\" or \"dp_hash\""),
         }
     }
 
@@ -972,6 +991,7 @@ impl Config {
         cfg.metrics.addr()?;
         cfg.sflow.check(&cfg.port_specs()?)?;
         cfg.openflow.standalone()?;
+        cfg.openflow.select_dp_hash()?;
         cfg.openflow.dpid()?;
         let t = cfg.datapath.threads;
         if !(1..=MAX_DATAPATH_THREADS).contains(&t) {
@@ -1068,6 +1088,7 @@ impl Config {
                 port_flow_limit: l.port_flow_limit.unwrap_or((l.flow_limit / 8).max(1)),
                 dynamic_limit: true,
             },
+            select_dp_hash: self.openflow.select_dp_hash()?,
             ..PipelineConfig::default()
         })
     }

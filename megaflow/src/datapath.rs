@@ -148,6 +148,9 @@ pub fn next_stage(
         layout
     };
     key.set_recirc_id(u64::from(out.recirc.unwrap_or(0)));
+    if let Some(h) = out.dp_hash {
+        key.set_dp_hash(u64::from(h));
+    }
     crate::key::write_ct_meta(key, ct);
     layout
 }

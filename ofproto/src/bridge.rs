@@ -235,6 +235,13 @@ impl Bridge {
         &self.tables
     }
 
+    /// The groups, to change how SELECT groups pick
+    /// ([`GroupTable::set_dp_hash_default`]); GROUP_MODs go through
+    /// [`add_group`](Self::add_group) and the others.
+    pub fn groups_mut(&mut self) -> &mut GroupTable {
+        &mut self.groups
+    }
+
     /// The groups (changed by group mods).
     pub fn groups(&self) -> &GroupTable {
         &self.groups

@@ -111,6 +111,78 @@ pub struct GroupSpec {
     pub id: u32,
     pub ty: GroupType,
     pub buckets: Vec<Bucket>,
+    /// SELECT: how a bucket is picked (Open vSwitch's
+    /// `selection_method`, with its `selection_method_param`).
+    pub method: SelectMethod,
+}
+
+/// How a SELECT group picks a bucket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SelectMethod {
+    /// None asked for: the switch's default (`[openflow] select_method`).
+    #[default]
+    Default,
+    /// A hash of the flow's addresses and ports in translation: each
+    /// connection its own megaflow, which the device can hold.
+    Hash,
+    /// The datapath hashes the packet (`hash`), recirculates, and the
+    /// next stage picks the bucket by `dp_hash`: a few megaflows for any
+    /// number of connections, in software. `param`: the hash algorithm
+    /// in the upper 32 bits (0 L4, 1 symmetric L4), its basis in the
+    /// lower.
+    DpHash { param: u64 },
+}
+
+/// Most `dp_hash` values a group maps onto its buckets (Open vSwitch's
+/// `MAX_SELECT_GROUP_HASH_VALUES`).
+pub const MAX_HASH_VALUES: usize = 256;
+
+/// A `dp_hash` group's map: the bucket of each value of `dp_hash & (len -
+/// 1)`, apportioned by weight (Webster's method: each bucket's share of
+/// the values is as close to its share of the weight as whole values
+/// allow).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DpHashMap {
+    pub alg: megaflow::actions::HashAlg,
+    pub basis: u32,
+    pub buckets: Vec<u16>,
+}
+
+impl DpHashMap {
+    /// The map for `buckets` with as many values as they need (at least
+    /// 16, at least 4 a bucket up to [`MAX_HASH_VALUES`], enough for the
+    /// lightest bucket's share to be one value); `None` when that is more
+    /// than `max` or no bucket has weight.
+    pub fn apportion(buckets: &[Bucket], max: usize) -> Option<Vec<u16>> {
+        let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
+        let lightest = buckets.iter().map(|b| b.weight).filter(|w| *w > 0).min()?;
+        let need = total.div_ceil(u64::from(lightest));
+        let per_bucket = (buckets.len() as u64 * 4).min(MAX_HASH_VALUES as u64);
+        let n = need.max(per_bucket).next_power_of_two().max(16);
+        if n > max.min(MAX_HASH_VALUES) as u64 {
+            return None;
+        }
+        // Webster (Sainte-Laguë): each value goes to the bucket with the
+        // highest weight / (2 * values so far + 1).
+        let mut given = vec![0u64; buckets.len()];
+        let mut map = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let mut best = 0;
+            for i in 1..buckets.len() {
+                let (wi, wb) = (
+                    u64::from(buckets[i].weight),
+                    u64::from(buckets[best].weight),
+                );
+                // wi / (2 gi + 1) > wb / (2 gb + 1), in integers.
+                if wi * (2 * given[best] + 1) > wb * (2 * given[i] + 1) {
+                    best = i;
+                }
+            }
+            given[best] += 1;
+            map.push(best as u16);
+        }
+        Some(map)
+    }
 }
 
 impl fmt::Display for GroupSpec {
@@ -155,6 +227,35 @@ pub enum GroupError {
     OutOfGroups,
     #[error("more than {MAX_BUCKETS} buckets")]
     OutOfBuckets,
+    #[error("a selection method is for select groups")]
+    Method,
+    #[error("dp_hash algorithm {0} is unknown (0: l4, 1: symmetric l4)")]
+    HashAlg(u32),
+}
+
+/// The `dp_hash` map of a SELECT group that picks by `dp_hash` (asked
+/// for, or by default when `default` and its weights fit in 256 values;
+/// a group that asked for `dp_hash` and does not fit hashes in
+/// translation, as Open vSwitch falls back).
+fn dp_hash_map(spec: &GroupSpec, default: bool) -> Option<DpHashMap> {
+    use megaflow::actions::HashAlg;
+    if spec.ty != GroupType::Select {
+        return None;
+    }
+    let (alg, basis) = match spec.method {
+        SelectMethod::Hash => return None,
+        SelectMethod::Default if !default => return None,
+        SelectMethod::Default => (HashAlg::SymL4, 0),
+        SelectMethod::DpHash { param } => {
+            (HashAlg::from_number((param >> 32) as u32)?, param as u32)
+        }
+    };
+    let buckets = DpHashMap::apportion(&spec.buckets, MAX_HASH_VALUES)?;
+    Some(DpHashMap {
+        alg,
+        basis,
+        buckets,
+    })
 }
 
 /// A group with its life and counters.
@@ -170,6 +271,9 @@ pub struct Group {
     pub bytes: u64,
     /// (packets, bytes) per bucket.
     pub bucket_stats: Vec<(u64, u64)>,
+    /// A SELECT group that picks by `dp_hash`: its map (`None`: it picks
+    /// by a hash in translation).
+    pub dp_hash: Option<DpHashMap>,
 }
 
 impl Group {
@@ -194,6 +298,9 @@ pub struct GroupTable {
     groups: BTreeMap<u32, Group>,
     next_uid: u64,
     generation: u64,
+    /// SELECT groups with no method of their own pick by `dp_hash` (Open
+    /// vSwitch's default since 2.10); else by a hash in translation.
+    dp_hash_default: bool,
 }
 
 impl GroupTable {
@@ -204,6 +311,24 @@ impl GroupTable {
     /// Counts every change (part of the tables' generation).
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Whether SELECT groups that name no method pick by `dp_hash` (as
+    /// Open vSwitch does when their weights fit in 256 values; else they
+    /// hash in translation). The groups there are now change with it.
+    pub fn set_dp_hash_default(&mut self, on: bool) {
+        if self.dp_hash_default == on {
+            return;
+        }
+        self.dp_hash_default = on;
+        self.generation += 1;
+        for g in self.groups.values_mut() {
+            g.dp_hash = dp_hash_map(&g.spec, on);
+        }
+    }
+
+    pub fn dp_hash_default(&self) -> bool {
+        self.dp_hash_default
     }
 
     pub fn get(&self, id: u32) -> Option<&Group> {
@@ -232,6 +357,15 @@ impl GroupTable {
         if spec.ty == GroupType::Indirect && spec.buckets.len() != 1 {
             return Err(GroupError::IndirectBuckets(spec.buckets.len()));
         }
+        if spec.ty != GroupType::Select && spec.method != SelectMethod::Default {
+            return Err(GroupError::Method);
+        }
+        if let SelectMethod::DpHash { param } = spec.method {
+            let alg = (param >> 32) as u32;
+            if megaflow::actions::HashAlg::from_number(alg).is_none() {
+                return Err(GroupError::HashAlg(alg));
+            }
+        }
         for (i, b) in spec.buckets.iter().enumerate() {
             if spec.ty != GroupType::Select && b.weight != 0 {
                 return Err(GroupError::Weight(i));
@@ -253,6 +387,7 @@ impl GroupTable {
         self.generation += 1;
         Group {
             bucket_stats: vec![(0, 0); spec.buckets.len()],
+            dp_hash: dp_hash_map(&spec, self.dp_hash_default),
             spec,
             life: old.map_or(self.next_uid, |g| g.life),
             uid: self.next_uid,

@@ -56,6 +56,34 @@ pub struct FrozenState {
     /// The packet went through `ct()`: the next stage sees its `ct_*`
     /// fields (else they read as untracked).
     pub conntracked: bool,
+    /// What the next stage runs first, when the stage was cut short in
+    /// the middle of a rule (a `dp_hash` group): the group, the rest of
+    /// the action lists it was in, innermost first, and where each went
+    /// on. Empty: the next stage starts at `table`.
+    pub steps: Vec<Step>,
+    /// The packet's `dp_hash` was computed before the next stage (so a
+    /// `dp_hash` group there picks by it instead of hashing again).
+    pub hashed: bool,
+}
+
+/// A step of a stage that resumes in the middle of a rule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// An action, as in the list the stage was cut short in.
+    Action(OfAction),
+    /// The rest of a rule's instructions after its apply-actions:
+    /// clear-actions, write-actions, write-metadata (value, mask).
+    ClearActions,
+    WriteActions(Vec<OfAction>),
+    WriteMetadata(u64, u64),
+    /// Go on at `table`: the pipeline's own chain (`top`: its end runs
+    /// the action set) or a resubmit's.
+    Chain {
+        table: TableId,
+        top: bool,
+    },
+    /// The pipeline ended: run the action set.
+    ActionSet,
 }
 
 #[derive(Default)]

@@ -27,8 +27,16 @@ fn bucket(actions: Vec<OfAction>) -> Bucket {
 }
 
 fn group(br: &mut Bridge, id: u32, ty: GroupType, buckets: Vec<Bucket>) {
-    br.add_group(GroupSpec { id, ty, buckets }, NOW)
-        .expect("valid group");
+    br.add_group(
+        GroupSpec {
+            id,
+            ty,
+            buckets,
+            method: Default::default(),
+        },
+        NOW,
+    )
+    .expect("valid group");
 }
 
 /// Table 0: everything runs `actions`.
@@ -231,6 +239,7 @@ fn removing_a_select_bucket_moves_only_its_connections() {
         id: 5,
         ty: GroupType::Select,
         buckets: vec![weighted(2), weighted(3)],
+        method: Default::default(),
     })
     .expect("modify");
     for (k, b) in keys.iter().zip(&before) {
@@ -280,6 +289,7 @@ fn translation_credits_the_group_and_the_buckets_it_ran() {
         id: 1,
         ty: GroupType::All,
         buckets: vec![bucket(vec![out(4)])],
+        method: Default::default(),
     })
     .expect("modify");
     for r in &t.rules {
@@ -293,6 +303,7 @@ fn translation_credits_the_group_and_the_buckets_it_ran() {
             id: 1,
             ty: GroupType::All,
             buckets: vec![],
+            method: Default::default(),
         },
         NOW,
     )
@@ -306,7 +317,12 @@ fn translation_credits_the_group_and_the_buckets_it_ran() {
 #[test]
 fn group_mods_are_checked() {
     let mut table = GroupTable::new();
-    let spec = |id, ty, buckets| GroupSpec { id, ty, buckets };
+    let spec = |id, ty, buckets| GroupSpec {
+        id,
+        ty,
+        buckets,
+        method: Default::default(),
+    };
     let g = &mut table;
     assert_eq!(
         g.add(spec(1, GroupType::Indirect, vec![]), NOW),
@@ -375,4 +391,222 @@ fn a_flow_naming_a_group_that_does_not_exist_is_refused_wherever_it_comes_from()
     group(&mut br, 3, GroupType::Indirect, vec![bucket(vec![out(2)])]);
     br.apply_flow_mod(&fm, NOW).expect("now it exists");
     assert_eq!(br.tables().len(), 1);
+}
+
+mod dp_hash {
+    use super::*;
+    use megaflow::actions::HashAlg;
+    use ofproto::group::{DpHashMap, SelectMethod, MAX_HASH_VALUES};
+    use proptest::prelude::*;
+
+    fn weighted(w: u16, p: u32) -> Bucket {
+        Bucket {
+            weight: w,
+            watch_port: None,
+            actions: vec![out(p)],
+        }
+    }
+
+    fn select(br: &mut Bridge, id: u32, buckets: Vec<Bucket>, method: SelectMethod) {
+        br.add_group(
+            GroupSpec {
+                id,
+                ty: GroupType::Select,
+                buckets,
+                method,
+            },
+            NOW,
+        )
+        .expect("valid group");
+    }
+
+    const SYM: SelectMethod = SelectMethod::DpHash { param: 1 << 32 };
+
+    /// The recirculation id a first stage ends in, after `hash`.
+    fn hashed_to(t: &ofproto::Translation, alg: HashAlg, basis: u32) -> u32 {
+        match &t.actions[..] {
+            [DpAction::Hash { alg: a, basis: b }, DpAction::Recirc(id)]
+                if *a == alg && *b == basis =>
+            {
+                *id
+            }
+            a => panic!("expected hash then recirc: {a:?}"),
+        }
+    }
+
+    /// `k` at stage `id` with `dp_hash` `h` (as the datapath hands it on).
+    fn stage(k: &FlowKey, id: u32, h: u32) -> FlowKey {
+        let mut k = *k;
+        k.set_recirc_id(u64::from(id));
+        k.set_dp_hash(u64::from(h));
+        k
+    }
+
+    #[test]
+    fn a_dp_hash_group_hashes_recirculates_and_picks_by_the_hash_bits() {
+        let mut br = Bridge::with_ports(1..=5);
+        let buckets = vec![weighted(1, 2), weighted(3, 3), weighted(0, 4)];
+        select(&mut br, 7, buckets, SYM);
+        run_all(&mut br, vec![OfAction::Group(7)]);
+        // Stage one: one megaflow for every connection (no address or port
+        // in it), the same id.
+        let first = br.translate(&tcp(1, 0x0a01_0000, 4000, 80), NOW);
+        let id = hashed_to(&first, HashAlg::SymL4, 0);
+        for f in [Field::Ipv4Src, Field::Ipv4Dst, Field::TpSrc, Field::TpDst] {
+            assert!(first.mask.is_wildcard(f), "{f} is not in the first stage");
+        }
+        for i in 0..200 {
+            let t = br.translate(&tcp(i, 0x0a01_0000, 4000 + i as u16, 80), NOW);
+            assert_eq!(t.actions, first.actions, "connection {i}");
+        }
+        // Stage two: 16 values of dp_hash's low bits, 4 to the weight-1
+        // bucket, 12 to the weight-3 one, none to weight 0; the megaflow
+        // matches those bits and no more.
+        let mut counts = [0u32; 6];
+        for h in 0..16u32 {
+            let k = stage(&tcp(9, 0x0a01_0000, 4000, 80), id, h | 0x5a0);
+            let t = br.translate(&k, NOW);
+            let [DpAction::Output(p)] = t.actions[..] else {
+                panic!("dp_hash {h}: {:?}", t.actions)
+            };
+            counts[p.0 as usize] += 1;
+            assert_eq!(t.mask.field(Field::DpHash), 0xf, "dp_hash {h}");
+            assert!(t.mask.is_wildcard(Field::TpSrc));
+            // Any other packet with the same low bits: the same bucket.
+            let other = stage(&tcp(77, 0x0a02_0000, 9, 443), id, h | 0x3f0);
+            assert_eq!(br.translate(&other, NOW).actions, t.actions);
+        }
+        assert_eq!(counts[2..5], [4, 12, 0], "by weight: {counts:?}");
+        // The group is credited once, at the stage that picks.
+        assert!(!first.rules.iter().any(|r| r.table == GROUP_TABLE));
+        let t = br.translate(&stage(&tcp(9, 1, 2, 3), id, 0x10), NOW);
+        assert!(t.rules.iter().any(|r| r.table == GROUP_TABLE));
+    }
+
+    #[test]
+    fn the_next_stage_goes_on_where_the_group_was_through_resubmits_and_gotos() {
+        let mut br = Bridge::with_ports(1..=8);
+        select(&mut br, 7, vec![weighted(1, 2)], SYM);
+        // Table 0: resubmit to 1, then output 5, then go to 2; table 1:
+        // the group, then output 6; table 2: output 7; write_actions(3)
+        // waits in the action set.
+        let rule = |table: u8, apply: Vec<OfAction>, goto: Option<u8>, write: bool| {
+            let mut s = RuleSpec::new(TableId(table), Priority(1), Match::catch_all());
+            s.instructions = Instructions {
+                apply,
+                goto_table: goto.map(TableId),
+                write: write.then(|| vec![out(3)]),
+                ..Default::default()
+            };
+            ofproto::FlowMod::add(s)
+        };
+        for fm in [
+            rule(
+                0,
+                vec![OfAction::Resubmit(TableId(1)), out(5)],
+                Some(2),
+                true,
+            ),
+            rule(1, vec![OfAction::Group(7), out(6)], None, false),
+            rule(2, vec![out(7)], None, false),
+        ] {
+            br.apply_flow_mod(&fm, NOW).expect("rule");
+        }
+        let first = br.translate(&tcp(1, 2, 3, 4), NOW);
+        let id = hashed_to(&first, HashAlg::SymL4, 0);
+        let t = br.translate(&stage(&tcp(1, 2, 3, 4), id, 0x77), NOW);
+        let ports: Vec<u32> = t
+            .actions
+            .iter()
+            .map(|a| match a {
+                DpAction::Output(p) => p.0,
+                a => panic!("{a:?}"),
+            })
+            .collect();
+        assert_eq!(ports, vec![2, 6, 5, 7, 3], "{:?}", t.actions);
+    }
+
+    #[test]
+    fn groups_that_name_no_method_follow_the_switch_default_and_fall_back_past_256_values() {
+        let mut br = Bridge::with_ports(1..=5);
+        select(
+            &mut br,
+            1,
+            vec![weighted(1, 2), weighted(1, 3)],
+            SelectMethod::Default,
+        );
+        let many: Vec<Bucket> = (0..300).map(|i| weighted(1, 2 + i % 3)).collect();
+        select(&mut br, 2, many, SelectMethod::Default);
+        select(&mut br, 3, vec![weighted(1, 2)], SelectMethod::Hash);
+        let gen = br.groups().generation();
+        let picks = |br: &Bridge, g: u32| br.groups().get(g).and_then(|g| g.dp_hash.clone());
+        assert!(picks(&br, 1).is_none(), "hash in translation by default");
+        br.groups_mut().set_dp_hash_default(true);
+        assert!(br.groups().generation() > gen, "megaflows are revalidated");
+        let m = picks(&br, 1).expect("dp_hash now");
+        assert_eq!((m.alg, m.basis, m.buckets.len()), (HashAlg::SymL4, 0, 16));
+        assert!(
+            picks(&br, 2).is_none(),
+            "300 buckets need more than 256 values"
+        );
+        assert!(picks(&br, 3).is_none(), "asked for hash");
+        run_all(&mut br, vec![OfAction::Group(2)]);
+        let t = br.translate(&tcp(1, 2, 3, 4), NOW);
+        assert!(
+            matches!(t.actions[..], [DpAction::Output(_)]),
+            "{:?}",
+            t.actions
+        );
+    }
+
+    #[test]
+    fn a_method_is_for_select_groups_and_its_algorithm_must_be_known() {
+        let mut table = GroupTable::new();
+        let spec = |ty, method| GroupSpec {
+            id: 1,
+            ty,
+            buckets: vec![],
+            method,
+        };
+        assert_eq!(
+            table.add(spec(GroupType::All, SYM), NOW),
+            Err(GroupError::Method)
+        );
+        let bad = SelectMethod::DpHash { param: 5 << 32 };
+        assert_eq!(
+            table.add(spec(GroupType::Select, bad), NOW),
+            Err(GroupError::HashAlg(5))
+        );
+        assert!(table.add(spec(GroupType::Select, SYM), NOW).is_ok());
+        // No bucket with weight: no map (the group drops, as without).
+        assert!(table.get(1).is_some_and(|g| g.dp_hash.is_none()));
+    }
+
+    proptest! {
+        /// Each bucket's share of the values is within one value of its
+        /// share of the weight, a bucket of weight 0 gets none, and the
+        /// lightest bucket with weight gets at least one.
+        #[test]
+        fn the_map_apportions_values_by_weight(weights in prop::collection::vec(0u16..200, 1..40)) {
+            let buckets: Vec<Bucket> = weights.iter().map(|&w| weighted(w, 2)).collect();
+            let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+            let Some(map) = DpHashMap::apportion(&buckets, MAX_HASH_VALUES) else {
+                // Only when nothing has weight or the lightest share needs
+                // more than 256 values.
+                let min = weights.iter().copied().filter(|w| *w > 0).min();
+                prop_assert!(min.is_none_or(|m| total.div_ceil(u64::from(m)) > 256));
+                return Ok(());
+            };
+            let n = map.len();
+            prop_assert!(n.is_power_of_two() && (16..=MAX_HASH_VALUES).contains(&n));
+            for (i, &w) in weights.iter().enumerate() {
+                let got = map.iter().filter(|&&b| usize::from(b) == i).count() as f64;
+                let target = n as f64 * f64::from(w) / total as f64;
+                prop_assert!((got - target).abs() < 1.0 + 1e-9, "bucket {i}: {got} values, target {target:.2}");
+                if w > 0 {
+                    prop_assert!(got >= 1.0, "bucket {i} of weight {w} got none");
+                }
+            }
+        }
+    }
 }

@@ -220,7 +220,12 @@ fn random_group(r: &mut Rng, id: u32, n_tables: u8) -> GroupSpec {
                 .collect(),
         })
         .collect();
-    GroupSpec { id, ty, buckets }
+    GroupSpec {
+        id,
+        ty,
+        buckets,
+        method: Default::default(),
+    }
 }
 
 fn random_bridge(r: &mut Rng) -> Bridge {

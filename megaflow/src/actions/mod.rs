@@ -259,6 +259,89 @@ pub enum DpAction {
     Ct(Box<conntrack::CtSpec>),
     /// Forget the packet's tracking state (`ct_clear`).
     CtClear,
+    /// Compute the packet's `dp_hash` ([`dp_hash`]) for the next stage
+    /// to match (a `dp_hash` select group picks its bucket there).
+    Hash {
+        alg: HashAlg,
+        basis: u32,
+    },
+}
+
+/// What [`DpAction::Hash`] hashes (Open vSwitch's `OVS_HASH_ALG_*`, the
+/// upper half of a group's `selection_method_param`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HashAlg {
+    /// IP addresses, protocol and L4 ports (`hash(l4(B))`).
+    L4,
+    /// The same, equal for both directions of a connection
+    /// (`hash(sym_l4(B))`).
+    SymL4,
+}
+
+impl HashAlg {
+    /// From the algorithm number (0: L4, 1: symmetric L4).
+    pub fn from_number(n: u32) -> Option<HashAlg> {
+        match n {
+            0 => Some(HashAlg::L4),
+            1 => Some(HashAlg::SymL4),
+            _ => None,
+        }
+    }
+}
+
+/// The `dp_hash` of a packet (its headers at `layout`): a hash with
+/// `basis` of its IP addresses, IP protocol and, for TCP, UDP and SCTP,
+/// L4 ports (Ethernet addresses and type when it is not IP); with
+/// [`HashAlg::SymL4`] both directions of a connection hash alike. Never 0:
+/// 0 is "not computed".
+pub fn dp_hash(pkt: &[u8], layout: &Layout, alg: HashAlg, basis: u32) -> u32 {
+    use crate::extract::NO_OFFSET;
+    // An endpoint: an address (up to 16 bytes) and a port.
+    let ip = (layout.l3 != NO_OFFSET).then(|| usize::from(layout.l3));
+    let (mut a, mut b, proto): ([u8; 18], [u8; 18], u8) = ([0; 18], [0; 18], 0);
+    let copy = |dst: &mut [u8], src: Option<&[u8]>| {
+        if let Some(src) = src {
+            dst[..src.len()].copy_from_slice(src);
+        }
+    };
+    let proto = match ip.and_then(|l3| Some((l3, pkt.get(l3)? >> 4))) {
+        Some((l3, 4)) => {
+            copy(&mut a, pkt.get(l3 + 12..l3 + 16));
+            copy(&mut b, pkt.get(l3 + 16..l3 + 20));
+            pkt.get(l3 + 9).copied().unwrap_or(proto)
+        }
+        Some((l3, 6)) => {
+            copy(&mut a, pkt.get(l3 + 8..l3 + 24));
+            copy(&mut b, pkt.get(l3 + 24..l3 + 40));
+            pkt.get(l3 + 6).copied().unwrap_or(proto)
+        }
+        _ => {
+            copy(&mut a, pkt.get(6..12));
+            copy(&mut b, pkt.get(..6));
+            copy(&mut a[16..], pkt.get(12..14));
+            0
+        }
+    };
+    if matches!(proto, 6 | 17 | 132) && layout.l4 != NO_OFFSET {
+        let l4 = usize::from(layout.l4);
+        copy(&mut a[16..], pkt.get(l4..l4 + 2));
+        copy(&mut b[16..], pkt.get(l4 + 2..l4 + 4));
+    }
+    if alg == HashAlg::SymL4 && b < a {
+        std::mem::swap(&mut a, &mut b);
+    }
+    let mut h = crate::key::WordHasher::new();
+    h.push(u64::from(basis) << 8 | u64::from(proto));
+    for e in [&a, &b] {
+        h.push(u64::from_le_bytes(e[..8].try_into().unwrap_or_default()));
+        h.push(u64::from_le_bytes(e[8..16].try_into().unwrap_or_default()));
+        h.push(u64::from(u16::from_le_bytes([e[16], e[17]])));
+    }
+    let v = h.finish();
+    match (v ^ (v >> 32)) as u32 {
+        0 => 1,
+        x => x,
+    }
 }
 
 /// How many times a packet may recirculate (Open vSwitch's
@@ -290,7 +373,8 @@ fn rewrites(a: &DpAction) -> bool {
         | DpAction::Meter(_)
         | DpAction::Sample { .. }
         | DpAction::TunnelPush { .. }
-        | DpAction::CtClear => false,
+        | DpAction::CtClear
+        | DpAction::Hash { .. } => false,
         DpAction::Ct(spec) => spec.nat.is_some(),
         _ => true,
     }
@@ -388,6 +472,10 @@ impl fmt::Display for DpAction {
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
             DpAction::Ct(spec) => fmt_ct(f, spec),
             DpAction::CtClear => f.write_str("ct_clear"),
+            DpAction::Hash { alg, basis } => match alg {
+                HashAlg::L4 => write!(f, "hash(l4({basis}))"),
+                HashAlg::SymL4 => write!(f, "hash(sym_l4({basis}))"),
+            },
             DpAction::TunnelPush { header, port, mtu } => {
                 let h = header.outer();
                 let kind = h.kind.name();
@@ -680,6 +768,8 @@ pub struct ExecOutcome {
     /// Copies sent on to a later stage by a [`DpAction::Recirc`] before
     /// the list's end ([`ActionSink::fork`]).
     pub forks: usize,
+    /// The `dp_hash` a [`DpAction::Hash`] computed, for the next stage.
+    pub dp_hash: Option<u32>,
     /// An action changed the packet's headers (a set, a tag pushed or
     /// popped, a TTL, NAT): the next stage must parse it again.
     pub rewritten: bool,
@@ -698,6 +788,7 @@ impl ExecOutcome {
         self.skipped += next.skipped;
         self.too_big += next.too_big;
         self.forks += next.forks;
+        self.dp_hash = next.dp_hash.or(self.dp_hash);
         self.dropped = next.dropped;
         self.recirc = next.recirc;
         self.rewritten |= next.rewritten;
@@ -814,6 +905,12 @@ fn run<S: ActionSink>(
             }
             DpAction::CtClear => {
                 sink.ct_clear();
+                true
+            }
+            // A sampled copy has no next stage to hash for.
+            DpAction::Hash { .. } if depth > 0 => false,
+            DpAction::Hash { alg, basis } => {
+                out.dp_hash = Some(dp_hash(pkt, layout, *alg, *basis));
                 true
             }
             DpAction::Userspace(reason) => {

@@ -246,6 +246,9 @@ impl<B: DrBackend> OffloadManager<B> {
                 DpAction::CtClear => {
                     return Err(action("ct_clear: the FDB does not clear tracking state"))
                 }
+                DpAction::Hash { .. } => return Err(action(
+                    "hash: the FDB computes no dp_hash (a dp_hash select group picks in software)",
+                )),
                 DpAction::Userspace(r) => {
                     let name = match r {
                         UserspaceReason::Controller { .. } => "controller",

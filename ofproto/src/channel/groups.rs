@@ -29,6 +29,8 @@ impl GroupError {
             GroupError::WatchGroup(_) => 6,
             GroupError::Unknown(_) => 8,
             GroupError::Watch(_) | GroupError::BadWatchPort(..) => 13,
+            // OFPGMFC_BAD_TYPE: the method does not fit the group.
+            GroupError::Method | GroupError::HashAlg(_) => 10,
         };
         OfpError::new(GROUP_MOD_FAILED, code)
     }
@@ -70,10 +72,13 @@ pub fn group_mod(
                     actions,
                 });
             }
+            // OpenFlow 1.3 carries no selection method (Open vSwitch's
+            // ovs-ofctl drops it below 1.5): the switch's default.
             let spec = GroupSpec {
                 id: gm.group_id,
                 ty,
                 buckets,
+                method: crate::group::SelectMethod::Default,
             };
             if gm.command == group_command::ADD {
                 br.add_group(spec, now).map_err(refuse)?;

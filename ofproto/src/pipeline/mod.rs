@@ -174,6 +174,9 @@ pub struct PipelineConfig {
     pub cache: CacheConfig,
     pub offload: OffloadPolicy,
     pub revalidator: RevalidatorConfig,
+    /// SELECT groups that name no method pick by `dp_hash`
+    /// ([`GroupTable::set_dp_hash_default`](crate::group::GroupTable::set_dp_hash_default)).
+    pub select_dp_hash: bool,
 }
 
 /// Counters of the pipeline as a whole.
@@ -397,7 +400,8 @@ impl<O: FlowOffload> Pipeline<O, LocalDatapath> {
 
 impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     /// A slow path over the datapaths `dps` (each told the flow limit).
-    pub fn with_datapaths(bridge: Bridge, offload: O, cfg: PipelineConfig, mut dps: D) -> Self {
+    pub fn with_datapaths(mut bridge: Bridge, offload: O, cfg: PipelineConfig, mut dps: D) -> Self {
+        bridge.groups_mut().set_dp_hash_default(cfg.select_dp_hash);
         let limit = cfg.revalidator.flow_limit;
         dps.send(None, &DpCommand::SetFlowLimit(limit));
         let bridge = Arc::new(RwLock::new(bridge));

@@ -210,3 +210,58 @@ fn a_freed_id_takes_its_later_stages_along() {
     );
     assert_eq!(send(&mut p, 1, udp(A, B, 5000, 53), 10).1, vec![2]);
 }
+
+#[test]
+fn a_dp_hash_group_spreads_connections_over_a_few_megaflows() {
+    use crate::group::{Bucket, GroupSpec, GroupType, SelectMethod};
+    let mut b = bridge(&["priority=10,ip,in_port=1 actions=group:1"]);
+    let bucket = |p: u32| Bucket {
+        weight: 1,
+        watch_port: None,
+        actions: vec![crate::rule::OfAction::Output {
+            port: crate::rule::OfPort::Port(PortNo(p)),
+            max_len: 0,
+        }],
+    };
+    let spec = GroupSpec {
+        id: 1,
+        ty: GroupType::Select,
+        buckets: vec![bucket(2), bucket(3)],
+        method: SelectMethod::DpHash { param: 1 << 32 },
+    };
+    b.add_group(spec, Timestamp(0)).expect("group");
+    let mut p = Pipeline::new(b, Model::default(), PipelineConfig::default());
+    let (mut upcalls, mut by_port) = (0, [0u32; 4]);
+    for i in 0..400u32 {
+        let mut ports = Vec::new();
+        for k in 0..3 {
+            let (up, out) = send(
+                &mut p,
+                1,
+                udp(A + (i << 8), B, 1000 + i as u16, 53),
+                u64::from(i * 3 + k),
+            );
+            upcalls += u32::from(up);
+            ports.extend(out);
+        }
+        // Every packet of a connection leaves by the same bucket.
+        assert_eq!(ports.len(), 3, "connection {i}: {ports:?}");
+        assert!(
+            ports.iter().all(|&q| q == ports[0]),
+            "connection {i}: {ports:?}"
+        );
+        by_port[ports[0] as usize] += 1;
+    }
+    // One first-stage megaflow, one per value of the map's 16 that came
+    // up: the connections' own fields are in none.
+    assert!(p.len() <= 17, "{} megaflows", p.len());
+    assert!(upcalls <= 17, "{upcalls} upcalls");
+    assert!(p
+        .dump()
+        .iter()
+        .all(|d| d.matched.mask().is_wildcard(megaflow::Field::TpSrc)));
+    // Equal weights: each bucket about half.
+    for q in [2, 3] {
+        assert!((120..=280).contains(&by_port[q]), "{by_port:?}");
+    }
+}

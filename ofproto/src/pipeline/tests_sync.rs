@@ -172,6 +172,7 @@ fn a_rule_added_where_a_resubmit_missed_affects_the_megaflows_that_resubmitted()
                     max_len: 0,
                 }),
             ],
+            method: Default::default(),
         };
         p.bridge_mut().add_group(group, at(0)).expect("group");
         p.revalidate(at(0));
@@ -195,6 +196,7 @@ fn a_group_change_or_a_log_overrun_needs_a_pass() {
         id: 1,
         ty: GroupType::All,
         buckets: Vec::new(),
+        method: Default::default(),
     };
     p.bridge_mut().add_group(group, at(1)).expect("group");
     assert!(!p.sync_targeted(at(2)), "groups are not logged");

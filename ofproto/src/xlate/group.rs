@@ -3,10 +3,12 @@
 //! VLAN tags are put back after the bucket; the datapath's packet is put
 //! back by the next commit, which re-sets every field a bucket changed).
 
-use megaflow::{Field, FlowKey};
+use megaflow::{DpAction, Field, FlowKey};
 
 use super::{Ctx, ETH_TYPE_IPV4, ETH_TYPE_IPV6};
-use crate::group::{Group, GroupType};
+use crate::group::{DpHashMap, Group, GroupType};
+use crate::recirc::Step;
+use crate::rule::OfAction;
 
 impl<'a> Ctx<'a> {
     /// Runs group `id`.
@@ -32,10 +34,26 @@ impl<'a> Ctx<'a> {
                 Some(i) => self.bucket(g, i),
                 None => self.note(|| format!("group:{id}: no live bucket, dropped")),
             },
-            GroupType::Select => match self.select(g) {
-                Some(i) => self.bucket(g, i),
-                None => self.note(|| format!("group:{id}: no live bucket, dropped")),
-            },
+            GroupType::Select => {
+                let picked = match &g.dp_hash {
+                    Some(map) if self.in_bucket == 0 || self.hashed => {
+                        match self.select_dp_hash(g, map) {
+                            Some(pick) => pick,
+                            // Hashed and recirculated: the next stage
+                            // picks, and counts the packet in the group.
+                            None => {
+                                self.rules.pop();
+                                return;
+                            }
+                        }
+                    }
+                    _ => self.select(g),
+                };
+                match picked {
+                    Some(i) => self.bucket(g, i),
+                    None => self.note(|| format!("group:{id}: no live bucket, dropped")),
+                }
+            }
         }
     }
 
@@ -65,6 +83,35 @@ impl<'a> Ctx<'a> {
             .map(|i| (i, score(i)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(i, _)| i)
+    }
+
+    /// The bucket of a group that picks by `dp_hash`: once the packet's
+    /// hash is known (an earlier stage computed it), the first live
+    /// bucket from its value on in the map (the megaflow matches only the
+    /// map's bits of `dp_hash`); before, the datapath hashes the packet
+    /// and recirculates, and this group runs again at the next stage
+    /// (`None`: the stage ends here).
+    fn select_dp_hash(&mut self, g: &Group, map: &DpHashMap) -> Option<Option<usize>> {
+        if !self.hashed {
+            self.commit();
+            self.out.push(DpAction::Hash {
+                alg: map.alg,
+                basis: map.basis,
+            });
+            self.hashed = true;
+            let id = g.spec.id;
+            self.note(|| {
+                format!("group:{id}: dp_hash computed, the bucket is picked at the next stage")
+            });
+            self.freezing = Some(vec![Step::Action(OfAction::Group(id))]);
+            return None;
+        }
+        let n = map.buckets.len();
+        let h = self.read_bits(Field::DpHash, (n - 1) as u128) as usize;
+        let pick = (0..n)
+            .map(|k| usize::from(map.buckets[(h + k) & (n - 1)]))
+            .find(|&i| self.bucket_live(g, i));
+        Some(pick)
     }
 
     /// Ethernet addresses and type, IP addresses and protocol, L4 ports:
@@ -101,12 +148,14 @@ impl<'a> Ctx<'a> {
         self.committed = 0;
         self.touched = 0;
         self.depth += 1;
+        self.in_bucket += 1;
         for a in &g.spec.buckets[i].actions {
             self.action(a);
             if self.halted() {
                 break;
             }
         }
+        self.in_bucket -= 1;
         self.depth -= 1;
         self.flow = flow;
         self.wc.restore_written(written);

@@ -44,7 +44,7 @@ use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp
 
 use crate::bridge::{Bridge, Generations};
 use crate::mac::MacLearn;
-use crate::recirc::FrozenState;
+use crate::recirc::{FrozenState, Step};
 use crate::rule::{CtAction, CtZone, OfAction, OfPort};
 use crate::table::RuleRef;
 use crate::wildcards::{Wildcards, PIPELINE_FIELDS};
@@ -228,9 +228,19 @@ pub(crate) struct Ctx<'a> {
     error: Option<XlateError>,
     tracing: bool,
     trace: Vec<TraceEvent>,
-    /// The translation ended at a recirculation (`ct(table=T)`): nothing
-    /// more runs in this stage.
-    frozen: bool,
+    /// A `dp_hash` group cut the stage short: what the next stage runs
+    /// first, gathered as the action lists it was in unwind (nothing more
+    /// runs in this stage).
+    freezing: Option<Vec<Step>>,
+    /// The packet's `dp_hash` is computed (by this stage or an earlier).
+    hashed: bool,
+    /// The packet's `ct_*` fields are its tracking state (not cleared by
+    /// a `ct()` or `ct_clear` of this stage, or at a stage that did not
+    /// come from `ct()`).
+    ct_live: bool,
+    /// Group buckets being run (a freeze there would have to resume a
+    /// bucket's copy: a `dp_hash` group in one hashes in translation).
+    in_bucket: u32,
 }
 
 /// Translates `key` through `br`'s pipeline, starting at table 0.
@@ -255,7 +265,11 @@ fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Trans
         match br.recirc.thaw(id) {
             Some(state) => {
                 ctx.thaw(&state);
-                ctx.run_chain(state.table, true);
+                if state.steps.is_empty() {
+                    ctx.run_chain(state.table, true);
+                } else {
+                    ctx.resume(&state.steps);
+                }
             }
             None => ctx.fail(XlateError::NoRecircContext(id)),
         }
@@ -284,12 +298,7 @@ impl Bridge {
         now: Timestamp,
     ) -> Translation {
         let mut ctx = Ctx::new(self, key, now, false);
-        for a in actions {
-            ctx.action(a);
-            if ctx.halted() {
-                break;
-            }
-        }
+        ctx.actions(actions);
         ctx.finish()
     }
 }
@@ -323,16 +332,25 @@ impl<'a> Ctx<'a> {
             error: None,
             tracing,
             trace: Vec::new(),
-            frozen: false,
+            freezing: None,
+            hashed: false,
+            ct_live: true,
+            in_bucket: 0,
         }
     }
 
     /// True once nothing more may run: an error or a freeze.
     fn halted(&self) -> bool {
-        self.error.is_some() || self.frozen
+        self.error.is_some() || self.freezing.is_some()
     }
 
     fn finish(mut self) -> Translation {
+        if let Some(steps) = self.freezing.take() {
+            if self.error.is_none() {
+                let ct = self.ct_live;
+                self.freeze(TableId(0), steps, ct);
+            }
+        }
         if self.error.is_some() {
             self.out.clear();
         }
@@ -395,7 +413,7 @@ impl<'a> Ctx<'a> {
     fn run_chain(&mut self, start: TableId, top: bool) {
         let mut table = start;
         loop {
-            match self.visit(table) {
+            match self.visit(table, top) {
                 Next::Goto(g) => table = g,
                 Next::End => {
                     if top {
@@ -408,8 +426,9 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Looks `table` up and runs the instructions of the rule found.
-    fn visit(&mut self, table: TableId) -> Next {
+    /// Looks `table` up and runs the instructions of the rule found
+    /// (`top`: in the pipeline's own chain, not a resubmit's).
+    fn visit(&mut self, table: TableId, top: bool) -> Next {
         self.lookups += 1;
         if self.lookups > MAX_LOOKUPS {
             self.fail(XlateError::TooManyLookups);
@@ -444,11 +463,25 @@ impl<'a> Ctx<'a> {
         if let Some(m) = ins.meter {
             self.out.push(DpAction::Meter(m));
         }
-        for a in &ins.apply {
-            self.action(a);
-            if self.halted() {
-                return Next::Abort;
+        if !self.actions(&ins.apply) {
+            // Cut short: a freeze gathers the rest of the rule.
+            if let Some(steps) = &mut self.freezing {
+                if ins.clear_actions {
+                    steps.push(Step::ClearActions);
+                }
+                if let Some(w) = &ins.write {
+                    steps.push(Step::WriteActions(w.clone()));
+                }
+                if let Some((v, m)) = ins.write_metadata {
+                    steps.push(Step::WriteMetadata(v, m));
+                }
+                match ins.goto_table {
+                    Some(table) => steps.push(Step::Chain { table, top }),
+                    None if top => steps.push(Step::ActionSet),
+                    None => {}
+                }
             }
+            return Next::Abort;
         }
         if ins.clear_actions {
             self.action_set.clear();
@@ -481,9 +514,46 @@ impl<'a> Ctx<'a> {
         if self.tracing {
             self.note(|| format!("executing action set ({} actions)", set.len()));
         }
-        for a in &set {
+        self.actions(&set);
+    }
+
+    /// Runs `list` in order; false when it was cut short (an error or a
+    /// freeze, which gathers the actions not run).
+    fn actions(&mut self, list: &[OfAction]) -> bool {
+        for (i, a) in list.iter().enumerate() {
             self.action(a);
             if self.halted() {
+                if let Some(steps) = &mut self.freezing {
+                    steps.extend(list[i + 1..].iter().cloned().map(Step::Action));
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A later stage that resumes in the middle of a rule: its steps, in
+    /// order (a freeze among them gathers those not run).
+    fn resume(&mut self, steps: &[Step]) {
+        for (i, s) in steps.iter().enumerate() {
+            match s {
+                Step::Action(a) => self.action(a),
+                Step::ClearActions => self.action_set.clear(),
+                Step::WriteActions(w) => {
+                    for a in w {
+                        write_action_set(&mut self.action_set, a);
+                    }
+                }
+                Step::WriteMetadata(v, m) => {
+                    self.set_field(Field::Metadata, u128::from(*v), u128::from(*m))
+                }
+                Step::Chain { table, top } => self.run_chain(*table, *top),
+                Step::ActionSet => self.execute_action_set(),
+            }
+            if self.halted() {
+                if let Some(more) = &mut self.freezing {
+                    more.extend(steps[i + 1..].iter().cloned());
+                }
                 return;
             }
         }
@@ -590,8 +660,7 @@ impl<'a> Ctx<'a> {
             // where the pipeline goes on. (Open vSwitch 3.1 keeps it for
             // both and aborts on it: `ofproto-dpif-rid.c:235: assertion
             // state->action_set_len <= state->ofpacts_len failed`.)
-            if self.freeze(t, true) {
-                self.frozen = false;
+            if self.freeze(t, Vec::new(), true) {
                 self.action_set.clear();
             }
         }
@@ -599,16 +668,17 @@ impl<'a> Ctx<'a> {
 
     /// The `ct_*` fields read as zero from here on (pipeline constants).
     fn clear_ct_fields(&mut self) {
+        self.ct_live = false;
         for &f in &PACKET_META_FIELDS[2..] {
             self.flow.set_field(f, 0);
             self.wc.write(f, f.layout().max_value());
         }
     }
 
-    /// Ends this stage: what the next one needs is frozen under an id, and
-    /// the datapath recirculates the packet to it. False when no id was
-    /// left (the translation failed).
-    fn freeze(&mut self, table: TableId, conntracked: bool) -> bool {
+    /// Freezes what the next stage needs (its start: `table`, or `steps`
+    /// when not empty) under an id, and the datapath recirculates the
+    /// packet to it. False when no id was left (the translation failed).
+    fn freeze(&mut self, table: TableId, steps: Vec<Step>, conntracked: bool) -> bool {
         self.commit();
         let written = self.wc.written();
         let mut fields = Vec::new();
@@ -629,12 +699,13 @@ impl<'a> Ctx<'a> {
             fields,
             action_set: self.action_set.clone(),
             conntracked,
+            steps,
+            hashed: self.hashed,
         };
         match self.br.recirc.freeze(state) {
             Some(id) => {
                 self.note(|| format!("recirculate to {id:#x}: resume at table {table}"));
                 self.out.push(DpAction::Recirc(id));
-                self.frozen = true;
                 true
             }
             None => {
@@ -654,6 +725,7 @@ impl<'a> Ctx<'a> {
         if !s.conntracked {
             self.clear_ct_fields();
         }
+        self.hashed = s.hashed;
         self.action_set = s.action_set.clone();
         let t = s.table;
         self.note(|| format!("resume at table {t}"));

@@ -1189,6 +1189,89 @@ fn ovs_ofctl_groups_fan_out_and_select_and_an_all_group_is_offloaded_as_a_dest_a
 }
 
 #[test]
+fn with_select_method_dp_hash_an_ovs_ofctl_select_group_picks_by_dp_hash() {
+    const T: &str = "with_select_method_dp_hash_an_ovs_ofctl_select_group_picks_by_dp_hash";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("dp-hash");
+    let sock = dir.0.join("br0.mgmt");
+    let mut cfg = config();
+    cfg.openflow.select_method = "dp_hash".into();
+    let (mut d, of, h) = start_daemon(&sock, 5000, &cfg, &flows(), |_| {});
+    d.apply(&PortEvent::Up { ifindex: 12 });
+    let run = |cmd: &str, extra: &[&str]| ofctl(&bin, &sock, cmd, extra);
+    run(
+        "add-group",
+        &["group_id=1,type=select,bucket=weight:1,actions=output:2,bucket=weight:1,actions=output:3"],
+    )
+    .expect("add-group");
+    run("add-flow", &["priority=30,in_port=1,actions=group:1"]).expect("add-flow");
+    // 60 connections, two frames each: each connection to one VM, both
+    // frames to the same one.
+    let core = d.core();
+    let before = handled(&core);
+    drop(core);
+    let (mut to2, mut to3) = (0usize, 0usize);
+    let conns = 60u16;
+    for round in 0..2 {
+        for i in 0..conns {
+            assert!(h["vm1"].rx.inject(&frame(5000 + i), Default::default()));
+            let want = usize::from(round * conns + i) + 1;
+            wait_for("the connection's frame delivered", || {
+                let (a, b) = (h["vm2"].received(), h["vm3"].received());
+                for f in a.iter().chain(&b) {
+                    assert_eq!(f, &frame(5000 + i), "only this connection's frame");
+                }
+                to2 += a.len();
+                to3 += b.len();
+                if round == 1 {
+                    // The second frame goes where the first went.
+                    assert!(a.is_empty() || b.is_empty());
+                }
+                to2 + to3 >= want
+            });
+        }
+    }
+    assert_eq!(to2 + to3, 2 * usize::from(conns), "one copy a frame");
+    assert!(to2 > 0 && to3 > 0, "both buckets used: {to2} / {to3}");
+    let core = d.core();
+    wait_for("every frame handled", || {
+        handled(&core) >= before + 2 * u64::from(conns)
+    });
+    // Few megaflows for all the connections: the first stage hashes and
+    // recirculates, the next picks by 4 bits of dp_hash; none is in the
+    // device (it has no dp_hash), each says why.
+    let dump = lock(&core).pipeline().dump();
+    let text: Vec<String> = dump
+        .iter()
+        .map(|f| {
+            format!(
+                "{} actions:{} offloaded:{}",
+                ofproto::text::format_match(&f.matched),
+                f.actions,
+                f.offloaded()
+            )
+        })
+        .collect();
+    assert!(dump.len() <= 1 + 16, "{text:#?}");
+    assert!(
+        text.iter()
+            .any(|t| t.contains("actions:hash(sym_l4(0)),recirc(")
+                && t.contains("the FDB computes no dp_hash")),
+        "{text:#?}"
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains("dp_hash=0x") && t.contains("/0xf")),
+        "{text:#?}"
+    );
+    drop(core);
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
 fn ports_added_and_removed_while_running_reach_the_controllers_and_carry_traffic() {
     use ::openflow::port::reason;
     let dir = TempDir::new("add-port");

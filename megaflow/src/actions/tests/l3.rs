@@ -23,6 +23,7 @@ fn ipv4_tcp_set_address_and_port() {
             too_big: 0,
             recirc: None,
             forks: 0,
+            dp_hash: None,
             rewritten: true,
         }
     );

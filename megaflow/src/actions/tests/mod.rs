@@ -11,6 +11,7 @@ use crate::key::FlowKey;
 use frames::*;
 
 mod frames;
+mod hash;
 mod l2;
 mod l3;
 mod l4;
