@@ -23,7 +23,14 @@
 //!   flow is removed or its slot reused, a wrong entry simply fails to verify.
 //!   Entries are inserted on subtable hits with probability
 //!   1/`emc_insert_inv_prob` (Open vSwitch's default: 1/100), so short flows
-//!   do not thrash it.
+//!   do not thrash it. The EMC pays only when a tuple-space search would
+//!   probe several subtables: at each re-ranking the cache looks at how
+//!   many a search probed on average since the last one and uses the EMC
+//!   (looks up and inserts) only while that is at least `emc_min_probes`.
+//!   A table of one or two masks per port forwards without it (an EMC probe
+//!   is a hash of the whole key and a random access into a table of
+//!   hundreds of kilobytes; one subtable probe hashes a few words of a
+//!   small, cached table).
 //!
 //! ## Invariants
 //!
@@ -69,6 +76,10 @@ pub struct CacheConfig {
     pub emc_insert_inv_prob: u32,
     /// Lookups between two re-rankings of the subtables.
     pub rerank_interval: u32,
+    /// The EMC is used while tuple-space searches probe at least this many
+    /// subtables a lookup on average (measured between re-rankings); 0:
+    /// always.
+    pub emc_min_probes: u32,
 }
 
 impl Default for CacheConfig {
@@ -78,6 +89,7 @@ impl Default for CacheConfig {
             emc_entries: 32_768,
             emc_insert_inv_prob: 100,
             rerank_interval: 1 << 16,
+            emc_min_probes: 3,
         }
     }
 }
@@ -202,6 +214,13 @@ pub struct MegaflowCache {
     lookups_until_rerank: u32,
     rng: u64,
     counters: CacheCounters,
+    /// The EMC is looked up and filled (see `emc_min_probes`).
+    emc_on: bool,
+    /// Subtables a search would have probed for the EMC's hits.
+    emc_saved: u64,
+    /// Probes (`subtable_probes` and `emc_saved`) and lookups (hits and
+    /// misses) at the last re-ranking.
+    probes_mark: (u64, u64),
 }
 
 impl MegaflowCache {
@@ -209,6 +228,7 @@ impl MegaflowCache {
         MegaflowCache {
             lookups_until_rerank: cfg.rerank_interval.max(1),
             emc: Emc::new(cfg.emc_entries),
+            emc_on: cfg.emc_entries > 0,
             cfg,
             subtables: Vec::new(),
             classes: HashMap::default(),
@@ -218,6 +238,8 @@ impl MegaflowCache {
             count: 0,
             rng: 0x2545_f491_4f6c_dd1d,
             counters: CacheCounters::default(),
+            emc_saved: 0,
+            probes_mark: (0, 0),
         }
     }
 
@@ -483,7 +505,7 @@ impl MegaflowCache {
         // 1. Exact-match cache, in waves over the batch (hash all, load all
         // sets, pick candidates, load all records, verify) so that the cache
         // misses of different packets overlap instead of chaining.
-        if self.emc.is_enabled() {
+        if self.emc_on {
             let mut touch = 0u64;
             for i in 0..n {
                 emc_hash[i] = keys[i].packet_hash();
@@ -589,6 +611,9 @@ impl MegaflowCache {
             let slot = slots[i];
             if tss_found & (1 << i) != 0 {
                 sub.hits += 1;
+            } else {
+                // An EMC hit: what a search would have probed for it.
+                self.emc_saved += u64::from(sub.depth);
             }
             sub.hit(slot, bytes[i], now, keys[i].tcp_flags() as u16);
             out[i] = sub.seq(slot).map(|seq| FlowHandle {
@@ -625,7 +650,7 @@ impl MegaflowCache {
     }
 
     fn emc_insert_hits(&mut self, found: u64, emc_hash: &[u64], subs: &[u16], slots: &[u32]) {
-        if !self.emc.is_enabled() {
+        if !self.emc_on {
             return;
         }
         let inv = self.cfg.emc_insert_inv_prob.max(1) as u64;
@@ -644,16 +669,38 @@ impl MegaflowCache {
 
     /// Sorts each port's subtables by recent hits and halves the counts.
     pub fn rerank(&mut self) {
-        let subs = &self.subtables;
+        let subs = &mut self.subtables;
         for list in self.classes.values_mut() {
             list.sort_by_key(|&i| {
                 std::cmp::Reverse(subs[i as usize].as_ref().map_or(0, |s| s.hits))
             });
+            for (place, &i) in list.iter().enumerate() {
+                if let Some(s) = subs[i as usize].as_mut() {
+                    s.depth = place as u32 + 1;
+                }
+            }
         }
         for s in self.subtables.iter_mut().flatten() {
             s.hits /= 2;
         }
         self.lookups_until_rerank = self.cfg.rerank_interval.max(1);
+        // The EMC while searches are deep enough to make it pay: the
+        // subtables searches probed, and would have for the EMC's hits,
+        // per lookup.
+        let c = &self.counters;
+        let probes = c.subtable_probes + self.emc_saved;
+        let lookups = c.emc_hits + c.tss_hits + c.misses;
+        let (dp, dl) = (probes - self.probes_mark.0, lookups - self.probes_mark.1);
+        self.probes_mark = (probes, lookups);
+        if dl > 0 {
+            let min = u64::from(self.cfg.emc_min_probes);
+            self.emc_on = self.emc.is_enabled() && dp >= min * dl;
+        }
+    }
+
+    /// Whether the EMC is in use now (`emc_min_probes`).
+    pub fn emc_in_use(&self) -> bool {
+        self.emc_on
     }
 
     /// Empties the exact-match cache (e.g. after a mass removal).

@@ -67,6 +67,9 @@ pub(super) struct Subtable {
     free: Vec<u32>,
     live: usize,
     pub(super) hits: u64,
+    /// Its place in its class's probing order at the last re-ranking (1:
+    /// first): the subtables a search probes to find one of its flows.
+    pub(super) depth: u32,
     pub(super) epoch: u32,
     /// The in_port this subtable's flows all match exactly, or [`super::ANY_PORT`].
     pub(super) class: u32,
@@ -101,6 +104,7 @@ impl Subtable {
             free: Vec::new(),
             live: 0,
             hits: 0,
+            depth: 1,
             epoch,
             class,
         }

@@ -20,6 +20,7 @@ fn cfg() -> CacheConfig {
     CacheConfig {
         emc_insert_inv_prob: 1,
         rerank_interval: 7,
+        emc_min_probes: 0,
         ..CacheConfig::default()
     }
 }
@@ -486,6 +487,7 @@ fn cache_vs_linear(ops: &[Op], emc: bool) -> Result<Reach, TestCaseError> {
         emc_insert_inv_prob: 2,
         rerank_interval: 13,
         flow_limit: 10_000,
+        emc_min_probes: 0,
     });
     let mut codes = Codes::default();
     let mut reference = Linear(vec![]);
@@ -732,4 +734,58 @@ fn short_slices_never_leave_stale_results() {
         &mut res[..1],
     );
     assert_eq!(res, [None, Some(h)]);
+}
+
+#[test]
+fn the_emc_is_used_only_while_searches_probe_enough_subtables() {
+    let mut c = MegaflowCache::new(CacheConfig {
+        emc_insert_inv_prob: 1,
+        rerank_interval: 64,
+        emc_min_probes: 3,
+        ..CacheConfig::default()
+    });
+    // One mask: every search probes one subtable; after a re-ranking the
+    // EMC is left alone (no hits, nothing inserted).
+    let one = Mask::exact_fields(&[Field::TpDst]);
+    let k = |p: u128| key_with(&[(Field::TpDst, p)]);
+    for p in 0..8 {
+        c.insert(&Match::new(&k(p), &one), out(1), 0).unwrap();
+    }
+    assert!(c.emc_in_use(), "until it has measured");
+    for i in 0..64 {
+        assert!(c.lookup(&k(i % 8), 1, Timestamp(1)).is_some());
+    }
+    assert!(!c.emc_in_use());
+    let before = c.counters().emc_hits;
+    for i in 0..200 {
+        assert!(c.lookup(&k(i % 8), 1, Timestamp(2)).is_some());
+    }
+    assert_eq!(c.counters().emc_hits, before, "not looked up");
+    // Five more masks that the packets must get past: searches probe
+    // more, the EMC comes back and hits.
+    for (i, f) in [
+        Field::TpSrc,
+        Field::IpProto,
+        Field::Ipv4Src,
+        Field::Ipv4Dst,
+        Field::EthType,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let m = Mask::exact_fields(&[f, Field::TpDst]);
+        let mut key = k(1000 + i as u128);
+        key.set_field(f, 7);
+        c.insert(&Match::new(&key, &m), out(2), 0).unwrap();
+    }
+    // Lookups that hit the first mask's flows only after the others
+    // (re-ranking puts the busy subtable first, so look up misses too).
+    for i in 0..256 {
+        let _ = c.lookup(&k(100 + i % 8), 1, Timestamp(3));
+    }
+    assert!(c.emc_in_use(), "probes: {:?}", c.counters());
+    for i in 0..64 {
+        assert!(c.lookup(&k(i % 8), 1, Timestamp(4)).is_some());
+    }
+    assert!(c.counters().emc_hits > before, "used again");
 }
