@@ -17,6 +17,11 @@ Writes CORPUS_DIR/<target>/<name> files:
   tunnel_decap         fuzz/seeds/tunnel_decap/*: VXLAN and Geneve packets;
   conntrack            fuzz/seeds/conntrack/*: TCP, UDP and ICMP error
                        frames, nat() and flush-conntrack arguments;
+  ovsdb_message        fuzz/seeds/ovsdb_message/*: what Debian's
+                       ovsdb-server sent a client that monitored the
+                       Open_vSwitch tables and took the ovs_vswitchd lock
+                       while ovs-vsctl added a bridge and a Geneve port,
+                       and its answer to a bad transaction;
   netlink_link         RTM_NEWLINK messages the kernel sends for this
                        machine's links (a live dump, when netlink is there);
   netlink_host         those and the machine's addresses, routes and
@@ -181,7 +186,7 @@ def main():
         put(corpus, "control_request", f"req-{i}", json.dumps(r) + "\n")
     # Committed seeds of their own: device dumps as rdma-core writes them,
     # tunnel packets (fuzz/seeds/<target>/).
-    for target in ("dr_dump", "tunnel_decap", "conntrack"):
+    for target in ("dr_dump", "tunnel_decap", "conntrack", "ovsdb_message"):
         d = os.path.join(ROOT, "fuzz/seeds", target)
         for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
             put(corpus, target, name, open(os.path.join(d, name), "rb").read())

@@ -17,7 +17,7 @@ use std::process::Command;
 type Check = fn(&[u8]);
 
 /// Each target's check, by the corpus directory's name.
-const TARGETS: [(&str, Check); 15] = [
+const TARGETS: [(&str, Check); 16] = [
     ("config_parse", checks::config_parse::check),
     ("control_request", checks::control_request::check),
     ("dr_dump", checks::dr_dump::check),
@@ -33,6 +33,7 @@ const TARGETS: [(&str, Check); 15] = [
     ("prm_decode", checks::prm_decode::check),
     ("tunnel_decap", checks::tunnel_decap::check),
     ("conntrack", checks::conntrack::check),
+    ("ovsdb_message", checks::ovsdb_message::check),
 ];
 
 fn root() -> PathBuf {

@@ -17,6 +17,7 @@ pub mod netlink_host;
 pub mod netlink_link;
 pub mod openflow_channel;
 pub mod openflow_parse;
+pub mod ovsdb_message;
 pub mod pcap_read;
 pub mod prm_decode;
 pub mod tunnel_decap;
