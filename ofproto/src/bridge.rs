@@ -184,6 +184,13 @@ pub struct SyncMark {
     pub other: u64,
 }
 
+/// The tables and groups of a bridge at one moment ([`Bridge::checkpoint`]).
+#[derive(Debug)]
+pub struct Checkpoint {
+    tables: FlowTables,
+    groups: GroupTable,
+}
+
 /// Tables, ports and MAC table of one switch.
 #[derive(Debug, Default)]
 pub struct Bridge {
@@ -240,6 +247,23 @@ impl Bridge {
     /// [`add_group`](Self::add_group) and the others.
     pub fn groups_mut(&mut self) -> &mut GroupTable {
         &mut self.groups
+    }
+
+    /// A copy of the tables and groups, to put back with
+    /// [`roll_back`](Self::roll_back) if the changes after it must not
+    /// stand (a bundle commit that failed part way).
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            tables: self.tables.clone(),
+            groups: self.groups.clone(),
+        }
+    }
+
+    /// Puts back the tables and groups of `c`, under new generations (the
+    /// megaflows translated meanwhile are revalidated).
+    pub fn roll_back(&mut self, c: Checkpoint) {
+        self.tables.roll_back_to(c.tables);
+        self.groups.roll_back_to(c.groups);
     }
 
     /// The groups (changed by group mods).

@@ -313,6 +313,14 @@ impl GroupTable {
         self.generation
     }
 
+    /// Puts back `earlier`, a copy taken before changes that must not
+    /// stand, under a new generation (incarnations never reused).
+    pub fn roll_back_to(&mut self, mut earlier: GroupTable) {
+        earlier.generation = self.generation.max(earlier.generation) + 1;
+        earlier.next_uid = earlier.next_uid.max(self.next_uid);
+        *self = earlier;
+    }
+
     /// Whether SELECT groups that name no method pick by `dp_hash` (as
     /// Open vSwitch does when their weights fit in 256 values; else they
     /// hash in translation). The groups there are now change with it.

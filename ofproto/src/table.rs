@@ -156,7 +156,7 @@ pub struct FlowModOutcome {
 }
 
 /// One table: rules in slots, indexed by a classifier.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct FlowTable {
     id: TableId,
     cls: Classifier,
@@ -294,7 +294,7 @@ fn cookie_ok(fm: &FlowMod, r: &Rule) -> bool {
 }
 
 /// The tables of one switch.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct FlowTables {
     tables: Vec<FlowTable>,
     generation: u64,
@@ -310,7 +310,7 @@ pub const CHANGES_KEPT: usize = 8192;
 /// The matches of the rules the last changes added, modified or removed,
 /// by the generation each change made: what lets a BARRIER bring up to
 /// date only the megaflows a change can affect.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct ChangeLog {
     entries: std::collections::VecDeque<(u64, TableId, Match)>,
     /// The newest generation whose entries were dropped.
@@ -375,6 +375,23 @@ impl FlowTables {
     /// Bumped by every change of any table.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Puts back `earlier`, a copy taken before changes that must not
+    /// stand (a bundle that failed part way). Generations only move
+    /// forward: the tables as they were come back under a new one, every
+    /// table changed and the log saying "look at everything" (the rules
+    /// the changes touched are not listed), rule ids never reused.
+    pub fn roll_back_to(&mut self, mut earlier: FlowTables) {
+        let gen = self.generation.max(earlier.generation) + 1;
+        earlier.generation = gen;
+        for t in &mut earlier.tables {
+            t.generation = gen;
+        }
+        earlier.next_uid = earlier.next_uid.max(self.next_uid);
+        earlier.log = std::mem::take(&mut self.log);
+        earlier.log.dropped = gen;
+        *self = earlier;
     }
 
     /// One table. Ids above 253 name no table.

@@ -25,6 +25,7 @@
 //! with their type.
 
 pub mod action;
+pub mod bundle;
 pub mod config_msgs;
 pub mod error;
 pub mod flow;

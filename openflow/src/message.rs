@@ -506,7 +506,14 @@ impl Message {
 pub fn error_reply(error: OfpError, offending: &[u8]) -> Message {
     let mut data = Vec::new();
     if error.ty == crate::error::EXPERIMENTER_ERROR {
-        data.extend_from_slice(&crate::action::NX_VENDOR.to_be_bytes());
+        // ONF's bundle errors (EXT-230) under ONF's id; every other
+        // experimenter error here is Nicira's.
+        let vendor = if crate::bundle::is_onf_error(error) {
+            crate::bundle::ONF_VENDOR
+        } else {
+            crate::action::NX_VENDOR
+        };
+        data.extend_from_slice(&vendor.to_be_bytes());
     }
     data.extend_from_slice(&offending[..offending.len().min(ERROR_DATA_LEN)]);
     Message::Error { error, data }

@@ -19,6 +19,7 @@
 //! the connection's: [`Roles`] holds them for every connection, so a new
 //! master demotes the old one.
 
+pub(crate) mod bundles;
 pub mod convert;
 pub mod groups;
 
@@ -271,6 +272,8 @@ pub struct Connection {
     /// Output not yet taken past which no further message is acted on
     /// (one reply may go past it).
     out_limit: usize,
+    /// Bundles open on this connection, by id (they go with it).
+    bundles: BTreeMap<u32, bundles::Bundle>,
 }
 
 impl Connection {
@@ -296,6 +299,7 @@ impl Connection {
             stats: ConnStats::default(),
             barrier: None,
             out_limit: usize::MAX,
+            bundles: BTreeMap::new(),
         };
         let hello = Message::Hello {
             bitmap: Some(bitmap_of(VERSION)),
@@ -596,6 +600,15 @@ impl Connection {
                 }
             }
             Message::Experimenter {
+                experimenter: openflow::bundle::ONF_VENDOR,
+                exp_type,
+                data,
+            } if exp_type == openflow::bundle::ET_BUNDLE_CONTROL
+                || exp_type == openflow::bundle::ET_BUNDLE_ADD_MESSAGE =>
+            {
+                return self.bundle(exp_type, &data, xid, slave, sw);
+            }
+            Message::Experimenter {
                 experimenter,
                 exp_type,
                 ..
@@ -635,22 +648,9 @@ impl Connection {
                 if slave {
                     return Err(OfpError::IS_SLAVE);
                 }
-                let fm = convert::flow_mod_from_wire(&fm, sw.bridge_view().tlv())?;
-                let meters = sw.meters();
-                let known = |id| meters.is_some_and(|m| m.get(id).is_some());
-                if let Some(e) = fm.unknown_meter(known) {
-                    let (t, c) = e.of_error();
-                    self.last_error = Some(format!("flow mod refused: {e}"));
-                    return Err(OfpError::new(t, c));
-                }
-                let now = sw.now();
-                let outcome = sw.bridge().apply_flow_mod(&fm, now).map_err(|e| {
-                    let (t, c) = e.of_error();
-                    self.last_error = Some(format!("flow mod refused: {e}"));
-                    OfpError::new(t, c)
-                })?;
-                if !outcome.removed.is_empty() {
-                    sw.rules_removed(&outcome.removed);
+                let removed = self.apply_flow_mod(&fm, sw)?;
+                if !removed.is_empty() {
+                    sw.rules_removed(&removed);
                 }
                 // Megaflows the change makes stale go at the next offload
                 // tick, not at the next interval (as Open vSwitch kicks its
@@ -857,12 +857,7 @@ impl Connection {
                 return Err(OfpError::IS_SLAVE)
             }
             Message::GroupMod(gm) => {
-                let now = sw.now();
-                let removed =
-                    groups::group_mod(&mut sw.bridge(), &gm, now).map_err(|(e, why)| {
-                        self.last_error = Some(why);
-                        e
-                    })?;
+                let removed = self.apply_group_mod(&gm, sw)?;
                 if !removed.is_empty() {
                     sw.rules_removed(&removed);
                 }
@@ -941,6 +936,44 @@ impl Connection {
         let xid = self.next_xid;
         self.next_xid = self.next_xid.wrapping_add(1);
         self.send(xid, m);
+    }
+
+    /// A flow mod applied to the bridge: the rules it removed, or the
+    /// error that refuses it (nothing changed then).
+    fn apply_flow_mod<S: OfSwitch>(
+        &mut self,
+        fm: &openflow::flow::FlowMod,
+        sw: &mut S,
+    ) -> Result<Vec<crate::table::RemovedRule>, OfpError> {
+        let fm = convert::flow_mod_from_wire(fm, sw.bridge_view().tlv())?;
+        let meters = sw.meters();
+        let known = |id| meters.is_some_and(|m| m.get(id).is_some());
+        if let Some(e) = fm.unknown_meter(known) {
+            let (t, c) = e.of_error();
+            self.last_error = Some(format!("flow mod refused: {e}"));
+            return Err(OfpError::new(t, c));
+        }
+        let now = sw.now();
+        let outcome = sw.bridge().apply_flow_mod(&fm, now).map_err(|e| {
+            let (t, c) = e.of_error();
+            self.last_error = Some(format!("flow mod refused: {e}"));
+            OfpError::new(t, c)
+        })?;
+        Ok(outcome.removed)
+    }
+
+    /// A group mod applied to the bridge: the rules that ran a deleted
+    /// group (deleted with it), or the error that refuses it.
+    fn apply_group_mod<S: OfSwitch>(
+        &mut self,
+        gm: &openflow::group::GroupMod,
+        sw: &mut S,
+    ) -> Result<Vec<crate::table::RemovedRule>, OfpError> {
+        let now = sw.now();
+        groups::group_mod(&mut sw.bridge(), gm, now).map_err(|(e, why)| {
+            self.last_error = Some(why);
+            e
+        })
     }
 
     fn send_error(&mut self, e: OfpError, offending: &[u8], xid: u32) {

@@ -115,6 +115,26 @@ fn ask(c: &mut Connection, sw: &mut Sw, m: &Message, xid: u32) -> Vec<(u32, Mess
     msgs(&c.take_output())
 }
 
+/// An OFPFC_ADD of a catch-all rule of `priority` in table 0 applying
+/// `actions`.
+fn add_flow(priority: u16, actions: Vec<openflow::Action>) -> Message {
+    Message::FlowMod(openflow::FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: 0,
+        command: 0,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority,
+        buffer_id: openflow::flow::NO_BUFFER,
+        out_port: OfPort::Any.number(),
+        out_group: openflow::group::GROUP_ANY,
+        flags: 0,
+        matched: openflow::OxmMatch::default(),
+        instructions: vec![openflow::Instruction::ApplyActions(actions)],
+    })
+}
+
 fn error_of(replies: &[(u32, Message)]) -> Option<OfpError> {
     match replies {
         [(_, Message::Error { error, .. })] => Some(*error),
@@ -418,7 +438,7 @@ fn bytes_arriving_in_any_cuts_give_the_same_replies() {
 #[test]
 fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
     use openflow::group::{group_command, group_type};
-    use openflow::{Action, Bucket, GroupMod, Instruction};
+    use openflow::{Action, Bucket, GroupMod};
     let mut s = sw();
     s.bridge = Bridge::with_ports([1, 2, 3]);
     let t = Instant::now();
@@ -515,23 +535,7 @@ fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
     );
 
     // A flow may run group 10 but not group 11.
-    let flow = |g: u32| {
-        Message::FlowMod(openflow::FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: 0,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority: 1,
-            buffer_id: openflow::flow::NO_BUFFER,
-            out_port: OfPort::Any.number(),
-            out_group: openflow::group::GROUP_ANY,
-            flags: 0,
-            matched: openflow::OxmMatch::default(),
-            instructions: vec![Instruction::ApplyActions(vec![Action::Group(g)])],
-        })
-    };
+    let flow = |g: u32| add_flow(1, vec![Action::Group(g)]);
     assert_eq!(
         error_of(&ask(&mut c, &mut s, &flow(11), 7)),
         Some(OfpError::new(2, 9))
@@ -657,4 +661,203 @@ fn a_message_over_the_limit_is_refused_with_bad_len_and_the_connection_closes() 
         "{:?}",
         c.last_error()
     );
+}
+
+mod bundle_tests {
+    use super::*;
+    use openflow::bundle::{self as b, ctrl, error as be, onf_error, BundleAdd, BundleCtrl};
+    use openflow::Action;
+
+    fn control(id: u32, ty: u16, flags: u16) -> Message {
+        Message::Experimenter {
+            experimenter: b::ONF_VENDOR,
+            exp_type: b::ET_BUNDLE_CONTROL,
+            data: BundleCtrl {
+                bundle_id: id,
+                ty,
+                flags,
+                props: vec![],
+            }
+            .encode(),
+        }
+    }
+
+    fn add(id: u32, flags: u16, inner: &Message, xid: u32) -> Message {
+        Message::Experimenter {
+            experimenter: b::ONF_VENDOR,
+            exp_type: b::ET_BUNDLE_ADD_MESSAGE,
+            data: BundleAdd {
+                bundle_id: id,
+                flags,
+                message: bytes(inner, xid),
+            }
+            .encode(),
+        }
+    }
+
+    /// A flow mod adding `priority`, running `group` when given.
+    fn flow(priority: u16, group: Option<u32>) -> Message {
+        add_flow(priority, group.map(Action::Group).into_iter().collect())
+    }
+
+    /// The reply's control type, or its error.
+    fn reply(r: &[(u32, Message)]) -> Result<u16, OfpError> {
+        match r {
+            [(
+                _,
+                Message::Experimenter {
+                    experimenter: b::ONF_VENDOR,
+                    exp_type: b::ET_BUNDLE_CONTROL,
+                    data,
+                },
+            )] => Ok(BundleCtrl::parse(data).expect("control").ty),
+            _ => Err(error_of(r).unwrap_or_else(|| panic!("{r:?}"))),
+        }
+    }
+
+    #[test]
+    fn a_bundle_commits_all_in_order_or_nothing() {
+        let mut s = sw();
+        let mut c = open(&mut s, 1, Instant::now());
+        let atomic = b::flags::ATOMIC | b::flags::ORDERED;
+        assert_eq!(
+            reply(&ask(
+                &mut c,
+                &mut s,
+                &control(7, ctrl::OPEN_REQUEST, atomic),
+                2
+            )),
+            Ok(ctrl::OPEN_REPLY)
+        );
+        for (i, p) in [10u16, 20, 30].into_iter().enumerate() {
+            let xid = 10 + i as u32;
+            assert!(ask(&mut c, &mut s, &add(7, atomic, &flow(p, None), xid), xid).is_empty());
+        }
+        assert_eq!(s.bridge.tables.len(), 0, "nothing before the commit");
+        let gen = s.bridge.generations();
+        assert_eq!(
+            reply(&ask(
+                &mut c,
+                &mut s,
+                &control(7, ctrl::COMMIT_REQUEST, atomic),
+                3
+            )),
+            Ok(ctrl::COMMIT_REPLY)
+        );
+        assert_eq!(s.bridge.tables.len(), 3);
+        assert_ne!(s.bridge.generations(), gen);
+
+        // A bad message in the middle: its error with its xid, then
+        // MSG_FAILED for the commit; the tables as before the bundle.
+        ask(&mut c, &mut s, &add(8, 0, &flow(40, None), 20), 20);
+        ask(&mut c, &mut s, &add(8, 0, &flow(50, Some(99)), 21), 21);
+        ask(&mut c, &mut s, &add(8, 0, &flow(60, None), 22), 22);
+        let before = s.bridge.tables.len();
+        let r = ask(&mut c, &mut s, &control(8, ctrl::COMMIT_REQUEST, 0), 4);
+        match &r[..] {
+            [(21, Message::Error { error: e1, .. }), (4, Message::Error { error: e2, data })] => {
+                assert_eq!(*e1, OfpError::new(2, 9), "BAD_OUT_GROUP for the flow mod");
+                assert_eq!(*e2, onf_error(be::MSG_FAILED));
+                assert_eq!(&data[..4], &b::ONF_VENDOR.to_be_bytes(), "ONF's error");
+            }
+            r => panic!("{r:?}"),
+        }
+        assert_eq!(
+            s.bridge.tables.len(),
+            before,
+            "the first add rolled back too"
+        );
+        // The bundle is gone after a commit, good or bad.
+        assert_eq!(
+            reply(&ask(
+                &mut c,
+                &mut s,
+                &control(8, ctrl::COMMIT_REQUEST, 0),
+                5
+            )),
+            Err(onf_error(be::BAD_ID))
+        );
+        // The rolled-back tables go on working.
+        assert!(ask(&mut c, &mut s, &flow(70, None), 6).is_empty());
+        assert_eq!(s.bridge.tables.len(), before + 1);
+    }
+
+    #[test]
+    fn bundle_misuse_gets_the_error_onf_names_and_the_connection_stays() {
+        let mut s = sw();
+        let mut c = open(&mut s, 1, Instant::now());
+        let ask_r = |c: &mut Connection, s: &mut Sw, m: &Message, xid| reply(&ask(c, s, m, xid));
+        // (bundle, control type, flags): the answer.
+        let steps = [
+            ((1, ctrl::OPEN_REQUEST, 0), Ok(ctrl::OPEN_REPLY)),
+            ((1, ctrl::OPEN_REQUEST, 0), Err(onf_error(be::BUNDLE_EXIST))),
+            ((2, ctrl::CLOSE_REQUEST, 0), Err(onf_error(be::BAD_ID))),
+            ((1, ctrl::CLOSE_REQUEST, 1), Err(onf_error(be::BAD_FLAGS))),
+            ((1, 99, 0), Err(onf_error(be::BAD_TYPE))),
+            ((1, ctrl::OPEN_REQUEST, 0x80), Err(onf_error(be::BAD_FLAGS))),
+        ];
+        for (xid, ((id, ty, flags), want)) in (2..).zip(steps) {
+            let got = ask_r(&mut c, &mut s, &control(id, ty, flags), xid);
+            assert_eq!(got, want, "bundle {id} type {ty} flags {flags:#x}");
+        }
+        // The added message's xid must be the add's.
+        assert_eq!(
+            error_of(&ask(&mut c, &mut s, &add(1, 0, &flow(1, None), 99), 8)),
+            Some(onf_error(be::MSG_BAD_XID))
+        );
+        // Only flow and group mods are bundled.
+        let echo = Message::EchoRequest(vec![]);
+        assert_eq!(
+            error_of(&ask(&mut c, &mut s, &add(1, 0, &echo, 9), 9)),
+            Some(onf_error(be::MSG_UNSUP))
+        );
+        // A message that does not parse answers with its own error.
+        let mut broken = bytes(&flow(1, None), 10);
+        broken.truncate(20);
+        broken[2..4].copy_from_slice(&20u16.to_be_bytes());
+        let m = Message::Experimenter {
+            experimenter: b::ONF_VENDOR,
+            exp_type: b::ET_BUNDLE_ADD_MESSAGE,
+            data: [&[0, 0, 0, 1, 0, 0, 0, 0][..], &broken].concat(),
+        };
+        assert!(
+            error_of(&ask(&mut c, &mut s, &m, 10)).is_some_and(|e| e.ty == 1),
+            "BAD_REQUEST"
+        );
+        // Closed: no more adds; discard drops it.
+        assert_eq!(
+            ask_r(&mut c, &mut s, &control(1, ctrl::CLOSE_REQUEST, 0), 11),
+            Ok(ctrl::CLOSE_REPLY)
+        );
+        assert_eq!(
+            error_of(&ask(&mut c, &mut s, &add(1, 0, &flow(1, None), 12), 12)),
+            Some(onf_error(be::BUNDLE_CLOSED))
+        );
+        assert_eq!(
+            ask_r(&mut c, &mut s, &control(1, ctrl::DISCARD_REQUEST, 0), 13),
+            Ok(ctrl::DISCARD_REPLY)
+        );
+        assert_eq!(
+            ask_r(&mut c, &mut s, &control(1, ctrl::COMMIT_REQUEST, 0), 14),
+            Err(onf_error(be::BAD_ID))
+        );
+        // An add opens its bundle; at most MAX_BUNDLES are open.
+        assert!(ask(&mut c, &mut s, &add(5, 0, &flow(1, None), 15), 15).is_empty());
+        for id in 100..100 + bundles::MAX_BUNDLES as u32 - 1 {
+            assert_eq!(
+                ask_r(&mut c, &mut s, &control(id, ctrl::OPEN_REQUEST, 0), 16),
+                Ok(ctrl::OPEN_REPLY)
+            );
+        }
+        assert_eq!(
+            ask_r(&mut c, &mut s, &control(999, ctrl::OPEN_REQUEST, 0), 17),
+            Err(onf_error(be::OUT_OF_BUNDLES))
+        );
+        assert_eq!(
+            ask_r(&mut c, &mut s, &control(5, ctrl::COMMIT_REQUEST, 0), 18),
+            Ok(ctrl::COMMIT_REPLY)
+        );
+        assert_eq!(s.bridge.tables.len(), 1);
+        assert_eq!(c.state(), &State::Open);
+    }
 }

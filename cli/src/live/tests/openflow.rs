@@ -1189,6 +1189,65 @@ fn ovs_ofctl_groups_fan_out_and_select_and_an_all_group_is_offloaded_as_a_dest_a
 }
 
 #[test]
+fn ovs_ofctl_bundles_apply_all_or_nothing() {
+    const T: &str = "ovs_ofctl_bundles_apply_all_or_nothing";
+    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+        return;
+    };
+    let dir = TempDir::new("bundles");
+    let sock = dir.0.join("br0.mgmt");
+    let (d, of, _h) = start_with_ports(&sock, 5000);
+    let file = |name: &str, flows: &[&str]| {
+        let p = dir.0.join(name);
+        std::fs::write(&p, flows.join("\n")).expect("flow file");
+        p.display().to_string()
+    };
+    let ok = file(
+        "ok.txt",
+        &[
+            "priority=5,ip,actions=output:2",
+            "priority=6,tcp,actions=output:3",
+        ],
+    );
+    let bad = file(
+        "bad.txt",
+        &[
+            "priority=7,udp,actions=output:2",
+            "priority=8,icmp,actions=group:99",
+            "priority=9,arp,actions=drop",
+        ],
+    );
+    let run = |cmd: &str, extra: &[&str]| ofctl(&bin, &sock, cmd, extra);
+    let lines = || flow_lines(&run("dump-flows", &[]).expect("dump-flows"));
+    let before = lines();
+    run("add-flows", &["--bundle", &ok]).expect("a good bundle");
+    let with_ok = lines();
+    assert_eq!(with_ok.len(), before.len() + 2, "{with_ok:?}");
+    assert!(
+        with_ok
+            .iter()
+            .any(|l| l.contains("priority=6,tcp actions=output:3")),
+        "{with_ok:?}"
+    );
+    // One bad flow mod: its error (with the error for the commit), and
+    // none of the bundle's flows, not even the one before it.
+    let e = run("add-flows", &["--bundle", &bad]).expect_err("a bad bundle");
+    assert!(e.contains("OFPBAC_BAD_OUT_GROUP"), "{e}");
+    assert_eq!(lines(), with_ok, "nothing of the bad bundle stands");
+    // replace-flows in a bundle: the table becomes the file.
+    let only = file("only.txt", &["priority=4,ip,actions=drop"]);
+    run("replace-flows", &["--bundle", &only]).expect("replace-flows");
+    let now = lines();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert!(now[0].contains("priority=4,ip actions=drop"), "{now:?}");
+    // The connection and the switch go on.
+    run("add-flow", &["priority=3,arp,actions=drop"]).expect("after bundles");
+    assert_eq!(lines().len(), 2);
+    of.stop();
+    d.stop().expect("stop");
+}
+
+#[test]
 fn with_select_method_dp_hash_an_ovs_ofctl_select_group_picks_by_dp_hash() {
     const T: &str = "with_select_method_dp_hash_an_ovs_ofctl_select_group_picks_by_dp_hash";
     let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
