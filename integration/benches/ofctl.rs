@@ -12,7 +12,10 @@
 //!   eswitchd; `_ovs`: against Open vSwitch; `openflow.add_flows_ovs_ofctl_ratio`
 //!   the first over the second;
 //! - `openflow.dump_flows_ovs_ofctl_100k_ratio`: `dump-flows` of the table
-//!   so made, eswitchd's time over Open vSwitch's.
+//!   so made, eswitchd's time over Open vSwitch's;
+//! - `openflow.bundle_add_flows_per_s` (and `_ovs`, `_ratio`): the same
+//!   file as one bundle (`ovs-ofctl --bundle add-flows`) on an empty table,
+//!   committed all or nothing.
 //!
 //! Each switch starts empty for each of three runs (alternating which goes
 //! first); the figures are medians. `OFCTL_FLOWS` sets the file's size
@@ -71,6 +74,15 @@ fn measure(target: &str, file: &Path) -> Result<(f64, f64, usize), String> {
     Ok((add, dump, flows))
 }
 
+/// `add-flows --bundle` against `target`: its seconds, and the flows a
+/// dump then lists.
+fn measure_bundle(target: &str, file: &Path) -> Result<(f64, usize), String> {
+    let file = file.display().to_string();
+    let (add, _) = ofctl(&["--bundle", "add-flows", target, &file])?;
+    let (_, text) = ofctl(&["dump-flows", target])?;
+    Ok((add, text.lines().filter(|l| l.contains("actions=")).count()))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -104,6 +116,7 @@ fn main() {
     std::fs::write(&file, flow_file(n)).expect("flow file");
     let (mut esw_add, mut ovs_add, mut esw_dump, mut ovs_dump) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut esw_bundle, mut ovs_bundle) = (Vec::new(), Vec::new());
     for run in 0..3 {
         let mut one = |which: &str| -> Result<(), String> {
             if which == "eswitchd" {
@@ -116,12 +129,27 @@ fn main() {
                 }
                 esw_add.push(add);
                 esw_dump.push(dump);
+                drop(d);
+                // The same flows in one bundle, on a fresh table.
+                let d = Eswitchd::start(&bin, &dir, 2, None)?;
+                let (add, flows) = measure_bundle(d.target(), &file)?;
+                eprintln!("run {run} eswitchd: --bundle add {add:.2} s, {flows} flows");
+                if flows < n {
+                    return Err(format!(
+                        "eswitchd dumped {flows} flows of {n} after a bundle"
+                    ));
+                }
+                esw_bundle.push(add);
             } else {
                 ovs.del_flows().map_err(|e| e.to_string())?;
                 let (add, dump, flows) = measure(&ovs.bridge_target(), &file)?;
                 eprintln!("run {run} ovs: add {add:.2} s, dump {dump:.2} s, {flows} flows");
                 ovs_add.push(add);
                 ovs_dump.push(dump);
+                ovs.del_flows().map_err(|e| e.to_string())?;
+                let (add, flows) = measure_bundle(&ovs.bridge_target(), &file)?;
+                eprintln!("run {run} ovs: --bundle add {add:.2} s, {flows} flows");
+                ovs_bundle.push(add);
             }
             Ok(())
         };
@@ -157,4 +185,14 @@ fn main() {
         "bench: openflow.dump_flows_ovs_ofctl_100k_ratio {:.2}",
         ed / od
     );
+    let (eb, ob) = (median(esw_bundle), median(ovs_bundle));
+    println!(
+        "bench: openflow.bundle_add_flows_per_s {:.0} flows/s",
+        n as f64 / eb
+    );
+    println!(
+        "bench: openflow.bundle_add_flows_per_s_ovs {:.0} flows/s",
+        n as f64 / ob
+    );
+    println!("bench: openflow.bundle_add_flows_ratio {:.2}", ob / eb);
 }

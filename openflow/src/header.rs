@@ -193,7 +193,10 @@ impl Framer {
         };
         let msg = self.buf[self.start..self.start + n].to_vec();
         self.start += n;
-        if self.start > 1 << 16 {
+        // Drop what was taken once it is most of the buffer (and more
+        // than 64 KiB): each byte is moved at most once on average, however
+        // far a burst of messages runs ahead of their handling.
+        if self.start > 1 << 16 && self.start * 2 >= self.buf.len() {
             self.buf.drain(..self.start);
             self.start = 0;
         }
