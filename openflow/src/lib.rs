@@ -35,6 +35,7 @@ pub mod message;
 pub mod meter;
 pub mod multipart;
 pub mod nx_ct;
+pub mod nx_ct_flush;
 pub mod nx_tlv;
 pub mod oxm;
 pub mod port;

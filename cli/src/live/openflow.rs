@@ -615,6 +615,16 @@ impl<B: Device> OfSwitch for View<'_, B> {
         self.sw.apply_tlv_mod(m)
     }
 
+    fn ct_flush(&mut self, f: &conntrack::FlushFilter) -> Result<usize, openflow::OfpError> {
+        // Nothing matched is no error here (Open vSwitch's OpenFlow flush).
+        let n = self.sw.tracker().flush(f).unwrap_or(0);
+        // The FDB's entries of what went are taken out by the next pass.
+        if n > 0 {
+            self.sw.pipeline_mut().request_pass();
+        }
+        Ok(n)
+    }
+
     fn now(&self) -> megaflow::Timestamp {
         self.clock.now()
     }

@@ -23,7 +23,7 @@ pub(crate) mod bundles;
 pub mod convert;
 pub mod groups;
 
-use openflow::nx_tlv;
+use openflow::{nx_ct_flush, nx_tlv};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -123,6 +123,11 @@ pub trait OfSwitch {
     }
     /// Rules a flow mod removed (FLOW_REMOVED for those that asked).
     fn rules_removed(&mut self, _removed: &[crate::table::RemovedRule]) {}
+    /// Removes the tracked connections `f` matches (`NXT_CT_FLUSH_ZONE`,
+    /// `NXT_CT_FLUSH`); how many. A switch without a tracker refuses.
+    fn ct_flush(&mut self, _f: &conntrack::FlushFilter) -> Result<usize, OfpError> {
+        Err(OfpError::BAD_EXP_TYPE)
+    }
     /// A PACKET_OUT: `actions` run on `frame` as received on `in_port`
     /// (an OpenFlow port number, CONTROLLER for none).
     fn packet_out(
@@ -600,6 +605,23 @@ impl Connection {
                 }
             }
             Message::Experimenter {
+                experimenter: openflow::action::NX_VENDOR,
+                exp_type,
+                data,
+            } if exp_type == nx_ct_flush::FLUSH_ZONE || exp_type == nx_ct_flush::FLUSH => {
+                let f = if exp_type == nx_ct_flush::FLUSH_ZONE {
+                    nx_ct_flush::CtFlush::parse_zone(&data)
+                } else {
+                    nx_ct_flush::CtFlush::parse(&data)
+                }
+                .inspect_err(|e| {
+                    self.last_error = Some(format!("conntrack flush refused: {}", e.name()));
+                })?;
+                // As Open vSwitch: nothing to remove is no error.
+                sw.ct_flush(&flush_filter(&f))?;
+                return Ok(None);
+            }
+            Message::Experimenter {
                 experimenter: openflow::bundle::ONF_VENDOR,
                 exp_type,
                 data,
@@ -983,6 +1005,42 @@ impl Connection {
         if m.emit(xid, &mut self.out).is_ok() {
             self.stats.tx_msgs += 1;
         }
+    }
+}
+
+/// The tracker's filter for a flush message: a 16-byte address that is
+/// IPv4-mapped (`::ffff:a.b.c.d`) is that IPv4 address; protocol 0 is any.
+fn flush_filter(f: &nx_ct_flush::CtFlush) -> conntrack::FlushFilter {
+    let addr = |a: [u8; 16]| match a {
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, b0, b1, b2, b3] => {
+            (conntrack::Addr::v4([b0, b1, b2, b3]), false)
+        }
+        a => (conntrack::Addr(a), true),
+    };
+    // The protocol goes with the original tuple, and with the reply
+    // tuple only when it is given (a whole original tuple alone is
+    // removed from zone 0 unless a zone is named, as Open vSwitch does).
+    let tuple = |t: &nx_ct_flush::FlushTuple, orig: bool| {
+        let (src, dst) = (t.src.map(addr), t.dst.map(addr));
+        let given = orig || *t != nx_ct_flush::FlushTuple::default();
+        conntrack::dump::PartialTuple {
+            src: src.map(|a| a.0),
+            dst: dst.map(|a| a.0),
+            v6: src.or(dst).is_some_and(|a| a.1),
+            proto: (f.ip_proto != 0 && given).then_some(f.ip_proto),
+            sport: t.src_port,
+            dport: t.dst_port,
+            icmp_type: t.icmp_type,
+            icmp_code: t.icmp_code,
+            icmp_id: t.icmp_id,
+        }
+    };
+    conntrack::FlushFilter {
+        zone: f.zone,
+        mark: f.mark,
+        label: f.labels,
+        orig: tuple(&f.orig, true),
+        reply: tuple(&f.reply, false),
     }
 }
 
