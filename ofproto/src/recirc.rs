@@ -64,6 +64,8 @@ pub struct FrozenState {
     /// The packet's `dp_hash` was computed before the next stage (so a
     /// `dp_hash` group there picks by it instead of hashing again).
     pub hashed: bool,
+    /// The `push`/`pop` stack as it stood.
+    pub stack: Vec<u128>,
 }
 
 /// A step of a stage that resumes in the middle of a rule.

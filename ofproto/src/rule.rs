@@ -158,6 +158,12 @@ pub enum OfAction {
     },
     /// `move:SRC[range]->DST[range]` (equal widths).
     Move { src: FieldRange, dst: FieldRange },
+    /// `push:FIELD[range]`: the bits onto the translation's stack.
+    Push(FieldRange),
+    /// `pop:FIELD[range]`: the top of the stack into the bits.
+    Pop(FieldRange),
+    /// `note:HH.HH...`: bytes kept with the flow; it does nothing.
+    Note(Vec<u8>),
     /// `dec_ttl`.
     DecTtl,
     /// `resubmit(,TABLE)`: look the packet up in another table now and run

@@ -457,6 +457,13 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
             }
             prereqs(mask);
         }
+        OfAction::Push(f) | OfAction::Pop(f) => {
+            if !PIPELINE_FIELDS.contains(&f.field) {
+                mask.set_exact(f.field);
+            }
+            prereqs(mask);
+        }
+        OfAction::Note(_) => {}
         OfAction::DecTtl => {
             mask.set_exact(Field::IpTtl);
             prereqs(mask);

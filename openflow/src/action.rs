@@ -32,6 +32,9 @@ pub const NX_VENDOR: u32 = 0x0000_2320;
 pub mod nx {
     pub const RESUBMIT: u16 = 1;
     pub const REG_MOVE: u16 = 6;
+    pub const NOTE: u16 = 8;
+    pub const STACK_PUSH: u16 = 27;
+    pub const STACK_POP: u16 = 28;
     pub const REG_LOAD: u16 = 7;
     pub const RESUBMIT_TABLE: u16 = 14;
     pub const REG_LOAD2: u16 = 33;
@@ -87,6 +90,17 @@ pub enum Action {
         src: u32,
         dst: u32,
     },
+    /// `NXAST_STACK_PUSH` (`pop` false) / `NXAST_STACK_POP`: bits
+    /// `ofs..ofs+n_bits` of the field whose NXM/OXM header is `field`.
+    NxStack {
+        pop: bool,
+        ofs: u16,
+        n_bits: u16,
+        field: u32,
+    },
+    /// `NXAST_NOTE`: bytes kept with the flow, nothing done (the action's
+    /// padding included, as Open vSwitch keeps it).
+    NxNote(Vec<u8>),
     /// `NXAST_CT` (see [`crate::nx_ct`]).
     NxCt(Box<crate::nx_ct::NxCt>),
     /// `NXAST_NAT` (inside an `NXAST_CT`).
@@ -267,6 +281,23 @@ impl Action {
                             dst: b.u32("reg_move.dst")?,
                         }
                     }
+                    nx::STACK_PUSH | nx::STACK_POP => {
+                        // offset, a 4-byte NXM header, n_bits, zeros to 24.
+                        fixed(24)?;
+                        let ofs = b.u16("stack.offset")?;
+                        let field = b.u32("stack.field")?;
+                        let n_bits = b.u16("stack.n_bits")?;
+                        if b.rest().iter().any(|&x| x != 0) {
+                            return Err(bad_action(5, "stack: padding not zero".into()));
+                        }
+                        Action::NxStack {
+                            pop: sub == nx::STACK_POP,
+                            ofs,
+                            n_bits,
+                            field,
+                        }
+                    }
+                    nx::NOTE => Action::NxNote(b.rest().to_vec()),
                     crate::nx_ct::CT => crate::nx_ct::parse_ct(&mut b, len)?,
                     crate::nx_ct::NAT => crate::nx_ct::parse_nat(&mut b)?,
                     crate::nx_ct::CT_CLEAR => {
@@ -389,6 +420,21 @@ impl Action {
                 out.put_u16(*dst_ofs);
                 out.put_u32(*src);
                 out.put_u32(*dst);
+            }
+            Action::NxStack {
+                pop,
+                ofs,
+                n_bits,
+                field,
+            } => {
+                nx_head(out, if *pop { nx::STACK_POP } else { nx::STACK_PUSH });
+                out.put_u16(*ofs);
+                out.put_u32(*field);
+                out.put_u16(*n_bits);
+            }
+            Action::NxNote(bytes) => {
+                nx_head(out, nx::NOTE);
+                out.extend_from_slice(bytes);
             }
             Action::NxCt(ct) => {
                 nx_head(out, crate::nx_ct::CT);

@@ -421,6 +421,21 @@ pub fn wire_headers(list: HeaderList) -> Vec<u32> {
 }
 
 /// The key field an NXM/OXM header names (as `load`/`move` use them).
+/// Bits `ofs..ofs+n_bits` of the field whose NXM/OXM header is `h`
+/// (`move`, `push`, `pop`): at least one bit, all inside the field.
+fn field_range(h: u32, ofs: u16, n_bits: u16) -> Result<FieldRange, OfpError> {
+    let field = header_field(h)?;
+    let fits = u32::from(ofs) + u32::from(n_bits) <= u32::from(field.layout().bits);
+    if n_bits == 0 || !fits {
+        return Err(OfpError::new(BAD_ACTION, 5));
+    }
+    Ok(FieldRange {
+        field,
+        ofs: ofs as u8,
+        n_bits: n_bits as u8,
+    })
+}
+
 fn header_field(h: u32) -> Result<Field, OfpError> {
     let (class, field) = header_parts(h);
     wire_field(class, field)
@@ -548,27 +563,24 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             dst_ofs,
             src,
             dst,
+        } => OfAction::Move {
+            src: field_range(*src, *src_ofs, *n_bits)?,
+            dst: field_range(*dst, *dst_ofs, *n_bits)?,
+        },
+        Action::NxStack {
+            pop,
+            ofs,
+            n_bits,
+            field,
         } => {
-            let (s, d) = (header_field(*src)?, header_field(*dst)?);
-            let fits = |f: Field, ofs: u16| {
-                u32::from(ofs) + u32::from(*n_bits) <= u32::from(f.layout().bits)
-            };
-            if *n_bits == 0 || !fits(s, *src_ofs) || !fits(d, *dst_ofs) {
-                return Err(OfpError::new(BAD_ACTION, 5));
-            }
-            OfAction::Move {
-                src: FieldRange {
-                    field: s,
-                    ofs: *src_ofs as u8,
-                    n_bits: *n_bits as u8,
-                },
-                dst: FieldRange {
-                    field: d,
-                    ofs: *dst_ofs as u8,
-                    n_bits: *n_bits as u8,
-                },
+            let range = field_range(*field, *ofs, *n_bits)?;
+            if *pop {
+                OfAction::Pop(range)
+            } else {
+                OfAction::Push(range)
             }
         }
+        Action::NxNote(bytes) => OfAction::Note(bytes.clone()),
         Action::Experimenter { experimenter, data } if *experimenter == NX_VENDOR => {
             let sub = data.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]]));
             match (sub, data.get(2..4)) {
@@ -756,6 +768,13 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             src: field_header(src.field)?,
             dst: field_header(dst.field)?,
         },
+        OfAction::Push(f) | OfAction::Pop(f) => Action::NxStack {
+            pop: matches!(a, OfAction::Pop(_)),
+            ofs: u16::from(f.ofs),
+            n_bits: u16::from(f.n_bits),
+            field: field_header(f.field)?,
+        },
+        OfAction::Note(bytes) => Action::NxNote(bytes.clone()),
         OfAction::Ct(ct) => ct_to_wire(ct, m)?,
         OfAction::CtClear => Action::NxCtClear,
     })

@@ -339,6 +339,16 @@ fn parse_action(
         "set_field" => set_field(name, colon(name, arg)?, tlv)?,
         "load" => load(name, colon(name, arg)?, tlv)?,
         "move" => move_(name, colon(name, arg)?)?,
+        "push" => OfAction::Push(fields::parse_subfield(colon(name, arg)?)?.0),
+        "pop" => {
+            let text = colon(name, arg)?;
+            let (dst, writable) = fields::parse_subfield(text)?;
+            if !writable {
+                return Err(ParseError::new(text, ParseErrorKind::NotWritable));
+            }
+            OfAction::Pop(dst)
+        }
+        "note" => note(name, colon(name, arg)?)?,
         "dec_ttl" => match arg {
             Arg::None => OfAction::DecTtl,
             _ => {
@@ -490,6 +500,20 @@ fn move_(name: &str, text: &str) -> Result<OfAction, ParseError> {
         .at(text, name));
     }
     Ok(OfAction::Move { src, dst })
+}
+
+/// `note:HH.HH...`: hex bytes, each two digits, separated by dots (any
+/// number of them, none too).
+fn note(name: &str, text: &str) -> Result<OfAction, ParseError> {
+    let mut bytes = Vec::new();
+    for part in text.split('.').filter(|p| !p.is_empty()) {
+        let b = (part.len() == 2)
+            .then(|| u8::from_str_radix(part, 16).ok())
+            .flatten()
+            .ok_or_else(|| ValueError::bad(format!("{part:?} is not a hex byte")).at(text, name))?;
+        bytes.push(b);
+    }
+    Ok(OfAction::Note(bytes))
 }
 
 /// `resubmit(,TABLE)`; resubmitting to a port is not supported.

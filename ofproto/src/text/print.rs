@@ -480,6 +480,12 @@ fn format_action(out: &mut String, a: &OfAction) {
             subfield(src, read_name(src.field)),
             subfield(dst, write_name(dst.field))
         ),
+        OfAction::Push(f) => write!(out, "push:{}", subfield(f, read_name(f.field))),
+        OfAction::Pop(f) => write!(out, "pop:{}", subfield(f, write_name(f.field))),
+        OfAction::Note(bytes) => {
+            let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            write!(out, "note:{}", hex.join("."))
+        }
         OfAction::DecTtl => write!(out, "dec_ttl"),
         OfAction::Resubmit(t) => write!(out, "resubmit(,{t})"),
         OfAction::Group(g) => write!(out, "group:{g}"),

@@ -241,7 +241,13 @@ pub(crate) struct Ctx<'a> {
     /// Group buckets being run (a freeze there would have to resume a
     /// bucket's copy: a `dp_hash` group in one hashes in translation).
     in_bucket: u32,
+    /// `push`/`pop`'s values, each right-aligned (carried into the next
+    /// stage of a recirculation).
+    stack: Vec<u128>,
 }
+
+/// Most values `push` keeps at once.
+pub const MAX_STACK: usize = 1024;
 
 /// Translates `key` through `br`'s pipeline, starting at table 0.
 impl Bridge {
@@ -336,6 +342,7 @@ impl<'a> Ctx<'a> {
             hashed: false,
             ct_live: true,
             in_bucket: 0,
+            stack: Vec::new(),
         }
     }
 
@@ -584,6 +591,20 @@ impl<'a> Ctx<'a> {
                 let v = self.read_bits(src.field, src.mask()) >> src.ofs;
                 self.set_field(dst.field, v << dst.ofs, dst.mask());
             }
+            OfAction::Push(f) => {
+                let v = self.read_bits(f.field, f.mask()) >> f.ofs;
+                if self.stack.len() >= MAX_STACK {
+                    self.note(|| format!("push: the stack holds {MAX_STACK} values, skipped"));
+                } else {
+                    self.stack.push(v);
+                }
+            }
+            OfAction::Pop(f) => match self.stack.pop() {
+                Some(v) => self.set_field(f.field, v << f.ofs, f.mask()),
+                // As Open vSwitch: nothing to pop leaves the field.
+                None => self.note(|| "pop: the stack is empty".to_string()),
+            },
+            OfAction::Note(_) => {}
             OfAction::DecTtl => self.dec_ttl(),
             OfAction::Resubmit(t) => {
                 if self.depth >= MAX_DEPTH {
@@ -701,6 +722,7 @@ impl<'a> Ctx<'a> {
             conntracked,
             steps,
             hashed: self.hashed,
+            stack: self.stack.clone(),
         };
         match self.br.recirc.freeze(state) {
             Some(id) => {
@@ -726,6 +748,7 @@ impl<'a> Ctx<'a> {
             self.clear_ct_fields();
         }
         self.hashed = s.hashed;
+        self.stack = s.stack.clone();
         self.action_set = s.action_set.clone();
         let t = s.table;
         self.note(|| format!("resume at table {t}"));
@@ -972,7 +995,10 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::SetVlanPcp(_)
         | OfAction::SetField { .. }
         | OfAction::SetTunMetadata { .. }
-        | OfAction::Move { .. } => 3,
+        | OfAction::Move { .. }
+        | OfAction::Push(_)
+        | OfAction::Pop(_)
+        | OfAction::Note(_) => 3,
         OfAction::Sample { .. } | OfAction::Resubmit(_) | OfAction::Ct(_) | OfAction::CtClear => 4,
         OfAction::Output { .. } | OfAction::Group(_) => 5,
     }
