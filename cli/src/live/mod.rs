@@ -1387,6 +1387,10 @@ mod tests;
 mod openflow_tests;
 
 #[cfg(test)]
+#[path = "tests/openflow_groups.rs"]
+mod openflow_groups_tests;
+
+#[cfg(test)]
 #[path = "tests/sflow.rs"]
 mod sflow_tests;
 
