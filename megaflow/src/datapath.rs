@@ -433,20 +433,12 @@ impl Datapath {
         let mut total = ExecOutcome::default();
         let mut pending = first;
         loop {
-            let out = if depth > MAX_RECIRC_DEPTH {
-                self.stats.recirc_too_deep += 1;
-                ExecOutcome {
-                    dropped: Some(DropReason::RecircDepth),
-                    ..ExecOutcome::default()
-                }
-            } else {
-                match pending.take() {
+            let out = match pending.take() {
+                Some(out) => out,
+                None => match self.stage(now, pkt, &mut layout, sink) {
                     Some(out) => out,
-                    None => match self.stage(now, pkt, &mut layout, sink) {
-                        Some(out) => out,
-                        None => return Lookup::Miss,
-                    },
-                }
+                    None => return Lookup::Miss,
+                },
             };
             total.then(&out);
             if out.forks > 0 {
@@ -472,11 +464,16 @@ impl Datapath {
     }
 
     /// The copies the stage just run forked, queued for their stages
-    /// (`depth` stages behind them).
+    /// (`depth` stages behind them; past the recirculation depth they are
+    /// dropped as too deep, as the packet itself would be).
     #[cold]
     fn defer_forks(&mut self, depth: usize) {
         for f in self.forked.drain(..) {
             self.stats.forks += 1;
+            if depth > MAX_RECIRC_DEPTH {
+                self.stats.recirc_too_deep += 1;
+                continue;
+            }
             if self.deferred.len() >= MAX_DEFERRED {
                 self.stats.forks_lost += 1;
                 continue;

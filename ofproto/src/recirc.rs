@@ -73,17 +73,13 @@ pub struct FrozenState {
 pub enum Step {
     /// An action, as in the list the stage was cut short in.
     Action(OfAction),
-    /// The rest of a rule's instructions after its apply-actions:
-    /// clear-actions, write-actions, write-metadata (value, mask).
-    ClearActions,
-    WriteActions(Vec<OfAction>),
-    WriteMetadata(u64, u64),
+    /// The rest of a rule's instructions after its apply-actions (its
+    /// clear-actions, write-actions and write-metadata; where it goes on
+    /// is a [`Step::Chain`] of its own).
+    Instructions(crate::rule::Instructions),
     /// Go on at `table`: the pipeline's own chain (`top`: its end runs
     /// the action set) or a resubmit's.
-    Chain {
-        table: TableId,
-        top: bool,
-    },
+    Chain { table: TableId, top: bool },
     /// The pipeline ended: run the action set.
     ActionSet,
 }

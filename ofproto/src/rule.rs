@@ -210,7 +210,7 @@ pub struct CtAction {
 /// The instruction set of a rule (OpenFlow 1.3, section 5.9), in execution
 /// order: meter, apply-actions, clear-actions, write-actions,
 /// write-metadata, goto-table.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Instructions {
     /// `meter:N`.
     pub meter: Option<MeterId>,

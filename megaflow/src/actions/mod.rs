@@ -298,7 +298,7 @@ pub fn dp_hash(pkt: &[u8], layout: &Layout, alg: HashAlg, basis: u32) -> u32 {
     use crate::extract::NO_OFFSET;
     // An endpoint: an address (up to 16 bytes) and a port.
     let ip = (layout.l3 != NO_OFFSET).then(|| usize::from(layout.l3));
-    let (mut a, mut b, proto): ([u8; 18], [u8; 18], u8) = ([0; 18], [0; 18], 0);
+    let (mut a, mut b) = ([0u8; 18], [0u8; 18]);
     let copy = |dst: &mut [u8], src: Option<&[u8]>| {
         if let Some(src) = src {
             dst[..src.len()].copy_from_slice(src);
@@ -308,12 +308,12 @@ pub fn dp_hash(pkt: &[u8], layout: &Layout, alg: HashAlg, basis: u32) -> u32 {
         Some((l3, 4)) => {
             copy(&mut a, pkt.get(l3 + 12..l3 + 16));
             copy(&mut b, pkt.get(l3 + 16..l3 + 20));
-            pkt.get(l3 + 9).copied().unwrap_or(proto)
+            pkt.get(l3 + 9).copied().unwrap_or(0)
         }
         Some((l3, 6)) => {
             copy(&mut a, pkt.get(l3 + 8..l3 + 24));
             copy(&mut b, pkt.get(l3 + 24..l3 + 40));
-            pkt.get(l3 + 6).copied().unwrap_or(proto)
+            pkt.get(l3 + 6).copied().unwrap_or(0)
         }
         _ => {
             copy(&mut a, pkt.get(6..12));

@@ -19,7 +19,7 @@
 //!   [`MAX_BUNDLE_BYTES`] of messages each; they go with it.
 
 use openflow::bundle::{self, ctrl, error, onf_error, BundleAdd, BundleCtrl};
-use openflow::{parse, Message, MsgType, OfpError};
+use openflow::{parse, Message, OfpError};
 
 use super::{Connection, OfSwitch};
 
@@ -34,9 +34,17 @@ pub const MAX_BUNDLE_BYTES: usize = 64 << 20;
 pub struct Bundle {
     flags: u16,
     closed: bool,
-    /// Its messages, whole, with their xids, in the order added.
-    msgs: Vec<(u32, Vec<u8>)>,
+    /// Its messages in the order added: xid, the bytes (for an error's
+    /// data), the message as parsed when added.
+    msgs: Vec<(u32, Vec<u8>, Bundled)>,
     bytes: usize,
+}
+
+/// What a bundle holds.
+#[derive(Debug)]
+enum Bundled {
+    Flow(openflow::flow::FlowMod),
+    Group(openflow::group::GroupMod),
 }
 
 impl Connection {
@@ -161,11 +169,16 @@ impl Connection {
                 self.last_error = Some(format!("bundle: added message: {e}"));
                 e.ofp_error()
             })?;
-            match m {
+            let bundled = match m {
                 Message::FlowMod(_) | Message::GroupMod(_) if slave => {
                     return Err(OfpError::IS_SLAVE)
                 }
-                Message::FlowMod(_) | Message::GroupMod(_) => {
+                Message::FlowMod(fm) => Some(Bundled::Flow(fm)),
+                Message::GroupMod(gm) => Some(Bundled::Group(gm)),
+                _ => None,
+            };
+            match bundled {
+                Some(bundled) => {
                     let id = add.bundle_id;
                     if !self.bundles.contains_key(&id) {
                         if self.bundles.len() >= MAX_BUNDLES {
@@ -188,14 +201,17 @@ impl Connection {
                         )
                     } else {
                         b.bytes += msg.len();
-                        b.msgs.push((xid, add.message));
+                        b.msgs.push((xid, add.message, bundled));
                         return Ok(());
                     };
                     (code, why)
                 }
-                m => (
+                None => (
                     error::MSG_UNSUP,
-                    format!("{:?} cannot be bundled (flow and group mods can)", m.ty()),
+                    format!(
+                        "message type {} cannot be bundled (flow and group mods can)",
+                        msg[1]
+                    ),
                 ),
             }
         };
@@ -207,13 +223,10 @@ impl Connection {
     fn commit<S: OfSwitch>(&mut self, id: u32, b: Bundle, sw: &mut S) -> Result<(), OfpError> {
         let checkpoint = sw.bridge().checkpoint();
         let mut removed = Vec::new();
-        for (xid, raw) in &b.msgs {
-            let applied = match parse(raw) {
-                Ok((_, Message::FlowMod(fm))) => self.apply_flow_mod(&fm, sw),
-                Ok((_, Message::GroupMod(gm))) => self.apply_group_mod(&gm, sw),
-                // Checked when added: only flow and group mods are here.
-                Ok((_, m)) => Err(debug_assert_never(m.ty())),
-                Err(e) => Err(e.ofp_error()),
+        for (xid, raw, m) in &b.msgs {
+            let applied = match m {
+                Bundled::Flow(fm) => self.apply_flow_mod(fm, sw),
+                Bundled::Group(gm) => self.apply_group_mod(gm, sw),
             };
             match applied {
                 Ok(r) => removed.extend(r),
@@ -238,10 +251,4 @@ impl Connection {
         }
         Ok(())
     }
-}
-
-/// A message type a bundle never holds; answered as unsupported.
-fn debug_assert_never(ty: MsgType) -> OfpError {
-    debug_assert!(false, "{ty:?} in a bundle");
-    onf_error(error::MSG_UNSUP)
 }

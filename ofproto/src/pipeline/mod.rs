@@ -1196,7 +1196,9 @@ pub(super) fn run_stages<S: ActionSink, M: megaflow::meter::Meters, E>(
         };
         let mut out = execute(&actions, pkt, layout, &mut ms);
         let (ct_meta, forks) = (ms.ct_meta, ms.forks);
-        for f in forks {
+        // Copies past the recirculation depth are dropped, as the packet
+        // itself would be.
+        for f in forks.into_iter().filter(|_| depth < MAX_RECIRC_DEPTH) {
             let (k, l) = f.key(&key);
             deferred.push_back((k, f.pkt, l, depth + 1));
         }
@@ -1209,10 +1211,8 @@ pub(super) fn run_stages<S: ActionSink, M: megaflow::meter::Meters, E>(
             depth += 1;
             *layout = megaflow::datapath::next_stage(&mut key, pkt, &out, &ct_meta, *layout);
         } else {
-            // This path is done: the next forked copy's, if any (as deep
-            // as the datapath lets them go).
-            let mut waiting = std::iter::from_fn(|| deferred.pop_front());
-            let Some((k, p, l, d)) = waiting.find(|d| d.3 <= MAX_RECIRC_DEPTH) else {
+            // This path is done: the next forked copy's, if any.
+            let Some((k, p, l, d)) = deferred.pop_front() else {
                 return Ok(total);
             };
             (key, *pkt, *layout, depth) = (k, p, l, d);

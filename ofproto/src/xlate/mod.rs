@@ -473,15 +473,12 @@ impl<'a> Ctx<'a> {
         if !self.actions(&ins.apply) {
             // Cut short: a freeze gathers the rest of the rule.
             if let Some(steps) = &mut self.freezing {
-                if ins.clear_actions {
-                    steps.push(Step::ClearActions);
-                }
-                if let Some(w) = &ins.write {
-                    steps.push(Step::WriteActions(w.clone()));
-                }
-                if let Some((v, m)) = ins.write_metadata {
-                    steps.push(Step::WriteMetadata(v, m));
-                }
+                steps.push(Step::Instructions(crate::rule::Instructions {
+                    clear_actions: ins.clear_actions,
+                    write: ins.write.clone(),
+                    write_metadata: ins.write_metadata,
+                    ..Default::default()
+                }));
                 match ins.goto_table {
                     Some(table) => steps.push(Step::Chain { table, top }),
                     None if top => steps.push(Step::ActionSet),
@@ -490,6 +487,16 @@ impl<'a> Ctx<'a> {
             }
             return Next::Abort;
         }
+        self.after_apply(ins);
+        match ins.goto_table {
+            Some(g) => Next::Goto(g),
+            None => Next::End,
+        }
+    }
+
+    /// A rule's instructions after its apply-actions: clear-actions,
+    /// write-actions, write-metadata.
+    fn after_apply(&mut self, ins: &crate::rule::Instructions) {
         if ins.clear_actions {
             self.action_set.clear();
         }
@@ -500,10 +507,6 @@ impl<'a> Ctx<'a> {
         }
         if let Some((v, m)) = ins.write_metadata {
             self.set_field(Field::Metadata, u128::from(v), u128::from(m));
-        }
-        match ins.goto_table {
-            Some(g) => Next::Goto(g),
-            None => Next::End,
         }
     }
 
@@ -545,15 +548,7 @@ impl<'a> Ctx<'a> {
         for (i, s) in steps.iter().enumerate() {
             match s {
                 Step::Action(a) => self.action(a),
-                Step::ClearActions => self.action_set.clear(),
-                Step::WriteActions(w) => {
-                    for a in w {
-                        write_action_set(&mut self.action_set, a);
-                    }
-                }
-                Step::WriteMetadata(v, m) => {
-                    self.set_field(Field::Metadata, u128::from(*v), u128::from(*m))
-                }
+                Step::Instructions(ins) => self.after_apply(ins),
                 Step::Chain { table, top } => self.run_chain(*table, *top),
                 Step::ActionSet => self.execute_action_set(),
             }
