@@ -44,7 +44,23 @@ fn ofctl(target: &str, args: &[&str]) -> Result<String, String> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        // ovs-ofctl's own log lines carry the time: the message after it
+        // is what is compared (the same refusal a second apart is the
+        // same refusal).
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err
+            .lines()
+            .map(|l| match l.split_once('Z') {
+                // 2026-11-29T03:51:38Z|00001|meta_flow|WARN|...
+                Some((time, rest))
+                    if rest.starts_with('|') && time.len() >= 19 && time.as_bytes()[10] == b'T' =>
+                {
+                    rest
+                }
+                _ => l,
+            })
+            .collect();
+        Err(lines.join("\n").trim().to_string())
     }
 }
 
