@@ -141,6 +141,7 @@ fn flow_add(i: u32) -> Vec<u8> {
         out_port: 0xffff_ffff,
         out_group: 0xffff_ffff,
         flags: 0,
+        importance: 0,
         matched: m,
         instructions: vec![openflow::Instruction::ApplyActions(vec![
             openflow::Action::Output {

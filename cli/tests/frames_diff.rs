@@ -329,6 +329,9 @@ fn frames_through_eswitchd_and_open_vswitch_leave_the_same_ports_as_the_same_byt
     for c in &cases {
         let theirs = through_ovs(&ovs, &pcaps, c);
         let ours = through_eswitchd(&lab, &target, c);
+        if std::env::var_os("OFCTL_DIFF_SHOW").is_some() {
+            eprintln!("CASE {}\n{ours}\n", c.line);
+        }
         verdicts.judge(&c.line, &ours, &theirs);
     }
     verdicts.report("frames_diff");

@@ -37,8 +37,8 @@ use verdicts::{read_lines, Verdicts};
 
 const T: &str = "ovs_ofctl_against_eswitchd_and_open_vswitch";
 
-/// One `ovs-ofctl -O OpenFlow13` run: its normalized outcome.
-fn ofctl(bin: &Path, target: &str, cmd: &str) -> String {
+/// One `ovs-ofctl -O PROTO` run: its normalized outcome.
+fn ofctl(bin: &Path, proto: &str, target: &str, cmd: &str) -> String {
     let args: Vec<String> = cmd
         .split_whitespace()
         .map(|a| {
@@ -50,7 +50,7 @@ fn ofctl(bin: &Path, target: &str, cmd: &str) -> String {
         })
         .collect();
     let out = Command::new(bin)
-        .args(["--timeout", "10", "-O", "OpenFlow13"])
+        .args(["--timeout", "10", "-O", proto])
         .args(&args)
         .output();
     match out {
@@ -125,42 +125,42 @@ fn normalize(target: &str, ok: bool, stdout: &str, stderr: &str) -> String {
 }
 
 /// Empty tables, meters, groups and TLV map.
-fn reset(bin: &Path, target: &str) {
+fn reset(bin: &Path, proto: &str, target: &str) {
     for cmd in [
         "del-flows TARGET",
         "del-groups TARGET",
         "del-meters TARGET",
         "del-tlv-map TARGET",
     ] {
-        ofctl(bin, target, cmd);
+        ofctl(bin, proto, target, cmd);
     }
 }
 
-fn outcome(bin: &Path, target: &str, case: &str, rundir: &Path) -> String {
-    reset(bin, target);
+fn outcome(bin: &Path, proto: &str, target: &str, case: &str, rundir: &Path) -> String {
+    reset(bin, proto, target);
     if let Some(cmds) = case.strip_prefix("monitor ") {
-        return monitored(bin, target, cmds, rundir);
+        return monitored(bin, proto, target, cmds, rundir);
     }
     if let Some(msgs) = case.strip_prefix("raw ") {
         return raw_case(target, msgs);
     }
     if let Some(spec) = case.strip_prefix("flow ") {
-        let add = ofctl(bin, target, &format!("add-flow TARGET {spec}"));
-        let dump = ofctl(bin, target, "dump-flows TARGET");
+        let add = ofctl(bin, proto, target, &format!("add-flow TARGET {spec}"));
+        let dump = ofctl(bin, proto, target, "dump-flows TARGET");
         return format!("add: {add}\ndump: {dump}");
     }
     let cmds = case.strip_prefix("run ").unwrap_or(case);
     cmds.split(" ; ")
-        .map(|c| format!("{c}: {}", ofctl(bin, target, c.trim())))
+        .map(|c| format!("{c}: {}", ofctl(bin, proto, target, c.trim())))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
 /// `ovs-ofctl monitor TARGET 65535` while the case's commands run: the
 /// asynchronous messages it printed (PACKET_IN, FLOW_REMOVED, ...).
-fn monitored(bin: &Path, target: &str, cmds: &str, rundir: &Path) -> String {
+fn monitored(bin: &Path, proto: &str, target: &str, cmds: &str, rundir: &Path) -> String {
     let mut mon = match Command::new(bin)
-        .args(["-O", "OpenFlow13", "monitor", target, "65535"])
+        .args(["-O", proto, "monitor", target, "65535"])
         // Its unixctl socket goes here, not to /var/run/openvswitch.
         .env("OVS_RUNDIR", rundir)
         .stdin(Stdio::null())
@@ -176,7 +176,7 @@ fn monitored(bin: &Path, target: &str, cmds: &str, rundir: &Path) -> String {
     std::thread::sleep(Duration::from_millis(500));
     let each: Vec<String> = cmds
         .split(" ; ")
-        .map(|c| format!("{c}: {}", ofctl(bin, target, c.trim())))
+        .map(|c| format!("{c}: {}", ofctl(bin, proto, target, c.trim())))
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     let _ = Command::new("kill")
@@ -330,33 +330,51 @@ fn raw_case(target: &str, msgs: &str) -> String {
 
 #[test]
 fn ovs_ofctl_against_eswitchd_and_open_vswitch() {
-    let Some(bin) = prereq::tool(T, "ovs-ofctl") else {
+    corpus(T, "OpenFlow13", "diff", |_| true);
+}
+
+/// The corpus again with `ovs-ofctl -O OpenFlow15` (the version
+/// ovn-controller speaks): every case but the `raw` ones, whose bytes are
+/// 1.3's. Prints `bench: openflow.diff15_cases` and `_mismatches`.
+#[test]
+fn ovs_ofctl_openflow15_against_eswitchd_and_open_vswitch() {
+    corpus(T15, "OpenFlow15", "diff15", |c| !c.starts_with("raw "));
+}
+
+const T15: &str = "ovs_ofctl_openflow15_against_eswitchd_and_open_vswitch";
+
+fn corpus(t: &str, proto: &str, bench: &str, take: impl Fn(&str) -> bool) {
+    let Some(bin) = prereq::tool(t, "ovs-ofctl") else {
         return;
     };
-    let Some(ovs) = Ovs::start_or_skip(T) else {
+    let Some(ovs) = Ovs::start_or_skip(t) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("esw-ofdiff-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("esw-{bench}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("test directory");
     let esw = Eswitchd::start(Path::new(env!("CARGO_BIN_EXE_eswitchd")), &dir, 4, Some(""))
-        .unwrap_or_else(|e| panic!("{T}: {e}"));
-    let mut verdicts = Verdicts::new("");
+        .unwrap_or_else(|e| panic!("{t}: {e}"));
+    let mut verdicts = Verdicts::layered(if proto == "OpenFlow13" {
+        "of13 "
+    } else {
+        "of15 "
+    });
     // `OFCTL_DIFF_ONLY=TEXT`: only the cases containing TEXT (a developer
     // looking at one difference).
     let only = std::env::var("OFCTL_DIFF_ONLY").unwrap_or_default();
     let show = std::env::var_os("OFCTL_DIFF_SHOW").is_some();
     let cases: Vec<String> = read_lines("corpus.txt")
         .into_iter()
-        .filter(|c| c.contains(&only))
+        .filter(|c| c.contains(&only) && take(c))
         .collect();
     for case in &cases {
-        let ours = outcome(&bin, esw.target(), case, &dir);
-        let theirs = outcome(&bin, &ovs.bridge_target(), case, &dir);
+        let ours = outcome(&bin, proto, esw.target(), case, &dir);
+        let theirs = outcome(&bin, proto, &ovs.bridge_target(), case, &dir);
         if show {
             eprintln!("CASE {case}\n{ours}\n");
         }
         verdicts.judge(case, &ours, &theirs);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    verdicts.report("diff");
+    verdicts.report(bench);
 }

@@ -64,8 +64,9 @@ pub fn check(data: &[u8]) {
     let mut c = Connection::new(1, now, Duration::from_secs(5));
     let mut stream = Vec::new();
     if sel & 0x80 != 0 {
+        // 1.3, or (bit 6) 1.5.
         let hello = Message::Hello {
-            bitmap: Some(bitmap_of(4)),
+            bitmap: Some(bitmap_of(if sel & 0x40 != 0 { 6 } else { 4 })),
         };
         stream.extend_from_slice(&hello.to_bytes(1).expect("hello"));
     }
@@ -79,6 +80,6 @@ pub fn check(data: &[u8]) {
     let mut f = Framer::new();
     f.push(&out);
     while let Some(m) = f.next_message().expect("the switch frames what it sends") {
-        parse(&m).expect("the switch sends valid OpenFlow 1.3");
+        parse(&m).expect("the switch sends valid OpenFlow of the version agreed");
     }
 }

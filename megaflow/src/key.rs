@@ -23,7 +23,7 @@
 use std::fmt;
 
 /// Number of 64-bit words in a [`FlowKey`] and a [`Mask`].
-pub const KEY_WORDS: usize = 40;
+pub const KEY_WORDS: usize = 44;
 
 /// Bit set in a VLAN TCI field when a tag is present (the CFI/DEI position, as
 /// Open vSwitch uses it).
@@ -149,6 +149,8 @@ macro_rules! fields {
 // 31 ct_state[63:56] ct_nw_proto[55:48] ct_zone[47:32] ct_mark[31:0]
 // 32,33 ct_label   34 ct_nw_src[63:32] ct_nw_dst[31:0]
 // 35,36 ct_ipv6_src   37,38 ct_ipv6_dst   39 ct_tp_src[63:48] ct_tp_dst[47:32]
+// 40..43 reg8..reg15 (two per word: xreg<n> is word 2+n for n < 4, 36+n
+//    after; xxreg<n> the two words of four registers)
 fields! {
     /// Ingress port (datapath port number).
     InPort "in_port" (0, 32, 32) in_port set_in_port;
@@ -272,6 +274,22 @@ fields! {
     CtTpSrc "ct_tp_src" (39, 48, 16) ct_tp_src set_ct_tp_src;
     /// The original direction's L4 destination port (ICMP: code).
     CtTpDst "ct_tp_dst" (39, 32, 16) ct_tp_dst set_ct_tp_dst;
+    /// Pipeline register 8.
+    Reg8 "reg8" (40, 32, 32) reg8 set_reg8;
+    /// Pipeline register 9.
+    Reg9 "reg9" (40, 0, 32) reg9 set_reg9;
+    /// Pipeline register 10.
+    Reg10 "reg10" (41, 32, 32) reg10 set_reg10;
+    /// Pipeline register 11.
+    Reg11 "reg11" (41, 0, 32) reg11 set_reg11;
+    /// Pipeline register 12.
+    Reg12 "reg12" (42, 32, 32) reg12 set_reg12;
+    /// Pipeline register 13.
+    Reg13 "reg13" (42, 0, 32) reg13 set_reg13;
+    /// Pipeline register 14.
+    Reg14 "reg14" (43, 32, 32) reg14 set_reg14;
+    /// Pipeline register 15.
+    Reg15 "reg15" (43, 0, 32) reg15 set_reg15;
 }
 
 /// `ct_state` bits, as Open vSwitch's `CS_*` (`lib/packets.h`).

@@ -229,6 +229,14 @@ pub const PIPELINE_FIELDS: &[Field] = &[
     Field::Reg5,
     Field::Reg6,
     Field::Reg7,
+    Field::Reg8,
+    Field::Reg9,
+    Field::Reg10,
+    Field::Reg11,
+    Field::Reg12,
+    Field::Reg13,
+    Field::Reg14,
+    Field::Reg15,
 ];
 
 #[cfg(test)]

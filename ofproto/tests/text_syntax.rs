@@ -535,7 +535,7 @@ fn error_messages() {
         ("actions=resubmit:1", Add, "\"resubmit:1\" not supported: resubmit to a port (use resubmit(,TABLE))"),
         ("actions=move:reg0[0..15]->reg1[0..7]", Add, "bad value \"reg0[0..15]->reg1[0..7]\" for \"move\": source and destination widths differ (16 vs 8 bits)"),
         ("actions=load:0x100->reg0[0..7]", Add, "bad value \"0x100\" for \"load\": value does not fit in 8 bits"),
-        ("actions=load:1->NXM_NX_REG9[]", Add, "unknown field \"NXM_NX_REG9\""),
+        ("actions=load:1->NXM_NX_REG16[]", Add, "unknown field \"NXM_NX_REG16\""),
         ("actions=set_field:6->nw_proto", Add, "field \"nw_proto\" is not writable"),
         ("actions=set_field:1->bogus", Add, "unknown field \"bogus\""),
         ("actions=push_vlan:0x0800", Add, "bad value \"0x0800\" for \"push_vlan\": the TPID must be 0x8100 or 0x88a8"),

@@ -24,6 +24,10 @@ pub mod action_type {
     pub const SET_FIELD: u16 = 25;
     pub const PUSH_PBB: u16 = 26;
     pub const POP_PBB: u16 = 27;
+    /// OpenFlow 1.5.
+    pub const COPY_FIELD: u16 = 28;
+    /// OpenFlow 1.5 (in 1.3 and 1.4 an instruction).
+    pub const METER: u16 = 29;
     pub const EXPERIMENTER: u16 = 0xffff;
 }
 
@@ -83,13 +87,12 @@ pub enum Action {
     /// form of `load` into part of a variable-length field).
     NxRegLoad2(Oxm),
     /// `NXAST_REG_MOVE`.
-    NxRegMove {
-        n_bits: u16,
-        src_ofs: u16,
-        dst_ofs: u16,
-        src: u32,
-        dst: u32,
-    },
+    NxRegMove(FieldCopy),
+    /// `OFPAT_COPY_FIELD` (OpenFlow 1.5): `move` as 1.5 writes it.
+    CopyField(FieldCopy),
+    /// `OFPAT_METER` (OpenFlow 1.5): the meter instruction of 1.3 as an
+    /// action.
+    Meter(u32),
     /// `NXAST_STACK_PUSH` (`pop` false) / `NXAST_STACK_POP`: bits
     /// `ofs..ofs+n_bits` of the field whose NXM/OXM header is `field`.
     NxStack {
@@ -113,6 +116,44 @@ pub enum Action {
         experimenter: u32,
         data: Vec<u8>,
     },
+}
+
+/// A copy of `n_bits` from bit `src_ofs` of the field whose NXM/OXM
+/// header is `src` to bit `dst_ofs` of `dst` (`move`: `NXAST_REG_MOVE`,
+/// 1.5's `OFPAT_COPY_FIELD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldCopy {
+    pub n_bits: u16,
+    pub src_ofs: u16,
+    pub dst_ofs: u16,
+    pub src: u32,
+    pub dst: u32,
+}
+
+impl FieldCopy {
+    /// The three lengths, `pad` bytes, the two headers.
+    fn read(b: &mut Reader<'_>, pad: usize) -> Result<FieldCopy, ParseError> {
+        let n_bits = b.u16("move.n_bits")?;
+        let src_ofs = b.u16("move.src_ofs")?;
+        let dst_ofs = b.u16("move.dst_ofs")?;
+        b.skip(pad, "move.pad")?;
+        Ok(FieldCopy {
+            n_bits,
+            src_ofs,
+            dst_ofs,
+            src: b.u32("move.src")?,
+            dst: b.u32("move.dst")?,
+        })
+    }
+
+    fn write(&self, out: &mut Vec<u8>, pad: usize) {
+        out.put_u16(self.n_bits);
+        out.put_u16(self.src_ofs);
+        out.put_u16(self.dst_ofs);
+        out.put_zeros(pad);
+        out.put_u32(self.src);
+        out.put_u32(self.dst);
+    }
 }
 
 /// The OXM a `what` action carries (set_field, reg_load2).
@@ -221,9 +262,26 @@ impl Action {
                 Action::SetNwTtl(b.u8("nw_ttl")?)
             }
             t::DEC_NW_TTL => fixed(8).map(|_| Action::DecNwTtl)?,
+            t::COPY_FIELD if r.version() >= crate::header::V15 => {
+                // Two bytes of padding before the headers, zeros to 8
+                // after (as Open vSwitch 3.1 writes it).
+                let c = FieldCopy::read(&mut b, 2)?;
+                if b.rest().iter().any(|&x| x != 0) {
+                    return Err(bad_action(
+                        5,
+                        "copy_field: bytes after the fields are not zero".into(),
+                    ));
+                }
+                Action::CopyField(c)
+            }
+            t::METER if r.version() >= crate::header::V15 => {
+                fixed(8)?;
+                Action::Meter(b.u32("meter.meter_id")?)
+            }
             t::SET_FIELD => {
                 let oxm = action_oxm(&mut b, "set_field")?;
-                if oxm.mask.is_some() {
+                // 1.5 sets masked fields.
+                if oxm.mask.is_some() && r.version() < crate::header::V15 {
                     return Err(bad_action(
                         15,
                         format!(
@@ -273,13 +331,7 @@ impl Action {
                     }
                     nx::REG_MOVE => {
                         fixed(24)?;
-                        Action::NxRegMove {
-                            n_bits: b.u16("reg_move.n_bits")?,
-                            src_ofs: b.u16("reg_move.src_ofs")?,
-                            dst_ofs: b.u16("reg_move.dst_ofs")?,
-                            src: b.u32("reg_move.src")?,
-                            dst: b.u32("reg_move.dst")?,
-                        }
+                        Action::NxRegMove(FieldCopy::read(&mut b, 0)?)
                     }
                     nx::STACK_PUSH | nx::STACK_POP => {
                         // offset, a 4-byte NXM header, n_bits, zeros to 24.
@@ -379,6 +431,14 @@ impl Action {
                 head(out, t::SET_FIELD);
                 oxm.emit(out);
             }
+            Action::CopyField(c) => {
+                head(out, t::COPY_FIELD);
+                c.write(out, 2);
+            }
+            Action::Meter(id) => {
+                head(out, t::METER);
+                out.put_u32(*id);
+            }
             Action::NxResubmit { in_port, table } => {
                 nx_head(
                     out,
@@ -407,19 +467,9 @@ impl Action {
                 nx_head(out, nx::REG_LOAD2);
                 oxm.emit(out);
             }
-            Action::NxRegMove {
-                n_bits,
-                src_ofs,
-                dst_ofs,
-                src,
-                dst,
-            } => {
+            Action::NxRegMove(c) => {
                 nx_head(out, nx::REG_MOVE);
-                out.put_u16(*n_bits);
-                out.put_u16(*src_ofs);
-                out.put_u16(*dst_ofs);
-                out.put_u32(*src);
-                out.put_u32(*dst);
+                c.write(out, 0);
             }
             Action::NxStack {
                 pop,

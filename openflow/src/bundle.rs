@@ -61,6 +61,11 @@ pub const fn onf_error(code: u16) -> OfpError {
     OfpError::new(crate::error::EXPERIMENTER_ERROR, 2300 + code)
 }
 
+/// Whether an ONF experimenter type is a bundle message's.
+pub fn is_bundle_type(exp_type: u32) -> bool {
+    exp_type == ET_BUNDLE_CONTROL || exp_type == ET_BUNDLE_ADD_MESSAGE
+}
+
 /// Whether `e` is one of ONF's bundle errors (its data starts with ONF's
 /// experimenter id, not Nicira's).
 pub fn is_onf_error(e: OfpError) -> bool {

@@ -43,6 +43,28 @@ impl PortMod {
         r.skip(4, "port_mod.pad")?;
         let hw_addr = r.array("port_mod.hw_addr")?;
         r.skip(2, "port_mod.pad2")?;
+        if r.version() >= crate::header::V14 {
+            // 1.4: the features to advertise in an Ethernet property.
+            let config = r.u32("port_mod.config")?;
+            let mask = r.u32("port_mod.mask")?;
+            let mut advertise = 0;
+            while r.remaining() >= 4 {
+                let ty = r.u16("port_mod prop.type")?;
+                let len = usize::from(r.u16("port_mod prop.length")?);
+                let mut p = r.sub(len.saturating_sub(4), "port_mod prop")?;
+                r.skip((8 - len % 8) % 8 % (r.remaining() + 1), "port_mod prop pad")?;
+                if ty == 0 {
+                    advertise = p.u32("port_mod.advertise")?;
+                }
+            }
+            return Ok(PortMod {
+                port_no,
+                hw_addr,
+                config,
+                mask,
+                advertise,
+            });
+        }
         let p = PortMod {
             port_no,
             hw_addr,

@@ -45,6 +45,8 @@ pub struct FlowMod {
     pub out_port: u32,
     pub out_group: u32,
     pub flags: u16,
+    /// Eviction precedence (1.4+; 1.3 has padding there).
+    pub importance: u16,
     pub matched: OxmMatch,
     pub instructions: Vec<Instruction>,
 }
@@ -62,7 +64,10 @@ impl FlowMod {
         let out_port = r.u32("flow_mod.out_port")?;
         let out_group = r.u32("flow_mod.out_group")?;
         let flags = r.u16("flow_mod.flags")?;
-        r.skip(2, "flow_mod.pad")?;
+        let importance = match r.u16("flow_mod.importance")? {
+            _ if r.version() < crate::header::V14 => 0,
+            v => v,
+        };
         let matched = OxmMatch::parse(r)?;
         let instructions = parse_instructions(r)?;
         Ok(FlowMod {
@@ -77,6 +82,7 @@ impl FlowMod {
             out_port,
             out_group,
             flags,
+            importance,
             matched,
             instructions,
         })
@@ -94,7 +100,7 @@ impl FlowMod {
         out.put_u32(self.out_port);
         out.put_u32(self.out_group);
         out.put_u16(self.flags);
-        out.put_zeros(2);
+        out.put_u16(self.importance);
         self.matched.emit(out);
         emit_instructions(&self.instructions, out);
     }
@@ -126,6 +132,9 @@ pub struct FlowRemoved {
 
 impl FlowRemoved {
     pub(crate) fn parse(r: &mut Reader<'_>) -> Result<FlowRemoved, ParseError> {
+        if r.version() >= crate::header::V15 {
+            return crate::versions::flow_removed_parse_v15(r);
+        }
         let f = FlowRemoved {
             cookie: r.u64("flow_removed.cookie")?,
             priority: r.u16("flow_removed.priority")?,
@@ -331,6 +340,9 @@ pub struct PacketOut {
 
 impl PacketOut {
     pub(crate) fn parse(r: &mut Reader<'_>) -> Result<PacketOut, ParseError> {
+        if r.version() >= crate::header::V15 {
+            return crate::versions::packet_out_parse_v15(r);
+        }
         let buffer_id = r.u32("packet_out.buffer_id")?;
         let in_port = r.u32("packet_out.in_port")?;
         let alen = usize::from(r.u16("packet_out.actions_len")?);
@@ -423,36 +435,45 @@ pub struct FlowStats {
     pub byte_count: u64,
     pub matched: OxmMatch,
     pub instructions: Vec<Instruction>,
+    /// Seconds since a packet last hit the flow (1.5's OXS idle time;
+    /// 1.3 carries none).
+    pub idle_sec: u32,
+    /// Eviction precedence (1.4+).
+    pub importance: u16,
 }
 
 impl FlowStats {
     pub(crate) fn parse(r: &mut Reader<'_>) -> Result<FlowStats, ParseError> {
-        let len = usize::from(r.u16("flow_stats.length")?);
-        if len < 48 {
-            return Err(ParseError::BadLength {
-                what: "flow stats entry",
-                length: len,
-            });
-        }
-        let mut b = r.sub(len - 2, "flow stats entry")?;
+        let mut b = r.entry(48, "flow stats entry")?;
         let table_id = b.u8("flow_stats.table_id")?;
         b.skip(1, "flow_stats.pad")?;
+        let duration_sec = b.u32("flow_stats.duration_sec")?;
+        let duration_nsec = b.u32("flow_stats.duration_nsec")?;
+        let priority = b.u16("flow_stats.priority")?;
+        let idle_timeout = b.u16("flow_stats.idle_timeout")?;
+        let hard_timeout = b.u16("flow_stats.hard_timeout")?;
+        let flags = b.u16("flow_stats.flags")?;
+        // 1.4+: the importance, then padding (1.3: padding).
+        let importance = match b.u16("flow_stats.importance")? {
+            _ if b.version() < crate::header::V14 => 0,
+            v => v,
+        };
+        b.skip(2, "flow_stats.pad2")?;
         let f = FlowStats {
             table_id,
-            duration_sec: b.u32("flow_stats.duration_sec")?,
-            duration_nsec: b.u32("flow_stats.duration_nsec")?,
-            priority: b.u16("flow_stats.priority")?,
-            idle_timeout: b.u16("flow_stats.idle_timeout")?,
-            hard_timeout: b.u16("flow_stats.hard_timeout")?,
-            flags: b.u16("flow_stats.flags")?,
-            cookie: {
-                b.skip(4, "flow_stats.pad2")?;
-                b.u64("flow_stats.cookie")?
-            },
+            duration_sec,
+            duration_nsec,
+            priority,
+            idle_timeout,
+            hard_timeout,
+            flags,
+            cookie: b.u64("flow_stats.cookie")?,
             packet_count: b.u64("flow_stats.packet_count")?,
             byte_count: b.u64("flow_stats.byte_count")?,
             matched: OxmMatch::parse(&mut b)?,
             instructions: parse_instructions(&mut b)?,
+            idle_sec: 0,
+            importance,
         };
         Ok(f)
     }

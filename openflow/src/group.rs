@@ -44,6 +44,8 @@ pub struct Bucket {
     /// The group whose liveness decides the bucket's (FF groups).
     pub watch_group: u32,
     pub actions: Vec<Action>,
+    /// Its id (1.5; `None`: its place in the list, as 1.3 numbers them).
+    pub bucket_id: Option<u32>,
 }
 
 impl Bucket {
@@ -66,6 +68,7 @@ impl Bucket {
             watch_port,
             watch_group,
             actions: parse_actions(&mut b)?,
+            bucket_id: None,
         })
     }
 
@@ -96,10 +99,19 @@ pub struct GroupMod {
     pub group_type: u8,
     pub group_id: u32,
     pub buckets: Vec<Bucket>,
+    /// The selection method and its parameter (1.5's group property;
+    /// `None` in 1.3, which carries none).
+    pub method: Option<(String, u64)>,
+    /// 1.5's `command_bucket_id` (the bucket an INSERT/REMOVE_BUCKET
+    /// names).
+    pub command_bucket_id: u32,
 }
 
 impl GroupMod {
     pub(crate) fn parse(r: &mut Reader<'_>) -> Result<GroupMod, ParseError> {
+        if r.version() >= crate::header::V15 {
+            return crate::versions::group_mod_parse_v15(r);
+        }
         let command = r.u16("group_mod.command")?;
         let group_type = r.u8("group_mod.type")?;
         r.skip(1, "group_mod.pad")?;
@@ -109,6 +121,8 @@ impl GroupMod {
             group_type,
             group_id,
             buckets: parse_buckets(r)?,
+            method: None,
+            command_bucket_id: GROUP_ANY,
         })
     }
 
@@ -127,6 +141,8 @@ pub struct GroupDesc {
     pub group_type: u8,
     pub group_id: u32,
     pub buckets: Vec<Bucket>,
+    /// The selection method (written in 1.5 only).
+    pub method: Option<(String, u64)>,
 }
 
 impl GroupDesc {
@@ -146,6 +162,7 @@ impl GroupDesc {
             group_type,
             group_id,
             buckets: parse_buckets(&mut b)?,
+            method: None,
         })
     }
 

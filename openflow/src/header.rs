@@ -4,8 +4,27 @@
 use crate::error::ParseError;
 use crate::wire::{Put, Reader};
 
-/// OpenFlow 1.3.
+/// OpenFlow 1.3: the version messages are built in (see [`VERSIONS`]).
 pub const VERSION: u8 = 0x04;
+/// OpenFlow 1.3.
+pub const V13: u8 = 0x04;
+/// OpenFlow 1.4.
+pub const V14: u8 = 0x05;
+/// OpenFlow 1.5.
+pub const V15: u8 = 0x06;
+/// The versions this codec speaks. Messages are kept in one form (1.3's,
+/// with the few 1.5 actions added); the encodings that differ are read
+/// by version ([`crate::wire::Reader::version`]) and written by
+/// [`crate::Message::emit_as`].
+pub const VERSIONS: [u8; 3] = [V13, V14, V15];
+
+/// The name of a version, as `ovs-ofctl -O` spells it.
+pub fn version_name(v: u8) -> String {
+    match v {
+        0x01..=0x06 => format!("OpenFlow1{}", v - 1),
+        _ => format!("version {v:#04x}"),
+    }
+}
 
 /// Bytes in `ofp_header`.
 pub const HEADER_LEN: usize = 8;
@@ -74,11 +93,23 @@ pub enum MsgType {
     GetAsyncReply = 27,
     SetAsync = 28,
     MeterMod = 29,
+    /// 1.4+.
+    RoleStatus = 30,
+    /// 1.4+.
+    TableStatus = 31,
+    /// 1.4+.
+    RequestForward = 32,
+    /// 1.4+ (in 1.3: ONF's experimenter message 2300).
+    BundleControl = 33,
+    /// 1.4+ (in 1.3: ONF's experimenter message 2301).
+    BundleAddMessage = 34,
+    /// 1.5.
+    ControllerStatus = 35,
 }
 
 impl MsgType {
     /// Every type, by number.
-    pub const ALL: [MsgType; 30] = [
+    pub const ALL: [MsgType; 36] = [
         MsgType::Hello,
         MsgType::Error,
         MsgType::EchoRequest,
@@ -109,10 +140,30 @@ impl MsgType {
         MsgType::GetAsyncReply,
         MsgType::SetAsync,
         MsgType::MeterMod,
+        MsgType::RoleStatus,
+        MsgType::TableStatus,
+        MsgType::RequestForward,
+        MsgType::BundleControl,
+        MsgType::BundleAddMessage,
+        MsgType::ControllerStatus,
     ];
 
+    /// The OpenFlow 1.3 type numbered `v`.
     pub fn from_u8(v: u8) -> Option<MsgType> {
-        MsgType::ALL.get(usize::from(v)).copied()
+        MsgType::of_version(v, V13)
+    }
+
+    /// The type numbered `v` in `version`.
+    pub fn of_version(v: u8, version: u8) -> Option<MsgType> {
+        let last = match version {
+            V13 => MsgType::MeterMod,
+            V14 => MsgType::BundleAddMessage,
+            _ => MsgType::ControllerStatus,
+        };
+        MsgType::ALL
+            .get(usize::from(v))
+            .copied()
+            .filter(|t| *t <= last)
     }
 
     /// Replies and asynchronous messages: only a switch sends them, so a
@@ -130,6 +181,10 @@ impl MsgType {
                 | MsgType::QueueGetConfigReply
                 | MsgType::RoleReply
                 | MsgType::GetAsyncReply
+                | MsgType::RoleStatus
+                | MsgType::TableStatus
+                | MsgType::RequestForward
+                | MsgType::ControllerStatus
         )
     }
 }

@@ -1,4 +1,4 @@
-//! # openflow: the OpenFlow 1.3 wire protocol as data
+//! # openflow: the OpenFlow 1.3 to 1.5 wire protocol as data
 //!
 //! Checked views over bytes and typed messages with parse and emit, in
 //! the manner of smoltcp's `wire`: [`Reader`](wire::Reader) reads
@@ -22,7 +22,9 @@
 //! GROUP, GROUP_DESC and GROUP_FEATURES multiparts, QUEUE_GET_CONFIG,
 //! PORT_STATS, TABLE and TABLE_FEATURES: every message type of 1.3. The
 //! multipart bodies not listed (QUEUE, EXPERIMENTER) are carried as bytes
-//! with their type.
+//! with their type. 1.4 and 1.5 are read into the same messages and
+//! written from them ([`versions`]: their changed encodings; [`regs`]:
+//! the wide registers).
 
 pub mod action;
 pub mod bundle;
@@ -39,7 +41,9 @@ pub mod nx_ct_flush;
 pub mod nx_tlv;
 pub mod oxm;
 pub mod port;
+pub mod regs;
 pub mod table;
+pub mod versions;
 pub mod wire;
 
 pub use action::{Action, Instruction};
@@ -49,7 +53,9 @@ pub use flow::{
     AggregateReply, FlowMod, FlowRemoved, FlowStats, FlowStatsRequest, PacketIn, PacketOut,
 };
 pub use group::{Bucket, GroupDesc, GroupFeatures, GroupMod, GroupStats};
-pub use header::{Framer, Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
+pub use header::{
+    version_name, Framer, Header, MsgType, HEADER_LEN, MAX_LEN, V13, V14, V15, VERSION, VERSIONS,
+};
 pub use message::{
     bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Features, Message, PortStatus, Role,
     SwitchConfig, TooLong,

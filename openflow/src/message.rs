@@ -4,7 +4,7 @@ use crate::config_msgs::{PortMod, QueueConfig, TableMod};
 use crate::error::{OfpError, ParseError};
 use crate::flow::{FlowMod, FlowRemoved, PacketIn, PacketOut};
 use crate::group::GroupMod;
-use crate::header::{Header, MsgType, HEADER_LEN, MAX_LEN, VERSION};
+use crate::header::{Header, MsgType, HEADER_LEN, MAX_LEN, V14, V15, VERSION, VERSIONS};
 use crate::meter::MeterMod;
 use crate::multipart::{MpReply, MpRequest};
 use crate::port::{Port, PORT_LEN};
@@ -134,6 +134,10 @@ pub enum Message {
     GetAsyncRequest,
     GetAsyncReply(AsyncConfig),
     SetAsync(AsyncConfig),
+    /// SET_ASYNC as 1.4 sends it: properties that change some of the
+    /// masks (checked when parsed; applied by
+    /// [`crate::versions::async_apply_v14`]).
+    SetAsyncProps(Vec<u8>),
 }
 
 /// Whether a HELLO's bitmap has `version`.
@@ -151,10 +155,12 @@ pub fn bitmap_of(version: u8) -> Vec<u32> {
 
 /// Parses one whole message (what [`Framer`](crate::Framer) hands out).
 /// A HELLO of any version parses (the version is negotiated from it);
-/// anything else must be 1.3.
+/// anything else must be of a version this codec speaks
+/// ([`VERSIONS`]), read in that version's encodings.
 pub fn parse(buf: &[u8]) -> Result<(Header, Message), ParseError> {
-    let mut r = Reader::new(buf);
-    let h = Header::parse(&mut r)?;
+    let h = Header::parse(&mut Reader::new(buf))?;
+    let mut r = Reader::versioned(buf, h.version);
+    r.skip(HEADER_LEN, "header")?;
     if usize::from(h.length) < HEADER_LEN {
         return Err(ParseError::ShortLength { length: h.length });
     }
@@ -167,10 +173,10 @@ pub fn parse(buf: &[u8]) -> Result<(Header, Message), ParseError> {
     if h.ty == MsgType::Hello as u8 {
         return Ok((h, parse_hello(&mut r)?));
     }
-    if h.version != VERSION {
+    if !VERSIONS.contains(&h.version) {
         return Err(ParseError::BadVersion(h.version));
     }
-    let ty = MsgType::from_u8(h.ty).ok_or(ParseError::BadType(h.ty))?;
+    let ty = MsgType::of_version(h.ty, h.version).ok_or(ParseError::BadType(h.ty))?;
     let m = parse_body(ty, &mut r)?;
     Ok((h, m))
 }
@@ -259,6 +265,14 @@ fn parse_body(ty: MsgType, r: &mut Reader<'_>) -> Result<Message, ParseError> {
                 Message::GetConfigReply(c)
             }
         }
+        T::PortStatus if r.version() >= V14 => {
+            let reason = r.u8("port_status.reason")?;
+            r.skip(7, "port_status.pad")?;
+            Message::PortStatus(PortStatus {
+                reason,
+                desc: crate::versions::port_parse_v14(r)?,
+            })
+        }
         T::PortStatus => {
             exact(r, "port status", 8 + PORT_LEN)?;
             let reason = r.u8("port_status.reason")?;
@@ -275,12 +289,36 @@ fn parse_body(ty: MsgType, r: &mut Reader<'_>) -> Result<Message, ParseError> {
         T::MeterMod => Message::MeterMod(MeterMod::parse(r)?),
         T::GroupMod => Message::GroupMod(GroupMod::parse(r)?),
         T::PortMod => {
-            exact(r, "port mod", 32)?;
+            if r.version() < V14 {
+                exact(r, "port mod", 32)?;
+            }
             Message::PortMod(PortMod::parse(r)?)
         }
         T::TableMod => {
-            exact(r, "table mod", 8)?;
+            // 1.4 adds properties (eviction, vacancy): accepted, unused.
+            if r.version() < V14 {
+                exact(r, "table mod", 8)?;
+            }
             Message::TableMod(TableMod::parse(r)?)
+        }
+        // 1.4's bundle messages are kept as ONF's 1.3 extension (the same
+        // bodies), the form the switch acts on.
+        T::BundleControl | T::BundleAddMessage => Message::Experimenter {
+            experimenter: crate::bundle::ONF_VENDOR,
+            exp_type: if ty == T::BundleControl {
+                crate::bundle::ET_BUNDLE_CONTROL
+            } else {
+                crate::bundle::ET_BUNDLE_ADD_MESSAGE
+            },
+            data: r.rest().to_vec(),
+        },
+        T::RoleStatus | T::TableStatus | T::RequestForward | T::ControllerStatus => {
+            return Err(ParseError::BadType(ty as u8))
+        }
+        T::SetAsync if r.version() >= V14 => {
+            let body = r.rest().to_vec();
+            crate::versions::async_apply_v14(&body, &mut AsyncConfig::default())?;
+            Message::SetAsyncProps(body)
         }
         T::QueueGetConfigRequest => {
             exact(r, "queue get config request", 8)?;
@@ -320,6 +358,12 @@ fn parse_body(ty: MsgType, r: &mut Reader<'_>) -> Result<Message, ParseError> {
             }
         }
         T::GetAsyncRequest => empty(r, "get async request", Message::GetAsyncRequest)?,
+        // Read back in tests: the masks from the properties.
+        T::GetAsyncReply if r.version() >= V14 => {
+            let mut c = AsyncConfig::default();
+            crate::versions::async_apply_v14(r.rest(), &mut c)?;
+            Message::GetAsyncReply(c)
+        }
         T::GetAsyncReply | T::SetAsync => {
             exact(r, "async config", 24)?;
             let mut w = [0u32; 6];
@@ -379,21 +423,40 @@ impl Message {
             Message::RoleReply(_) => T::RoleReply,
             Message::GetAsyncRequest => T::GetAsyncRequest,
             Message::GetAsyncReply(_) => T::GetAsyncReply,
-            Message::SetAsync(_) => T::SetAsync,
+            Message::SetAsync(_) | Message::SetAsyncProps(_) => T::SetAsync,
         }
     }
 
     /// Appends the message with header `xid` to `out` (version 1.3).
     pub fn emit(&self, xid: u32, out: &mut Vec<u8>) -> Result<(), TooLong> {
+        self.emit_as(VERSION, xid, out)
+    }
+
+    /// The message in `version`'s encodings (one of [`VERSIONS`]).
+    pub fn emit_as(&self, version: u8, xid: u32, out: &mut Vec<u8>) -> Result<(), TooLong> {
         let start = out.len();
+        let ty = match self {
+            Message::Experimenter {
+                experimenter: crate::bundle::ONF_VENDOR,
+                exp_type,
+                ..
+            } if version >= V14 && crate::bundle::is_bundle_type(*exp_type) => {
+                if *exp_type == crate::bundle::ET_BUNDLE_CONTROL {
+                    MsgType::BundleControl
+                } else {
+                    MsgType::BundleAddMessage
+                }
+            }
+            m => m.ty(),
+        };
         Header {
-            version: VERSION,
-            ty: self.ty() as u8,
+            version,
+            ty: ty as u8,
             length: 0,
             xid,
         }
         .emit(out);
-        self.emit_body(out);
+        self.emit_body(version, out);
         let len = out.len() - start;
         if len > MAX_LEN {
             out.truncate(start);
@@ -405,13 +468,51 @@ impl Message {
 
     /// The message as bytes.
     pub fn to_bytes(&self, xid: u32) -> Result<Vec<u8>, TooLong> {
+        self.to_bytes_as(VERSION, xid)
+    }
+
+    /// The message as bytes of `version`.
+    pub fn to_bytes_as(&self, version: u8, xid: u32) -> Result<Vec<u8>, TooLong> {
         let mut v = Vec::new();
-        self.emit(xid, &mut v)?;
+        self.emit_as(version, xid, &mut v)?;
         Ok(v)
     }
 
-    fn emit_body(&self, out: &mut Vec<u8>) {
+    fn emit_body(&self, version: u8, out: &mut Vec<u8>) {
+        use crate::versions as vs;
+        let v14 = version >= V14;
+        let v15 = version >= V15;
         match self {
+            Message::Experimenter {
+                experimenter: crate::bundle::ONF_VENDOR,
+                exp_type,
+                data,
+            } if v14 && crate::bundle::is_bundle_type(*exp_type) => out.extend_from_slice(data),
+            // ONF's bundle errors are 1.4's BUNDLE_FAILED, without the id.
+            Message::Error { error, data } if v14 && crate::bundle::is_onf_error(*error) => {
+                out.put_u16(vs::BUNDLE_FAILED);
+                out.put_u16(error.code - 2300);
+                out.extend_from_slice(data.get(4..).unwrap_or_default());
+            }
+            Message::PortStatus(p) if v14 => {
+                out.put_u8(p.reason);
+                out.put_zeros(7);
+                vs::port_emit_v14(&p.desc, out);
+            }
+            Message::FlowRemoved(f) if v15 => vs::flow_removed_emit_v15(f, out),
+            Message::PacketOut(p) if v15 => vs::packet_out_emit_v15(p, out),
+            Message::GroupMod(g) if v15 => vs::group_mod_emit_v15(g, out),
+            Message::FlowMod(f) if v15 => {
+                let f = crate::flow::FlowMod {
+                    matched: vs::match_for(&f.matched, version).into_owned(),
+                    instructions: vs::instructions_v15(&f.instructions),
+                    ..f.clone()
+                };
+                f.emit(out)
+            }
+            Message::GetAsyncReply(c) if v14 => vs::async_emit_v14(c, out),
+            Message::SetAsync(c) if v14 => vs::async_emit_v14(c, out),
+            Message::SetAsyncProps(b) => out.extend_from_slice(b),
             Message::Hello { bitmap } => {
                 if let Some(words) = bitmap {
                     let len = 4 + 4 * words.len();
@@ -472,13 +573,13 @@ impl Message {
                 out.put_u16(body.ty());
                 out.put_u16(*flags);
                 out.put_zeros(4);
-                body.emit(out);
+                body.emit(version, out);
             }
             Message::MultipartReply { flags, body } => {
                 out.put_u16(body.ty());
                 out.put_u16(*flags);
                 out.put_zeros(4);
-                body.emit(out);
+                body.emit(version, out);
             }
             Message::RoleRequest(r) | Message::RoleReply(r) => {
                 out.put_u32(r.role);

@@ -5,7 +5,7 @@
 use crate::error::ParseError;
 use crate::flow::{AggregateReply, FlowStats, FlowStatsRequest};
 use crate::group::{GroupDesc, GroupFeatures, GroupStats};
-use crate::header::{Header, MsgType, MAX_LEN, VERSION};
+use crate::header::{Header, MsgType, MAX_LEN};
 use crate::message::TooLong;
 use crate::meter::{MeterConfig, MeterFeatures, MeterStats};
 use crate::port::{Port, PortStatsEntry, PORT_LEN, PORT_STATS_LEN};
@@ -84,10 +84,12 @@ pub enum MpRequest {
     /// Empty: a query; entries: a request to set (which a switch may
     /// refuse).
     TableFeatures(Vec<TableFeatures>),
-    PortDesc,
+    /// The port (`OFPP_ANY`: all; 1.3 and 1.4 ask for all).
+    PortDesc(u32),
     /// The group (`OFPG_ALL`: all).
     Group(u32),
-    GroupDesc,
+    /// The group (`OFPG_ALL`: all; 1.3 and 1.4 ask for all).
+    GroupDesc(u32),
     GroupFeatures,
     /// A type whose body is not decoded here (yet): its bytes.
     Other {
@@ -108,16 +110,33 @@ impl MpRequest {
             MpRequest::MeterConfig(_) => mp_type::METER_CONFIG,
             MpRequest::MeterFeatures => mp_type::METER_FEATURES,
             MpRequest::TableFeatures(_) => mp_type::TABLE_FEATURES,
-            MpRequest::PortDesc => mp_type::PORT_DESC,
+            MpRequest::PortDesc(_) => mp_type::PORT_DESC,
             MpRequest::Group(_) => mp_type::GROUP,
-            MpRequest::GroupDesc => mp_type::GROUP_DESC,
+            MpRequest::GroupDesc(_) => mp_type::GROUP_DESC,
             MpRequest::GroupFeatures => mp_type::GROUP_FEATURES,
             MpRequest::Other { ty, .. } => *ty,
         }
     }
 
     pub(crate) fn parse(ty: u16, r: &mut Reader<'_>) -> Result<MpRequest, ParseError> {
+        let v15 = r.version() >= crate::header::V15;
         match ty {
+            // 1.5 names the port or group.
+            mp_type::PORT_DESC | mp_type::GROUP_DESC if v15 => {
+                if r.remaining() != 8 {
+                    return Err(ParseError::BadLength {
+                        what: "port or group description request",
+                        length: r.remaining(),
+                    });
+                }
+                let id = r.u32("request.id")?;
+                r.skip(4, "request.pad")?;
+                Ok(if ty == mp_type::PORT_DESC {
+                    MpRequest::PortDesc(id)
+                } else {
+                    MpRequest::GroupDesc(id)
+                })
+            }
             mp_type::DESC
             | mp_type::PORT_DESC
             | mp_type::TABLE
@@ -131,11 +150,11 @@ impl MpRequest {
                 })
             }
             mp_type::DESC => Ok(MpRequest::Desc),
-            mp_type::PORT_DESC => Ok(MpRequest::PortDesc),
+            mp_type::PORT_DESC => Ok(MpRequest::PortDesc(crate::port::reserved::ANY)),
             mp_type::FLOW => Ok(MpRequest::Flow(FlowStatsRequest::parse(r)?)),
             mp_type::AGGREGATE => Ok(MpRequest::Aggregate(FlowStatsRequest::parse(r)?)),
             mp_type::TABLE => Ok(MpRequest::Table),
-            mp_type::GROUP_DESC => Ok(MpRequest::GroupDesc),
+            mp_type::GROUP_DESC => Ok(MpRequest::GroupDesc(crate::group::GROUP_ALL)),
             mp_type::GROUP_FEATURES => Ok(MpRequest::GroupFeatures),
             mp_type::METER_FEATURES => Ok(MpRequest::MeterFeatures),
             mp_type::METER | mp_type::METER_CONFIG | mp_type::GROUP => {
@@ -179,7 +198,7 @@ impl MpRequest {
         }
     }
 
-    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+    pub(crate) fn emit(&self, version: u8, out: &mut Vec<u8>) {
         match self {
             MpRequest::Other { body, .. } => out.extend_from_slice(body),
             MpRequest::Flow(f) | MpRequest::Aggregate(f) => f.emit(out),
@@ -192,10 +211,14 @@ impl MpRequest {
                 out.put_zeros(4);
             }
             MpRequest::MeterFeatures => {}
+            MpRequest::PortDesc(id) | MpRequest::GroupDesc(id) if version >= crate::header::V15 => {
+                out.put_u32(*id);
+                out.put_zeros(4);
+            }
             MpRequest::Desc
-            | MpRequest::PortDesc
+            | MpRequest::PortDesc(_)
             | MpRequest::Table
-            | MpRequest::GroupDesc
+            | MpRequest::GroupDesc(_)
             | MpRequest::GroupFeatures => {}
         }
     }
@@ -241,7 +264,21 @@ impl MpReply {
     }
 
     pub(crate) fn parse(ty: u16, r: &mut Reader<'_>) -> Result<MpReply, ParseError> {
+        use crate::versions as vs;
+        let (v14, v15) = (
+            r.version() >= crate::header::V14,
+            r.version() >= crate::header::V15,
+        );
         match ty {
+            mp_type::FLOW if v15 => Ok(MpReply::Flow(each(r, vs::flow_stats_parse_v15)?)),
+            mp_type::AGGREGATE if v15 => Ok(MpReply::Aggregate(vs::aggregate_parse_v15(r)?)),
+            mp_type::GROUP_DESC if v15 => {
+                Ok(MpReply::GroupDesc(each(r, vs::group_desc_parse_v15)?))
+            }
+            mp_type::PORT_STATS if v14 => {
+                Ok(MpReply::PortStats(each(r, vs::port_stats_parse_v14)?))
+            }
+            mp_type::PORT_DESC if v14 => Ok(MpReply::PortDesc(each(r, vs::port_parse_v14)?)),
             mp_type::DESC => {
                 let d = Desc::parse(r)?;
                 if !r.is_empty() {
@@ -361,33 +398,52 @@ impl MpReply {
         }
     }
 
-    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
+    pub(crate) fn emit(&self, version: u8, out: &mut Vec<u8>) {
+        use crate::versions as vs;
+        let v14 = version >= crate::header::V14;
         match self {
             MpReply::Desc(d) => d.emit(out),
-            MpReply::Flow(v) => v.iter().for_each(|f| f.emit(out)),
+            MpReply::Flow(v) => v.iter().for_each(|f| vs::flow_stats_emit(f, version, out)),
+            MpReply::Aggregate(a) if version >= crate::header::V15 => {
+                vs::aggregate_emit_v15(a, out)
+            }
             MpReply::Aggregate(a) => a.emit(out),
             MpReply::Table(v) => v.iter().for_each(|t| t.emit(out)),
+            MpReply::PortStats(v) if v14 => v.iter().for_each(|p| vs::port_stats_emit_v14(p, out)),
             MpReply::PortStats(v) => v.iter().for_each(|p| p.emit(out)),
             MpReply::Meter(v) => v.iter().for_each(|m| m.emit(out)),
             MpReply::MeterConfig(v) => v.iter().for_each(|m| m.emit(out)),
             MpReply::MeterFeatures(f) => f.emit(out),
             MpReply::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
+            MpReply::PortDesc(ports) if v14 => ports.iter().for_each(|p| vs::port_emit_v14(p, out)),
             MpReply::PortDesc(ports) => ports.iter().for_each(|p| p.emit(out)),
             MpReply::Group(v) => v.iter().for_each(|g| g.emit(out)),
-            MpReply::GroupDesc(v) => v.iter().for_each(|g| g.emit(out)),
+            MpReply::GroupDesc(v) => v.iter().for_each(|g| vs::group_desc_emit(g, version, out)),
             MpReply::GroupFeatures(f) => f.emit(out),
             MpReply::Other { body, .. } => out.extend_from_slice(body),
         }
     }
 }
 
+/// Entries read by `f` until `r` is empty.
+fn each<T>(
+    r: &mut Reader<'_>,
+    f: fn(&mut Reader<'_>) -> Result<T, ParseError>,
+) -> Result<Vec<T>, ParseError> {
+    let mut v = Vec::new();
+    while !r.is_empty() {
+        v.push(f(r)?);
+    }
+    Ok(v)
+}
+
 /// Bytes of a multipart message before its body.
 const MP_HEADER: usize = 16;
 
-fn begin_reply(out: &mut Vec<u8>, xid: u32, ty: u16) -> usize {
+fn begin_reply(out: &mut Vec<u8>, version: u8, xid: u32, ty: u16) -> usize {
     let start = out.len();
     Header {
-        version: VERSION,
+        version,
         ty: MsgType::MultipartReply as u8,
         length: 0,
         xid,
@@ -412,13 +468,14 @@ fn finish_reply(out: &mut [u8], start: usize, flags: u16) {
 /// message on its own is `TooLong` (and nothing is appended).
 pub fn emit_reply_parts<I>(
     out: &mut Vec<u8>,
+    version: u8,
     xid: u32,
     ty: u16,
     items: impl IntoIterator<Item = I>,
     mut emit: impl FnMut(I, &mut Vec<u8>),
 ) -> Result<usize, TooLong> {
     let first = out.len();
-    let mut start = begin_reply(out, xid, ty);
+    let mut start = begin_reply(out, version, xid, ty);
     let mut messages = 1;
     for it in items {
         let before = out.len();
@@ -433,7 +490,7 @@ pub fn emit_reply_parts<I>(
         }
         let item = out.split_off(before);
         finish_reply(out, start, MORE);
-        start = begin_reply(out, xid, ty);
+        start = begin_reply(out, version, xid, ty);
         out.extend_from_slice(&item);
         messages += 1;
     }

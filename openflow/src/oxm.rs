@@ -70,6 +70,8 @@ pub const BASIC_FIELDS: &[(u8, &str, usize, bool)] = &[
     (37, "PBB_ISID", 3, true),
     (38, "TUNNEL_ID", 8, true),
     (39, "IPV6_EXTHDR", 2, true),
+    // 1.5's own tcp_flags (ONF's experimenter field in 1.3).
+    (42, "TCP_FLAGS", 2, true),
     // OpenFlow 1.5's (namespace, type); ovs-ofctl sends it in 1.3 too,
     // for a match it normalised (a field dropped for its prerequisite).
     (44, "PACKET_TYPE", 4, false),
@@ -230,6 +232,14 @@ pub fn field_info(class: u16, field: u8) -> Option<(String, usize, bool)> {
         CLASS_BASIC => named(BASIC_FIELDS, field),
         CLASS_NXM0 => named(NXM0_FIELDS, field),
         CLASS_NXM1 if field < NX_REGS => Some((format!("NXM_NX_REG{field}"), 4, true)),
+        crate::regs::CLASS_PKT_REGS if field < 8 => {
+            Some((format!("OXM_OF_PKT_REG{field}"), 8, true))
+        }
+        CLASS_NXM1 if crate::regs::wide(class, field).is_some() => Some((
+            format!("NXM_NX_XXREG{}", field - crate::regs::NX_XXREG0),
+            16,
+            true,
+        )),
         // Variable length: the widest is given.
         CLASS_NXM1 if tun_metadata_index(class, field).is_some() => Some((
             format!("NXM_NX_TUN_METADATA{}", field - NX_TUN_METADATA0),
@@ -424,7 +434,15 @@ impl OxmMatch {
             }
             fields.push(f);
         }
-        Ok(OxmMatch { fields })
+        let mut m = OxmMatch { fields };
+        crate::regs::narrow_match(&mut m).map_err(|reg| {
+            bad_match(
+                10,
+                "match",
+                format!("register {reg} appears twice (as itself and in an xreg or xxreg)"),
+            )
+        })?;
+        Ok(m)
     }
 
     /// Bytes of the fields (without the 4-byte header and padding).

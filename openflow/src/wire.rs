@@ -9,11 +9,29 @@ use crate::error::ParseError;
 pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// The OpenFlow version of the message being read (the encodings
+    /// that differ between 1.3, 1.4 and 1.5 ask it); sub-readers keep it.
+    version: u8,
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of OpenFlow 1.3 bytes.
     pub fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader { buf, pos: 0 }
+        Reader::versioned(buf, crate::header::VERSION)
+    }
+
+    /// A reader of bytes of OpenFlow `version`.
+    pub fn versioned(buf: &'a [u8], version: u8) -> Reader<'a> {
+        Reader {
+            buf,
+            pos: 0,
+            version,
+        }
+    }
+
+    /// The version of the message being read.
+    pub fn version(&self) -> u8 {
+        self.version
     }
 
     /// Bytes not read yet.
@@ -71,9 +89,21 @@ impl<'a> Reader<'a> {
         self.bytes(n, what).map(|_| ())
     }
 
+    /// A sub-reader over one entry of a list whose first two bytes are
+    /// its length (the entry's, those two included): the rest of it, once
+    /// the length is at least `min` and fits.
+    pub fn entry(&mut self, min: usize, what: &'static str) -> Result<Reader<'a>, ParseError> {
+        let len = usize::from(self.u16(what)?);
+        if len < min.max(2) {
+            return Err(ParseError::BadLength { what, length: len });
+        }
+        self.sub(len - 2, what)
+    }
+
     /// A sub-reader over the next `n` bytes.
     pub fn sub(&mut self, n: usize, what: &'static str) -> Result<Reader<'a>, ParseError> {
-        self.bytes(n, what).map(Reader::new)
+        let version = self.version;
+        self.bytes(n, what).map(|b| Reader::versioned(b, version))
     }
 }
 

@@ -135,13 +135,15 @@ fn action() -> impl Strategy<Value = Action> {
             any::<u32>(),
             any::<u32>()
         )
-            .prop_map(|(n_bits, src_ofs, dst_ofs, src, dst)| Action::NxRegMove {
-                n_bits,
-                src_ofs,
-                dst_ofs,
-                src,
-                dst
-            }),
+            .prop_map(|(n_bits, src_ofs, dst_ofs, src, dst)| Action::NxRegMove(
+                openflow::action::FieldCopy {
+                    n_bits,
+                    src_ofs,
+                    dst_ofs,
+                    src,
+                    dst
+                }
+            )),
         (
             any::<u32>().prop_filter("not nicira", |e| *e != NX_VENDOR),
             vec(any::<u8>(), 0..3)
@@ -198,6 +200,7 @@ fn flow_mod() -> impl Strategy<Value = FlowMod> {
                 out_port: op,
                 out_group: og,
                 flags,
+                importance: 0,
                 matched,
                 instructions,
             },
@@ -246,6 +249,8 @@ fn flow_stats() -> impl Strategy<Value = FlowStats> {
             byte_count: b,
             matched: f.matched,
             instructions: f.instructions,
+            idle_sec: 0,
+            importance: 0,
         })
 }
 
@@ -298,6 +303,7 @@ fn bucket() -> impl Strategy<Value = openflow::Bucket> {
                 watch_port,
                 watch_group,
                 actions,
+                bucket_id: None,
             },
         )
 }
@@ -310,6 +316,8 @@ fn group_message() -> impl Strategy<Value = Message> {
                 group_type,
                 group_id,
                 buckets,
+                method: None,
+                command_bucket_id: openflow::group::GROUP_ANY,
             })
         ),
         any::<u32>().prop_map(|g| Message::MultipartRequest {
@@ -318,7 +326,7 @@ fn group_message() -> impl Strategy<Value = Message> {
         }),
         Just(Message::MultipartRequest {
             flags: 0,
-            body: MpRequest::GroupDesc
+            body: MpRequest::GroupDesc(openflow::group::GROUP_ALL)
         }),
         Just(Message::MultipartRequest {
             flags: 0,
@@ -333,6 +341,7 @@ fn group_message() -> impl Strategy<Value = Message> {
                             group_type,
                             group_id,
                             buckets,
+                            method: None,
                         })
                         .collect(),
                 ),
@@ -621,7 +630,7 @@ fn base_message() -> impl Strategy<Value = Message> {
             any::<u16>(),
             prop_oneof![
                 Just(MpRequest::Desc),
-                Just(MpRequest::PortDesc),
+                Just(MpRequest::PortDesc(openflow::port::reserved::ANY)),
                 (other_mp.clone(), bytes()).prop_map(|(ty, body)| MpRequest::Other { ty, body }),
             ]
         )
@@ -865,7 +874,8 @@ fn a_long_multipart_reply_splits_at_the_64_kib_limit_and_reads_back_whole() {
         })
         .collect();
     let mut out = Vec::new();
-    let n = emit_reply_parts(&mut out, 9, mp_type::PORT_DESC, &entries, Port::emit).expect("fits");
+    let n =
+        emit_reply_parts(&mut out, 4, 9, mp_type::PORT_DESC, &entries, Port::emit).expect("fits");
     let mut f = Framer::new();
     f.push(&out);
     let mut got = Vec::new();
@@ -891,7 +901,7 @@ fn a_long_multipart_reply_splits_at_the_64_kib_limit_and_reads_back_whole() {
     // One item larger than a message can carry is refused, nothing added.
     let mut out = vec![1, 2, 3];
     let big = [vec![0u8; 70_000]];
-    let e = emit_reply_parts(&mut out, 1, 0xffff, &big, |b, o| o.extend_from_slice(b));
+    let e = emit_reply_parts(&mut out, 4, 1, 0xffff, &big, |b, o| o.extend_from_slice(b));
     assert!(e.is_err());
     assert_eq!(out, vec![1, 2, 3]);
 }

@@ -137,12 +137,14 @@ fn ovs_ofctl_add_group_decodes_to_what_it_was_given_and_emits_back_exactly() {
                 watch_port: 2,
                 watch_group: u32::MAX,
                 actions: vec![Action::SetField(Oxm::basic(12, &[198, 18, 0, 9])), out(2)],
+                bucket_id: None,
             },
             openflow::Bucket {
                 weight: 1,
                 watch_port: u32::MAX,
                 watch_group: u32::MAX,
                 actions: vec![out(3)],
+                bucket_id: None,
             },
         ]
     );

@@ -705,7 +705,9 @@ struct ConnHandle {
     /// message.
     /// Role, async configuration, miss_send_len, packet-ins as
     /// NXT_PACKET_IN2.
-    wants: Mutex<(u32, openflow::AsyncConfig, u16, bool)>,
+    /// Role, async configuration, miss_send_len, NXT_PACKET_IN2 wanted,
+    /// the connection's OpenFlow version.
+    wants: Mutex<(u32, openflow::AsyncConfig, u16, bool, u8)>,
     /// Packet-ins waiting for the connection's writer thread.
     queue: std::sync::mpsc::SyncSender<Vec<u8>>,
     bucket: Mutex<TokenBucket>,
@@ -766,25 +768,26 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
             matched: openflow::OxmMatch { fields },
             data: ev.frame,
         });
-        // Each format encoded once, when the first connection that wants
-        // it is reached.
-        let (standard, nx2) = (std::cell::OnceCell::new(), std::cell::OnceCell::new());
-        let bytes = |nx: bool| {
-            let encoded = if nx {
-                nx2.get_or_init(|| match &msg {
-                    openflow::Message::PacketIn(pin) => openflow::Message::Experimenter {
-                        experimenter: openflow::action::NX_VENDOR,
-                        exp_type: openflow::flow::nx_packet_in::PACKET_IN2,
-                        data: pin.nx_packet_in2(),
+        // Each format encoded once per version, when the first connection
+        // that wants it is reached.
+        let cache = EncodedOnce::default();
+        let bytes = |nx: bool, version: u8| {
+            cache.get(nx, version, || {
+                if nx {
+                    match &msg {
+                        openflow::Message::PacketIn(pin) => openflow::Message::Experimenter {
+                            experimenter: openflow::action::NX_VENDOR,
+                            exp_type: openflow::flow::nx_packet_in::PACKET_IN2,
+                            data: pin.nx_packet_in2(),
+                        }
+                        .to_bytes_as(version, 0)
+                        .ok(),
+                        _ => None,
                     }
-                    .to_bytes(0)
-                    .ok(),
-                    _ => None,
-                })
-            } else {
-                standard.get_or_init(|| msg.to_bytes(0).ok())
-            };
-            encoded.as_deref()
+                } else {
+                    msg.to_bytes_as(version, 0).ok()
+                }
+            })
         };
         let now = sh.clock.now();
         let limit = (sh.packet_in_rate > 0).then_some(now);
@@ -812,9 +815,23 @@ fn next_or_stop<T>(rx: &std::sync::mpsc::Receiver<T>, sh: &Shared) -> Option<T> 
 /// role: slot 1 for a slave) `wants` it, through its rate limit when
 /// `limit` says now; a full queue or an exhausted rate drops (counted),
 /// never waits.
+/// A message's bytes, encoded at most once per format (standard or
+/// Nicira's) and OpenFlow version.
+#[derive(Default)]
+struct EncodedOnce {
+    cells: [[std::cell::OnceCell<Option<Vec<u8>>>; 3]; 2],
+}
+
+impl EncodedOnce {
+    fn get(&self, nx: bool, version: u8, f: impl FnOnce() -> Option<Vec<u8>>) -> Option<&[u8]> {
+        let v = usize::from(version.saturating_sub(openflow::V13)).min(2);
+        self.cells[usize::from(nx)][v].get_or_init(f).as_deref()
+    }
+}
+
 fn deliver<'b>(
     sh: &Shared,
-    bytes: impl Fn(bool) -> Option<&'b [u8]>,
+    bytes: impl Fn(bool, u8) -> Option<&'b [u8]>,
     packet_in: bool,
     limit: Option<megaflow::Timestamp>,
     wants: impl Fn(&openflow::AsyncConfig, usize) -> bool,
@@ -822,8 +839,8 @@ fn deliver<'b>(
     // Nothing here waits (try_send), so the map's lock is held throughout:
     // no list copied per packet-in.
     for h in guard(&sh.handles).values() {
-        let (role, asy, _, nx2) = *guard(&h.wants);
-        let Some(bytes) = bytes(nx2) else {
+        let (role, asy, _, nx2, version) = *guard(&h.wants);
+        let Some(bytes) = bytes(nx2, version) else {
             continue;
         };
         let slot = usize::from(role == openflow::message::role::SLAVE);
@@ -862,12 +879,10 @@ fn announce(rx: &std::sync::mpsc::Receiver<SwitchEvent>, sh: &Shared) {
                 true,
             ),
         };
-        let Ok(bytes) = msg.to_bytes(0) else {
-            continue;
-        };
+        let cache = EncodedOnce::default();
         deliver(
             sh,
-            |_| Some(&bytes[..]),
+            |_, version| cache.get(false, version, || msg.to_bytes_as(version, 0).ok()),
             false,
             None,
             |asy, slot| {
@@ -1037,6 +1052,7 @@ fn serve<B: Device>(
             conn.async_config(),
             conn.switch_config().miss_send_len,
             conn.wants_packet_in2(),
+            conn.version(),
         )),
         queue: qtx,
         bucket: Mutex::new(TokenBucket::new(
@@ -1102,6 +1118,7 @@ fn serve<B: Device>(
                 conn.async_config(),
                 conn.switch_config().miss_send_len,
                 conn.wants_packet_in2(),
+                conn.version(),
             );
             publish(&conn, &roles);
         }

@@ -763,7 +763,15 @@ fn leftover_reason(f: Field) -> &'static str {
         | Field::Reg4
         | Field::Reg5
         | Field::Reg6
-        | Field::Reg7 => "pipeline metadata/register: the device has no such field",
+        | Field::Reg7
+        | Field::Reg8
+        | Field::Reg9
+        | Field::Reg10
+        | Field::Reg11
+        | Field::Reg12
+        | Field::Reg13
+        | Field::Reg14
+        | Field::Reg15 => "pipeline metadata/register: the device has no such field",
         Field::TunId
         | Field::TunSrc
         | Field::TunDst

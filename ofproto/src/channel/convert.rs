@@ -113,6 +113,14 @@ const WIRE: &[WireField] = &[
     w(N1, 5, "reg5", F::Reg5, Plain),
     w(N1, 6, "reg6", F::Reg6, Plain),
     w(N1, 7, "reg7", F::Reg7, Plain),
+    w(N1, 8, "reg8", F::Reg8, Plain),
+    w(N1, 9, "reg9", F::Reg9, Plain),
+    w(N1, 10, "reg10", F::Reg10, Plain),
+    w(N1, 11, "reg11", F::Reg11, Plain),
+    w(N1, 12, "reg12", F::Reg12, Plain),
+    w(N1, 13, "reg13", F::Reg13, Plain),
+    w(N1, 14, "reg14", F::Reg14, Plain),
+    w(N1, 15, "reg15", F::Reg15, Plain),
     w(N1, 26, "ip_frag", F::IpFrag, Plain),
     w(N1, 29, "nw_ttl", F::IpTtl, Plain),
     w(N1, 31, "tun_src", F::TunSrc, Plain),
@@ -142,6 +150,7 @@ const WIRE: &[WireField] = &[
 /// spellings of fields [`WIRE`] encodes another way.
 const DECODE_ONLY: &[WireField] = &[
     w(N1, 34, "tcp_flags", F::TcpFlags, Plain),
+    w(B, 42, "tcp_flags", F::TcpFlags, Plain),
     w(N1, 16, "tun_id", F::TunId, Plain),
     w(N1, 17, "arp_sha", F::ArpSha, Plain),
     w(N1, 18, "arp_tha", F::ArpTha, Plain),
@@ -470,7 +479,8 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             let (slot, value, mask) = tun_metadata_oxm(o, tlv, bad)?.ok_or(bad)?;
             OfAction::SetTunMetadata { slot, value, mask }
         }
-        Action::NxRegLoad2(o) => {
+        // A masked set_field (1.5) is a reg_load2.
+        Action::NxRegLoad2(o) | Action::SetField(o @ Oxm { mask: Some(_), .. }) => {
             let (wf, v, m) = oxm_to_key(o).map_err(|_| OfpError::new(BAD_ACTION, 13))?;
             if wf.conv != Plain || !field_def(wf.name).is_some_and(|d| d.writable) {
                 return Err(OfpError::new(BAD_ACTION, 13));
@@ -557,15 +567,9 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             let (value, mask) = reg_load_bits(*ofs, *n_bits, *value, bits)?;
             OfAction::SetField { field, value, mask }
         }
-        Action::NxRegMove {
-            n_bits,
-            src_ofs,
-            dst_ofs,
-            src,
-            dst,
-        } => OfAction::Move {
-            src: field_range(*src, *src_ofs, *n_bits)?,
-            dst: field_range(*dst, *dst_ofs, *n_bits)?,
+        Action::NxRegMove(c) | Action::CopyField(c) => OfAction::Move {
+            src: field_range(c.src, c.src_ofs, c.n_bits)?,
+            dst: field_range(c.dst, c.dst_ofs, c.n_bits)?,
         },
         Action::NxStack {
             pop,
@@ -635,7 +639,27 @@ fn actions_from_wire(
     table: TableId,
     tlv: &TlvTable,
 ) -> Result<Vec<OfAction>, OfpError> {
-    v.iter().map(|a| action_from_wire(a, table, tlv)).collect()
+    let mut out = Vec::with_capacity(v.len());
+    for_each_narrow(v, |a| {
+        out.push(action_from_wire(a, table, tlv)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Each action of `v`, an action on a wide register (`xreg`, `xxreg`)
+/// as the actions on the registers it spans.
+fn for_each_narrow(
+    v: &[Action],
+    mut f: impl FnMut(&Action) -> Result<(), OfpError>,
+) -> Result<(), OfpError> {
+    for a in v {
+        match openflow::regs::narrow_action(a) {
+            Some(parts) => parts.iter().try_for_each(&mut f)?,
+            None => f(a)?,
+        }
+    }
+    Ok(())
 }
 
 /// `OFPP_TABLE`: a PACKET_OUT's "through the tables".
@@ -644,14 +668,17 @@ const PORT_TABLE: u32 = 0xffff_fff9;
 /// A PACKET_OUT's actions: as a rule's, plus `output:TABLE` (the packet
 /// goes through the tables from table 0).
 pub fn packet_out_actions(v: &[Action], tlv: &TlvTable) -> Result<Vec<OfAction>, OfpError> {
-    v.iter()
-        .map(|a| match a {
+    let mut out = Vec::with_capacity(v.len());
+    for_each_narrow(v, |a| {
+        out.push(match a {
             Action::Output {
                 port: PORT_TABLE, ..
-            } => Ok(OfAction::Resubmit(TableId(0))),
-            _ => action_from_wire(a, TableId(0), tlv),
-        })
-        .collect()
+            } => OfAction::Resubmit(TableId(0)),
+            _ => action_from_wire(a, TableId(0), tlv)?,
+        });
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// The instruction set of a flow mod for `table`.
@@ -676,7 +703,19 @@ pub fn instructions_from_wire(
             }
             Instruction::WriteMetadata { value, mask } => i.write_metadata = Some((*value, *mask)),
             Instruction::WriteActions(a) => i.write = Some(actions_from_wire(a, table, tlv)?),
-            Instruction::ApplyActions(a) => i.apply = actions_from_wire(a, table, tlv)?,
+            // 1.5's meter is an action; it acts first, as the
+            // instruction does.
+            Instruction::ApplyActions(a) => {
+                let mut rest = Vec::with_capacity(a.len());
+                for x in a {
+                    match x {
+                        Action::Meter(m) if i.meter.is_none() => i.meter = Some(MeterId(*m)),
+                        Action::Meter(_) => return Err(OfpError::new(BAD_INSTRUCTION, 1)),
+                        _ => rest.push(x.clone()),
+                    }
+                }
+                i.apply = actions_from_wire(&rest, table, tlv)?
+            }
             Instruction::ClearActions => i.clear_actions = true,
             Instruction::Meter(m) => i.meter = Some(MeterId(*m)),
             Instruction::Experimenter { .. } => return Err(OfpError::new(BAD_INSTRUCTION, 5)),
@@ -761,13 +800,13 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
                 Action::NxRegLoad2(oxm)
             }
         }
-        OfAction::Move { src, dst } => Action::NxRegMove {
+        OfAction::Move { src, dst } => Action::NxRegMove(openflow::action::FieldCopy {
             n_bits: u16::from(src.n_bits),
             src_ofs: u16::from(src.ofs),
             dst_ofs: u16::from(dst.ofs),
             src: field_header(src.field)?,
             dst: field_header(dst.field)?,
-        },
+        }),
         OfAction::Push(f) | OfAction::Pop(f) => Action::NxStack {
             pop: matches!(a, OfAction::Pop(_)),
             ofs: u16::from(f.ofs),
@@ -1028,7 +1067,7 @@ pub fn flow_mod_from_wire(fm: &WireFlowMod, tlv: &TlvTable) -> Result<FlowMod, O
             cookie: Cookie(fm.cookie),
             idle_timeout: fm.idle_timeout,
             hard_timeout: fm.hard_timeout,
-            importance: 0,
+            importance: fm.importance,
             flags: FlowFlags {
                 send_flow_rem: f & flow_flags::SEND_FLOW_REM != 0,
                 check_overlap: f & flow_flags::CHECK_OVERLAP != 0,

@@ -170,6 +170,7 @@ fn flow_mods_the_spec_refuses_get_their_errors() {
             out_port: 0xffff_ffff,
             out_group: 0xffff_ffff,
             flags: 0,
+            importance: 0,
             matched: match_to_wire(&ok.rule.matched, &EMPTY),
             instructions: instructions_to_wire(&ok.rule.instructions, &ok.rule.matched),
         };

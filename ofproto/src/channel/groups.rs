@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use crate::group::SelectMethod;
 use megaflow::{PortNo, Timestamp};
 use openflow::action::action_type;
 use openflow::group::{group_capabilities, group_command, GROUP_ALL, GROUP_ANY};
@@ -73,12 +74,24 @@ pub fn group_mod(
                 });
             }
             // OpenFlow 1.3 carries no selection method (Open vSwitch's
-            // ovs-ofctl drops it below 1.5): the switch's default.
+            // ovs-ofctl drops it below 1.5): the switch's default; 1.5
+            // names it in a group property.
+            let method = match gm.method.as_ref().map(|(n, p)| (n.as_str(), *p)) {
+                None | Some(("", _)) => SelectMethod::Default,
+                Some(("hash", _)) => SelectMethod::Hash,
+                Some(("dp_hash", param)) => SelectMethod::DpHash { param },
+                Some((other, _)) => {
+                    return Err((
+                        OfpError::new(GROUP_MOD_FAILED, 10),
+                        format!("group mod refused: unknown selection method {other:?} (hash and dp_hash are known)"),
+                    ))
+                }
+            };
             let spec = GroupSpec {
                 id: gm.group_id,
                 ty,
                 buckets,
-                method: crate::group::SelectMethod::Default,
+                method,
             };
             if gm.command == group_command::ADD {
                 br.add_group(spec, now).map_err(refuse)?;
@@ -125,8 +138,14 @@ pub fn group_desc(groups: &GroupTable) -> Vec<GroupDesc> {
                     watch_port: b.watch_port.map_or(OfPort::Any.number(), |p: PortNo| p.0),
                     watch_group: GROUP_ANY,
                     actions: convert::bucket_actions_to_wire(&b.actions),
+                    bucket_id: None,
                 })
                 .collect(),
+            method: match g.spec.method {
+                SelectMethod::Default => None,
+                SelectMethod::Hash => Some(("hash".to_string(), 0)),
+                SelectMethod::DpHash { param } => Some(("dp_hash".to_string(), param)),
+            },
         })
         .collect()
 }

@@ -33,8 +33,8 @@ use openflow::message::role;
 use openflow::multipart::mp_type;
 use openflow::table::{prop, TableFeatures, TableStats};
 use openflow::{
-    bitmap_has, bitmap_of, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message,
-    MpReply, MpRequest, MsgType, OfpError, Port, Role, SwitchConfig, VERSION,
+    bitmap_has, error_reply, parse, AsyncConfig, Desc, Features, Framer, Message, MpReply,
+    MpRequest, MsgType, OfpError, Port, Role, SwitchConfig, V15, VERSION, VERSIONS,
 };
 
 use crate::bridge::Bridge;
@@ -279,6 +279,8 @@ pub struct Connection {
     out_limit: usize,
     /// Bundles open on this connection, by id (they go with it).
     bundles: BTreeMap<u32, bundles::Bundle>,
+    /// The OpenFlow version agreed in the HELLOs (1.3 until then).
+    version: u8,
 }
 
 impl Connection {
@@ -305,12 +307,22 @@ impl Connection {
             barrier: None,
             out_limit: usize::MAX,
             bundles: BTreeMap::new(),
+            version: VERSION,
         };
-        let hello = Message::Hello {
-            bitmap: Some(bitmap_of(VERSION)),
-        };
-        c.send_new(&hello);
+        // The HELLO carries the highest version and the bitmap of all.
+        let mut bitmap = vec![0u32];
+        VERSIONS.iter().for_each(|v| bitmap[0] |= 1 << v);
+        c.version = V15;
+        c.send_new(&Message::Hello {
+            bitmap: Some(bitmap),
+        });
+        c.version = VERSION;
         c
+    }
+
+    /// The OpenFlow version agreed with the peer (1.3 before the HELLOs).
+    pub fn version(&self) -> u8 {
+        self.version
     }
 
     /// Limits for a peer that may be hostile: messages longer than
@@ -375,15 +387,18 @@ impl Connection {
         let next = match (&self.state, ev) {
             (State::Closed(_), _) => return,
             (State::Hello, Event::PeerHello(bitmap, version)) => {
+                // The highest version both speak: from the peer's bitmap,
+                // else the lower of the two HELLOs' versions.
                 let common = match &bitmap {
-                    Some(b) => bitmap_has(b, VERSION),
-                    None => version >= VERSION,
+                    Some(b) => VERSIONS.iter().rev().copied().find(|v| bitmap_has(b, *v)),
+                    None => Some(version.min(V15)).filter(|v| *v >= VERSION),
                 };
-                if common {
+                if let Some(v) = common {
+                    self.version = v;
                     State::Open
                 } else {
                     let why = format!(
-                        "no common version: this switch speaks OpenFlow 1.3 (0x04), the peer offered {}",
+                        "no common version: this switch speaks OpenFlow 1.3 to 1.5 (0x04-0x06), the peer offered {}",
                         match &bitmap {
                             Some(b) => format!("the bitmap {b:x?}"),
                             None => format!("version {version:#04x}"),
@@ -502,9 +517,9 @@ impl Connection {
         // A message only a switch sends (a reply, an asynchronous one) is
         // BAD_TYPE whatever its body, as the spec has it: its body is not
         // parsed (a malformed one would otherwise answer for its match).
-        if raw[0] == VERSION
+        if raw[0] == self.version
             && self.state != State::Hello
-            && MsgType::from_u8(raw[1]).is_some_and(MsgType::switch_only)
+            && MsgType::of_version(raw[1], self.version).is_some_and(MsgType::switch_only)
         {
             self.last_error = Some(format!("message type {} is sent by switches", raw[1]));
             self.send_error(OfpError::BAD_TYPE, raw, xid);
@@ -520,6 +535,15 @@ impl Connection {
         };
         if let Message::Hello { bitmap } = m {
             self.advance(Event::PeerHello(bitmap, h.version));
+            return;
+        }
+        if self.state == State::Open && h.version != self.version {
+            self.last_error = Some(format!(
+                "a message of {} on a connection of {}",
+                openflow::version_name(h.version),
+                openflow::version_name(self.version)
+            ));
+            self.send_error(OfpError::BAD_VERSION, raw, xid);
             return;
         }
         if self.state == State::Hello {
@@ -720,23 +744,40 @@ impl Connection {
                 self.async_cfg = c;
                 return Ok(None);
             }
+            Message::SetAsyncProps(body) => {
+                let mut c = self.async_cfg;
+                openflow::versions::async_apply_v14(&body, &mut c).map_err(|e| e.ofp_error())?;
+                self.async_cfg = c;
+                return Ok(None);
+            }
             Message::MultipartRequest { body, .. } => {
                 match body {
                     MpRequest::Desc => Message::MultipartReply {
                         flags: 0,
                         body: MpReply::Desc(sw.desc()),
                     },
-                    MpRequest::PortDesc => {
-                        let ports = sw.ports();
-                        self.send_parts(xid, mp_type::PORT_DESC, &ports, Port::emit);
+                    MpRequest::PortDesc(which) => {
+                        let mut ports = sw.ports();
+                        if which != OfPort::Any.number() {
+                            ports.retain(|p| p.port_no == which);
+                            if ports.is_empty() {
+                                return Err(OfpError::BAD_PORT);
+                            }
+                        }
+                        let v = self.version;
+                        self.send_parts(xid, mp_type::PORT_DESC, &ports, |p, out| {
+                            openflow::versions::port_emit(p, v, out)
+                        });
                         return Ok(None);
                     }
                     MpRequest::Flow(req) => {
                         let now = sw.now();
                         let br = sw.bridge_view();
                         let rules = selected_rules(&br, &req)?;
+                        let v = self.version;
                         self.send_parts(xid, mp_type::FLOW, rules, |(t, r), out| {
-                            flow_stats_entry(t, r, now, br.tlv()).emit(out);
+                            let e = flow_stats_entry(t, r, now, br.tlv());
+                            openflow::versions::flow_stats_emit(&e, v, out);
                         });
                         return Ok(None);
                     }
@@ -756,13 +797,11 @@ impl Connection {
                         if p != OfPort::Any.number() && OfPort::from_number(p).is_none() {
                             return Err(OfpError::BAD_PORT);
                         }
-                        let v = sw.port_stats(p);
-                        self.send_parts(
-                            xid,
-                            mp_type::PORT_STATS,
-                            &v,
-                            openflow::PortStatsEntry::emit,
-                        );
+                        let stats = sw.port_stats(p);
+                        let v = self.version;
+                        self.send_parts(xid, mp_type::PORT_STATS, &stats, |s, out| {
+                            openflow::versions::port_stats_emit(s, v, out)
+                        });
                         return Ok(None);
                     }
                     MpRequest::Meter(id) | MpRequest::MeterConfig(id) => {
@@ -840,9 +879,15 @@ impl Connection {
                         self.send_parts(xid, mp_type::GROUP, &v, openflow::GroupStats::emit);
                         return Ok(None);
                     }
-                    MpRequest::GroupDesc => {
-                        let v = groups::group_desc(&sw.bridge_view().groups);
-                        self.send_parts(xid, mp_type::GROUP_DESC, &v, openflow::GroupDesc::emit);
+                    MpRequest::GroupDesc(which) => {
+                        let mut descs = groups::group_desc(&sw.bridge_view().groups);
+                        if which != openflow::group::GROUP_ALL {
+                            descs.retain(|g| g.group_id == which);
+                        }
+                        let v = self.version;
+                        self.send_parts(xid, mp_type::GROUP_DESC, &descs, |g, out| {
+                            openflow::versions::group_desc_emit(g, v, out)
+                        });
                         return Ok(None);
                     }
                     MpRequest::GroupFeatures => Message::MultipartReply {
@@ -933,7 +978,8 @@ impl Connection {
         items: impl IntoIterator<Item = I>,
         emit: impl FnMut(I, &mut Vec<u8>),
     ) {
-        match openflow::multipart::emit_reply_parts(&mut self.out, xid, ty, items, emit) {
+        let v = self.version;
+        match openflow::multipart::emit_reply_parts(&mut self.out, v, xid, ty, items, emit) {
             Ok(n) => self.stats.tx_msgs += n as u64,
             Err(e) => {
                 self.last_error = Some(format!("reply not sent: {e}"));
@@ -943,7 +989,7 @@ impl Connection {
     }
 
     fn send(&mut self, xid: u32, m: &Message) {
-        match m.emit(xid, &mut self.out) {
+        match m.emit_as(self.version, xid, &mut self.out) {
             Ok(()) => self.stats.tx_msgs += 1,
             Err(e) => {
                 // Replies are built to fit; one that does not is a bug
@@ -1002,7 +1048,7 @@ impl Connection {
         self.stats.errors_sent += 1;
         self.last_error.get_or_insert_with(|| e.name());
         let m = error_reply(e, offending);
-        if m.emit(xid, &mut self.out).is_ok() {
+        if m.emit_as(self.version, xid, &mut self.out).is_ok() {
             self.stats.tx_msgs += 1;
         }
     }
@@ -1090,6 +1136,8 @@ fn flow_stats_entry(
         byte_count: r.bytes,
         matched: convert::match_to_wire(&r.spec.matched, tlv),
         instructions: convert::instructions_to_wire(&r.spec.instructions, &r.spec.matched),
+        idle_sec: duration(now.since(r.used)).0,
+        importance: r.spec.importance,
     }
 }
 

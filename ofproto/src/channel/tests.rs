@@ -82,7 +82,7 @@ fn bytes(m: &Message, xid: u32) -> Vec<u8> {
 fn hello13() -> Vec<u8> {
     bytes(
         &Message::Hello {
-            bitmap: Some(bitmap_of(4)),
+            bitmap: Some(openflow::bitmap_of(4)),
         },
         1,
     )
@@ -130,6 +130,7 @@ fn add_flow(priority: u16, actions: Vec<openflow::Action>) -> Message {
         out_port: OfPort::Any.number(),
         out_group: openflow::group::GROUP_ANY,
         flags: 0,
+        importance: 0,
         matched: openflow::OxmMatch::default(),
         instructions: vec![openflow::Instruction::ApplyActions(actions)],
     })
@@ -143,14 +144,62 @@ fn error_of(replies: &[(u32, Message)]) -> Option<OfpError> {
 }
 
 #[test]
+fn the_version_is_the_highest_both_hellos_allow() {
+    let mut s = sw();
+    let t = Instant::now();
+    // (the peer's bitmap or, without one, its HELLO's version) -> agreed.
+    for (bitmap, version, want) in [
+        (Some(vec![(1 << 1) | (1 << 5)]), 5, 5),
+        (Some(vec![(1 << 4) | (1 << 6)]), 6, 6),
+        (Some(vec![(1 << 4) | (1 << 7)]), 7, 4),
+        (None, 4, 4),
+        (None, 6, 6),
+        (None, 7, 6),
+    ] {
+        let mut c = Connection::new(1, t, PROBE);
+        let ours = c.take_output();
+        // Ours offers 1.3, 1.4 and 1.5 under 1.5's header.
+        assert_eq!(ours[0], 6, "{ours:x?}");
+        let (_, m) = parse(&ours).expect("our hello");
+        assert_eq!(
+            m,
+            Message::Hello {
+                bitmap: Some(vec![0x70])
+            }
+        );
+        let mut hello = Message::Hello { bitmap }.to_bytes(3).expect("emit");
+        hello[0] = version;
+        c.receive(&hello, &mut s, t);
+        assert!(!c.is_closed(), "{:?}", c.last_error());
+        assert_eq!(c.version(), want);
+        // What follows is answered in that version.
+        let echo = Message::EchoRequest(vec![1])
+            .to_bytes_as(want, 9)
+            .expect("emit");
+        c.receive(&echo, &mut s, t);
+        assert_eq!(c.take_output()[0], want);
+        // A message of another version is BAD_VERSION, and nothing closes.
+        let other = Message::EchoRequest(vec![1])
+            .to_bytes_as(if want == 4 { 6 } else { 4 }, 10)
+            .expect("emit");
+        c.receive(&other, &mut s, t);
+        assert_eq!(
+            error_of(&msgs(&c.take_output())),
+            Some(OfpError::BAD_VERSION)
+        );
+        assert!(!c.is_closed());
+    }
+}
+
+#[test]
 fn a_peer_without_1_3_gets_hello_failed_and_the_connection_closes() {
     let mut s = sw();
     let t = Instant::now();
     let mut c = Connection::new(1, t, PROBE);
     c.take_output();
-    // OpenFlow 1.0 and 1.4 only.
+    // OpenFlow 1.0 and 1.2 only.
     let hello = Message::Hello {
-        bitmap: Some(vec![(1 << 1) | (1 << 5)]),
+        bitmap: Some(vec![(1 << 1) | (1 << 3)]),
     };
     c.receive(&bytes(&hello, 3), &mut s, t);
     assert!(c.is_closed());
@@ -183,7 +232,7 @@ fn requests_get_their_replies_with_the_requests_xid() {
         &mut s,
         &Message::MultipartRequest {
             flags: 0,
-            body: MpRequest::PortDesc,
+            body: MpRequest::PortDesc(OfPort::Any.number()),
         },
         79,
     );
@@ -371,6 +420,8 @@ fn roles_follow_generation_ids_and_a_new_master_demotes_the_old() {
         group_type: 0,
         group_id: 1,
         buckets: vec![],
+        method: None,
+        command_bucket_id: openflow::group::GROUP_ANY,
     });
     assert_eq!(
         error_of(&ask(&mut a, &mut s, &fm, 5)),
@@ -452,6 +503,7 @@ fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
         watch_port: openflow::group::GROUP_ANY,
         watch_group: openflow::group::GROUP_ANY,
         actions: vec![out(p)],
+        bucket_id: None,
     };
     let gm = |command, group_type, buckets| {
         Message::GroupMod(GroupMod {
@@ -459,6 +511,8 @@ fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
             group_type,
             group_id: 10,
             buckets,
+            method: None,
+            command_bucket_id: openflow::group::GROUP_ANY,
         })
     };
     let add = gm(
@@ -516,6 +570,8 @@ fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
                 watch_group,
                 ..bucket(2)
             }],
+            method: None,
+            command_bucket_id: openflow::group::GROUP_ANY,
         })
     };
     assert_eq!(
@@ -545,7 +601,12 @@ fn group_mods_build_groups_that_flows_run_and_deleting_one_deletes_its_flows() {
 
     // GROUP_DESC gives the group back; GROUP its reference count.
     let mp = |body| Message::MultipartRequest { flags: 0, body };
-    let r = ask(&mut c, &mut s, &mp(MpRequest::GroupDesc), 9);
+    let r = ask(
+        &mut c,
+        &mut s,
+        &mp(MpRequest::GroupDesc(openflow::group::GROUP_ALL)),
+        9,
+    );
     let [(
         9,
         Message::MultipartReply {

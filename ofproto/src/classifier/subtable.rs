@@ -63,7 +63,7 @@ use crate::Priority;
 /// flags, ND target, ARP/ND link-layer addresses, the ct original ports).
 pub(crate) const STAGE_WORDS: [&[u8]; 4] = [
     &[
-        0, 1, 2, 3, 4, 5, 6, 7, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+        0, 1, 2, 3, 4, 5, 6, 7, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 40, 41, 42, 43,
     ],
     &[8, 9, 10],
     &[11, 12, 14, 15, 16, 17, 34, 35, 36, 37, 38],

@@ -548,6 +548,7 @@ pub(super) fn flow_mod(text: &str, cmd: ofproto::FlowModCommand) -> Message {
         out_port: 0xffff_ffff,
         out_group: 0xffff_ffff,
         flags: ofproto::channel::convert::flags_to_wire(&fm.rule.flags),
+        importance: 0,
         matched: match_to_wire(&fm.rule.matched, &ofproto::tlv::EMPTY),
         instructions: instructions_to_wire(&fm.rule.instructions, &fm.rule.matched),
     })

@@ -323,11 +323,15 @@ fn pssl_serves_ovs_ofctl_with_certificates_and_refuses_peers_without_a_valid_one
     // client gets the switch's HELLO with the controller certificate, and
     // an alert, never OpenFlow, with none, another CA's or an expired one.
     let good = tls_peer(addr, &pki, Some("ctl")).expect("a valid certificate is served");
-    assert_eq!(good.first(), Some(&4), "the switch's HELLO: {good:02x?}");
+    assert_eq!(
+        good.first(),
+        Some(&::openflow::V15),
+        "the switch's HELLO: {good:02x?}"
+    );
     for who in [None, Some("rogue"), Some("old")] {
         let got = tls_peer(addr, &pki, who);
         assert!(
-            !matches!(&got, Ok(b) if b.first() == Some(&4)),
+            !matches!(&got, Ok(b) if b.first() == Some(&::openflow::V15)),
             "{who:?}: served OpenFlow: {got:02x?}"
         );
         let e = got.err().unwrap_or_default();
@@ -350,7 +354,7 @@ fn pssl_serves_ovs_ofctl_with_certificates_and_refuses_peers_without_a_valid_one
     let mut got = Vec::new();
     let _ = plain.read_to_end(&mut got);
     assert!(
-        got.first() != Some(&4),
+        got.first() != Some(&::openflow::V15),
         "a plain client got OpenFlow back: {got:02x?}"
     );
     // None of them is listed, and a good client is still served.
