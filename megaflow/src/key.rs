@@ -292,6 +292,26 @@ fields! {
     Reg15 "reg15" (43, 0, 32) reg15 set_reg15;
 }
 
+/// The registers `reg0`..`reg15`, in order.
+pub const REGS: [Field; 16] = [
+    Field::Reg0,
+    Field::Reg1,
+    Field::Reg2,
+    Field::Reg3,
+    Field::Reg4,
+    Field::Reg5,
+    Field::Reg6,
+    Field::Reg7,
+    Field::Reg8,
+    Field::Reg9,
+    Field::Reg10,
+    Field::Reg11,
+    Field::Reg12,
+    Field::Reg13,
+    Field::Reg14,
+    Field::Reg15,
+];
+
 /// `ct_state` bits, as Open vSwitch's `CS_*` (`lib/packets.h`).
 pub const CS_NEW: u8 = 0x01;
 /// Part of an established connection.

@@ -179,7 +179,15 @@ pub enum OfAction {
     Ct(Box<CtAction>),
     /// `ct_clear`: forget the packet's tracking state.
     CtClear,
+    /// `controller(...)` as Nicira's actions carry it: a packet-in with a
+    /// reason, a controller id, userdata; `pause` stops the pipeline
+    /// there (see [`ControllerAction`]).
+    Controller(Box<ControllerAction>),
 }
+
+/// A `controller(...)` action: the wire's own form (NXAST_CONTROLLER2's
+/// fields), kept whole so that it prints and dumps back as it came.
+pub type ControllerAction = openflow::nx_controller::NxController;
 
 /// Where `ct()` takes its zone from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

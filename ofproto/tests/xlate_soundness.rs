@@ -463,7 +463,8 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
             }
             prereqs(mask);
         }
-        OfAction::Note(_) => {}
+        // Registers and metadata only: pipeline fields.
+        OfAction::Note(_) | OfAction::Controller(_) => {}
         OfAction::DecTtl => {
             mask.set_exact(Field::IpTtl);
             prereqs(mask);

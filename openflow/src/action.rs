@@ -110,6 +110,9 @@ pub enum Action {
     NxNat(crate::nx_ct::NxNat),
     /// `NXAST_CT_CLEAR`.
     NxCtClear,
+    /// `NXAST_CONTROLLER` / `NXAST_CONTROLLER2` (see
+    /// [`crate::nx_controller`]).
+    NxController(Box<crate::nx_controller::NxController>),
     /// Another experimenter's action, or a Nicira subtype not decoded:
     /// the switch refuses it with `BAD_EXPERIMENTER`/`BAD_EXP_TYPE`.
     Experimenter {
@@ -356,6 +359,13 @@ impl Action {
                         fixed(16)?;
                         Action::NxCtClear
                     }
+                    crate::nx_controller::CONTROLLER => {
+                        fixed(16)?;
+                        Action::NxController(Box::new(crate::nx_controller::parse_short(&mut b)?))
+                    }
+                    crate::nx_controller::CONTROLLER2 => {
+                        Action::NxController(Box::new(crate::nx_controller::parse_long(&mut b)?))
+                    }
                     _ => {
                         let mut data = sub.to_be_bytes().to_vec();
                         data.extend_from_slice(b.rest());
@@ -497,6 +507,15 @@ impl Action {
             Action::NxCtClear => {
                 nx_head(out, crate::nx_ct::CT_CLEAR);
                 out.put_zeros(6);
+            }
+            Action::NxController(c) => {
+                let sub = if crate::nx_controller::needs_long(c) {
+                    crate::nx_controller::CONTROLLER2
+                } else {
+                    crate::nx_controller::CONTROLLER
+                };
+                nx_head(out, sub);
+                crate::nx_controller::emit(c, out);
             }
             Action::Experimenter { experimenter, data } => {
                 head(out, t::EXPERIMENTER);

@@ -236,13 +236,15 @@ pub mod nx_packet_in {
     pub const PROP_COOKIE: u16 = 4;
     pub const PROP_REASON: u16 = 5;
     pub const PROP_METADATA: u16 = 6;
+    /// What the `controller(userdata=...)` action carried.
+    pub const PROP_USERDATA: u16 = 7;
     /// A cookie of all ones: no rule sent the packet (a PACKET_OUT's);
     /// the property is left out.
     pub const NO_COOKIE: u64 = u64::MAX;
 }
 
 /// One property: type, length (header and value), value, zeros to 8.
-fn put_prop(out: &mut Vec<u8>, ty: u16, value: &[u8]) {
+pub(crate) fn put_prop(out: &mut Vec<u8>, ty: u16, value: &[u8]) {
     let len = 4 + value.len();
     out.put_u16(ty);
     out.put_u16(len as u16);
@@ -256,6 +258,12 @@ impl PacketIn {
     /// buffered, the table, the cookie unless [`nx_packet_in::NO_COOKIE`],
     /// the reason and the match's fields as metadata.
     pub fn nx_packet_in2(&self) -> Vec<u8> {
+        self.nx_packet_in2_with(&[])
+    }
+
+    /// [`nx_packet_in2`](Self::nx_packet_in2) with a controller action's
+    /// userdata (none when empty).
+    pub fn nx_packet_in2_with(&self, userdata: &[u8]) -> Vec<u8> {
         use nx_packet_in as nx;
         let mut out = Vec::with_capacity(self.data.len() + 64);
         put_prop(&mut out, nx::PROP_PACKET, &self.data);
@@ -280,6 +288,9 @@ impl PacketIn {
         let mut fields = Vec::new();
         self.matched.fields.iter().for_each(|f| f.emit(&mut fields));
         put_prop(&mut out, nx::PROP_METADATA, &fields);
+        if !userdata.is_empty() {
+            put_prop(&mut out, nx::PROP_USERDATA, userdata);
+        }
         out
     }
 

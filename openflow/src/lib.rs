@@ -36,6 +36,7 @@ pub mod header;
 pub mod message;
 pub mod meter;
 pub mod multipart;
+pub mod nx_controller;
 pub mod nx_ct;
 pub mod nx_ct_flush;
 pub mod nx_tlv;

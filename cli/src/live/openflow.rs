@@ -739,15 +739,16 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
             cookie,
             miss,
             metadata,
+            extra,
             ..
         } = ev.reason
         else {
             continue;
         };
-        let reason = if miss {
-            packet_in_reason::NO_MATCH
-        } else {
-            packet_in_reason::ACTION
+        let reason = match extra.as_ref().and_then(|x| x.reason) {
+            Some(r) => r,
+            None if miss => packet_in_reason::NO_MATCH,
+            None => packet_in_reason::ACTION,
         };
         let mut fields = vec![openflow::Oxm::basic(
             openflow::oxm::ofb::IN_PORT,
@@ -759,6 +760,18 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
                 &metadata.to_be_bytes(),
             ));
         }
+        // The registers that are set (a controller reads its logical ports
+        // from them).
+        let regs = extra.as_ref().map(|x| x.regs).unwrap_or_default();
+        for (i, r) in regs.iter().enumerate().filter(|(_, r)| **r != 0) {
+            fields.push(openflow::Oxm {
+                class: openflow::oxm::CLASS_NXM1,
+                field: i as u8,
+                value: r.to_be_bytes().to_vec(),
+                mask: None,
+            });
+        }
+        let userdata = extra.map(|x| x.userdata.clone()).unwrap_or_default();
         let msg = openflow::Message::PacketIn(PacketIn {
             buffer_id: NO_BUFFER,
             total_len: ev.total_len.min(usize::from(u16::MAX)) as u16,
@@ -778,7 +791,7 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
                         openflow::Message::PacketIn(pin) => openflow::Message::Experimenter {
                             experimenter: openflow::action::NX_VENDOR,
                             exp_type: openflow::flow::nx_packet_in::PACKET_IN2,
-                            data: pin.nx_packet_in2(),
+                            data: pin.nx_packet_in2_with(&userdata),
                         }
                         .to_bytes_as(version, 0)
                         .ok(),

@@ -71,6 +71,10 @@ pub enum UserspaceReason {
         cookie: u64,
         miss: bool,
         metadata: u64,
+        /// What a `controller(...)` action adds (its reason, controller,
+        /// userdata) and the registers at that point; `None` for a plain
+        /// `output:CONTROLLER` with every register zero.
+        extra: Option<std::sync::Arc<ControllerExtra>>,
     },
     /// A sampled copy for flow monitoring (sFlow): what the exporter
     /// says about it besides the packet and its input port.
@@ -90,8 +94,21 @@ impl UserspaceReason {
             cookie: 0,
             miss: false,
             metadata: 0,
+            extra: None,
         }
     }
+}
+
+/// What a packet-in carries besides the packet, table, cookie and
+/// metadata: the `controller(...)` action's reason (`OFPR_*`, `None`:
+/// NO_MATCH or ACTION as `miss` says), controller id and userdata, and
+/// the pipeline's registers (`reg0`..`reg15`) when the action ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ControllerExtra {
+    pub reason: Option<u8>,
+    pub controller_id: u16,
+    pub userdata: Vec<u8>,
+    pub regs: [u32; 16],
 }
 
 impl fmt::Display for UserspaceReason {
@@ -103,6 +120,7 @@ impl fmt::Display for UserspaceReason {
                 cookie,
                 miss,
                 metadata,
+                extra,
             } => {
                 write!(f, "controller(max_len={max_len}")?;
                 if *table != 0 {
@@ -116,6 +134,20 @@ impl fmt::Display for UserspaceReason {
                 }
                 if *metadata != 0 {
                     write!(f, ",metadata={metadata:#x}")?;
+                }
+                if let Some(x) = extra {
+                    if let Some(r) = x.reason {
+                        write!(f, ",reason={r}")?;
+                    }
+                    if x.controller_id != 0 {
+                        write!(f, ",id={}", x.controller_id)?;
+                    }
+                    if !x.userdata.is_empty() {
+                        f.write_str(",userdata=")?;
+                        for (i, b) in x.userdata.iter().enumerate() {
+                            write!(f, "{}{b:02x}", if i == 0 { "" } else { "." })?;
+                        }
+                    }
                 }
                 f.write_str(")")
             }

@@ -40,6 +40,22 @@ enum Conv {
     VlanPcp,
     /// NXM_OF_IP_TOS (the ToS byte) → DSCP.
     Tos,
+    /// NXM_OF_IN_PORT (16 bits) → the 32-bit port: the reserved ports
+    /// (0xff00 and up) are OpenFlow 1.1's (0xffffff00 and up), as Open
+    /// vSwitch maps them (ovn-controller loads 0xffff, OFPP_NONE).
+    Port16,
+}
+
+/// `NXM_OF_IN_PORT`'s header.
+const NXM_OF_IN_PORT: u32 = 2;
+
+/// A 16-bit port number as its 32-bit one.
+fn port16(v: u128) -> u128 {
+    if v >= 0xff00 {
+        v | 0xffff_0000
+    } else {
+        v
+    }
 }
 
 struct WireField {
@@ -61,7 +77,7 @@ const fn w(class: u16, field: u8, name: &'static str, key: Field, conv: Conv) ->
     }
 }
 
-use Conv::{Plain, Tos, VlanPcp, VlanVid};
+use Conv::{Plain, Port16, Tos, VlanPcp, VlanVid};
 use Field as F;
 const B: u16 = CLASS_BASIC;
 const N0: u16 = CLASS_NXM0;
@@ -163,7 +179,7 @@ const DECODE_ONLY: &[WireField] = &[
     w(N1, 25, "nd_tll", F::ArpTha, Plain),
     w(N1, 27, "ipv6_label", F::Ipv6Label, Plain),
     w(N1, 28, "ip_ecn", F::IpEcn, Plain),
-    w(N0, 0, "in_port", F::InPort, Plain),
+    w(N0, 0, "in_port", F::InPort, Port16),
     w(N0, 1, "eth_dst", F::EthDst, Plain),
     w(N0, 2, "eth_src", F::EthSrc, Plain),
     w(N0, 3, "eth_type", F::EthType, Plain),
@@ -238,6 +254,7 @@ fn oxm_to_key(o: &Oxm) -> Result<(&'static WireField, u128, u128), OfpError> {
             ((v << 13) | 0x1000, 0xf000)
         }
         Tos => ((v >> 2) & 0x3f, 0x3f),
+        Port16 => (port16(v), ones(bits)),
     };
     Ok((wf, v, m))
 }
@@ -375,7 +392,7 @@ pub fn match_to_wire(m: &Match, tlv: &TlvTable) -> OxmMatch {
                 }
                 ((val >> 13) & 7, 7)
             }
-            Tos => continue,
+            Tos | Port16 => continue,
         };
         let full = match wf.conv {
             VlanVid => 0x1fff,
@@ -448,7 +465,7 @@ fn field_range(h: u32, ofs: u16, n_bits: u16) -> Result<FieldRange, OfpError> {
 fn header_field(h: u32) -> Result<Field, OfpError> {
     let (class, field) = header_parts(h);
     wire_field(class, field)
-        .filter(|wf| wf.conv == Plain || wf.key == F::VlanTci)
+        .filter(|wf| matches!(wf.conv, Plain | Port16) || wf.key == F::VlanTci)
         .map(|wf| wf.key)
         .ok_or(OfpError::new(BAD_ACTION, 5))
 }
@@ -465,6 +482,16 @@ fn field_header(f: Field) -> Option<u32> {
         .find(|wf| wf.key == f && wf.conv == Plain && wf.class != CLASS_ONF)?;
     let (width, _) = field_spec(wf.class, wf.field)?;
     Some((u32::from(wf.class) << 16) | (u32::from(wf.field) << 9) | width as u32)
+}
+
+/// The header a range of a field is named by: the low 16 bits of
+/// `in_port` are `NXM_OF_IN_PORT` (the 16-bit port, as
+/// the translation reads and writes them).
+fn range_header(r: &FieldRange) -> Option<u32> {
+    if r.field == F::InPort && r.ofs == 0 && r.n_bits == 16 {
+        return Some(NXM_OF_IN_PORT);
+    }
+    field_header(r.field)
 }
 
 /// `NXAST_SAMPLE`.
@@ -556,6 +583,17 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             };
             OfAction::Resubmit(t)
         }
+        // The whole of NXM_OF_IN_PORT: a 16-bit port number.
+        Action::NxRegLoad {
+            ofs: 0,
+            n_bits: 16,
+            dst,
+            value,
+        } if *dst == NXM_OF_IN_PORT => OfAction::SetField {
+            field: F::InPort,
+            value: port16(u128::from(*value)),
+            mask: ones(32),
+        },
         Action::NxRegLoad {
             ofs,
             n_bits,
@@ -597,6 +635,7 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
         Action::Experimenter { .. } => return Err(OfpError::new(BAD_ACTION, 2)),
         Action::NxCt(ct) => OfAction::Ct(Box::new(ct_from_wire(ct)?)),
         Action::NxCtClear => OfAction::CtClear,
+        Action::NxController(c) => OfAction::Controller(c.clone()),
         // NAT only inside a ct().
         Action::NxNat(_) => return Err(OfpError::new(BAD_ACTION, BAD_ARGUMENT)),
         Action::Group(g) => OfAction::Group(*g),
@@ -763,6 +802,18 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             value,
             mask: 0xff,
         } => Action::SetNwTtl(*value as u8),
+        // A write of in_port goes by its 16-bit name (OXM's IN_PORT is not
+        // writable), as Open vSwitch writes it.
+        OfAction::SetField {
+            field: F::InPort,
+            value,
+            mask: 0xffff_ffff,
+        } if !(0xff00..0xffff_ff00).contains(value) => Action::NxRegLoad {
+            ofs: 0,
+            n_bits: 16,
+            dst: NXM_OF_IN_PORT,
+            value: (*value & 0xffff) as u64,
+        },
         OfAction::SetField { field, value, mask } => {
             let full = ones(field.layout().bits);
             if *field == F::VlanTci && *mask == 0x1fff {
@@ -804,18 +855,19 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             n_bits: u16::from(src.n_bits),
             src_ofs: u16::from(src.ofs),
             dst_ofs: u16::from(dst.ofs),
-            src: field_header(src.field)?,
-            dst: field_header(dst.field)?,
+            src: range_header(src)?,
+            dst: range_header(dst)?,
         }),
         OfAction::Push(f) | OfAction::Pop(f) => Action::NxStack {
             pop: matches!(a, OfAction::Pop(_)),
             ofs: u16::from(f.ofs),
             n_bits: u16::from(f.n_bits),
-            field: field_header(f.field)?,
+            field: range_header(f)?,
         },
         OfAction::Note(bytes) => Action::NxNote(bytes.clone()),
         OfAction::Ct(ct) => ct_to_wire(ct, m)?,
         OfAction::CtClear => Action::NxCtClear,
+        OfAction::Controller(c) => Action::NxController(c.clone()),
     })
 }
 
@@ -859,7 +911,7 @@ fn ct_from_wire(ct: &openflow::nx_ct::NxCt) -> Result<CtAction, OfpError> {
         nat: None,
         exec: Vec::new(),
     };
-    for a in &ct.actions {
+    for_each_narrow(&ct.actions, |a| {
         match a {
             Action::NxNat(n) => out.nat = Some(nat_from_wire(n)?),
             Action::SetField(o) | Action::NxRegLoad2(o) => {
@@ -887,9 +939,19 @@ fn ct_from_wire(ct: &openflow::nx_ct::NxCt) -> Result<CtAction, OfpError> {
                     reg_load_bits(*ofs, *n_bits, *value, u32::from(field.layout().bits))?;
                 out.exec.push(OfAction::SetField { field, value, mask });
             }
+            // A move into the mark or label: evaluated when translated.
+            Action::NxRegMove(c) | Action::CopyField(c) => {
+                let src = field_range(c.src, c.src_ofs, c.n_bits)?;
+                let dst = field_range(c.dst, c.dst_ofs, c.n_bits)?;
+                if !matches!(dst.field, F::CtMark | F::CtLabel) || !commit {
+                    return Err(bad);
+                }
+                out.exec.push(OfAction::Move { src, dst });
+            }
             _ => return Err(bad),
         }
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 

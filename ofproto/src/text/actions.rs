@@ -23,6 +23,17 @@ use crate::TableId;
 
 /// Highest meter id OpenFlow 1.3 lets a rule name (OFPM_MAX).
 const METER_MAX: u128 = 0xffff_0000;
+/// The packet-in reasons by number, as `controller(reason=...)` names
+/// them (Open vSwitch's names).
+pub(crate) const PACKET_IN_REASONS: [&str; 6] = [
+    "no_match",
+    "action",
+    "invalid_ttl",
+    "action_set",
+    "group",
+    "packet_out",
+];
+
 /// `max_len` of `controller` when none is given (OFPCML_NO_BUFFER).
 const CONTROLLER_MAX_LEN: u16 = 0xffff;
 
@@ -257,18 +268,40 @@ fn parse_action(
                 Arg::None => CONTROLLER_MAX_LEN,
                 Arg::Colon(n) => num(n, 0xffff)? as u16,
                 Arg::Paren(args) => {
-                    let mut max_len = CONTROLLER_MAX_LEN;
+                    let mut c = openflow::nx_controller::NxController::default();
                     for (k, v) in kv(args)? {
                         match (k, v) {
-                            ("max_len", Some(v)) => max_len = num(v, 0xffff)? as u16,
+                            ("max_len", Some(v)) => c.max_len = num(v, 0xffff)? as u16,
+                            ("id", Some(v)) => c.controller_id = num(v, 0xffff)? as u16,
+                            ("reason", Some(v)) => {
+                                c.reason = PACKET_IN_REASONS
+                                    .iter()
+                                    .position(|r| *r == v)
+                                    .ok_or_else(|| {
+                                        ValueError::bad("a reason is no_match, action, invalid_ttl, action_set, group or packet_out")
+                                            .at(v, name)
+                                    })? as u8
+                            }
+                            ("userdata", Some(v)) => {
+                                c.userdata = value::dotted_hex(v).map_err(|e| e.at(v, name))?
+                            }
+                            ("pause", None) => c.pause = true,
+                            ("meter_id", Some(v)) => c.meter_id = num(v, 0xffff_ffff)? as u32,
                             _ => {
-                                return Err(
-                                    ValueError::bad("only max_len=N is supported").at(args, name)
+                                return Err(ValueError::bad(
+                                    "controller takes max_len=N, id=N, reason=R, userdata=HH.HH..., pause, meter_id=N",
                                 )
+                                .at(args, name))
                             }
                         }
                     }
-                    max_len
+                    if openflow::nx_controller::needs_long(&c)
+                        || c.controller_id != 0
+                        || c.reason != openflow::nx_controller::REASON_ACTION
+                    {
+                        return Ok(Some(OfAction::Controller(Box::new(c))));
+                    }
+                    c.max_len
                 }
             };
             OfAction::Output {
@@ -505,15 +538,9 @@ fn move_(name: &str, text: &str) -> Result<OfAction, ParseError> {
 /// `note:HH.HH...`: hex bytes, each two digits, separated by dots (any
 /// number of them, none too).
 fn note(name: &str, text: &str) -> Result<OfAction, ParseError> {
-    let mut bytes = Vec::new();
-    for part in text.split('.').filter(|p| !p.is_empty()) {
-        let b = (part.len() == 2)
-            .then(|| u8::from_str_radix(part, 16).ok())
-            .flatten()
-            .ok_or_else(|| ValueError::bad(format!("{part:?} is not a hex byte")).at(text, name))?;
-        bytes.push(b);
-    }
-    Ok(OfAction::Note(bytes))
+    Ok(OfAction::Note(
+        value::dotted_hex(text).map_err(|e| e.at(text, name))?,
+    ))
 }
 
 /// `resubmit(,TABLE)`; resubmitting to a port is not supported.

@@ -490,10 +490,7 @@ fn format_action(out: &mut String, a: &OfAction) {
         ),
         OfAction::Push(f) => write!(out, "push:{}", subfield(f, read_name(f.field))),
         OfAction::Pop(f) => write!(out, "pop:{}", subfield(f, write_name(f.field))),
-        OfAction::Note(bytes) => {
-            let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            write!(out, "note:{}", hex.join("."))
-        }
+        OfAction::Note(bytes) => write!(out, "note:{}", super::value::to_dotted_hex(bytes)),
         OfAction::DecTtl => write!(out, "dec_ttl"),
         OfAction::Resubmit(t) => write!(out, "resubmit(,{t})"),
         OfAction::Group(g) => write!(out, "group:{g}"),
@@ -507,6 +504,36 @@ fn format_action(out: &mut String, a: &OfAction) {
             Ok(())
         }
         OfAction::CtClear => write!(out, "ct_clear"),
+        OfAction::Controller(c) => {
+            let mut parts = Vec::new();
+            if c.max_len != u16::MAX {
+                parts.push(format!("max_len={}", c.max_len));
+            }
+            if c.reason != openflow::nx_controller::REASON_ACTION {
+                let r = super::actions::PACKET_IN_REASONS.get(usize::from(c.reason));
+                parts.push(format!("reason={}", r.copied().unwrap_or("unknown")));
+            }
+            if c.controller_id != 0 {
+                parts.push(format!("id={}", c.controller_id));
+            }
+            if !c.userdata.is_empty() {
+                parts.push(format!(
+                    "userdata={}",
+                    super::value::to_dotted_hex(&c.userdata)
+                ));
+            }
+            if c.pause {
+                parts.push("pause".into());
+            }
+            if c.meter_id != openflow::nx_controller::NO_METER {
+                parts.push(format!("meter_id={}", c.meter_id));
+            }
+            if parts.is_empty() {
+                write!(out, "CONTROLLER:{}", c.max_len)
+            } else {
+                write!(out, "controller({})", parts.join(","))
+            }
+        }
     };
 }
 

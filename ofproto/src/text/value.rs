@@ -69,6 +69,26 @@ pub(crate) fn number_max(s: &str, max: u128) -> VResult<u128> {
 }
 
 /// `VALUE/MASK` split at the first `/`.
+/// Bytes as `HH.HH...` (`note:`, `controller(userdata=...)`); empty
+/// parts are skipped.
+pub(crate) fn dotted_hex(text: &str) -> VResult<Vec<u8>> {
+    text.split('.')
+        .filter(|p| !p.is_empty())
+        .map(|part| {
+            (part.len() == 2)
+                .then(|| u8::from_str_radix(part, 16).ok())
+                .flatten()
+                .ok_or_else(|| ValueError::bad(format!("{part:?} is not a hex byte")))
+        })
+        .collect()
+}
+
+/// `HH.HH...` of `bytes`.
+pub(crate) fn to_dotted_hex(bytes: &[u8]) -> String {
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    hex.join(".")
+}
+
 pub(crate) fn split_mask(s: &str) -> (&str, Option<&str>) {
     match s.split_once('/') {
         Some((v, m)) => (v, Some(m)),

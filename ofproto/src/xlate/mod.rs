@@ -36,7 +36,7 @@ pub use trace::{TraceEvent, TracedRule};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use megaflow::actions::{ArpField, SampleCookie, SampleOutput, UserspaceReason};
+use megaflow::actions::{ArpField, ControllerExtra, SampleCookie, SampleOutput, UserspaceReason};
 use megaflow::key::{
     PACKET_META_FIELDS, TUNNEL_FIELDS, VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK,
 };
@@ -45,7 +45,7 @@ use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp
 use crate::bridge::{Bridge, Generations};
 use crate::mac::MacLearn;
 use crate::recirc::{FrozenState, Step};
-use crate::rule::{CtAction, CtZone, OfAction, OfPort};
+use crate::rule::{ControllerAction, CtAction, CtZone, OfAction, OfPort};
 use crate::table::RuleRef;
 use crate::wildcards::{Wildcards, PIPELINE_FIELDS};
 use crate::TableId;
@@ -244,6 +244,8 @@ pub(crate) struct Ctx<'a> {
     /// `push`/`pop`'s values, each right-aligned (carried into the next
     /// stage of a recirculation).
     stack: Vec<u128>,
+    /// A `controller(pause)` ran: nothing after it does.
+    paused: bool,
 }
 
 /// Most values `push` keeps at once.
@@ -343,12 +345,13 @@ impl<'a> Ctx<'a> {
             ct_live: true,
             in_bucket: 0,
             stack: Vec::new(),
+            paused: false,
         }
     }
 
-    /// True once nothing more may run: an error or a freeze.
+    /// True once nothing more may run: an error, a freeze or a pause.
     fn halted(&self) -> bool {
-        self.error.is_some() || self.freezing.is_some()
+        self.error.is_some() || self.freezing.is_some() || self.paused
     }
 
     fn finish(mut self) -> Translation {
@@ -584,7 +587,7 @@ impl<'a> Ctx<'a> {
             }
             OfAction::Move { src, dst } => {
                 let v = self.read_bits(src.field, src.mask()) >> src.ofs;
-                self.set_field(dst.field, v << dst.ofs, dst.mask());
+                self.write_range(dst, v);
             }
             OfAction::Push(f) => {
                 let v = self.read_bits(f.field, f.mask()) >> f.ofs;
@@ -595,7 +598,7 @@ impl<'a> Ctx<'a> {
                 }
             }
             OfAction::Pop(f) => match self.stack.pop() {
-                Some(v) => self.set_field(f.field, v << f.ofs, f.mask()),
+                Some(v) => self.write_range(f, v),
                 // As Open vSwitch: nothing to pop leaves the field.
                 None => self.note(|| "pop: the stack is empty".to_string()),
             },
@@ -617,6 +620,15 @@ impl<'a> Ctx<'a> {
                 self.sample(u32::from(*probability) * 65537, rate);
             }
             OfAction::Ct(ct) => self.conntrack(ct),
+            OfAction::Controller(c) => {
+                self.controller(c.max_len, Some(c));
+                if c.pause {
+                    // Nothing after it runs: the controller would resume
+                    // it (NXT_RESUME), which this switch does not do.
+                    self.note(|| "controller(pause): the pipeline stops here".into());
+                    self.paused = true;
+                }
+            }
             OfAction::CtClear => {
                 self.out.push(DpAction::CtClear);
                 self.clear_ct_fields();
@@ -642,25 +654,27 @@ impl<'a> Ctx<'a> {
             label: None,
         };
         for a in &ct.exec {
-            match a {
-                OfAction::SetField {
-                    field: Field::CtMark,
-                    value,
-                    mask,
-                } => {
-                    let (v0, m0) = spec.mark.unwrap_or((0, 0));
-                    let (v, m) = (*value as u32, *mask as u32);
-                    spec.mark = Some(((v0 & !m) | (v & m), m0 | m));
-                }
-                OfAction::SetField {
-                    field: Field::CtLabel,
-                    value,
-                    mask,
-                } => {
-                    let (v0, m0) = spec.label.unwrap_or((0, 0));
-                    spec.label = Some(((v0 & !mask) | (value & mask), m0 | mask));
+            // The bits written: a set's value, or a move's source as it
+            // is at this point of the pipeline.
+            let (field, value, mask) = match a {
+                OfAction::SetField { field, value, mask } => (*field, *value, *mask),
+                OfAction::Move { src, dst } => {
+                    let v = self.read_bits(src.field, src.mask()) >> src.ofs;
+                    (dst.field, v << dst.ofs, dst.mask())
                 }
                 // The parser and the wire decoder let nothing else in.
+                _ => continue,
+            };
+            let merge = |acc: Option<(u128, u128)>| {
+                let (v0, m0) = acc.unwrap_or((0, 0));
+                Some(((v0 & !mask) | (value & mask), m0 | mask))
+            };
+            match field {
+                Field::CtMark => {
+                    let acc = spec.mark.map(|(v, m)| (u128::from(v), u128::from(m)));
+                    spec.mark = merge(acc).map(|(v, m)| (v as u32, m as u32));
+                }
+                Field::CtLabel => spec.label = merge(spec.label),
                 _ => {}
             }
         }
@@ -929,23 +943,56 @@ impl<'a> Ctx<'a> {
                     }
                 }
             }
-            OfPort::Controller => {
-                self.commit();
-                let (table, cookie, miss) = self.current;
-                let metadata = self.flow.metadata();
-                self.out
-                    .push(DpAction::Userspace(UserspaceReason::Controller {
-                        max_len,
-                        table: table.0,
-                        cookie,
-                        miss,
-                        metadata,
-                    }));
-            }
+            OfPort::Controller => self.controller(max_len, None),
             OfPort::Local => self.output_port(PortNo(OfPort::LOCAL_NUMBER)),
             OfPort::Normal => self.normal(),
             OfPort::Any => {}
         }
+    }
+
+    /// `v` into the bits `r` names. The low 16 bits of `in_port` are
+    /// `NXM_OF_IN_PORT`, a 16-bit port number: written, they are the
+    /// whole port (its reserved numbers the 32-bit ones), so that
+    /// `push:NXM_OF_IN_PORT[]` ... `pop:NXM_OF_IN_PORT[]` around a load of
+    /// OFPP_NONE (ovn-controller's) puts the port back as it was.
+    fn write_range(&mut self, r: &crate::rule::FieldRange, v: u128) {
+        if r.field == Field::InPort && r.ofs == 0 && r.n_bits == 16 {
+            let v = if v >= 0xff00 { v | 0xffff_0000 } else { v };
+            self.set_field(Field::InPort, v, 0xffff_ffff);
+        } else {
+            self.set_field(r.field, v << r.ofs, r.mask());
+        }
+    }
+
+    /// A packet-in of the packet as it is now: from `output:CONTROLLER`
+    /// (`c` `None`) or a `controller(...)` action. The registers go with
+    /// it (a controller reads its logical ports from them): the megaflow
+    /// depends on them.
+    fn controller(&mut self, max_len: u16, c: Option<&ControllerAction>) {
+        self.commit();
+        let (table, cookie, miss) = self.current;
+        let metadata = self.read(Field::Metadata) as u64;
+        let mut regs = [0u32; 16];
+        for (i, f) in megaflow::key::REGS.iter().enumerate() {
+            regs[i] = self.read(*f) as u32;
+        }
+        let extra = (c.is_some() || regs.iter().any(|r| *r != 0)).then(|| {
+            std::sync::Arc::new(ControllerExtra {
+                reason: c.map(|c| c.reason),
+                controller_id: c.map_or(0, |c| c.controller_id),
+                userdata: c.map(|c| c.userdata.clone()).unwrap_or_default(),
+                regs,
+            })
+        });
+        self.out
+            .push(DpAction::Userspace(UserspaceReason::Controller {
+                max_len,
+                table: table.0,
+                cookie,
+                miss,
+                metadata,
+                extra,
+            }));
     }
 
     /// Sends the packet, as it is now, to a port that exists and is up.
@@ -995,7 +1042,7 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::Pop(_)
         | OfAction::Note(_) => 3,
         OfAction::Sample { .. } | OfAction::Resubmit(_) | OfAction::Ct(_) | OfAction::CtClear => 4,
-        OfAction::Output { .. } | OfAction::Group(_) => 5,
+        OfAction::Output { .. } | OfAction::Group(_) | OfAction::Controller(_) => 5,
     }
 }
 
