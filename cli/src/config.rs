@@ -139,9 +139,66 @@ pub struct Config {
     /// daemon without it follows the host's over rtnetlink).
     #[serde(default)]
     pub underlay: Option<UnderlayConfig>,
+    /// The `Open_vSwitch` database the daemon follows (`eswitchd run
+    /// --ovsdb`), instead of ports in this file.
+    #[serde(default)]
+    pub ovsdb: Option<OvsdbConfig>,
     /// Where the file was read from (for relative paths).
     #[serde(skip)]
     pub dir: Option<PathBuf>,
+}
+
+/// `[ovsdb]`: be the switch daemon of an `Open_vSwitch` database, as
+/// `ovs-vswitchd` is.
+///
+/// ```toml
+/// [ovsdb]
+/// remote = "unix:/var/run/openvswitch/db.sock"
+/// bridge = "br-int"                 # the bridge this daemon is
+/// rundir = "/var/run/openvswitch"   # where BRIDGE.mgmt is listened on
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct OvsdbConfig {
+    #[serde(default = "OvsdbConfig::default_remote")]
+    pub remote: String,
+    #[serde(default = "OvsdbConfig::default_bridge")]
+    pub bridge: String,
+    /// Default: `$OVS_RUNDIR`, else `/var/run/openvswitch`.
+    #[serde(default)]
+    pub rundir: Option<PathBuf>,
+}
+
+impl OvsdbConfig {
+    fn default_remote() -> String {
+        "unix:/var/run/openvswitch/db.sock".to_string()
+    }
+
+    fn default_bridge() -> String {
+        "br-int".to_string()
+    }
+
+    /// `remote` alone, the rest defaults.
+    pub fn with_remote(remote: &str) -> OvsdbConfig {
+        OvsdbConfig {
+            remote: remote.to_string(),
+            bridge: OvsdbConfig::default_bridge(),
+            rundir: None,
+        }
+    }
+
+    /// The bridge's management socket: `punix:RUNDIR/BRIDGE.mgmt`.
+    pub fn mgmt_listener(&self) -> String {
+        let dir = self.rundir.clone().unwrap_or_else(|| {
+            std::env::var_os("OVS_RUNDIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/var/run/openvswitch"))
+        });
+        format!(
+            "punix:{}",
+            dir.join(format!("{}.mgmt", self.bridge)).display()
+        )
+    }
 }
 
 /// `[conntrack]`: the tracker's limits and timeouts.

@@ -74,9 +74,16 @@ struct HwCheckArgs {
 
 #[derive(ClapArgs, Debug)]
 struct RunArgs {
-    /// eswitch.toml: ports, backend, offload policy, limits, flow file.
-    #[arg(long)]
-    config: PathBuf,
+    /// eswitch.toml: ports, backend, offload policy, limits, flow file
+    /// (default with --ovsdb: the sim backend and every default).
+    #[arg(long, required_unless_present = "ovsdb")]
+    config: Option<PathBuf>,
+    /// Be the switch daemon of this Open_vSwitch database (as
+    /// ovs-vswitchd is): its bridge's ports, controllers and fail mode
+    /// come from it, and what the switch did is written back.
+    #[arg(long, value_name = "REMOTE", num_args = 0..=1,
+          default_missing_value = "unix:/var/run/openvswitch/db.sock")]
+    ovsdb: Option<String>,
     /// The control socket (default: `datapath.control_socket`).
     #[arg(long)]
     socket: Option<PathBuf>,
@@ -276,7 +283,19 @@ fn init_logging(default: &str) {
 
 fn run(a: RunArgs) -> anyhow::Result<()> {
     init_logging("info");
-    let config = Config::load(&a.config)?;
+    let mut config = match &a.config {
+        Some(p) => Config::load(p)?,
+        None => Config::parse("")?,
+    };
+    if let Some(remote) = &a.ovsdb {
+        let bridge = config.ovsdb.as_ref().map(|o| o.bridge.clone());
+        let mut o = cli::config::OvsdbConfig::with_remote(remote);
+        if let Some(b) = bridge {
+            o.bridge = b;
+        }
+        o.rundir = config.ovsdb.as_ref().and_then(|o| o.rundir.clone());
+        config.ovsdb = Some(o);
+    }
     let port_type = a.port_type.unwrap_or(config.datapath.port_type);
     let factory = std::sync::Arc::new(cli::live::NetdevFactory { port_type });
     let report = if config.backend.kind == "mlx5" {

@@ -45,6 +45,7 @@
 
 pub mod metrics;
 pub mod openflow;
+pub mod ovsdb;
 mod ports;
 mod run;
 pub mod sflow;
@@ -925,6 +926,11 @@ impl<B: Device> Daemon<B> {
             self.added(&rep);
         }
         Ok(spec)
+    }
+
+    /// The OpenFlow port number of the port named `name`.
+    pub fn port_number(&self, name: &str) -> Option<u32> {
+        self.spec_named(name).map(|s| s.no.0)
     }
 
     /// Removes a port while running (`eswitchctl del-port`): closed, its

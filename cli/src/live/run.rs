@@ -31,6 +31,12 @@ enum Event {
     /// `eswitchctl add-port`/`del-port`: the daemon's ports change on
     /// this thread; the answer goes back to the control socket.
     PortCmd(control::Request, mpsc::Sender<control::Response>),
+    /// What the `Open_vSwitch` database wants of the bridge; what became
+    /// of each interface goes back to the OVSDB thread.
+    Ovsdb(
+        super::ovsdb::Wanted,
+        mpsc::Sender<Vec<super::ovsdb::IfaceState>>,
+    ),
     Stop(&'static str),
     Failed(String),
     /// A thread forwarding depends on panicked.
@@ -72,10 +78,39 @@ pub fn run_on<B: crate::switch::Device>(
                 .with_context(|| format!("cannot read flow file {}", p.display()))?;
             FlowFile::parse(&text).with_context(|| format!("in flow file {}", p.display()))?
         }
+        // Under a database the controller (ovn-controller) programs the
+        // tables: they start empty, as a secure bridge's do.
+        None if cfg.ovsdb.is_some() => {
+            info!("following an Open_vSwitch database: starting with no flows");
+            FlowFile::parse("")?
+        }
         None => {
             info!("no flow file in the config: starting with `{DEFAULT_FLOWS}`");
             FlowFile::parse(DEFAULT_FLOWS)?
         }
+    };
+    // Under a database, the bridge's management socket is listened on
+    // from the start (ovn-controller connects as soon as it has made the
+    // bridge).
+    let with_mgmt;
+    let cfg = match &cfg.ovsdb {
+        Some(o) => {
+            let mut c = cfg.clone();
+            let l = o.mgmt_listener();
+            if let Some(dir) = l
+                .strip_prefix("punix:")
+                .and_then(|p| std::path::Path::new(p).parent())
+            {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot make {}", dir.display()))?;
+            }
+            if !c.openflow.listen.contains(&l) {
+                c.openflow.listen.push(l);
+            }
+            with_mgmt = c;
+            &with_mgmt
+        }
+        None => cfg,
     };
     let representors = cfg.representors()?;
     let socket = socket.unwrap_or_else(|| cfg.datapath.control_socket.clone());
@@ -103,6 +138,29 @@ pub fn run_on<B: crate::switch::Device>(
     let sflow = daemon.sflow_exporter(cfg)?;
     let (core, clock, conns) = (daemon.core(), daemon.clock(), of.board());
     let (tx, events) = mpsc::channel();
+    let ovsdb_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ovsdb_thread = match &cfg.ovsdb {
+        Some(o) => {
+            let main = tx.clone();
+            let session = super::ovsdb::Session {
+                remote: o.remote.clone(),
+                bridge: o.bridge.clone(),
+                dpid: cfg.openflow.dpid()?,
+            };
+            Some(super::ovsdb::spawn(
+                session,
+                ovsdb_stop.clone(),
+                move |w| {
+                    let (rtx, rrx) = mpsc::channel();
+                    main.send(Event::Ovsdb(w, rtx)).ok()?;
+                    rrx.recv_timeout(PORT_CMD_TIMEOUT).ok()
+                },
+            )?)
+        }
+        None => None,
+    };
+    let mut managed = super::ovsdb::Managed::default();
+    let (main_conns, main_core) = (of.board(), daemon.core());
     let failed = tx.clone();
     daemon.on_thread_failure(move |msg| {
         let _ = failed.send(Event::ThreadFailed(msg));
@@ -181,6 +239,15 @@ pub fn run_on<B: crate::switch::Device>(
             Event::PortCmd(req, reply) => {
                 let _ = reply.send(port_cmd(&mut daemon, &req));
             }
+            Event::Ovsdb(wanted, reply) => {
+                let _ = reply.send(ovsdb_apply(
+                    &mut daemon,
+                    &main_conns,
+                    &main_core,
+                    &mut managed,
+                    &wanted,
+                ));
+            }
             Event::Stop(sig) => {
                 info!("{sig}: stopping");
                 break;
@@ -202,6 +269,12 @@ pub fn run_on<B: crate::switch::Device>(
         }
     }
     drop(events);
+    ovsdb_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = ovsdb_thread {
+        if t.join().is_err() {
+            warn!("the OVSDB thread panicked");
+        }
+    }
     ctl.stop();
     // The channels hold the switch; they go first.
     of.stop();
@@ -326,4 +399,99 @@ fn port_cmd<B: crate::switch::Device>(
         Ok(v) => Response::Ok(v),
         Err(e) => Response::Error(format!("{e:#}")),
     }
+}
+
+/// Makes the daemon's ports, fail mode and controllers what the database
+/// wants; says what became of each interface.
+fn ovsdb_apply<B: crate::switch::Device>(
+    daemon: &mut Daemon<B>,
+    conns: &super::openflow::ConnBoard,
+    core: &super::Core<B>,
+    managed: &mut super::ovsdb::Managed,
+    wanted: &super::ovsdb::Wanted,
+) -> Vec<super::ovsdb::IfaceState> {
+    use super::ovsdb::{IfaceState, PortChange};
+    use crate::switch::PortKind;
+    let mut refused: std::collections::BTreeMap<String, String> = Default::default();
+    for change in managed.plan(wanted) {
+        match change {
+            PortChange::Del(name) => {
+                if let Err(e) = daemon.del_port(&name) {
+                    warn!(port = %name, "OVSDB: {e:#}");
+                }
+                managed.deleted(&name);
+            }
+            PortChange::Add(i) => {
+                let kind = match i.ty.as_str() {
+                    "" | "system" => None,
+                    "internal" => Some(PortKind::Internal),
+                    "geneve" => Some(PortKind::Geneve),
+                    "vxlan" => Some(PortKind::Vxlan),
+                    other => {
+                        refused.insert(
+                            i.name.clone(),
+                            format!("interface type \"{other}\" is not supported by eswitchd"),
+                        );
+                        managed.added(i);
+                        continue;
+                    }
+                };
+                // A netdev: the representor it is if its netdev says so,
+                // else a port the host sees and the device does not.
+                let added = match kind {
+                    Some(k) => daemon.add_port(&i.name, k, i.ofport_request, None, &i.options),
+                    None => daemon
+                        .add_port(
+                            &i.name,
+                            PortKind::Representor,
+                            i.ofport_request,
+                            None,
+                            &i.options,
+                        )
+                        .or_else(|_| {
+                            daemon.add_port(
+                                &i.name,
+                                PortKind::Internal,
+                                i.ofport_request,
+                                None,
+                                &i.options,
+                            )
+                        }),
+                };
+                if let Err(e) = added {
+                    warn!(port = %i.name, "OVSDB: {e:#}");
+                    refused.insert(i.name.clone(), format!("{e:#}"));
+                }
+                managed.added(i);
+            }
+        }
+    }
+    if conns.fail_mode() != wanted.fail_mode {
+        if let Err(e) = conns.set_fail_mode(&wanted.fail_mode) {
+            warn!("OVSDB: fail_mode: {e:#}");
+        }
+    }
+    if conns.controllers() != wanted.controllers {
+        if let Err(e) = conns.set_controllers(core, &wanted.controllers) {
+            warn!("OVSDB: controllers: {e:#}");
+        }
+    }
+    let bridge = wanted.bridge.as_deref().unwrap_or_default();
+    wanted
+        .ifaces
+        .iter()
+        .map(|i| IfaceState {
+            uuid: i.uuid.clone(),
+            name: i.name.clone(),
+            ofport: if i.name == bridge {
+                Ok(super::ovsdb::LOCAL_OFPORT as u32)
+            } else if let Some(e) = refused.get(&i.name) {
+                Err(e.clone())
+            } else {
+                daemon
+                    .port_number(&i.name)
+                    .ok_or_else(|| format!("could not add network device {}", i.name))
+            },
+        })
+        .collect()
 }

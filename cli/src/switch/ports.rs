@@ -129,8 +129,9 @@ impl PortMap {
 
     /// The lowest OpenFlow port number no port has.
     pub fn free_number(&self) -> PortNo {
+        // Every port, those without a vport (internal, tunnel) too.
         let mut n = 1;
-        while self.by_port.contains_key(&PortNo(n)) {
+        while self.specs.iter().any(|p| p.no == PortNo(n)) {
             n += 1;
         }
         PortNo(n)

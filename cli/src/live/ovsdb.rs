@@ -1,0 +1,464 @@
+//! `eswitchd run --ovsdb REMOTE`: the switch daemon of an `Open_vSwitch`
+//! database, as `ovs-vswitchd` is (Open vSwitch's `vswitchd/bridge.c`).
+//!
+//! A thread of its own holds the session: it connects (again and again,
+//! 1 s to 8 s apart, while the server is away), takes the `ovs_vswitchd`
+//! lock (one switch daemon per database), monitors `Open_vSwitch`,
+//! `Bridge`, `Port`, `Interface` and `Controller`, and on every change
+//! hands what the database wants of the bridge ([`Wanted`]) to the main
+//! thread, which owns the ports. What the main thread made of it comes
+//! back ([`IfaceState`]: each interface's OpenFlow port or error) and is
+//! written back, as `ovs-vswitchd` writes it: `Interface.ofport`,
+//! `error`, `ifindex`, `mac_in_use`, `admin_state` and `link_state`;
+//! `Bridge.datapath_id`; `Open_vSwitch.cur_cfg` = `next_cfg` (so
+//! `ovs-vsctl` returns), `iface_types` and `datapath_types`.
+//!
+//! One bridge (`[ovsdb] bridge`, `br-int` by default: OVN's) is the
+//! daemon's; its management socket is `punix:RUNDIR/BRIDGE.mgmt`, listened
+//! on from the start. The interface named as the bridge is its local port
+//! (OpenFlow port 65534, `LOCAL`). Other bridges are left as they are.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ::ovsdb::{op, Client, Datum, Notification, Replica};
+use serde_json::{json, Value};
+use tracing::{info, warn};
+
+/// The lock `ovs-vswitchd` takes.
+pub const LOCK: &str = "ovs_vswitchd";
+/// `OFPP_LOCAL` as `Interface.ofport` says it.
+pub const LOCAL_OFPORT: i64 = 65534;
+/// The interface types this daemon takes (`Open_vSwitch.iface_types`).
+pub const IFACE_TYPES: [&str; 4] = ["", "internal", "geneve", "vxlan"];
+
+/// One interface of the bridge as the database has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Iface {
+    pub uuid: String,
+    pub name: String,
+    /// `""` (a netdev), `internal`, `geneve`, `vxlan`, `patch`...
+    pub ty: String,
+    pub options: Vec<(String, String)>,
+    pub ofport_request: Option<u32>,
+}
+
+/// What the database wants of the daemon's bridge.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// The bridge row (`None`: not created yet).
+    pub bridge: Option<String>,
+    pub ifaces: Vec<Iface>,
+    /// `secure` or `standalone` (the default).
+    pub fail_mode: String,
+    /// `Controller.target`s, as `tcp:IP:PORT`/`ssl:...`.
+    pub controllers: Vec<String>,
+}
+
+/// What became of one interface: its OpenFlow port, or why it has none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfaceState {
+    pub uuid: String,
+    pub name: String,
+    pub ofport: Result<u32, String>,
+}
+
+/// `[ovsdb]`-derived settings of a session.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub remote: String,
+    pub bridge: String,
+    /// The bridge's datapath id, written to `Bridge.datapath_id`.
+    pub dpid: u64,
+}
+
+/// Runs sessions until `stop`; `apply` is the main thread's answer to
+/// each [`Wanted`] (`None`: the daemon is stopping).
+pub fn spawn(
+    s: Session,
+    stop: Arc<AtomicBool>,
+    apply: impl Fn(Wanted) -> Option<Vec<IfaceState>> + Send + 'static,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    Ok(std::thread::Builder::new()
+        .name("esw-ovsdb".to_string())
+        .spawn(move || {
+            let mut backoff = Duration::from_secs(1);
+            while !stop.load(Ordering::Relaxed) {
+                match session(&s, &stop, &apply) {
+                    Ok(()) => return,
+                    Err(e) => warn!(remote = %s.remote, "OVSDB session: {e:#}; again in {}s", backoff.as_secs()),
+                }
+                let until = Instant::now() + backoff;
+                while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(8));
+            }
+        })?)
+}
+
+/// The monitored columns.
+fn monitor_requests() -> Value {
+    json!({
+        "Open_vSwitch": {"columns": ["next_cfg", "cur_cfg", "bridges", "iface_types", "datapath_types"]},
+        "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id"]},
+        "Port": {"columns": ["name", "interfaces"]},
+        "Interface": {"columns": ["name", "type", "options", "ofport", "ofport_request", "error",
+                                  "ifindex", "mac_in_use", "admin_state", "link_state"]},
+        "Controller": {"columns": ["target"]},
+    })
+}
+
+fn session(
+    s: &Session,
+    stop: &AtomicBool,
+    apply: &impl Fn(Wanted) -> Option<Vec<IfaceState>>,
+) -> anyhow::Result<()> {
+    let client = Client::connect(&s.remote)?;
+    if !client.lock(LOCK)? {
+        info!(remote = %s.remote, "waiting for the {LOCK} lock (another switch daemon holds it)");
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            match client.next_notification(Duration::from_millis(200)) {
+                Some(Notification::Locked(l)) if l == LOCK => break,
+                _ => {}
+            }
+            if let Some(why) = client.closed() {
+                anyhow::bail!("{why}");
+            }
+        }
+    }
+    info!(remote = %s.remote, bridge = %s.bridge, "OVSDB: {LOCK} lock held, following the database");
+    let mut db = Replica::new();
+    db.apply(&client.monitor("Open_vSwitch", json!("eswitchd"), monitor_requests())?);
+    let mut last: Option<(Wanted, i64)> = None;
+    let mut refresh = Instant::now();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let wanted = wanted(&db, &s.bridge);
+        let next_cfg = root(&db)
+            .and_then(|(_, r)| r.get("next_cfg").and_then(Datum::as_i64))
+            .unwrap_or(0);
+        let changed = last.as_ref() != Some(&(wanted.clone(), next_cfg));
+        if changed || refresh.elapsed() >= Duration::from_secs(5) {
+            let Some(states) = apply(wanted.clone()) else {
+                return Ok(());
+            };
+            let ops = write_back(&db, s, &wanted, &states, next_cfg);
+            if !ops.is_empty() {
+                let mut all = vec![json!({"op": "assert", "lock": LOCK})];
+                all.extend(ops);
+                client.transact("Open_vSwitch", all)?;
+            }
+            last = Some((wanted, next_cfg));
+            refresh = Instant::now();
+        }
+        match client.next_notification(Duration::from_millis(500)) {
+            Some(Notification::Update { updates, .. }) => db.apply(&updates),
+            Some(Notification::Stolen(l)) if l == LOCK => {
+                anyhow::bail!("another client stole the {LOCK} lock")
+            }
+            _ => {}
+        }
+        if let Some(why) = client.closed() {
+            anyhow::bail!("{why}");
+        }
+    }
+}
+
+fn root(db: &Replica) -> Option<(&str, &::ovsdb::Row)> {
+    db.only("Open_vSwitch")
+}
+
+/// A string map column as pairs.
+fn map_pairs(d: Option<&Datum>) -> Vec<(String, String)> {
+    match d {
+        Some(Datum::Map(m)) => m
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_str()?.to_string())))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// What the database wants of `bridge`.
+pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
+    let Some((_, br)) = db.find("Bridge", "name", bridge) else {
+        return Wanted::default();
+    };
+    let mut ifaces = Vec::new();
+    let ports = br
+        .get("ports")
+        .map(|d| d.uuids().collect::<Vec<_>>())
+        .unwrap_or_default();
+    for p in ports {
+        let Some(port) = db.row("Port", p) else {
+            continue;
+        };
+        for i in port
+            .get("interfaces")
+            .map(|d| d.uuids().collect::<Vec<_>>())
+            .unwrap_or_default()
+        {
+            let Some(row) = db.row("Interface", i) else {
+                continue;
+            };
+            let name = row.get("name").and_then(Datum::as_str).unwrap_or_default();
+            ifaces.push(Iface {
+                uuid: i.to_string(),
+                name: name.to_string(),
+                ty: row
+                    .get("type")
+                    .and_then(Datum::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                options: map_pairs(row.get("options")),
+                ofport_request: row
+                    .get("ofport_request")
+                    .and_then(Datum::as_i64)
+                    .and_then(|v| u32::try_from(v).ok()),
+            });
+        }
+    }
+    ifaces.sort_by(|a, b| a.name.cmp(&b.name));
+    let controllers = br
+        .get("controller")
+        .map(|d| d.uuids().collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|u| {
+            db.row("Controller", u)?
+                .get("target")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    Wanted {
+        bridge: Some(bridge.to_string()),
+        ifaces,
+        fail_mode: br
+            .get("fail_mode")
+            .and_then(Datum::as_str)
+            .filter(|m| !m.is_empty())
+            .unwrap_or("standalone")
+            .to_string(),
+        controllers,
+    }
+}
+
+/// A netdev's ifindex, MAC and whether it is up, from sysfs (`None`: no
+/// netdev of that name here).
+fn netdev_facts(name: &str) -> Option<(i64, String, bool)> {
+    let dir = std::path::Path::new("/sys/class/net").join(name);
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let ifindex = read("ifindex")?.parse().ok()?;
+    let mac = read("address").unwrap_or_default();
+    let up = read("operstate").is_some_and(|s| s == "up" || s == "unknown");
+    Some((ifindex, mac, up))
+}
+
+/// The changes that make the database say what the daemon did: only the
+/// columns that differ (a write of the same value would wake every
+/// client for nothing).
+fn write_back(
+    db: &Replica,
+    s: &Session,
+    wanted: &Wanted,
+    states: &[IfaceState],
+    next_cfg: i64,
+) -> Vec<Value> {
+    let mut ops = Vec::new();
+    // Sets compare whatever their order (the server keeps its own).
+    let differs = |row: Option<&::ovsdb::Row>, col: &str, v: &Datum| {
+        let sorted = |d: &Datum| {
+            let mut v: Vec<String> = match d {
+                Datum::Set(s) => s.iter().map(|a| format!("{a:?}")).collect(),
+                Datum::Map(m) => m.iter().map(|p| format!("{p:?}")).collect(),
+            };
+            v.sort();
+            v
+        };
+        row.and_then(|r| r.get(col)).map(sorted) != Some(sorted(v))
+    };
+    for st in states {
+        let row = db.row("Interface", &st.uuid);
+        let mut cols: Vec<(&str, Datum)> = Vec::new();
+        let (ofport, error) = match &st.ofport {
+            Ok(p) => (Datum::integer(i64::from(*p)), Datum::empty()),
+            Err(e) => (Datum::integer(-1), Datum::string(e.clone())),
+        };
+        cols.push(("ofport", ofport));
+        cols.push(("error", error));
+        let facts = netdev_facts(&st.name);
+        let (ifindex, mac, up) = match &facts {
+            Some((i, m, up)) => (Datum::integer(*i), Datum::string(m.clone()), *up),
+            None => (Datum::empty(), Datum::empty(), false),
+        };
+        let state = Datum::string(if up && st.ofport.is_ok() {
+            "up"
+        } else {
+            "down"
+        });
+        cols.push(("ifindex", ifindex));
+        cols.push(("mac_in_use", mac));
+        cols.push(("admin_state", state.clone()));
+        cols.push(("link_state", state));
+        let cols: Vec<(&str, Datum)> = cols
+            .into_iter()
+            .filter(|(c, v)| differs(row, c, v))
+            .collect();
+        if !cols.is_empty() && row.is_some() {
+            ops.push(op::update("Interface", vec![op::uuid_is(&st.uuid)], &cols));
+        }
+    }
+    if let Some((uuid, row)) = wanted
+        .bridge
+        .as_deref()
+        .and_then(|b| db.find("Bridge", "name", b))
+    {
+        let dpid = Datum::string(format!("{:016x}", s.dpid));
+        if differs(Some(row), "datapath_id", &dpid) {
+            ops.push(op::update(
+                "Bridge",
+                vec![op::uuid_is(uuid)],
+                &[("datapath_id", dpid)],
+            ));
+        }
+    }
+    if let Some((uuid, row)) = root(db) {
+        let mut cols: Vec<(&str, Datum)> = Vec::new();
+        let cur = Datum::integer(next_cfg);
+        if differs(Some(row), "cur_cfg", &cur) {
+            cols.push(("cur_cfg", cur));
+        }
+        let types = Datum::Set(
+            IFACE_TYPES
+                .iter()
+                .map(|t| ::ovsdb::Atom::String((*t).into()))
+                .collect(),
+        );
+        if differs(Some(row), "iface_types", &types) {
+            cols.push(("iface_types", types));
+        }
+        let dps = Datum::Set(vec![::ovsdb::Atom::String("system".into())]);
+        if differs(Some(row), "datapath_types", &dps) {
+            cols.push(("datapath_types", dps));
+        }
+        if !cols.is_empty() {
+            ops.push(op::update("Open_vSwitch", vec![op::uuid_is(uuid)], &cols));
+        }
+    }
+    ops
+}
+
+/// What the main thread keeps between two [`Wanted`]s: the ports it
+/// added for the database, and how each was asked for.
+#[derive(Debug, Default)]
+pub struct Managed {
+    ports: BTreeMap<String, Iface>,
+}
+
+/// A port change the daemon is asked to make.
+pub enum PortChange<'a> {
+    Add(&'a Iface),
+    Del(String),
+}
+
+impl Managed {
+    /// The changes that make the daemon's ports the database's: ports
+    /// gone (or changed: type, options, requested number) are deleted
+    /// first, then the new ones added. The bridge's own interface is its
+    /// local port, never added.
+    pub fn plan<'a>(&self, wanted: &'a Wanted) -> Vec<PortChange<'a>> {
+        let bridge = wanted.bridge.as_deref().unwrap_or_default();
+        let want: BTreeMap<&str, &Iface> = wanted
+            .ifaces
+            .iter()
+            .filter(|i| i.name != bridge)
+            .map(|i| (i.name.as_str(), i))
+            .collect();
+        let same = |a: &Iface, b: &Iface| {
+            (a.ty.as_str(), &a.options, a.ofport_request)
+                == (b.ty.as_str(), &b.options, b.ofport_request)
+        };
+        let mut out = Vec::new();
+        for (name, have) in &self.ports {
+            if !want.get(name.as_str()).is_some_and(|w| same(w, have)) {
+                out.push(PortChange::Del(name.clone()));
+            }
+        }
+        for (name, w) in &want {
+            if !self.ports.get(*name).is_some_and(|have| same(w, have)) {
+                out.push(PortChange::Add(w));
+            }
+        }
+        out
+    }
+
+    /// A port added (or refused: kept so it is not retried until its row
+    /// changes).
+    pub fn added(&mut self, i: &Iface) {
+        self.ports.insert(i.name.clone(), i.clone());
+    }
+
+    pub fn deleted(&mut self, name: &str) {
+        self.ports.remove(name);
+    }
+
+    /// The names it holds.
+    pub fn names(&self) -> BTreeSet<String> {
+        self.ports.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iface(name: &str, ty: &str) -> Iface {
+        Iface {
+            uuid: format!("u-{name}"),
+            name: name.to_string(),
+            ty: ty.to_string(),
+            options: Vec::new(),
+            ofport_request: None,
+        }
+    }
+
+    #[test]
+    fn a_plan_deletes_what_went_or_changed_then_adds_what_is_new_never_the_bridge_itself() {
+        let mut m = Managed::default();
+        m.added(&iface("vm1", ""));
+        m.added(&iface("vm2", ""));
+        let w = Wanted {
+            bridge: Some("br-int".into()),
+            ifaces: vec![
+                iface("br-int", "internal"),
+                iface("vm1", ""),
+                iface("vm2", "internal"),
+                iface("vm3", ""),
+            ],
+            fail_mode: "secure".into(),
+            controllers: Vec::new(),
+        };
+        let plan: Vec<String> = m
+            .plan(&w)
+            .iter()
+            .map(|c| match c {
+                PortChange::Add(i) => format!("+{}", i.name),
+                PortChange::Del(n) => format!("-{n}"),
+            })
+            .collect();
+        assert_eq!(plan, vec!["-vm2", "+vm2", "+vm3"]);
+    }
+}
