@@ -18,7 +18,7 @@
 //! send with TX checksum offload off (as the other labs do): eswitch does
 //! not yet complete a veth's partial checksums.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -331,31 +331,16 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
         ovn.nbctl(&["lsp-set-addresses", &lsp, &addr]);
         ovn.nbctl(&["lsp-set-port-security", &lsp, &addr]);
     }
-    ovn.nbctl(&[
-        "acl-add",
-        "sw0",
-        "from-lport",
-        "1002",
-        "ip4",
-        "allow-related",
-    ]);
-    ovn.nbctl(&[
-        "acl-add",
-        "sw0",
-        "to-lport",
-        "1002",
-        "ip4 && icmp4",
-        "allow-related",
-    ]);
-    ovn.nbctl(&[
-        "acl-add",
-        "sw0",
-        "to-lport",
-        "1002",
-        "ip4 && tcp.dst == 22",
-        "allow-related",
-    ]);
-    ovn.nbctl(&["acl-add", "sw0", "to-lport", "1000", "ip4", "drop"]);
+    // A security group: out, anything (and its replies); in, ICMP and
+    // SSH; the rest dropped.
+    for (dir, prio, m, verdict) in [
+        ("from-lport", "1002", "ip4", "allow-related"),
+        ("to-lport", "1002", "ip4 && icmp4", "allow-related"),
+        ("to-lport", "1002", "ip4 && tcp.dst == 22", "allow-related"),
+        ("to-lport", "1000", "ip4", "drop"),
+    ] {
+        ovn.nbctl(&["acl-add", "sw0", dir, prio, m, verdict]);
+    }
 
     // Nothing forwards before ovn-controller programs the switch.
     assert!(
@@ -419,5 +404,184 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
         })
         .count();
     assert_eq!(drops, 0, "ovn-controller reconnected:\n{log}");
-    assert!(Path::new(&ovn.path("br-int.mgmt")).exists());
+
+    bundle_figure(&ovn);
+}
+
+/// `bench: ovn.bundle_flows_per_s`: OVN's table for 100 logical ports
+/// (the two VMs and 98 ports bound to interfaces without a netdev),
+/// dumped with `ovs-ofctl`, put back in one bundle by `ovs-ofctl -O
+/// OpenFlow15 --bundle add-flows` (after `del-flows`), whose bytes are
+/// then sent again; the median of 3.
+fn bundle_figure(ovn: &Ovn) {
+    let mut cmd: Vec<String> = Vec::new();
+    for n in 3..=100 {
+        let (lsp, iface) = (format!("p{n}"), format!("ovnlabp{n}"));
+        let addr = format!("02:00:00:00:01:{:02x} 198.18.1.{n}", n);
+        ovn.nbctl(&["lsp-add", "sw0", &lsp]);
+        ovn.nbctl(&["lsp-set-addresses", &lsp, &addr]);
+        for w in [
+            "--",
+            "add-port",
+            "br-int",
+            &iface,
+            "--",
+            "set",
+            "Interface",
+            &iface,
+        ] {
+            cmd.push(w.to_string());
+        }
+        cmd.push(format!("external_ids:iface-id={lsp}"));
+    }
+    let args: Vec<&str> = cmd.iter().map(String::as_str).skip(1).collect();
+    ovn.vsctl(&args);
+    let target = format!("unix:{}", ovn.path("br-int.mgmt"));
+    let count = || -> usize {
+        run(
+            "ovs-ofctl",
+            &["-O", "OpenFlow15", "dump-aggregate", &target],
+        )
+        .ok()
+        .and_then(|o| {
+            o.split("flow_count=")
+                .nth(1)
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+    };
+    // Settled: the same count for a second.
+    let mut last = (0, Instant::now());
+    let settled = wait_for(Duration::from_secs(60), || {
+        let n = count();
+        if n != last.0 {
+            last = (n, Instant::now());
+        }
+        n > 0 && last.1.elapsed() >= Duration::from_secs(1)
+    });
+    assert!(settled.is_some(), "the flow count never settled");
+    let flows = ovn.dir.join("ovn-flows.txt");
+    let dump = run(
+        "ovs-ofctl",
+        &["-O", "OpenFlow15", "--no-stats", "dump-flows", &target],
+    )
+    .unwrap_or_else(|e| panic!("{T}: {e}"));
+    let lines: Vec<&str> = dump.lines().filter(|l| l.contains("actions=")).collect();
+    std::fs::write(&flows, lines.join("\n") + "\n").expect("flows file");
+    let flows = flows.display().to_string();
+    // What `ovs-ofctl --bundle add-flows` sends, recorded through a relay,
+    // then sent again as it was on a connection of its own after
+    // `del-flows`: the time from its first byte to the reply of the
+    // barrier after the commit is the switch's (the client's start and
+    // parsing are not in it).
+    let relay = ovn.path("relay.sock");
+    let rec = ovn.dir.join("rec");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/record-openflow.py");
+    let sock = target.trim_start_matches("unix:").to_string();
+    let mut recorder = Command::new("python3")
+        .args([script, &relay, &sock])
+        .arg(&rec)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{T}: relay: {e}"));
+    assert!(
+        wait_for(Duration::from_secs(5), || std::path::Path::new(&relay)
+            .exists())
+        .is_some(),
+        "the relay never listened"
+    );
+    run("ovs-ofctl", &["-O", "OpenFlow15", "del-flows", &target]).expect("del-flows");
+    let via = format!("unix:{relay}");
+    run(
+        "ovs-ofctl",
+        &[
+            "-O",
+            "OpenFlow15",
+            "--no-names",
+            "--bundle",
+            "add-flows",
+            &via,
+            &flows,
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{T}: OVN's flows put back: {e}"));
+    assert_eq!(count(), lines.len(), "every flow of the bundle is in");
+    let _ = recorder.kill();
+    let _ = recorder.wait();
+    let sent = std::fs::read_dir(&rec)
+        .expect("recording")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("c2s-01"))
+        })
+        .map(|p| std::fs::read(p).expect("recorded bytes"))
+        .expect("the client's bytes");
+    let mut rates = Vec::new();
+    for _ in 0..3 {
+        run("ovs-ofctl", &["-O", "OpenFlow15", "del-flows", &target]).expect("del-flows");
+        let secs = replay(&sock, &sent);
+        assert_eq!(
+            count(),
+            lines.len(),
+            "every flow of the replayed bundle is in"
+        );
+        rates.push(lines.len() as f64 / secs);
+    }
+    rates.sort_by(f64::total_cmp);
+    println!("bench: ovn.table_flows {} flows", lines.len());
+    println!("bench: ovn.bundle_flows_per_s {:.0} flows/s", rates[1]);
+}
+
+/// Sends `bytes` (a client's whole side of a session: HELLO, the
+/// bundle's open and adds, a barrier, the commit) on a new connection to
+/// `sock` and reads until the answer to its last message (the commit's
+/// reply, once the flows are in); the seconds it took.
+fn replay(sock: &str, bytes: &[u8]) -> f64 {
+    use std::io::{Read, Write};
+    // The xid of the last message.
+    let mut at = 0;
+    let mut last_xid = 0;
+    while at + 8 <= bytes.len() {
+        let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
+        last_xid = u32::from_be_bytes([bytes[at + 4], bytes[at + 5], bytes[at + 6], bytes[at + 7]]);
+        at += len.max(8);
+    }
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let t = Instant::now();
+    let mut w = s.try_clone().expect("clone");
+    let bytes = bytes.to_vec();
+    let writer = std::thread::spawn(move || w.write_all(&bytes));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let mut errors = 0;
+    'read: loop {
+        let n = s.read(&mut chunk).expect("read");
+        assert!(n > 0, "the switch closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+        while buf.len() >= 8 {
+            let len = usize::from(u16::from_be_bytes([buf[2], buf[3]]));
+            if buf.len() < len {
+                break;
+            }
+            let (ty, xid) = (buf[1], u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]));
+            if ty == 1 {
+                errors += 1;
+            }
+            buf.drain(..len);
+            if xid == last_xid {
+                break 'read;
+            }
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    writer.join().expect("writer").expect("write");
+    assert_eq!(
+        errors, 0,
+        "the switch answered the replayed bundle with errors"
+    );
+    secs
 }

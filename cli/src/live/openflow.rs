@@ -359,6 +359,15 @@ enum Listener {
 }
 
 impl Listener {
+    /// Its file descriptor (to wait on).
+    fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        match self {
+            Listener::Unix(l) => l.as_raw_fd(),
+            Listener::Tcp(l) | Listener::Tls(l) => l.as_raw_fd(),
+        }
+    }
+
     fn set_nonblocking(&self) -> anyhow::Result<()> {
         match self {
             Listener::Unix(l) => l.set_nonblocking(true),
@@ -525,7 +534,12 @@ fn accept_loop<B: Device>(
                     }
                 }
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(READ_TICK),
+            // A new connection is taken as it comes (not at the next
+            // tick: every `ovs-ofctl` run would wait for it); the stop
+            // flag is looked at every tick.
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                netdev::wait_readable(&[l.fd()], READ_TICK);
+            }
             Err(e) => {
                 warn!(listener = name, "accept: {e}");
                 std::thread::sleep(READ_TICK);

@@ -10,6 +10,8 @@
 //! fields first, then Nicira's where 1.3 has none (`reg0`, `ip_frag`...),
 //! and the ONF experimenter's `tcp_flags`.
 
+use std::collections::HashMap;
+
 use megaflow::{Field, Match, MeterId};
 use openflow::action::{Action, Instruction, NX_VENDOR};
 use openflow::flow::{command, flow_flags, NO_BUFFER, TABLE_ALL};
@@ -205,9 +207,20 @@ const BAD_INSTRUCTION: u16 = 3;
 const FLOW_MOD_FAILED: u16 = 5;
 
 fn wire_field(class: u16, field: u8) -> Option<&'static WireField> {
-    WIRE.iter()
-        .chain(DECODE_ONLY)
-        .find(|f| f.class == class && f.field == field)
+    // Every OXM of every flow mod is looked up: a map built once, the
+    // first entry of a (class, field) winning.
+    static BY_WIRE: std::sync::OnceLock<HashMap<(u16, u8), &'static WireField>> =
+        std::sync::OnceLock::new();
+    BY_WIRE
+        .get_or_init(|| {
+            let mut m = HashMap::new();
+            for f in WIRE.iter().chain(DECODE_ONLY) {
+                m.entry((f.class, f.field)).or_insert(f);
+            }
+            m
+        })
+        .get(&(class, field))
+        .copied()
 }
 
 fn be(bytes: &[u8]) -> u128 {
@@ -484,14 +497,28 @@ fn field_header(f: Field) -> Option<u32> {
     Some((u32::from(wf.class) << 16) | (u32::from(wf.field) << 9) | width as u32)
 }
 
-/// The header a range of a field is named by: the low 16 bits of
-/// `in_port` are `NXM_OF_IN_PORT` (the 16-bit port, as
-/// the translation reads and writes them).
-fn range_header(r: &FieldRange) -> Option<u32> {
+/// The header a range of a field is named by in a rule matching `m`:
+/// the low 16 bits of `in_port` are `NXM_OF_IN_PORT` (the 16-bit port,
+/// as the translation reads and writes them); a key field two protocols
+/// share (`ipv4_src` is ARP's `arp_spa`) by the name whose prerequisites
+/// the match has, else its first plain name.
+fn range_header(r: &FieldRange, m: &Match) -> Option<u32> {
     if r.field == F::InPort && r.ofs == 0 && r.n_bits == 16 {
         return Some(NXM_OF_IN_PORT);
     }
-    field_header(r.field)
+    let fitting = WIRE.iter().find(|wf| {
+        wf.key == r.field
+            && wf.conv == Plain
+            && wf.class != CLASS_ONF
+            && field_def(wf.name).is_some_and(|d| d.prereq.holds(m))
+    });
+    match fitting {
+        Some(wf) => {
+            let (width, _) = field_spec(wf.class, wf.field)?;
+            Some((u32::from(wf.class) << 16) | (u32::from(wf.field) << 9) | width as u32)
+        }
+        None => field_header(r.field),
+    }
 }
 
 /// `NXAST_SAMPLE`.
@@ -855,14 +882,14 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             n_bits: u16::from(src.n_bits),
             src_ofs: u16::from(src.ofs),
             dst_ofs: u16::from(dst.ofs),
-            src: range_header(src)?,
-            dst: range_header(dst)?,
+            src: range_header(src, m)?,
+            dst: range_header(dst, m)?,
         }),
         OfAction::Push(f) | OfAction::Pop(f) => Action::NxStack {
             pop: matches!(a, OfAction::Pop(_)),
             ofs: u16::from(f.ofs),
             n_bits: u16::from(f.n_bits),
-            field: range_header(f)?,
+            field: range_header(f, m)?,
         },
         OfAction::Note(bytes) => Action::NxNote(bytes.clone()),
         OfAction::Ct(ct) => ct_to_wire(ct, m)?,

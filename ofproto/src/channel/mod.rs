@@ -869,8 +869,8 @@ impl Connection {
                             // The tables' features are fixed.
                             return Err(OfpError::new(13, 5));
                         }
-                        let all = table_features();
-                        self.send_parts(xid, mp_type::TABLE_FEATURES, &all, TableFeatures::emit);
+                        let all = table_features_once();
+                        self.send_parts(xid, mp_type::TABLE_FEATURES, all, TableFeatures::emit);
                         return Ok(None);
                     }
                     MpRequest::Group(id) => {
@@ -1278,6 +1278,13 @@ pub fn flow_removed(
 }
 
 /// What every table can do (the eight properties OpenFlow 1.3 requires).
+/// [`table_features`], built once: they never change, and `ovs-ofctl`
+/// asks for them on every run (for the tables' names).
+fn table_features_once() -> &'static [TableFeatures] {
+    static ALL: std::sync::OnceLock<Vec<TableFeatures>> = std::sync::OnceLock::new();
+    ALL.get_or_init(table_features)
+}
+
 pub fn table_features() -> Vec<TableFeatures> {
     use openflow::action::{action_type as a, instruction_type as i};
     let ids = |v: &[u16]| -> Vec<u8> {

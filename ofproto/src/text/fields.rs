@@ -339,12 +339,22 @@ pub(crate) const CT_STATE_FLAGS: [(&str, u128); 8] = [
 /// [`FIELDS`]) resolve to a read-only hex field under their
 /// [`Field::name`], so printing any match stays parseable.
 pub(crate) fn field_def(name: &str) -> Option<FieldDef> {
-    FIELDS.iter().find(|d| d.name == name).copied().or_else(|| {
-        Field::ALL
-            .iter()
-            .find(|f| f.name() == name)
-            .map(|&f| def(f.name(), f, Kind::Hex, Prereq::None, false))
-    })
+    // Looked up by name for every field of every flow (text and wire):
+    // a map built once, the first definition of a name winning.
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static str, FieldDef>> =
+        std::sync::OnceLock::new();
+    let map = BY_NAME.get_or_init(|| {
+        let mut m = std::collections::HashMap::new();
+        for d in FIELDS {
+            m.entry(d.name).or_insert(*d);
+        }
+        for &f in Field::ALL {
+            m.entry(f.name())
+                .or_insert_with(|| def(f.name(), f, Kind::Hex, Prereq::None, false));
+        }
+        m
+    });
+    map.get(name).copied()
 }
 
 /// A protocol shorthand (`tcp`, `ipv6`, ...): an ethertype and maybe an IP
