@@ -254,7 +254,7 @@ impl Bridge {
     /// stand (a bundle commit that failed part way).
     pub fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
-            tables: self.tables.clone(),
+            tables: self.tables.snapshot(),
             groups: self.groups.clone(),
         }
     }
