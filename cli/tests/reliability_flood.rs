@@ -68,7 +68,10 @@ fn flood_of_new_flows_spares_the_other_vms() {
     assert!(v("attacker_megaflows_end") <= quota, "{out}");
     // At the peak: the flooder's quota, the victim's 500 and a few more.
     assert!(v("megaflows_peak") <= quota + 600.0, "{out}");
-    assert!(v("rss_growth_mb") <= 64.0, "eswitchd grew too much:\n{out}");
+    // 72 MB: the flow key is 44 words since it holds reg8..reg15 (OVN's
+    // logical ports): every megaflow's key and mask, and the EMC's
+    // entries, grew by a tenth (the bound was 64 MB at 40 words).
+    assert!(v("rss_growth_mb") <= 72.0, "eswitchd grew too much:\n{out}");
     // The flooder's misses were admitted, and each counted once: admitted
     // and dropped together are at most what its port received (the flood
     // and its kernel's own few packets, ARP; how many are dropped depends

@@ -269,6 +269,9 @@ pub fn run_on<B: crate::switch::Device>(
         }
     }
     drop(events);
+    // The main thread's handles on the switch go before it stops (it
+    // must be the last holder).
+    drop((main_conns, main_core));
     ovsdb_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(t) = ovsdb_thread {
         if t.join().is_err() {
