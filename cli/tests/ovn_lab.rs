@@ -322,6 +322,21 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
         );
     }
 
+    // The `system` datapath says what eswitch does (ovn-controller reads
+    // it), and only that.
+    let caps = ovn.vsctl(&["--columns=capabilities", "list", "Datapath"]);
+    for key in [
+        "ct_flush=\"true\"",
+        "dp_hash_l4_sym_support=\"true\"",
+        "recirc=\"true\"",
+    ] {
+        assert!(caps.contains(key), "Datapath capabilities: {caps}");
+    }
+    assert!(!caps.contains("check_pkt_len"), "{caps}");
+    assert!(ovn
+        .vsctl(&["get", "Open_vSwitch", ".", "datapaths"])
+        .contains("system"));
+
     // The logical network.
     ovn.nbctl(&["ls-add", "sw0"]);
     for n in 1..=2 {

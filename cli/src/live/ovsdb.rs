@@ -34,6 +34,24 @@ pub const LOCAL_OFPORT: i64 = 65534;
 /// The interface types this daemon takes (`Open_vSwitch.iface_types`).
 pub const IFACE_TYPES: [&str; 4] = ["", "internal", "geneve", "vxlan"];
 
+/// `Datapath.capabilities` of the `system` datapath: only what eswitch
+/// does (the keys Open vSwitch writes; a key missing reads as false, and
+/// ovn-controller then writes simpler flows). `ct_flush`: NXT_CT_FLUSH;
+/// `dp_hash_l4_sym_support`: the symmetric L4 `hash` of dp_hash groups.
+pub const CAPABILITIES: [(&str, &str); 11] = [
+    ("recirc", "true"),
+    ("ct_state", "true"),
+    ("ct_zone", "true"),
+    ("ct_mark", "true"),
+    ("ct_label", "true"),
+    ("ct_state_nat", "true"),
+    ("ct_orig_tuple", "true"),
+    ("ct_orig_tuple6", "true"),
+    ("ct_flush", "true"),
+    ("dp_hash_l4_sym_support", "true"),
+    ("max_vlan_headers", "2"),
+];
+
 /// One interface of the bridge as the database has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Iface {
@@ -102,7 +120,8 @@ pub fn spawn(
 /// The monitored columns.
 fn monitor_requests() -> Value {
     json!({
-        "Open_vSwitch": {"columns": ["next_cfg", "cur_cfg", "bridges", "iface_types", "datapath_types"]},
+        "Open_vSwitch": {"columns": ["next_cfg", "cur_cfg", "bridges", "iface_types", "datapath_types", "datapaths"]},
+        "Datapath": {"columns": ["capabilities", "datapath_version"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id"]},
         "Port": {"columns": ["name", "interfaces"]},
         "Interface": {"columns": ["name", "type", "options", "ofport", "ofport_request", "error",
@@ -356,6 +375,41 @@ fn write_back(
         }
         if !cols.is_empty() {
             ops.push(op::update("Open_vSwitch", vec![op::uuid_is(uuid)], &cols));
+        }
+        // The `system` datapath's row: made once, its capabilities kept.
+        let caps = Datum::string_map(CAPABILITIES);
+        let system = row
+            .get("datapaths")
+            .and_then(|d| d.get("system"))
+            .and_then(|a| a.as_uuid())
+            .map(str::to_string);
+        match system {
+            Some(dp) => {
+                if differs(db.row("Datapath", &dp), "capabilities", &caps) {
+                    ops.push(op::update(
+                        "Datapath",
+                        vec![op::uuid_is(&dp)],
+                        &[("capabilities", caps)],
+                    ));
+                }
+            }
+            None => {
+                let version = Datum::string(concat!("eswitchd ", env!("CARGO_PKG_VERSION")));
+                ops.push(op::insert(
+                    "Datapath",
+                    &[("capabilities", caps), ("datapath_version", version)],
+                    Some("dp"),
+                ));
+                ops.push(op::mutate(
+                    "Open_vSwitch",
+                    vec![op::uuid_is(uuid)],
+                    vec![json!([
+                        "datapaths",
+                        "insert",
+                        ["map", [["system", ["named-uuid", "dp"]]]]
+                    ])],
+                ));
+            }
         }
     }
     ops
