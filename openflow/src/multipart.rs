@@ -400,7 +400,6 @@ impl MpReply {
 
     pub(crate) fn emit(&self, version: u8, out: &mut Vec<u8>) {
         use crate::versions as vs;
-        let v14 = version >= crate::header::V14;
         match self {
             MpReply::Desc(d) => d.emit(out),
             MpReply::Flow(v) => v.iter().for_each(|f| vs::flow_stats_emit(f, version, out)),
@@ -409,14 +408,12 @@ impl MpReply {
             }
             MpReply::Aggregate(a) => a.emit(out),
             MpReply::Table(v) => v.iter().for_each(|t| t.emit(out)),
-            MpReply::PortStats(v) if v14 => v.iter().for_each(|p| vs::port_stats_emit_v14(p, out)),
-            MpReply::PortStats(v) => v.iter().for_each(|p| p.emit(out)),
+            MpReply::PortStats(v) => v.iter().for_each(|p| vs::port_stats_emit(p, version, out)),
             MpReply::Meter(v) => v.iter().for_each(|m| m.emit(out)),
             MpReply::MeterConfig(v) => v.iter().for_each(|m| m.emit(out)),
             MpReply::MeterFeatures(f) => f.emit(out),
             MpReply::TableFeatures(v) => v.iter().for_each(|t| t.emit(out)),
-            MpReply::PortDesc(ports) if v14 => ports.iter().for_each(|p| vs::port_emit_v14(p, out)),
-            MpReply::PortDesc(ports) => ports.iter().for_each(|p| p.emit(out)),
+            MpReply::PortDesc(ports) => ports.iter().for_each(|p| vs::port_emit(p, version, out)),
             MpReply::Group(v) => v.iter().for_each(|g| g.emit(out)),
             MpReply::GroupDesc(v) => v.iter().for_each(|g| vs::group_desc_emit(g, version, out)),
             MpReply::GroupFeatures(f) => f.emit(out),

@@ -497,6 +497,23 @@ fn emit_bucket_v15(b: &Bucket, index: usize, group_type: u8, out: &mut Vec<u8>) 
     patch_len(out, start, start);
 }
 
+/// A group's buckets, their length written at `at`, then its
+/// properties (GROUP_MOD and GROUP_DESC alike).
+fn emit_buckets_v15(
+    buckets: &[Bucket],
+    group_type: u8,
+    method: &Option<(String, u64)>,
+    at: usize,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    for (i, b) in buckets.iter().enumerate() {
+        emit_bucket_v15(b, i, group_type, out);
+    }
+    patch_len(out, start, at);
+    emit_group_props(method, out);
+}
+
 /// A group's selection method property (Netronome's, as Open vSwitch
 /// writes it): type, length, experimenter, exp_type, pad, the method's
 /// name (16 bytes), its parameter, the fields.
@@ -573,12 +590,7 @@ pub fn group_mod_emit_v15(g: &GroupMod, out: &mut Vec<u8>) {
     out.put_u16(0);
     out.put_zeros(2);
     out.put_u32(g.command_bucket_id);
-    let start = out.len();
-    for (i, b) in g.buckets.iter().enumerate() {
-        emit_bucket_v15(b, i, g.group_type, out);
-    }
-    patch_len(out, start, at);
-    emit_group_props(&g.method, out);
+    emit_buckets_v15(&g.buckets, g.group_type, &g.method, at, out);
 }
 
 /// One GROUP_DESC entry as `version` writes it.
@@ -594,12 +606,7 @@ pub fn group_desc_emit(g: &GroupDesc, version: u8, out: &mut Vec<u8>) {
     let at = out.len();
     out.put_u16(0);
     out.put_zeros(6);
-    let bstart = out.len();
-    for (i, b) in g.buckets.iter().enumerate() {
-        emit_bucket_v15(b, i, g.group_type, out);
-    }
-    patch_len(out, bstart, at);
-    emit_group_props(&g.method, out);
+    emit_buckets_v15(&g.buckets, g.group_type, &g.method, at, out);
     patch_len(out, start, start);
 }
 

@@ -18,7 +18,7 @@
 //! on from the start. The interface named as the bridge is its local port
 //! (OpenFlow port 65534, `LOCAL`). Other bridges are left as they are.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -206,25 +206,22 @@ fn map_pairs(d: Option<&Datum>) -> Vec<(String, String)> {
     }
 }
 
+/// The UUIDs a reference column of `row` holds.
+fn uuids<'a>(row: &'a ::ovsdb::Row, col: &str) -> impl Iterator<Item = &'a str> + 'a {
+    row.get(col).into_iter().flat_map(|d| d.uuids())
+}
+
 /// What the database wants of `bridge`.
 pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
     let Some((_, br)) = db.find("Bridge", "name", bridge) else {
         return Wanted::default();
     };
     let mut ifaces = Vec::new();
-    let ports = br
-        .get("ports")
-        .map(|d| d.uuids().collect::<Vec<_>>())
-        .unwrap_or_default();
-    for p in ports {
+    for p in uuids(br, "ports") {
         let Some(port) = db.row("Port", p) else {
             continue;
         };
-        for i in port
-            .get("interfaces")
-            .map(|d| d.uuids().collect::<Vec<_>>())
-            .unwrap_or_default()
-        {
+        for i in uuids(port, "interfaces") {
             let Some(row) = db.row("Interface", i) else {
                 continue;
             };
@@ -246,11 +243,7 @@ pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
         }
     }
     ifaces.sort_by(|a, b| a.name.cmp(&b.name));
-    let controllers = br
-        .get("controller")
-        .map(|d| d.uuids().collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
+    let controllers = uuids(br, "controller")
         .filter_map(|u| {
             db.row("Controller", u)?
                 .get("target")?
@@ -467,11 +460,6 @@ impl Managed {
 
     pub fn deleted(&mut self, name: &str) {
         self.ports.remove(name);
-    }
-
-    /// The names it holds.
-    pub fn names(&self) -> BTreeSet<String> {
-        self.ports.keys().cloned().collect()
     }
 }
 

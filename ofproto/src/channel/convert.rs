@@ -493,6 +493,11 @@ fn field_header(f: Field) -> Option<u32> {
         .iter()
         .chain(DECODE_ONLY)
         .find(|wf| wf.key == f && wf.conv == Plain && wf.class != CLASS_ONF)?;
+    wire_header(wf)
+}
+
+/// The 32-bit NXM/OXM header naming a wire field, unmasked.
+fn wire_header(wf: &WireField) -> Option<u32> {
     let (width, _) = field_spec(wf.class, wf.field)?;
     Some((u32::from(wf.class) << 16) | (u32::from(wf.field) << 9) | width as u32)
 }
@@ -513,10 +518,7 @@ fn range_header(r: &FieldRange, m: &Match) -> Option<u32> {
             && field_def(wf.name).is_some_and(|d| d.prereq.holds(m))
     });
     match fitting {
-        Some(wf) => {
-            let (width, _) = field_spec(wf.class, wf.field)?;
-            Some((u32::from(wf.class) << 16) | (u32::from(wf.field) << 9) | width as u32)
-        }
+        Some(wf) => wire_header(wf),
         None => field_header(r.field),
     }
 }
@@ -677,11 +679,10 @@ fn reg_load_bits(ofs: u16, n_bits: u16, value: u64, width: u32) -> Result<(u128,
     if u32::from(ofs) + u32::from(n_bits) > width || n_bits > 64 {
         return Err(OfpError::new(BAD_ACTION, 5));
     }
-    let n = ones(n_bits as u8);
-    if u128::from(value) & !n != 0 {
+    if u128::from(value) & !ones(n_bits as u8) != 0 {
         return Err(OfpError::new(BAD_ACTION, 5));
     }
-    Ok((u128::from(value) << ofs, n << ofs))
+    Ok(openflow::regs::load_bits(ofs, n_bits, value))
 }
 
 /// An `NXAST_REG_LOAD` into the field `dst` names of the `mask` bits of
