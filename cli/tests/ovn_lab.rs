@@ -96,6 +96,15 @@ impl Ovn {
         run("ovn-nbctl", &all).unwrap_or_else(|e| panic!("{T}: {e}"))
     }
 
+    /// `ovs-ofctl -O OpenFlow15 CMD br-int.mgmt ARGS...`.
+    fn ofctl(&self, cmd: &[&str]) -> String {
+        let target = format!("unix:{}", self.path("br-int.mgmt"));
+        let (first, rest) = cmd.split_first().expect("a command");
+        let mut all = vec!["-O", "OpenFlow15", first, target.as_str()];
+        all.extend_from_slice(rest);
+        run("ovs-ofctl", &all).unwrap_or_else(|e| panic!("{T}: {e}"))
+    }
+
     fn vsctl(&self, args: &[&str]) -> String {
         let db = format!("--db={}", self.sock("ovs"));
         let mut all = vec![db.as_str(), "--timeout=10"];
@@ -346,12 +355,26 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
         ovn.nbctl(&["lsp-set-addresses", &lsp, &addr]);
         ovn.nbctl(&["lsp-set-port-security", &lsp, &addr]);
     }
-    // A security group: out, anything (and its replies); in, ICMP and
-    // SSH; the rest dropped.
+    // A security group: out, anything (and its replies); in, ICMP, SSH,
+    // and two web ports from an address set (which OVN compiles to
+    // conjunctive flows: a clause for the sources, one for the ports);
+    // the rest dropped.
+    ovn.nbctl(&[
+        "create",
+        "Address_Set",
+        "name=web",
+        "addresses=\"198.18.0.1\",\"198.18.0.9\"",
+    ]);
     for (dir, prio, m, verdict) in [
         ("from-lport", "1002", "ip4", "allow-related"),
         ("to-lport", "1002", "ip4 && icmp4", "allow-related"),
         ("to-lport", "1002", "ip4 && tcp.dst == 22", "allow-related"),
+        (
+            "to-lport",
+            "1002",
+            "ip4.src == $web && tcp.dst == {8080, 8443}",
+            "allow-related",
+        ),
         ("to-lport", "1000", "ip4", "drop"),
     ] {
         ovn.nbctl(&["acl-add", "sw0", dir, prio, m, verdict]);
@@ -389,6 +412,15 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
     assert!(
         !tcp_talks(vm1, vm2, "198.18.0.2", 80),
         "TCP to port 80 is dropped"
+    );
+    assert!(
+        tcp_talks(vm1, vm2, "198.18.0.2", 8443),
+        "TCP from the address set to a port of the set is allowed"
+    );
+    let flows = ovn.ofctl(&["dump-flows"]);
+    assert!(
+        flows.contains("conjunction(") && flows.contains("conj_id="),
+        "the address set's ACL is conjunctive flows:\n{flows}"
     );
     assert!(pings(vm2, "198.18.0.1"), "vm2 pings vm1 back");
 

@@ -148,7 +148,7 @@ macro_rules! fields {
 // 30 recirc_id[63:32] dp_hash[31:0]
 // 31 ct_state[63:56] ct_nw_proto[55:48] ct_zone[47:32] ct_mark[31:0]
 // 32,33 ct_label   34 ct_nw_src[63:32] ct_nw_dst[31:0]
-// 35,36 ct_ipv6_src   37,38 ct_ipv6_dst   39 ct_tp_src[63:48] ct_tp_dst[47:32]
+// 35,36 ct_ipv6_src   37,38 ct_ipv6_dst   39 ct_tp_src[63:48] ct_tp_dst[47:32] conj_id[31:0]
 // 40..43 reg8..reg15 (two per word: xreg<n> is word 2+n for n < 4, 36+n
 //    after; xxreg<n> the two words of four registers)
 fields! {
@@ -274,6 +274,10 @@ fields! {
     CtTpSrc "ct_tp_src" (39, 48, 16) ct_tp_src set_ct_tp_src;
     /// The original direction's L4 destination port (ICMP: code).
     CtTpDst "ct_tp_dst" (39, 32, 16) ct_tp_dst set_ct_tp_dst;
+    /// The conjunctive match a lookup completed (`conj_id`): zero in every
+    /// packet; a table sets it only while it looks for the flow that
+    /// matches `conj_id=N` (see ofproto's classifier).
+    ConjId "conj_id" (39, 0, 32) conj_id set_conj_id;
     /// Pipeline register 8.
     Reg8 "reg8" (40, 32, 32) reg8 set_reg8;
     /// Pipeline register 9.

@@ -42,6 +42,7 @@
 pub mod bridge;
 pub mod channel;
 pub mod classifier;
+mod conjunction;
 pub mod group;
 pub mod mac;
 pub mod meter;

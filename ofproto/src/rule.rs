@@ -164,6 +164,12 @@ pub enum OfAction {
     Pop(FieldRange),
     /// `note:HH.HH...`: bytes kept with the flow; it does nothing.
     Note(Vec<u8>),
+    /// `conjunction(ID,K/N)`: this flow is clause `clause` (0-based; the
+    /// text's K is `clause + 1`) of the `n_clauses` clauses of conjunctive
+    /// match `id`. A flow with it has only conjunctions (and notes); the
+    /// table never answers a lookup with it, but with the flow matching
+    /// `conj_id=ID` once every clause has a match (see `crate::table`).
+    Conjunction { id: u32, clause: u8, n_clauses: u8 },
     /// `dec_ttl`.
     DecTtl,
     /// `resubmit(,TABLE)`: look the packet up in another table now and run
@@ -258,6 +264,53 @@ impl Instructions {
             OfAction::Group(g) => Some(*g),
             _ => None,
         })
+    }
+
+    /// The `conjunction(id, clause, n_clauses)` actions of a conjunctive
+    /// flow (empty for any other flow).
+    pub fn conjunctions(&self) -> impl Iterator<Item = (u32, u8, u8)> + '_ {
+        self.apply.iter().filter_map(|a| match *a {
+            OfAction::Conjunction {
+                id,
+                clause,
+                n_clauses,
+            } => Some((id, clause, n_clauses)),
+            _ => None,
+        })
+    }
+
+    /// What shares a flow with its `conjunction` actions that may not (as
+    /// Open vSwitch: only other conjunctions and notes may), or `None`.
+    /// `Some(Err(name))` names an instruction, `Some(Ok(a))` an action.
+    pub fn conjunction_conflict(&self) -> Option<Result<&OfAction, &'static str>> {
+        let in_write = self.write.iter().flatten();
+        let conj = |a: &&OfAction| matches!(a, OfAction::Conjunction { .. });
+        if !self.apply.iter().any(|a| conj(&a)) {
+            // A conjunction in the action set is refused as beside
+            // write_actions.
+            return in_write
+                .clone()
+                .any(|a| conj(&a))
+                .then_some(Err("write_actions"));
+        }
+        if let Some(a) = self
+            .apply
+            .iter()
+            .find(|a| !matches!(a, OfAction::Conjunction { .. } | OfAction::Note(_)))
+        {
+            return Some(Ok(a));
+        }
+        let others = [
+            (self.meter.is_some(), "meter"),
+            (self.clear_actions, "clear_actions"),
+            (self.write.is_some(), "write_actions"),
+            (self.write_metadata.is_some(), "write_metadata"),
+            (self.goto_table.is_some(), "goto_table"),
+        ];
+        others
+            .iter()
+            .find(|(on, _)| *on)
+            .map(|&(_, name)| Err(name))
     }
 
     /// True for `actions=drop`: nothing at all.

@@ -75,6 +75,12 @@ impl Rule {
             .any(|a| matches!(a, OfAction::Output { port: p, .. } if *p == port))
     }
 
+    /// True for a flow of `conjunction` actions: a soft flow, never a
+    /// lookup's answer (see `crate::conjunction`).
+    pub fn is_conjunctive(&self) -> bool {
+        self.spec.instructions.conjunctions().next().is_some()
+    }
+
     /// True when the rule's instructions run `group` (`None`: any rule;
     /// the `out_group` filter).
     pub fn outputs_to_group(&self, group: Option<u32>) -> bool {
@@ -168,6 +174,8 @@ pub struct FlowTable {
     /// have some (a pass runs expiry, and a table of 100,000 rules without
     /// timeouts would be walked for nothing at each).
     timed: usize,
+    /// Conjunctive rules: a table with none looks up the plain way.
+    conjunctive: usize,
 }
 
 fn timed(r: &Rule) -> bool {
@@ -184,6 +192,7 @@ impl FlowTable {
             generation: 0,
             max_rules,
             timed: 0,
+            conjunctive: 0,
         }
     }
 
@@ -216,7 +225,11 @@ impl FlowTable {
 
     /// The highest-priority rule matching `key`, recording what was read.
     pub fn lookup(&self, key: &FlowKey, wc: &mut Wildcards) -> Option<(RuleId, &Rule)> {
-        let id = self.cls.lookup(key, wc)?;
+        let id = if self.conjunctive == 0 {
+            self.cls.lookup(key, wc)?
+        } else {
+            crate::conjunction::lookup(self, key, wc)?
+        };
         self.rule(id).map(|r| (id, r))
     }
 
@@ -242,6 +255,7 @@ impl FlowTable {
         };
         let id = RuleId(id);
         self.timed += usize::from(timed(&rule));
+        self.conjunctive += usize::from(rule.is_conjunctive());
         self.cls.insert(id, &rule.spec.matched, rule.spec.priority);
         self.slots[id.0 as usize] = Some(rule);
         id
@@ -250,6 +264,7 @@ impl FlowTable {
     fn take(&mut self, id: RuleId) -> Option<Rule> {
         let rule = self.slots.get_mut(id.0 as usize)?.take()?;
         self.timed -= usize::from(timed(&rule));
+        self.conjunctive -= usize::from(rule.is_conjunctive());
         self.cls.remove(id, &rule.spec.matched, rule.spec.priority);
         self.free.push(id.0);
         Some(rule)
@@ -479,7 +494,9 @@ impl FlowTables {
                     for &id in &sel {
                         if let Some(Some(r)) = table.slots.get_mut(id.0 as usize) {
                             touched.push((t, r.spec.matched));
+                            table.conjunctive -= usize::from(r.is_conjunctive());
                             r.spec.instructions = fm.rule.instructions.clone();
+                            table.conjunctive += usize::from(r.is_conjunctive());
                             r.modified = now;
                             if fm.rule.flags.reset_counts {
                                 r.packets = 0;

@@ -237,6 +237,7 @@ pub const PIPELINE_FIELDS: &[Field] = &[
     Field::Reg13,
     Field::Reg14,
     Field::Reg15,
+    Field::ConjId,
 ];
 
 #[cfg(test)]

@@ -606,3 +606,55 @@ table=0,priority=5,arp,actions=NORMAL
     assert_eq!(e.error.to_string(), "unknown field \"nw_srcc\"");
     assert_eq!(e.to_string(), "line 4: unknown field \"nw_srcc\"");
 }
+
+#[test]
+fn conjunctions_and_conj_id_read_and_print_as_ovs_ofctl_writes_them() {
+    let fm = parse_flow(
+        "priority=100,ip,nw_src=198.18.0.1,actions=conjunction(7,2/3),note:01,conjunction(4294967295,64/64)",
+        Add,
+    )
+    .unwrap();
+    assert_eq!(
+        fm.rule.instructions.conjunctions().collect::<Vec<_>>(),
+        vec![(7, 1, 3), (u32::MAX, 63, 64)]
+    );
+    assert_eq!(
+        format_instructions(&fm.rule.instructions),
+        "conjunction(7,2/3),note:01,conjunction(4294967295,64/64)"
+    );
+    let fm = parse_flow("conj_id=7,tcp,actions=output:2", Add).unwrap();
+    assert_eq!(
+        vm(&fm.rule.matched, Field::ConjId),
+        (7, full(Field::ConjId))
+    );
+    assert_eq!(format_match(&fm.rule.matched), "conj_id=7,tcp");
+    // Open vSwitch's refusals, in its words.
+    for (text, why) in [
+        (
+            "actions=conjunction(1,1/2),output:2",
+            "such as the \"output\" action used here",
+        ),
+        (
+            "actions=conjunction(1,1/2),goto_table:3",
+            "such as the \"goto_table\" action",
+        ),
+        ("actions=conjunction(1,1/1)", "at least 2 clauses"),
+        ("actions=conjunction(1,1/65)", "at most 64 clauses"),
+        (
+            "actions=conjunction(1,0/2)",
+            "clause index must be positive",
+        ),
+        (
+            "actions=conjunction(1,3/2)",
+            "less than or equal to number of clauses",
+        ),
+        (
+            "actions=conjunction(1)",
+            "syntax is \"conjunction(id,i/n)\"",
+        ),
+        ("conj_id=1/0xff,actions=drop", "conj_id"),
+    ] {
+        let e = err(text, Add);
+        assert!(e.contains(why), "{text}: {e}");
+    }
+}

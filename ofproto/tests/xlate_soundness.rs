@@ -275,8 +275,37 @@ fn random_bridge(r: &mut Rng) -> Bridge {
             br.apply_flow_mod(&ofproto::FlowMod::add(spec), now)
                 .expect("valid random rule");
         }
+        if r.chance(30) {
+            add_conjunctions(r, &mut br, t, n_tables, now);
+        }
     }
     br
+}
+
+/// Conjunctive flows in table `t`: two-clause conjunctions 1 and 2 over
+/// random matches at one priority, and a `conj_id` flow for each.
+fn add_conjunctions(r: &mut Rng, br: &mut Bridge, t: u8, n_tables: u8, now: Timestamp) {
+    let prio = Priority(r.below(40) as u16);
+    for _ in 0..2 + r.below(4) {
+        let mut spec = RuleSpec::new(TableId(t), prio, random_match(r));
+        spec.instructions.apply.push(OfAction::Conjunction {
+            id: 1 + r.below(2) as u32,
+            clause: r.below(2) as u8,
+            n_clauses: 2,
+        });
+        br.apply_flow_mod(&ofproto::FlowMod::add(spec), now)
+            .expect("valid conjunctive rule");
+    }
+    for id in 1..=2u128 {
+        let mut m = random_match(r);
+        m.set_field_masked(Field::ConjId, id, u32::MAX.into());
+        let mut spec = RuleSpec::new(TableId(t), Priority(r.below(40) as u16), m);
+        for _ in 0..1 + r.below(3) {
+            spec.instructions.apply.push(random_action(r, t, n_tables));
+        }
+        br.apply_flow_mod(&ofproto::FlowMod::add(spec), now)
+            .expect("valid conj_id rule");
+    }
 }
 
 /// A packet near the rules' values.
@@ -464,7 +493,7 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
             prereqs(mask);
         }
         // Registers and metadata only: pipeline fields.
-        OfAction::Note(_) | OfAction::Controller(_) => {}
+        OfAction::Note(_) | OfAction::Controller(_) | OfAction::Conjunction { .. } => {}
         OfAction::DecTtl => {
             mask.set_exact(Field::IpTtl);
             prereqs(mask);
@@ -523,13 +552,15 @@ fn actions_read(br: &Bridge) -> Mask {
 /// (every rule on a miss). A classifier probes one subtable per mask and
 /// stops at the first whose highest priority is below the best found, and
 /// its trie checks read no bit beyond the prefix of the subtable they skip,
-/// so it reads no more than that.
+/// so it reads no more than that. A table with conjunctive flows may look
+/// again below the answer (the `conj_id` lookup): every rule.
 fn lookup_reads(br: &Bridge, table: TableId, hit: Option<Priority>) -> Mask {
     br.tables()
         .table(table)
         .map(|t| {
+            let conjunctive = t.rules().any(|(_, r)| r.is_conjunctive());
             t.rules()
-                .filter(|(_, r)| hit.is_none_or(|p| r.spec.priority >= p))
+                .filter(|(_, r)| conjunctive || hit.is_none_or(|p| r.spec.priority >= p))
                 .fold(Mask::EMPTY, |m, (_, r)| m.union(r.spec.matched.mask()))
         })
         .unwrap_or(Mask::EMPTY)

@@ -42,6 +42,7 @@ pub mod nx {
     pub const REG_LOAD: u16 = 7;
     pub const RESUBMIT_TABLE: u16 = 14;
     pub const REG_LOAD2: u16 = 33;
+    pub const CONJUNCTION: u16 = 34;
 }
 
 /// `OFPCML_NO_BUFFER`: send the whole packet to the controller.
@@ -104,6 +105,13 @@ pub enum Action {
     /// `NXAST_NOTE`: bytes kept with the flow, nothing done (the action's
     /// padding included, as Open vSwitch keeps it).
     NxNote(Vec<u8>),
+    /// `NXAST_CONJUNCTION`: this flow is clause `clause` (0-based) of
+    /// the `n_clauses` clauses of conjunctive match `id`.
+    NxConjunction {
+        id: u32,
+        clause: u8,
+        n_clauses: u8,
+    },
     /// `NXAST_CT` (see [`crate::nx_ct`]).
     NxCt(Box<crate::nx_ct::NxCt>),
     /// `NXAST_NAT` (inside an `NXAST_CT`).
@@ -184,6 +192,11 @@ fn padded_to(
     }
     Ok(())
 }
+
+/// `NXBAC_BAD_CONJUNCTION` (Nicira's experimenter error 15): a
+/// conjunction with a bad clause count or index, or beside actions other
+/// than `conjunction` and `note`.
+pub const BAD_CONJUNCTION: OfpError = OfpError::new(crate::error::EXPERIMENTER_ERROR, 15);
 
 fn bad_action(code: u16, detail: String) -> ParseError {
     ParseError::Invalid {
@@ -353,6 +366,27 @@ impl Action {
                         }
                     }
                     nx::NOTE => Action::NxNote(b.rest().to_vec()),
+                    nx::CONJUNCTION => {
+                        fixed(16)?;
+                        let clause = b.u8("conjunction.clause")?;
+                        let n_clauses = b.u8("conjunction.n_clauses")?;
+                        let id = b.u32("conjunction.id")?;
+                        if !(2..=64).contains(&n_clauses) || clause >= n_clauses {
+                            return Err(ParseError::Invalid {
+                                what: "conjunction",
+                                detail: format!(
+                                    "clause {clause} of {n_clauses}: a conjunction has 2 to 64 \
+                                     clauses, numbered from 0 on the wire"
+                                ),
+                                error: BAD_CONJUNCTION,
+                            });
+                        }
+                        Action::NxConjunction {
+                            id,
+                            clause,
+                            n_clauses,
+                        }
+                    }
                     crate::nx_ct::CT => crate::nx_ct::parse_ct(&mut b, len)?,
                     crate::nx_ct::NAT => crate::nx_ct::parse_nat(&mut b)?,
                     crate::nx_ct::CT_CLEAR => {
@@ -495,6 +529,16 @@ impl Action {
             Action::NxNote(bytes) => {
                 nx_head(out, nx::NOTE);
                 out.extend_from_slice(bytes);
+            }
+            Action::NxConjunction {
+                id,
+                clause,
+                n_clauses,
+            } => {
+                nx_head(out, nx::CONJUNCTION);
+                out.put_u8(*clause);
+                out.put_u8(*n_clauses);
+                out.put_u32(*id);
             }
             Action::NxCt(ct) => {
                 nx_head(out, crate::nx_ct::CT);

@@ -184,6 +184,7 @@ pub const NXM1_FIELDS: &[(u8, &str, usize, bool)] = &[
     (34, "NXM_NX_TCP_FLAGS", 2, true),
     (35, "NXM_NX_DP_HASH", 4, true),
     (36, "NXM_NX_RECIRC_ID", 4, false),
+    (37, "NXM_NX_CONJ_ID", 4, false),
     (104, "NXM_NX_TUN_FLAGS", 2, true),
     (105, "NXM_NX_CT_STATE", 4, true),
     (106, "NXM_NX_CT_ZONE", 2, false),

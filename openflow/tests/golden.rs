@@ -242,3 +242,83 @@ fn nxt_packet_in2_properties_are_aligned_and_decode_back() {
     assert_eq!(PacketIn::from_nx_packet_in2(&body).expect("decodes"), out);
     assert_eq!(body.len(), 40 + 8 + 8 + 16);
 }
+
+/// ovs-ofctl's FLOW_MODs (HELLO and BARRIER around each) for
+///
+/// ```text
+/// ovs-ofctl -O OpenFlow13 --no-names add-flow unix:/tmp/cap/s.sock \
+///   "table=1,priority=100,ip,nw_src=198.18.0.1,\
+///    actions=conjunction(7,2/3),note:01,conjunction(4294967295,64/64)"
+/// ovs-ofctl -O OpenFlow13 --no-names add-flow unix:/tmp/cap/s.sock \
+///   "table=1,conj_id=7,tcp,actions=output:2"
+/// ```
+const CONJUNCTION_FLOW_MODS: [&str; 2] = [
+    "040e008000000002000000000000000000000000000000000100000000000064ffffffffffffffffffffffff000000000001001280000a02080080001604c61200010000000000000004003800000000ffff0010000023200022010300000007ffff0010000023200008010000000000ffff00100000232000223f40ffffffff",
+    "040e006000000002000000000000000000000000000000000100000000008000ffffffffffffffffffffffff000000000001001700014a040000000780000a020800800014010600000400180000000000000010000000020000000000000000",
+];
+
+#[test]
+fn ovs_ofctl_conjunctions_and_conj_id_decode_and_emit_back_exactly() {
+    let mut fms = Vec::new();
+    for hexed in CONJUNCTION_FLOW_MODS {
+        let raw = hex(hexed);
+        let (_, msg) = parse(&raw).expect("parses");
+        assert_eq!(msg.to_bytes(2).expect("emit"), raw, "emitted back the same");
+        let Message::FlowMod(fm) = msg else {
+            panic!("{msg:?}")
+        };
+        fms.push(fm);
+    }
+    let [Instruction::ApplyActions(a)] = &fms[0].instructions[..] else {
+        panic!("{:?}", fms[0].instructions)
+    };
+    // The text's K is the wire's clause + 1.
+    assert_eq!(
+        a,
+        &vec![
+            Action::NxConjunction {
+                id: 7,
+                clause: 1,
+                n_clauses: 3
+            },
+            Action::NxNote(vec![1, 0, 0, 0, 0, 0]),
+            Action::NxConjunction {
+                id: u32::MAX,
+                clause: 63,
+                n_clauses: 64
+            },
+        ]
+    );
+    // conj_id: NXM_NX_CONJ_ID (class 1, field 37), 4 bytes, no mask.
+    assert_eq!(
+        fms[1].matched.fields[0],
+        Oxm {
+            class: CLASS_NXM1,
+            field: 37,
+            value: vec![0, 0, 0, 7],
+            mask: None
+        }
+    );
+}
+
+#[test]
+fn a_conjunction_with_a_bad_clause_count_or_index_is_nxbac_bad_conjunction() {
+    let raw = hex(CONJUNCTION_FLOW_MODS[0]);
+    // The first conjunction's clause and n_clauses bytes.
+    let at = raw
+        .windows(4)
+        .position(|w| w == [0x00, 0x22, 0x01, 0x03])
+        .expect("the first conjunction")
+        + 2;
+    for (clause, n) in [(0u8, 1u8), (2, 2), (0, 65), (64, 64)] {
+        let mut bad = raw.clone();
+        bad[at] = clause;
+        bad[at + 1] = n;
+        let err = parse(&bad).expect_err("refused");
+        assert_eq!(
+            err.ofp_error(),
+            openflow::action::BAD_CONJUNCTION,
+            "clause {clause} of {n}: {err}"
+        );
+    }
+}

@@ -147,6 +147,7 @@ const WIRE: &[WireField] = &[
     w(N1, 104, "tun_flags", F::TunFlags, Plain),
     w(N1, 36, "recirc_id", F::RecircId, Plain),
     w(N1, 35, "dp_hash", F::DpHash, Plain),
+    w(N1, 37, "conj_id", F::ConjId, Plain),
     w(N1, 105, "ct_state", F::CtState, Plain),
     w(N1, 106, "ct_zone", F::CtZone, Plain),
     w(N1, 107, "ct_mark", F::CtMark, Plain),
@@ -652,6 +653,15 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             }
         }
         Action::NxNote(bytes) => OfAction::Note(bytes.clone()),
+        &Action::NxConjunction {
+            id,
+            clause,
+            n_clauses,
+        } => OfAction::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        },
         Action::Experimenter { experimenter, data } if *experimenter == NX_VENDOR => {
             let sub = data.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]]));
             match (sub, data.get(2..4)) {
@@ -788,6 +798,9 @@ pub fn instructions_from_wire(
             Instruction::Experimenter { .. } => return Err(OfpError::new(BAD_INSTRUCTION, 5)),
         }
     }
+    if i.conjunction_conflict().is_some() {
+        return Err(openflow::action::BAD_CONJUNCTION);
+    }
     Ok(i)
 }
 
@@ -893,6 +906,15 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             field: range_header(f, m)?,
         },
         OfAction::Note(bytes) => Action::NxNote(bytes.clone()),
+        &OfAction::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => Action::NxConjunction {
+            id,
+            clause,
+            n_clauses,
+        },
         OfAction::Ct(ct) => ct_to_wire(ct, m)?,
         OfAction::CtClear => Action::NxCtClear,
         OfAction::Controller(c) => Action::NxController(c.clone()),

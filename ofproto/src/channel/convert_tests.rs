@@ -235,4 +235,41 @@ fn flow_mods_the_spec_refuses_get_their_errors() {
         wire(&|w| w.instructions = vec![Instruction::GotoTable(254)]).expect_err("goto"),
         OfpError::new(3, 2)
     );
+    // A conjunction beside anything but conjunctions and notes:
+    // NXBAC_BAD_CONJUNCTION, as Open vSwitch answers.
+    let conj = Action::NxConjunction {
+        id: 7,
+        clause: 0,
+        n_clauses: 2,
+    };
+    let both = conj.clone();
+    assert_eq!(
+        wire(&move |w: &mut WireFlowMod| {
+            w.instructions = vec![Instruction::ApplyActions(vec![
+                both.clone(),
+                Action::Output {
+                    port: 2,
+                    max_len: 0,
+                },
+            ])]
+        })
+        .expect_err("conjunction with output"),
+        openflow::action::BAD_CONJUNCTION
+    );
+    let then_goto = conj.clone();
+    assert_eq!(
+        wire(&move |w: &mut WireFlowMod| {
+            w.instructions = vec![
+                Instruction::ApplyActions(vec![then_goto.clone()]),
+                Instruction::GotoTable(3),
+            ]
+        })
+        .expect_err("conjunction with goto_table"),
+        openflow::action::BAD_CONJUNCTION
+    );
+    let fm = with(conj).expect("a conjunction alone");
+    assert_eq!(
+        fm.rule.instructions.conjunctions().collect::<Vec<_>>(),
+        vec![(7, 0, 2)]
+    );
 }

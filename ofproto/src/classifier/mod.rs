@@ -333,6 +333,44 @@ impl Classifier {
     /// The highest-priority rule matching `key`, recording in `wc` every key
     /// bit the answer depended on (see the module comment).
     pub fn lookup(&self, key: &FlowKey, wc: &mut Wildcards) -> Option<RuleId> {
+        let mut best = Best(None);
+        self.walk(key, wc, &mut best);
+        best.0.map(|(_, id)| id)
+    }
+
+    /// The highest-priority rule matching `key` that is not `soft`
+    /// (`None` if there is none), and, when `softs` is given, the `soft`
+    /// rules matching `key` above it, in the order found (for conjunctive
+    /// matches: see `crate::conjunction`). Records in `wc` what both
+    /// depend on.
+    pub fn lookup_split(
+        &self,
+        key: &FlowKey,
+        wc: &mut Wildcards,
+        soft: &dyn Fn(RuleId) -> bool,
+        softs: Option<&mut Vec<(Priority, RuleId)>>,
+    ) -> Option<(Priority, RuleId)> {
+        let mut split = Split {
+            soft,
+            hard: None,
+            softs,
+        };
+        self.walk(key, wc, &mut split);
+        let hard = split.hard;
+        if let (Some(v), Some((hp, _))) = (split.softs, hard) {
+            // Softs met before the hard answer was found.
+            v.retain(|&(p, _)| p > hp);
+        }
+        hard
+    }
+
+    /// Visits, in order, every subtable that may hold a rule above
+    /// `v.floor()`, and hands `v` the rules of each node matching `key`;
+    /// records in `wc` what decided each subtable's outcome. Sound for any
+    /// visitor whose floor only rises with what it is handed (the stop
+    /// test then depends only on the outcomes so far).
+    #[inline]
+    fn walk<V: Visit>(&self, key: &FlowKey, wc: &mut Wildcards, v: &mut V) {
         let applies = address_families(key);
         let mut walks = Walks {
             done: 0,
@@ -351,9 +389,8 @@ impl Classifier {
         let mut pairs = [(0u8, 0u8); PAIR_CAP];
         let mut n_pairs = 0;
         let mut pair_tries = (0, 0);
-        let mut best: Option<(Priority, RuleId)> = None;
         for head in &self.order {
-            if best.is_some_and(|(bp, _)| bp >= head.max_priority) {
+            if v.floor().is_some_and(|f| f >= head.max_priority) {
                 break;
             }
             let usable = head.tries & applies;
@@ -398,10 +435,8 @@ impl Classifier {
                 debug_assert!(false, "order names a free slot");
                 continue;
             };
-            if let Some(found) = st.probe(key, &mut acc) {
-                if best.is_none_or(|(bp, _)| found.0 > bp) {
-                    best = Some(found);
-                }
+            if let Some(rules) = st.probe(key, &mut acc) {
+                v.hit(rules);
             }
         }
         if n_pairs > 0 {
@@ -414,7 +449,6 @@ impl Classifier {
             or_prefix(&mut acc, TRIE_FIELDS[t], n);
         }
         wc.unwildcard_mask(&Mask::from_words(acc));
-        best.map(|(_, id)| id)
     }
 
     /// The tries among `usable` (walked ones, that the subtable of `head`
@@ -488,6 +522,62 @@ impl Classifier {
             .iter()
             .filter_map(|h| self.slots[h.slot as usize].as_ref())
             .flat_map(|st| st.iter())
+    }
+}
+
+/// What a walk does with the matching nodes it finds.
+trait Visit {
+    /// Subtables whose rules all have priorities at or below this are not
+    /// visited (`None`: all are).
+    fn floor(&self) -> Option<Priority>;
+    /// The rules of a node matching the key, highest priority first.
+    fn hit(&mut self, rules: &[(Priority, RuleId)]);
+}
+
+/// The plain lookup: the best rule, the first found among equals.
+struct Best(Option<(Priority, RuleId)>);
+
+impl Visit for Best {
+    #[inline]
+    fn floor(&self) -> Option<Priority> {
+        self.0.map(|(p, _)| p)
+    }
+
+    #[inline]
+    fn hit(&mut self, rules: &[(Priority, RuleId)]) {
+        if let Some(&found) = rules.first() {
+            if self.0.is_none_or(|(bp, _)| found.0 > bp) {
+                self.0 = Some(found);
+            }
+        }
+    }
+}
+
+/// [`Classifier::lookup_split`]'s walk: soft rules never raise the floor.
+struct Split<'a> {
+    soft: &'a dyn Fn(RuleId) -> bool,
+    hard: Option<(Priority, RuleId)>,
+    softs: Option<&'a mut Vec<(Priority, RuleId)>>,
+}
+
+impl Visit for Split<'_> {
+    fn floor(&self) -> Option<Priority> {
+        self.hard.map(|(p, _)| p)
+    }
+
+    fn hit(&mut self, rules: &[(Priority, RuleId)]) {
+        for &(p, id) in rules {
+            if self.hard.is_some_and(|(hp, _)| p <= hp) {
+                return;
+            }
+            if !(self.soft)(id) {
+                self.hard = Some((p, id));
+                return;
+            }
+            if let Some(v) = self.softs.as_deref_mut() {
+                v.push((p, id));
+            }
+        }
     }
 }
 

@@ -59,15 +59,17 @@ use crate::Priority;
 
 /// Key words of each lookup stage, in hashing order: metadata (in_port,
 /// pkt_mark, metadata, registers, tunnel, recirculation, ct state, zone,
-/// mark and label), L2, L3 (with the ct original addresses), L4 (ports and
-/// flags, ND target, ARP/ND link-layer addresses, the ct original ports).
+/// mark and label, the ct original ports with conj_id), L2, L3 (with the ct
+/// original addresses), L4 (ports and flags, ND target, ARP/ND link-layer
+/// addresses). conj_id is in the first stage: a packet (conj_id 0) misses a
+/// `conj_id=N` flow's subtable there, on the metadata bits alone.
 pub(crate) const STAGE_WORDS: [&[u8]; 4] = [
     &[
-        0, 1, 2, 3, 4, 5, 6, 7, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 40, 41, 42, 43,
+        0, 1, 2, 3, 4, 5, 6, 7, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 39, 40, 41, 42, 43,
     ],
     &[8, 9, 10],
     &[11, 12, 14, 15, 16, 17, 34, 35, 36, 37, 38],
-    &[13, 18, 19, 20, 21, 39],
+    &[13, 18, 19, 20, 21],
 ];
 
 /// Word of the port pair and shift of `tp_dst` in it: `tp_src << 16 |
@@ -445,11 +447,16 @@ impl Subtable {
         None
     }
 
-    /// Looks `key` up in this subtable's stages and nodes: the best rule of
-    /// the node matching `key`, if any. ORs into `acc` the key bits the
-    /// answer depends on (see the module comment for why each is enough).
+    /// Looks `key` up in this subtable's stages and nodes: the rules of the
+    /// node matching `key` (highest priority first), if any. ORs into `acc`
+    /// the key bits the answer depends on (see the module comment for why
+    /// each is enough).
     #[inline]
-    pub fn probe(&self, key: &FlowKey, acc: &mut [u64; KEY_WORDS]) -> Option<(Priority, RuleId)> {
+    pub fn probe(
+        &self,
+        key: &FlowKey,
+        acc: &mut [u64; KEY_WORDS],
+    ) -> Option<&[(Priority, RuleId)]> {
         let kw = key.words();
         let mut h = WordHasher::new();
         let mut j = 0usize;
@@ -474,7 +481,7 @@ impl Subtable {
         }
         if let Some(node) = self.matching_node(kw, h.finish()) {
             self.fold(acc, n);
-            return node.rules.first().copied();
+            return Some(&node.rules);
         }
         if let Some(pt) = &self.ports {
             let hit = pt.trie.lookup(pt.value(kw));
@@ -583,7 +590,10 @@ mod tests {
         let mut acc = [0u64; KEY_WORDS];
         let mut k = FlowKey::ZERO;
         k.set_tp_dst(99);
-        assert_eq!(st.probe(&k, &mut acc), Some((Priority(5), RuleId(1))));
+        assert_eq!(
+            st.probe(&k, &mut acc).and_then(|r| r.first().copied()),
+            Some((Priority(5), RuleId(1)))
+        );
         assert_eq!(acc, [0u64; KEY_WORDS]);
         assert_eq!(
             st.remove(RuleId(1), &Match::catch_all(), Priority(5)),
@@ -604,12 +614,18 @@ mod tests {
         assert!(!st.insert(RuleId(2), &m, Priority(9)));
         assert_eq!(st.max_priority(), Priority(9));
         let mut acc = [0u64; KEY_WORDS];
-        assert_eq!(st.probe(&k, &mut acc), Some((Priority(9), RuleId(2))));
+        assert_eq!(
+            st.probe(&k, &mut acc).and_then(|r| r.first().copied()),
+            Some((Priority(9), RuleId(2)))
+        );
         assert_eq!(st.find_exact(&m, Priority(5)), Some(RuleId(1)));
         assert_eq!(st.remove(RuleId(2), &m, Priority(5)), Removed::Absent);
         assert_eq!(st.remove(RuleId(2), &m, Priority(9)), Removed::Rule);
         assert_eq!(st.max_priority(), Priority(5));
-        assert_eq!(st.probe(&k, &mut acc), Some((Priority(5), RuleId(1))));
+        assert_eq!(
+            st.probe(&k, &mut acc).and_then(|r| r.first().copied()),
+            Some((Priority(5), RuleId(1)))
+        );
         assert_eq!(st.remove(RuleId(1), &m, Priority(5)), Removed::Node);
         assert_eq!(st.iter().count(), 0);
     }

@@ -125,6 +125,16 @@ pub(crate) fn parse_instructions(s: &str, tlv: &TlvTable) -> Result<Instructions
             Item::Goto(t) => ins.goto_table = Some(t),
         }
     }
+    if let Some(other) = ins.conjunction_conflict() {
+        let other = match other {
+            Ok(a) => super::print::action_name(a),
+            Err(name) => name.to_string(),
+        };
+        return Err(ParseError::new(
+            s,
+            ParseErrorKind::ConjunctionNotAlone { other },
+        ));
+    }
     Ok(ins)
 }
 
@@ -382,6 +392,10 @@ fn parse_action(
             OfAction::Pop(dst)
         }
         "note" => note(name, colon(name, arg)?)?,
+        "conjunction" => match arg {
+            Arg::Paren(args) => conjunction(name, args)?,
+            _ => return Err(ValueError::bad(CONJUNCTION_SYNTAX).at(item, name)),
+        },
         "dec_ttl" => match arg {
             Arg::None => OfAction::DecTtl,
             _ => {
@@ -541,6 +555,42 @@ fn note(name: &str, text: &str) -> Result<OfAction, ParseError> {
     Ok(OfAction::Note(
         value::dotted_hex(text).map_err(|e| e.at(text, name))?,
     ))
+}
+
+const CONJUNCTION_SYNTAX: &str = "\"conjunction\" syntax is \"conjunction(id,i/n)\"";
+
+/// `conjunction(ID,K/N)`: clause K (from 1) of N (2 to 64).
+fn conjunction(name: &str, args: &str) -> Result<OfAction, ParseError> {
+    let bad = |reason: &str| Err(ValueError::bad(reason).at(args, name));
+    let Some((id, kn)) = args.split_once(',') else {
+        return bad(CONJUNCTION_SYNTAX);
+    };
+    let Some((k, n)) = kn.split_once('/') else {
+        return bad(CONJUNCTION_SYNTAX);
+    };
+    let num = |t: &str, max: u128| value::number_max(t.trim(), max).ok();
+    let (Some(id), Some(k), Some(n)) = (num(id, u128::from(u32::MAX)), num(k, 255), num(n, 255))
+    else {
+        return bad(CONJUNCTION_SYNTAX);
+    };
+    if n < 2 {
+        return bad("conjunction must have at least 2 clauses");
+    }
+    if n > 64 {
+        return bad("conjunction must have at most 64 clauses");
+    }
+    if k < 1 {
+        return bad("clause index must be positive");
+    }
+    if k > n {
+        return bad("clause index must be less than or equal to number of clauses");
+    }
+    // Each checked against its maximum above.
+    Ok(OfAction::Conjunction {
+        id: id as u32,
+        clause: (k - 1) as u8,
+        n_clauses: n as u8,
+    })
 }
 
 /// `resubmit(,TABLE)`; resubmitting to a port is not supported.

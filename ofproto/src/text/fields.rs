@@ -296,6 +296,7 @@ pub(crate) const FIELDS: &[FieldDef] = &[
     // `ct_label` are written only inside `ct(exec(...))`).
     def("recirc_id", F::RecircId, K::Hex, P::None, false),
     def("dp_hash", F::DpHash, K::Hex, P::None, false),
+    def("conj_id", F::ConjId, K::Dec, P::None, false),
     def("ct_state", F::CtState, K::CtState, P::None, false),
     def("ct_zone", F::CtZone, K::Dec, P::None, false),
     def("ct_mark", F::CtMark, K::Hex, P::None, false),
@@ -456,6 +457,10 @@ fn parse_kind(kind: Kind, field: Field, text: &str) -> VResult<(u128, u128)> {
     let num_mask = |m: Option<&str>, max: u128| -> VResult<u128> {
         m.map_or(Ok(max), |m| value::number_max(m, max))
     };
+    if matches!(field, Field::RecircId | Field::ConjId) {
+        // Open vSwitch's "invalid mask": these match exactly or not at all.
+        no_mask(m)?;
+    }
     let (value, mask) = match kind {
         Kind::Port => (value::port_number(v)?, num_mask(m, max)?),
         Kind::Mac => (value::mac(v)?, m.map_or(Ok(max), value::mac)?),
@@ -858,6 +863,7 @@ const NXM_FIELDS: &[(&str, Field, bool)] = &[
     ("NXM_NX_CT_IPV6_DST", F::CtIpv6Dst, false),
     ("NXM_NX_CT_TP_SRC", F::CtTpSrc, false),
     ("NXM_NX_CT_TP_DST", F::CtTpDst, false),
+    ("NXM_NX_CONJ_ID", F::ConjId, false),
     ("OXM_OF_METADATA", F::Metadata, true),
     ("OXM_OF_IN_PORT", F::InPort, true),
     ("OXM_OF_ETH_DST", F::EthDst, true),

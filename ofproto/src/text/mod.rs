@@ -95,6 +95,9 @@ pub enum ParseErrorKind {
     InstructionOrder { after: String },
     /// An instruction given twice (token: its name).
     DuplicateInstruction,
+    /// `conjunction` beside an action other than `conjunction` and
+    /// `note` (token: the instructions).
+    ConjunctionNotAlone { other: String },
     /// A field actions may not write (token: the field name).
     NotWritable,
     /// Valid `ovs-ofctl` syntax eswitch does not implement (token: the item).
@@ -122,6 +125,10 @@ fn describe(token: &str, kind: &ParseErrorKind) -> String {
         K::DropNotAlone => "\"drop\" must be the only action".to_string(),
         K::InstructionOrder { after } => format!("\"{token}\" may not follow \"{after}\""),
         K::DuplicateInstruction => format!("duplicate instruction \"{token}\""),
+        K::ConjunctionNotAlone { other } => format!(
+            "\"conjunction\" actions may be used along with \"note\" but not any other \
+             kind of action (such as the \"{other}\" action used here)"
+        ),
         K::NotWritable => format!("field \"{token}\" is not writable"),
         K::Unsupported { reason } => format!("\"{token}\" not supported: {reason}"),
         K::Syntax { reason } => format!("syntax error in \"{token}\": {reason}"),

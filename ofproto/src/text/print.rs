@@ -58,7 +58,8 @@ fn style(field: Field) -> Style {
         | Field::CtZone
         | Field::CtNwProto
         | Field::CtTpSrc
-        | Field::CtTpDst => Style::Dec,
+        | Field::CtTpDst
+        | Field::ConjId => Style::Dec,
         Field::CtNwSrc | Field::CtNwDst => Style::Ipv4,
         Field::CtIpv6Src | Field::CtIpv6Dst => Style::Ipv6,
         _ => Style::Hex,
@@ -176,6 +177,7 @@ const ORDER: &[Field] = &[
 const BEFORE_SHORTHAND: &[Field] = &[
     Field::RecircId,
     Field::DpHash,
+    Field::ConjId,
     Field::CtState,
     Field::CtZone,
     Field::CtMark,
@@ -454,6 +456,15 @@ fn subfield(r: &FieldRange, name: &str) -> String {
     }
 }
 
+/// The name an action is written with (`output`, `set_field`, ...), for
+/// errors that name one.
+pub(crate) fn action_name(a: &OfAction) -> String {
+    let mut text = String::new();
+    format_action(&mut text, a);
+    let end = text.find([':', '(']).unwrap_or(text.len());
+    text[..end].to_ascii_lowercase()
+}
+
 fn format_action(out: &mut String, a: &OfAction) {
     // Writing to a String cannot fail.
     let _ = match a {
@@ -491,6 +502,15 @@ fn format_action(out: &mut String, a: &OfAction) {
         OfAction::Push(f) => write!(out, "push:{}", subfield(f, read_name(f.field))),
         OfAction::Pop(f) => write!(out, "pop:{}", subfield(f, write_name(f.field))),
         OfAction::Note(bytes) => write!(out, "note:{}", super::value::to_dotted_hex(bytes)),
+        OfAction::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => write!(
+            out,
+            "conjunction({id},{}/{n_clauses})",
+            u16::from(*clause) + 1
+        ),
         OfAction::DecTtl => write!(out, "dec_ttl"),
         OfAction::Resubmit(t) => write!(out, "resubmit(,{t})"),
         OfAction::Group(g) => write!(out, "group:{g}"),

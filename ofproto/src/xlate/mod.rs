@@ -602,7 +602,9 @@ impl<'a> Ctx<'a> {
                 // As Open vSwitch: nothing to pop leaves the field.
                 None => self.note(|| "pop: the stack is empty".to_string()),
             },
-            OfAction::Note(_) => {}
+            // A conjunctive flow is never a lookup's answer (the table
+            // answers with the conj_id flow instead): nothing to run.
+            OfAction::Note(_) | OfAction::Conjunction { .. } => {}
             OfAction::DecTtl => self.dec_ttl(),
             OfAction::Resubmit(t) => {
                 if self.depth >= MAX_DEPTH {
@@ -1040,7 +1042,8 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::Move { .. }
         | OfAction::Push(_)
         | OfAction::Pop(_)
-        | OfAction::Note(_) => 3,
+        | OfAction::Note(_)
+        | OfAction::Conjunction { .. } => 3,
         OfAction::Sample { .. } | OfAction::Resubmit(_) | OfAction::Ct(_) | OfAction::CtClear => 4,
         OfAction::Output { .. } | OfAction::Group(_) | OfAction::Controller(_) => 5,
     }
