@@ -44,10 +44,40 @@ pub const REG_MARK: u8 = 3;
 /// The next stage's `recirc_id`.
 pub const REG_RECIRC: u8 = 5;
 
-/// The conntrack table's level.
+/// The conntrack table's level (of the first `ct()` pass).
 pub const LEVEL_CT: u32 = 3;
-/// The level of the tables of later stages.
+/// The level of the tables of later stages (after the first pass).
 pub const LEVEL_POST_CT: u32 = 4;
+
+/// `ct()` passes one packet may take in the device. Tables only lead to
+/// higher levels (rdma-core refuses a jump to a table at or below the
+/// rule's own), so a stage after a second `ct()` (OVN's egress ACL after
+/// its ingress ACL: two zones on one path) needs a second conntrack table
+/// above the first pass's post-ct table, and so on: pass `d` has its
+/// conntrack table at [`level_ct`]`(d)` and its later stages at
+/// [`level_post`]`(d)`, and every established connection is in the
+/// conntrack table of every pass in use (a lookup at any pass hits).
+pub const MAX_PASSES: usize = 4;
+
+/// The conntrack table's level of pass `d` (0 is the first).
+pub const fn level_ct(d: usize) -> u32 {
+    LEVEL_CT + 2 * d as u32
+}
+
+/// The level of the stages after pass `d`.
+pub const fn level_post(d: usize) -> u32 {
+    LEVEL_POST_CT + 2 * d as u32
+}
+
+/// The pass after which the stages of a post-ct table of `level` run
+/// (`None`: not a post-ct level).
+pub const fn pass_of_post(level: u32) -> Option<usize> {
+    if level >= LEVEL_POST_CT && (level - LEVEL_POST_CT) % 2 == 0 {
+        Some(((level - LEVEL_POST_CT) / 2) as usize)
+    } else {
+        None
+    }
+}
 
 /// Restore-tag bit a CT entry sets: the packet passed the CT table.
 pub const TAG_HIT: u32 = 1;

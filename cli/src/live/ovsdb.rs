@@ -61,6 +61,11 @@ pub struct Iface {
     pub ty: String,
     pub options: Vec<(String, String)>,
     pub ofport_request: Option<u32>,
+    /// `other_config:eswitch-vport`: the eSwitch vport of a netdev that
+    /// does not report one itself (a lab's veth standing in for a
+    /// representor; `uplink` for the wire side). A ConnectX representor
+    /// needs none: its `phys_port_name` says it.
+    pub vport: Option<String>,
 }
 
 /// What the database wants of the daemon's bridge.
@@ -124,7 +129,7 @@ fn monitor_requests() -> Value {
         "Datapath": {"columns": ["capabilities", "datapath_version"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id"]},
         "Port": {"columns": ["name", "interfaces"]},
-        "Interface": {"columns": ["name", "type", "options", "ofport", "ofport_request", "error",
+        "Interface": {"columns": ["name", "type", "options", "other_config", "ofport", "ofport_request", "error",
                                   "ifindex", "mac_in_use", "admin_state", "link_state"]},
         "Controller": {"columns": ["target"]},
     })
@@ -239,6 +244,10 @@ pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
                     .get("ofport_request")
                     .and_then(Datum::as_i64)
                     .and_then(|v| u32::try_from(v).ok()),
+                vport: map_pairs(row.get("other_config"))
+                    .into_iter()
+                    .find(|(k, _)| k == "eswitch-vport")
+                    .map(|(_, v)| v),
             });
         }
     }
@@ -435,8 +444,8 @@ impl Managed {
             .map(|i| (i.name.as_str(), i))
             .collect();
         let same = |a: &Iface, b: &Iface| {
-            (a.ty.as_str(), &a.options, a.ofport_request)
-                == (b.ty.as_str(), &b.options, b.ofport_request)
+            (a.ty.as_str(), &a.options, a.ofport_request, &a.vport)
+                == (b.ty.as_str(), &b.options, b.ofport_request, &b.vport)
         };
         let mut out = Vec::new();
         for (name, have) in &self.ports {
@@ -474,6 +483,7 @@ mod tests {
             ty: ty.to_string(),
             options: Vec::new(),
             ofport_request: None,
+            vport: None,
         }
     }
 

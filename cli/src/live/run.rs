@@ -439,11 +439,28 @@ fn ovsdb_apply<B: crate::switch::Device>(
                         continue;
                     }
                 };
-                // A netdev: the representor it is if its netdev says so,
+                // A netdev: the representor (or uplink) its
+                // other_config:eswitch-vport or its netdev says it is,
                 // else a port the host sees and the device does not.
-                let added = match kind {
-                    Some(k) => daemon.add_port(&i.name, k, i.ofport_request, None, &i.options),
-                    None => daemon
+                let vport = match i.vport.as_deref().map(str::parse::<offload::Vport>) {
+                    None => Ok(None),
+                    Some(Ok(v)) => Ok(Some(v)),
+                    Some(Err(e)) => Err(format!("other_config:eswitch-vport: {e}")),
+                };
+                let added = match (kind, vport) {
+                    (_, Err(e)) => Err(anyhow::anyhow!(e)),
+                    (Some(k), Ok(v)) => {
+                        daemon.add_port(&i.name, k, i.ofport_request, v, &i.options)
+                    }
+                    (None, Ok(Some(v))) => {
+                        let k = if v == offload::Vport::UPLINK {
+                            PortKind::Uplink
+                        } else {
+                            PortKind::Representor
+                        };
+                        daemon.add_port(&i.name, k, i.ofport_request, Some(v), &i.options)
+                    }
+                    (None, Ok(None)) => daemon
                         .add_port(
                             &i.name,
                             PortKind::Representor,

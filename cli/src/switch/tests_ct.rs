@@ -435,6 +435,85 @@ fn established_connections_go_to_the_fdb_conntrack_table_and_forward_as_software
     );
 }
 
+/// OVN's shape: an ingress ACL's zone (7) and an egress ACL's (8) on one
+/// path, port 1 opening to port 2: two `ct()` passes a packet.
+const TWO_ZONES: &str = "table=0,priority=50,ct_state=-trk,ip actions=ct(table=1,zone=7)
+table=1,priority=50,ct_state=+trk+new,ip,in_port=1 actions=ct(commit,zone=7),ct_clear,ct(table=2,zone=8)
+table=1,priority=50,ct_state=+trk+est,ip actions=ct_clear,ct(table=2,zone=8)
+table=1,priority=40,ct_state=+trk,ip actions=drop
+table=2,priority=50,ct_state=+trk+new,ip,in_port=1 actions=ct(commit,zone=8),output:2
+table=2,priority=50,ct_state=+trk+est,ip,in_port=1 actions=output:2
+table=2,priority=50,ct_state=+trk+est,ip,in_port=2 actions=output:1
+table=2,priority=40,ct_state=+trk,ip actions=drop";
+
+#[test]
+fn a_path_through_two_conntrack_zones_goes_to_the_fdb_through_two_passes() {
+    let switch = |offload: bool| {
+        let mut cfg = PipelineConfig::default();
+        if !offload {
+            cfg.offload.mode = ofproto::pipeline::OffloadMode::Off;
+        }
+        SimSwitch::new(
+            &crate::replay::default_ports(2),
+            &FlowFile::parse(TWO_ZONES).expect("table"),
+            cfg,
+            SimConfig::default(),
+            at(0),
+        )
+        .expect("switch")
+    };
+    let (mut hw, mut sw) = (switch(true), switch(false));
+    let (a, b) = (0xc612_0002u32, 0xc612_0003u32);
+    let mut ms = 1;
+    let mut run = |hw: &mut SimSwitch, sw: &mut SimSwitch, rounds: u8| {
+        for i in 0..rounds {
+            let mut there = FrameSpec::ipv4(a, b, L4::udp(6000, 53)).build();
+            let mut back = FrameSpec::ipv4(b, a, L4::udp(53, 6000)).build();
+            let (n, m) = (there.len(), back.len());
+            there[n - 1] = i;
+            back[m - 1] = i;
+            for (port, f) in [(1, there), (2, back)] {
+                let x = send(hw, port, f.clone(), ms);
+                let y = send(sw, port, f, ms);
+                assert_eq!(x, y, "round {i} from port {port}");
+                assert_eq!(x.len(), 1, "round {i} from port {port}: {x:?}");
+                ms += 1;
+            }
+        }
+        ms
+    };
+    let now = run(&mut hw, &mut sw, 40);
+    hw.pipeline_mut().revalidate(at(now));
+    let st = hw.pipeline().ct_hw_stats();
+    // Both directions of both zones' connections.
+    assert_eq!(st.entries, 4, "{st:?}");
+    assert_eq!(st.refused, 0, "{st:?}");
+    let before = hw.counters();
+    let now = run(&mut hw, &mut sw, 20);
+    let after = hw.counters();
+    assert_eq!(
+        (
+            after.hw_handled - before.hw_handled,
+            after.sw_handled - before.sw_handled
+        ),
+        (40, 0),
+        "every packet through both passes in the device"
+    );
+    // The device has the second pass's tables above the first's.
+    let d = ask(&mut hw, Request::DumpRules, now);
+    assert_eq!(
+        crate::control::table_levels(&d),
+        vec![0, 1, 2, 3, 4, 5, 6],
+        "{d}"
+    );
+    let dev = Arc::clone(hw.device());
+    hw.finish(at(now + 1)).expect("finish");
+    assert!(
+        dev.dump().expect("dump").is_empty(),
+        "the device is empty after stop"
+    );
+}
+
 /// One step of a random stateful capture: the next packet of connection
 /// `conn` (its handshake, then data from the side `from_client` says with
 /// `payload` bytes, or, with `fin`, its close), `gap` ms after the last;

@@ -9,7 +9,7 @@ use megaflow::{DpAction, Field, FlowKey, Mask, Match};
 use super::translate::rewrite;
 
 use crate::ct::{
-    LEVEL_CT, LEVEL_POST_CT, NAT_ASKED, REG_MARK, REG_RECIRC, REG_ZONE_STATE, STATE_SHIFT,
+    level_ct, level_post, MAX_PASSES, NAT_ASKED, REG_MARK, REG_RECIRC, REG_ZONE_STATE, STATE_SHIFT,
     TAG_BLOCK, TAG_HIT, TAG_TRANSLATED,
 };
 use crate::dr::modify::{encode_list, ModifyField, ModifyOp};
@@ -19,7 +19,9 @@ use crate::restore::{Restore, REG_TAG, TAG_MAX};
 
 use super::{action, backend, Held, OffloadManager};
 
-/// The conntrack table, the table of later stages, and the jumps to them.
+/// One `ct()` pass's tables (see [`crate::ct::MAX_PASSES`]): its
+/// conntrack table, the table of the stages after it, and the jumps to
+/// them.
 pub(super) struct Tables {
     pub(super) ct: TableId,
     pub(super) post: TableId,
@@ -27,14 +29,30 @@ pub(super) struct Tables {
     to_post: ActionId,
 }
 
-/// What a chained first stage holds besides a plain flow's objects: its
-/// block of tags, those registered, and the slow-path queue's rules for
-/// them.
+/// What a chained stage holds besides a plain flow's objects: its block
+/// of tags, those registered, the slow-path queue's rules for them, and
+/// the recirculation id it leads to (its pass recorded for it).
 #[derive(Default)]
 pub(super) struct ChainHeld {
     base: Option<u32>,
     registered: Vec<u32>,
     rules: Vec<RestoreRuleId>,
+    next: Option<u32>,
+}
+
+/// The passes the stages of each recirculation id follow (the pass of
+/// the chained stages that lead there), with how many such stages live.
+#[derive(Default)]
+pub(super) struct Passes {
+    of_recirc: std::collections::HashMap<u32, (usize, usize)>,
+}
+
+impl Passes {
+    /// The pass after which recirculation `r`'s stages run, if a chained
+    /// stage in the device leads there.
+    pub(super) fn after(&self, r: u32) -> Option<usize> {
+        self.of_recirc.get(&r).map(|&(d, _)| d)
+    }
 }
 
 /// The `ct()` a chained first stage ends in, and the recirculation id
@@ -63,6 +81,13 @@ pub(super) fn split(actions: &[DpAction]) -> Result<(&[DpAction], Option<Chained
                 return Err(action(
                     "ct(exec(...)): marks and labels are written by software",
                 ));
+            }
+            // A ct_clear just before: the ct() replaces every bit of
+            // tracking state it would clear (the CT entry's registers on a
+            // hit, software's ct() on a miss), so it is nothing here.
+            let mut rest = rest;
+            while let [before @ .., DpAction::CtClear] = rest {
+                rest = before;
             }
             Ok((rest, Some((**spec, *r))))
         }
@@ -187,63 +212,73 @@ fn nat_ops(
 }
 
 impl<B: DrBackend> OffloadManager<B> {
-    /// The chain's tables, made on first use.
-    pub(super) fn chain_tables(&mut self) -> Result<&Tables, NotOffloaded> {
-        if self.chain.is_none() {
-            let b = &*self.backend;
-            let d = self.domain;
-            let ct = b
-                .table_create(d, LEVEL_CT)
-                .map_err(backend("table_create"))?;
-            let made = b.table_create(d, LEVEL_POST_CT).and_then(|post| {
-                b.action_create(d, ActionSpec::DestTable(ct))
-                    .and_then(|to_ct| {
-                        b.action_create(d, ActionSpec::DestTable(post))
-                            .map(|to_post| (to_ct, to_post))
-                            .inspect_err(|_| {
-                                let _ = b.action_destroy(to_ct);
-                            })
-                    })
-                    .map(|(to_ct, to_post)| (post, to_ct, to_post))
-                    .inspect_err(|_| {
-                        let _ = b.table_destroy(post);
-                    })
-            });
-            let (post, to_ct, to_post) = match made {
-                Ok(v) => v,
-                Err(e) => {
-                    let _ = b.table_destroy(ct);
-                    return Err(backend("table_create")(e));
-                }
-            };
-            self.chain = Some(Tables {
+    /// The tables of passes `0..=pass`, made on first use; a pass made
+    /// now gets the conntrack entries already in the device.
+    pub(super) fn chain_tables(&mut self, pass: usize) -> Result<&Tables, NotOffloaded> {
+        if pass >= MAX_PASSES {
+            return Err(action(&format!(
+                "a ct() pass beyond the {MAX_PASSES} the device chains"
+            )));
+        }
+        while self.chain.len() <= pass {
+            let d = self.chain.len();
+            let t = self.make_pass(d)?;
+            self.chain.push(t);
+            if d > 0 {
+                self.replicate_ct(d);
+            }
+        }
+        Ok(&self.chain[pass])
+    }
+
+    fn make_pass(&self, pass: usize) -> Result<Tables, NotOffloaded> {
+        let b = &*self.backend;
+        let d = self.domain;
+        let ct = b
+            .table_create(d, level_ct(pass))
+            .map_err(backend("table_create"))?;
+        let made = b.table_create(d, level_post(pass)).and_then(|post| {
+            b.action_create(d, ActionSpec::DestTable(ct))
+                .and_then(|to_ct| {
+                    b.action_create(d, ActionSpec::DestTable(post))
+                        .map(|to_post| (to_ct, to_post))
+                        .inspect_err(|_| {
+                            let _ = b.action_destroy(to_ct);
+                        })
+                })
+                .map(|(to_ct, to_post)| (post, to_ct, to_post))
+                .inspect_err(|_| {
+                    let _ = b.table_destroy(post);
+                })
+        });
+        match made {
+            Ok((post, to_ct, to_post)) => Ok(Tables {
                 ct,
                 post,
                 to_ct,
                 to_post,
-            });
+            }),
+            Err(e) => {
+                let _ = b.table_destroy(ct);
+                Err(backend("table_create")(e))
+            }
         }
-        Ok(self.chain.as_ref().expect("made above"))
     }
 
-    /// The jump to the chain's table of `level`.
-    pub(super) fn chain_jump(&mut self, level: u32) -> Result<ActionId, NotOffloaded> {
-        let t = self.chain_tables()?;
-        Ok(if level == LEVEL_CT {
-            t.to_ct
-        } else {
-            t.to_post
-        })
+    /// The jump to the conntrack table of `pass`.
+    pub(super) fn jump_to_ct(&mut self, pass: usize) -> Result<ActionId, NotOffloaded> {
+        Ok(self.chain_tables(pass)?.to_ct)
     }
 
-    /// A chained first stage's tags, registered and steered to the
-    /// slow-path queue before any rule writes them; the register writes
-    /// of its rule.
+    /// A chained stage's tags, registered and steered to the slow-path
+    /// queue before any rule writes them, and its next stages' pass
+    /// (`pass + 1` after its `ct()`, the pass-th of the path) recorded;
+    /// the register writes of its rule.
     pub(super) fn chain_stage(
         &mut self,
         id: HwId,
         spec: &CtSpec,
-        recirc: u32,
+        (recirc, pass): (u32, usize),
         ch: &mut ChainHeld,
     ) -> Result<Vec<ModifyOp>, NotOffloaded> {
         // Without tags, a CT miss would come back as a plain miss and run
@@ -251,7 +286,19 @@ impl<B: DrBackend> OffloadManager<B> {
         if self.backend.restore_path().is_err() {
             return Err(NotOffloaded::NoRestorePath);
         }
-        self.chain_tables()?;
+        self.chain_tables(pass)?;
+        match self.passes.of_recirc.get_mut(&recirc) {
+            Some((d, n)) if *d == pass => *n += 1,
+            Some((d, _)) => {
+                return Err(action(&format!(
+                    "recirc({recirc}) after ct() pass {pass}: its stages run after pass {d}"
+                )))
+            }
+            None => {
+                self.passes.of_recirc.insert(recirc, (pass, 1));
+            }
+        }
+        ch.next = Some(recirc);
         let base = self.alloc_tag_block(id)?;
         ch.base = Some(base);
         let post = |translated| Restore::PostCt {
@@ -326,20 +373,39 @@ impl<B: DrBackend> OffloadManager<B> {
                 self.tags.remove(&t);
             }
         }
+        if let Some(r) = ch.next {
+            if let Some((_, n)) = self.passes.of_recirc.get_mut(&r) {
+                *n -= 1;
+                if *n == 0 {
+                    self.passes.of_recirc.remove(&r);
+                }
+            }
+        }
     }
 
-    /// Puts one direction of a connection into the CT table.
+    /// Puts one direction of a connection into the conntrack table of
+    /// every pass in use.
     pub(super) fn install_ct(&mut self, r: &CtRule) -> Result<HwId, NotOffloaded> {
         self.reap_some();
-        self.chain_tables()?;
+        self.chain_tables(0)?;
         ct_entry_match(r, self.config.source_port, &self.ports, &mut self.scratch)?;
         let (criteria, mask, value) = self.scratch_match();
-        self.install_held(|me, id, held| me.build_ct(id, r, (criteria, &mask), &value, held))
+        let id = self.install_held(|me, id, held| {
+            for pass in 0..me.chain.len() {
+                me.build_ct(id, pass, r, (criteria, &mask), &value, held)?;
+            }
+            Ok(())
+        })?;
+        self.ct_live.insert(id, *r);
+        Ok(id)
     }
 
+    /// One pass's rule of a conntrack entry (the first into `held.rule`,
+    /// the others into `held.extra`; one counter for all).
     fn build_ct(
         &mut self,
         id: HwId,
+        pass: usize,
         r: &CtRule,
         key: (u8, &[u8]),
         value: &[u8],
@@ -348,23 +414,57 @@ impl<B: DrBackend> OffloadManager<B> {
         let bytes = encode_list(&ct_entry_ops(r)?);
         let spec = ActionSpec::ModifyHeader(bytes.clone());
         let modify = self.counted_action(bytes, spec, &mut held.counted)?;
-        let jump = self.chain_jump(LEVEL_POST_CT)?;
-        let (counter, slot) = self.counter(id)?;
-        held.counter = Some((counter, slot));
-        let (matcher, k) = self.matcher(LEVEL_CT, key)?;
-        held.matcher = Some(k);
+        let jump = self.chain_tables(pass)?.to_post;
+        let counter = match held.counter {
+            Some((counter, _)) => counter,
+            None => {
+                let (counter, slot) = self.counter(id)?;
+                held.counter = Some((counter, slot));
+                counter
+            }
+        };
+        let (matcher, k) = self.matcher(level_ct(pass), key)?;
         let rule = self
             .backend
             .rule_create(matcher, value, &[counter, modify, jump])
-            .map_err(backend("rule_create"))?;
-        held.rule = Some(rule);
+            .map_err(|e| {
+                self.release_matcher(&k);
+                backend("rule_create")(e)
+            })?;
+        if held.rule.is_none() {
+            held.matcher = Some(k);
+            held.rule = Some(rule);
+        } else {
+            held.extra.push((rule, k));
+        }
         Ok(())
     }
 
-    /// Destroys the chain's jumps and tables (their rules and matchers
-    /// went with their flows).
+    /// The conntrack entries in the device, put into the table of `pass`
+    /// (made after them). One refused stays out of it: its direction
+    /// misses there and software tracks it, as before it was offered.
+    fn replicate_ct(&mut self, pass: usize) {
+        let live: Vec<(HwId, CtRule)> = self.ct_live.iter().map(|(&i, &r)| (i, r)).collect();
+        for (id, r) in live {
+            let Some(mut held) = self.flows.remove(&id) else {
+                continue;
+            };
+            let built = ct_entry_match(&r, self.config.source_port, &self.ports, &mut self.scratch)
+                .and_then(|()| {
+                    let (criteria, mask, value) = self.scratch_match();
+                    self.build_ct(id, pass, &r, (criteria, &mask), &value, &mut held)
+                });
+            if let Err(e) = built {
+                tracing::debug!(?id, "conntrack entry not copied to pass {pass}: {e}");
+            }
+            self.flows.insert(id, held);
+        }
+    }
+
+    /// Destroys the passes' jumps and tables, the last pass first (their
+    /// rules and matchers went with their flows).
     pub(super) fn shutdown_chain(&mut self) -> Result<(), DrError> {
-        if let Some(t) = self.chain.take() {
+        while let Some(t) = self.chain.pop() {
             let b = &*self.backend;
             b.action_destroy(t.to_ct)?;
             b.action_destroy(t.to_post)?;

@@ -149,6 +149,9 @@ struct Held {
     staged: Option<Box<Staged>>,
     /// A chained first stage's tags and their restore rules.
     chain: Option<Box<chain::ChainHeld>>,
+    /// Rules beside the first: a conntrack entry's in the conntrack tables
+    /// of the later `ct()` passes, with their matchers' keys.
+    extra: Vec<(RuleId, MatcherKey)>,
 }
 
 /// A matcher's table level, criteria and encoded mask.
@@ -184,8 +187,14 @@ pub struct OffloadManager<B: DrBackend> {
     red_matcher: Option<MatcherId>,
     /// Level 2, on reg_c_1: the rest of a flow's actions.
     tag_matcher: Option<MatcherId>,
-    /// The conntrack and post-ct tables, made on first use.
-    chain: Option<chain::Tables>,
+    /// The conntrack and post-ct tables of each `ct()` pass, made on
+    /// first use.
+    chain: Vec<chain::Tables>,
+    /// Which pass each recirculation id's stages follow.
+    passes: chain::Passes,
+    /// The conntrack entries in the device (copied into a pass's table
+    /// when the pass is made).
+    ct_live: HashMap<HwId, megaflow::offload::CtRule>,
     shared: Shared,
     /// OpenFlow meters defined in hardware.
     meters: HashMap<MeterId, MeterDef>,
@@ -284,7 +293,9 @@ impl<B: DrBackend> OffloadManager<B> {
             matchers: HashMap::new(),
             red_matcher: None,
             tag_matcher: None,
-            chain: None,
+            chain: Vec::new(),
+            passes: chain::Passes::default(),
+            ct_live: HashMap::new(),
             shared: Shared::default(),
             meters: HashMap::new(),
             meter_users: HashMap::new(),
@@ -467,10 +478,16 @@ impl<B: DrBackend> OffloadManager<B> {
             self.matchers.insert(Arc::clone(&k), (m, n + 1));
             return Ok((m, k));
         }
-        let table = match (level, &self.chain) {
-            (crate::ct::LEVEL_CT, Some(c)) => c.ct,
-            (crate::ct::LEVEL_POST_CT, Some(c)) => c.post,
-            _ => self.table,
+        let pass = |l: u32| {
+            self.chain
+                .iter()
+                .enumerate()
+                .find(|(d, _)| l == crate::ct::level_ct(*d) || l == crate::ct::level_post(*d))
+        };
+        let table = match pass(level) {
+            Some((d, t)) if level == crate::ct::level_ct(d) => t.ct,
+            Some((_, t)) => t.post,
+            None => self.table,
         };
         let m = self
             .backend
@@ -506,8 +523,15 @@ impl<B: DrBackend> OffloadManager<B> {
             if stage != Stage::Plain {
                 return Err(action("a meter or sampler in a stage after ct()"));
             }
-            self.chain_tables()?;
-            crate::ct::LEVEL_POST_CT
+            // Its table is the post-ct table of the pass the stage that
+            // leads here ends in.
+            let Some(pass) = self.passes.after(m.key().recirc_id() as u32) else {
+                return Err(action(
+                    "a stage whose ct() stage is not in the device (yet)",
+                ));
+            };
+            self.chain_tables(pass)?;
+            crate::ct::level_post(pass)
         } else {
             1
         };
@@ -574,8 +598,11 @@ impl<B: DrBackend> OffloadManager<B> {
                 if stage != Stage::Plain {
                     return Err(action("ct() after a meter or sampler"));
                 }
+                // A first stage's ct() is pass 0; a later stage's, the
+                // pass after the one its own table follows.
+                let pass = crate::ct::pass_of_post(key.0).map_or(0, |d| d + 1);
                 let ch = held.chain.insert(Box::default());
-                Some(self.chain_stage(id, &spec, recirc, ch)?)
+                Some((self.chain_stage(id, &spec, (recirc, pass), ch)?, pass))
             }
             None => None,
         };
@@ -611,6 +638,18 @@ impl<B: DrBackend> OffloadManager<B> {
     /// [`release`](Self::release); the error: the device kept the rule,
     /// and the flow is kept whole until a retry destroys it.
     fn try_release(&mut self, mut held: Held, report: Option<HwId>) -> Result<(), DrError> {
+        while let Some((r, k)) = held.extra.pop() {
+            if let Err(e) = self.backend.rule_destroy(r) {
+                held.extra.push((r, k));
+                if let Some((_, slot)) = held.counter {
+                    self.hide_counter(slot);
+                }
+                self.zombies.push((held, report));
+                self.destroy_refusals += 1;
+                return Err(e);
+            }
+            self.release_matcher(&k);
+        }
         if let Some(r) = held.rule {
             if let Err(e) = self.backend.rule_destroy(r) {
                 if let Some((_, slot)) = held.counter {
@@ -754,6 +793,7 @@ impl<B: DrBackend> FlowOffload for OffloadManager<B> {
     }
 
     fn remove(&mut self, id: HwId) {
+        self.ct_live.remove(&id);
         if let Some(held) = self.flows.remove(&id) {
             self.release(held, Some(id));
         }

@@ -184,7 +184,7 @@ impl<B: DrBackend> OffloadManager<B> {
         &mut self,
         m: &Match,
         actions: &[DpAction],
-        chain: Option<Vec<ModifyOp>>,
+        chain: Option<(Vec<ModifyOp>, usize)>,
     ) -> Result<(Vec<ActionId>, Vec<Counted>), NotOffloaded> {
         let mut pops = 0;
         let mut pushes = Vec::new();
@@ -297,7 +297,9 @@ impl<B: DrBackend> OffloadManager<B> {
         }
         let mut counted = Vec::new();
         let r = match chain {
-            Some(regs) => self.finish_chained(ops, regs, &pushes, &outs, &mut list, &mut counted),
+            Some((regs, pass)) => {
+                self.finish_chained(ops, (regs, pass), &pushes, &outs, &mut list, &mut counted)
+            }
             None => self.finish(ops, pushes, outs, &mut list, &mut counted),
         };
         match r {
@@ -310,11 +312,11 @@ impl<B: DrBackend> OffloadManager<B> {
     }
 
     /// A chained stage's rewrites and register writes, then the jump to
-    /// the conntrack table: nothing may leave before `ct()`.
+    /// the conntrack table of its pass: nothing may leave before `ct()`.
     fn finish_chained(
         &mut self,
         mut ops: Vec<ModifyOp>,
-        regs: Vec<ModifyOp>,
+        (regs, pass): (Vec<ModifyOp>, usize),
         pushes: &[u32],
         outs: &[(Option<Vec<u8>>, Vport)],
         list: &mut Vec<ActionId>,
@@ -330,7 +332,7 @@ impl<B: DrBackend> OffloadManager<B> {
         let bytes = encode_list(&ops);
         let spec = ActionSpec::ModifyHeader(bytes.clone());
         list.push(self.counted_action(bytes, spec, counted)?);
-        list.push(self.chain_jump(crate::ct::LEVEL_CT)?);
+        list.push(self.jump_to_ct(pass)?);
         Ok(())
     }
 
