@@ -88,24 +88,57 @@ impl fmt::Display for OfPort {
 }
 
 /// A bit range of a key field, as `move`/`load` name it
-/// (`NXM_NX_REG0[0..15]`, `reg1[]`).
+/// (`NXM_NX_REG0[0..15]`, `reg1[]`), or of a Geneve option the bridge's
+/// TLV table maps (`NXM_NX_TUN_METADATA0[16..30]`: `field` is `tun_opts`,
+/// `ofs` counts in `tun_opts`, and `opt` names the option).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FieldRange {
     pub field: Field,
-    /// Least significant bit of the range.
+    /// Least significant bit of the range (in the key field).
     pub ofs: u8,
     /// Number of bits, at least 1; `ofs + n_bits` is at most the field width.
     pub n_bits: u8,
+    /// The option a `tun_metadata<n>` range is in (writing it makes the
+    /// option present).
+    pub opt: Option<megaflow::tunnel::OptionSlot>,
 }
 
 impl FieldRange {
-    /// The whole field.
-    pub fn whole(field: Field) -> Self {
+    /// Bits `ofs..ofs + n_bits` of a key field.
+    pub fn new(field: Field, ofs: u8, n_bits: u8) -> Self {
         FieldRange {
             field,
-            ofs: 0,
-            n_bits: field.layout().bits,
+            ofs,
+            n_bits,
+            opt: None,
         }
+    }
+
+    /// Bits `ofs..ofs + n_bits` of option `slot` (counted from the
+    /// option's least significant bit), `None` past the option's end.
+    pub fn option(slot: megaflow::tunnel::OptionSlot, ofs: u16, n_bits: u16) -> Option<Self> {
+        let width = 8 * u32::from(slot.len);
+        if n_bits == 0 || u32::from(ofs) + u32::from(n_bits) > width {
+            return None;
+        }
+        Some(FieldRange {
+            field: Field::TunOpts,
+            ofs: (slot.shift() + u32::from(ofs)) as u8,
+            n_bits: n_bits as u8,
+            opt: Some(slot),
+        })
+    }
+
+    /// The first bit as its field names it: in the option for a
+    /// `tun_metadata<n>` range.
+    pub fn named_ofs(&self) -> u16 {
+        let shift = self.opt.map_or(0, |s| s.shift());
+        (u32::from(self.ofs) - shift) as u16
+    }
+
+    /// The whole field.
+    pub fn whole(field: Field) -> Self {
+        FieldRange::new(field, 0, field.layout().bits)
     }
 
     /// The range's bits as a mask of the field's value.
@@ -172,6 +205,13 @@ pub enum OfAction {
     Conjunction { id: u32, clause: u8, n_clauses: u8 },
     /// `dec_ttl`.
     DecTtl,
+    /// `clone(ACTIONS)`: the actions on a copy of the packet and of the
+    /// pipeline's state (fields, registers, stack); what follows the
+    /// clone sees the packet as it was before it.
+    Clone(Vec<OfAction>),
+    /// `dec_ttl(ID,...)`: `dec_ttl`, its expiry for the controllers of
+    /// these ids (none: OVN's form; it checks the TTL itself first).
+    DecTtlIds(Vec<u16>),
     /// `resubmit(,TABLE)`: look the packet up in another table now and run
     /// the actions found there, then continue here.
     Resubmit(TableId),

@@ -223,7 +223,7 @@ fn arb_range(fields: &'static [Field]) -> impl Strategy<Value = FieldRange> {
     proptest::sample::select(fields).prop_flat_map(|field| {
         let width = field.layout().bits;
         (0..width).prop_flat_map(move |ofs| {
-            (1..=width - ofs).prop_map(move |n_bits| FieldRange { field, ofs, n_bits })
+            (1..=width - ofs).prop_map(move |n_bits| FieldRange::new(field, ofs, n_bits))
         })
     })
 }
@@ -246,6 +246,7 @@ fn arb_move() -> impl Strategy<Value = OfAction> {
                     field: dst_field,
                     ofs,
                     n_bits,
+                    opt: None,
                 },
             }
         })

@@ -400,16 +400,8 @@ fn set_field_load_move() {
             sfm(Field::Ipv4Src, 0x0a00_0001, 0xffff_ffff),
             sfm(Field::Metadata, 5, 0xff),
             OfAction::Move {
-                src: FieldRange {
-                    field: Field::Reg0,
-                    ofs: 0,
-                    n_bits: 16
-                },
-                dst: FieldRange {
-                    field: Field::Reg1,
-                    ofs: 16,
-                    n_bits: 16
-                },
+                src: FieldRange::new(Field::Reg0, 0, 16),
+                dst: FieldRange::new(Field::Reg1, 16, 16),
             },
             OfAction::Move {
                 src: FieldRange::whole(Field::Reg2),

@@ -160,11 +160,13 @@ fn random_action(r: &mut Rng, table: u8, n_tables: u8) -> OfAction {
                 field: Field::Ipv4Src,
                 ofs: 24,
                 n_bits: 2,
+                opt: None,
             },
             dst: FieldRange {
                 field: Field::Reg0,
                 ofs: 0,
                 n_bits: 2,
+                opt: None,
             },
         },
         12 if table + 1 < n_tables => OfAction::Resubmit(TableId(
@@ -180,6 +182,11 @@ fn random_action(r: &mut Rng, table: u8, n_tables: u8) -> OfAction {
             max_len: 128,
         },
         15 if r.chance(60) => OfAction::Group(1 + r.below(N_GROUPS) as u32),
+        15 if r.chance(50) => OfAction::Clone(
+            (0..1 + r.below(3))
+                .map(|_| random_action(r, table, n_tables))
+                .collect(),
+        ),
         _ => OfAction::SetVlanPcp(r.below(8) as u8),
     }
 }
@@ -494,7 +501,7 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
         }
         // Registers and metadata only: pipeline fields.
         OfAction::Note(_) | OfAction::Controller(_) | OfAction::Conjunction { .. } => {}
-        OfAction::DecTtl => {
+        OfAction::DecTtl | OfAction::DecTtlIds(_) => {
             mask.set_exact(Field::IpTtl);
             prereqs(mask);
         }
@@ -516,6 +523,7 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
             }
         }
         OfAction::Resubmit(_) | OfAction::Sample { .. } | OfAction::CtClear => {}
+        OfAction::Clone(inner) => inner.iter().for_each(|a| action_reads(a, mask)),
         // The zone's register (the tracker reads the packet, not the key).
         OfAction::Ct(ct) => {
             if let ofproto::rule::CtZone::Field(r) = ct.zone {

@@ -236,11 +236,13 @@ fn move_unwildcards_its_source() {
                     field: Field::EthSrc,
                     ofs: 0,
                     n_bits: 8,
+                    opt: None,
                 },
                 dst: FieldRange {
                     field: Field::Reg1,
                     ofs: 0,
                     n_bits: 8,
+                    opt: None,
                 },
             }],
             goto_table: Some(TableId(1)),

@@ -43,6 +43,8 @@ pub mod nx {
     pub const RESUBMIT_TABLE: u16 = 14;
     pub const REG_LOAD2: u16 = 33;
     pub const CONJUNCTION: u16 = 34;
+    pub const DEC_TTL_CNT_IDS: u16 = 21;
+    pub const CLONE: u16 = 42;
 }
 
 /// `OFPCML_NO_BUFFER`: send the whole packet to the controller.
@@ -105,6 +107,12 @@ pub enum Action {
     /// `NXAST_NOTE`: bytes kept with the flow, nothing done (the action's
     /// padding included, as Open vSwitch keeps it).
     NxNote(Vec<u8>),
+    /// `NXAST_CLONE`: the nested actions on a copy of the packet and of
+    /// the pipeline's state; what follows sees neither changed.
+    NxClone(Vec<Action>),
+    /// `NXAST_DEC_TTL_CNT_IDS`: `dec_ttl` whose expiry goes to the
+    /// controllers with these ids (none: nobody; OVN writes it so).
+    NxDecTtlCntIds(Vec<u16>),
     /// `NXAST_CONJUNCTION`: this flow is clause `clause` (0-based) of
     /// the `n_clauses` clauses of conjunctive match `id`.
     NxConjunction {
@@ -214,9 +222,18 @@ fn bad_instruction(code: u16, detail: String) -> ParseError {
     }
 }
 
+/// How deep `clone`s may nest (each level is 16 bytes of a message;
+/// without a bound a 64 KiB message would recurse thousands deep).
+pub const MAX_NESTING: usize = 16;
+
 impl Action {
     /// Parses one action.
     pub fn parse(r: &mut Reader<'_>) -> Result<Action, ParseError> {
+        Action::parse_nested(r, 0)
+    }
+
+    /// Parses one action inside `depth` enclosing actions.
+    fn parse_nested(r: &mut Reader<'_>, depth: usize) -> Result<Action, ParseError> {
         use action_type as t;
         let ty = r.u16("action.type")?;
         let len = usize::from(r.u16("action.len")?);
@@ -366,6 +383,45 @@ impl Action {
                         }
                     }
                     nx::NOTE => Action::NxNote(b.rest().to_vec()),
+                    nx::CLONE => {
+                        if depth >= MAX_NESTING {
+                            return Err(bad_action(
+                                5,
+                                format!("clone nested more than {MAX_NESTING} deep"),
+                            ));
+                        }
+                        b.skip(6, "clone.pad")?;
+                        let mut inner = Vec::new();
+                        while !b.is_empty() {
+                            inner.push(Action::parse_nested(&mut b, depth + 1)?);
+                        }
+                        Action::NxClone(inner)
+                    }
+                    nx::DEC_TTL_CNT_IDS => {
+                        // n_controllers, 4 zero bytes, the ids padded to 8.
+                        let n = usize::from(b.u16("dec_ttl_cnt_ids.n_controllers")?);
+                        let zeros = b.bytes(4, "dec_ttl_cnt_ids.zeros")?;
+                        if zeros.iter().any(|&z| z != 0) {
+                            return Err(bad_action(
+                                5,
+                                "dec_ttl_cnt_ids: reserved bytes not zero".into(),
+                            ));
+                        }
+                        if b.rest().len() < 2 * n {
+                            return Err(bad_action(
+                                1,
+                                format!(
+                                    "dec_ttl_cnt_ids: {n} controller ids need {} bytes, {} given",
+                                    2 * n,
+                                    b.rest().len()
+                                ),
+                            ));
+                        }
+                        let ids = (0..n)
+                            .map(|_| b.u16("dec_ttl_cnt_ids.id"))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Action::NxDecTtlCntIds(ids)
+                    }
                     nx::CONJUNCTION => {
                         fixed(16)?;
                         let clause = b.u8("conjunction.clause")?;
@@ -529,6 +585,19 @@ impl Action {
             Action::NxNote(bytes) => {
                 nx_head(out, nx::NOTE);
                 out.extend_from_slice(bytes);
+            }
+            Action::NxClone(inner) => {
+                nx_head(out, nx::CLONE);
+                out.put_zeros(6);
+                emit_actions(inner, out);
+            }
+            Action::NxDecTtlCntIds(ids) => {
+                nx_head(out, nx::DEC_TTL_CNT_IDS);
+                out.put_u16(ids.len() as u16);
+                out.put_zeros(4);
+                for id in ids {
+                    out.put_u16(*id);
+                }
             }
             Action::NxConjunction {
                 id,

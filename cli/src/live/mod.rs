@@ -996,9 +996,16 @@ fn lock_tx(
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The native stack of the daemon's threads: a translation nests one
+/// frame set per `resubmit` (up to `ofproto::xlate::MAX_NESTING`, which a
+/// debug build fits in 2 MiB with little to spare); virtual memory, paid
+/// for only as it is touched.
+const THREAD_STACK: usize = 8 << 20;
+
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> anyhow::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.to_string())
+        .stack_size(THREAD_STACK)
         .spawn(f)
         .with_context(|| format!("cannot start thread {name}"))
 }

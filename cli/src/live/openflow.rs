@@ -1162,9 +1162,23 @@ fn serve<B: Device>(
         match stream.read(&mut buf) {
             Ok(0) => conn.peer_closed(),
             Ok(n) => {
+                let errors = conn.stats().errors_sent;
                 let mut view = View::of(sh, core);
                 conn.receive(&buf[..n], &mut view, Instant::now());
                 drop(view);
+                // Each refusal, with what was refused (as Open vSwitch's
+                // "OFPT_ERROR" log lines; the first 100 of a connection,
+                // then one in 1000).
+                let now_sent = conn.stats().errors_sent;
+                if now_sent > errors && (now_sent <= 100 || now_sent % 1000 == 0) {
+                    info!(
+                        id,
+                        %peer,
+                        errors = now_sent,
+                        "OpenFlow error sent: {}",
+                        conn.last_error().unwrap_or("?")
+                    );
+                }
                 // A BARRIER waits, without the lock, for the revalidator
                 // pass it asked for.
                 while conn.waiting() && !sh.stop.load(Ordering::Relaxed) {

@@ -26,8 +26,8 @@
 use super::ArpField;
 use crate::extract::{
     header, ipv6_ext_len, Layout, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_QINQ,
-    ETH_TYPE_VLAN, IPV6_FRAGMENT, IPV6_ROUTING, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP,
-    IP_PROTO_UDP, MAX_IPV6_EXT_HEADERS, NO_OFFSET,
+    ETH_TYPE_VLAN, IPV6_FRAGMENT, IPV6_ROUTING, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP,
+    IP_PROTO_TCP, IP_PROTO_UDP, MAX_IPV6_EXT_HEADERS, NO_OFFSET,
 };
 
 // ---------------------------------------------------------------------------
@@ -450,7 +450,9 @@ pub fn set_tcp_flags(pkt: &mut [u8], layout: &Layout, flags: u16) -> bool {
     true
 }
 
-/// Sets the TCP/UDP/SCTP port at offset `field` (0 source, 2 destination).
+/// Sets the TCP/UDP/SCTP port at offset `field` (0 source, 2 destination);
+/// on ICMP and ICMPv6, where the key keeps the type in `tp_src` and the
+/// code in `tp_dst`, the type (`field` 0) or the code byte.
 fn set_port(pkt: &mut [u8], layout: &Layout, field: usize, port: u16) -> bool {
     let Some(ip) = ip_header(pkt, layout) else {
         return false;
@@ -475,6 +477,19 @@ fn set_port(pkt: &mut [u8], layout: &Layout, field: usize, port: u16) -> bool {
             };
             put(pkt, at, &new);
             fix_udp_csum(pkt, l4.off + 6, &old, &new);
+            true
+        }
+        IP_PROTO_ICMP | IP_PROTO_ICMPV6
+            if port <= 0xff && (l4.proto == IP_PROTO_ICMP) == matches!(ip, Ip::V4(_)) =>
+        {
+            // Type and code are the checksummed word at the start.
+            let Some(old) = read::<2>(pkt, l4.off) else {
+                return false;
+            };
+            let mut word = old;
+            word[field / 2] = port as u8;
+            put(pkt, l4.off, &word);
+            fix_csum(pkt, l4.off + 2, &old, &word);
             true
         }
         // The CRC32c of a fragment covers the reassembled packet, which this

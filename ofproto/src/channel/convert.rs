@@ -473,7 +473,19 @@ fn field_range(h: u32, ofs: u16, n_bits: u16) -> Result<FieldRange, OfpError> {
         field,
         ofs: ofs as u8,
         n_bits: n_bits as u8,
+        opt: None,
     })
+}
+
+/// [`field_range`], or bits of the Geneve option a
+/// `NXM_NX_TUN_METADATA<n>` header names (mapped by the bridge's TLV
+/// table, else `INVALID_TLV_FIELD`).
+fn range_from_wire(h: u32, ofs: u16, n_bits: u16, tlv: &TlvTable) -> Result<FieldRange, OfpError> {
+    match header_tun_metadata(h) {
+        Some(index) => FieldRange::option(tun_metadata_slot(tlv, index)?, ofs, n_bits)
+            .ok_or(OfpError::new(BAD_ACTION, 5)),
+        None => field_range(h, ofs, n_bits),
+    }
 }
 
 fn header_field(h: u32) -> Result<Field, OfpError> {
@@ -509,6 +521,12 @@ fn wire_header(wf: &WireField) -> Option<u32> {
 /// share (`ipv4_src` is ARP's `arp_spa`) by the name whose prerequisites
 /// the match has, else its first plain name.
 fn range_header(r: &FieldRange, m: &Match) -> Option<u32> {
+    if let Some(slot) = r.opt {
+        // Open vSwitch's header for a variable-length field: its widest
+        // length (124 bytes), no mask.
+        let field = openflow::oxm::NX_TUN_METADATA0 + slot.index;
+        return Some(u32::from(CLASS_NXM1) << 16 | u32::from(field) << 9 | 124);
+    }
     if r.field == F::InPort && r.ofs == 0 && r.n_bits == 16 {
         return Some(NXM_OF_IN_PORT);
     }
@@ -571,6 +589,8 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
         }
         Action::PopVlan => OfAction::PopVlan,
         Action::DecNwTtl => OfAction::DecTtl,
+        Action::NxDecTtlCntIds(ids) => OfAction::DecTtlIds(ids.clone()),
+        Action::NxClone(inner) => OfAction::Clone(actions_from_wire(inner, table, tlv)?),
         // OFPAT_SET_NW_TTL: `mod_nw_ttl`, a write of the whole TTL.
         Action::SetNwTtl(v) => OfAction::SetField {
             field: F::IpTtl,
@@ -636,8 +656,8 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             OfAction::SetField { field, value, mask }
         }
         Action::NxRegMove(c) | Action::CopyField(c) => OfAction::Move {
-            src: field_range(c.src, c.src_ofs, c.n_bits)?,
-            dst: field_range(c.dst, c.dst_ofs, c.n_bits)?,
+            src: range_from_wire(c.src, c.src_ofs, c.n_bits, tlv)?,
+            dst: range_from_wire(c.dst, c.dst_ofs, c.n_bits, tlv)?,
         },
         Action::NxStack {
             pop,
@@ -645,7 +665,7 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             n_bits,
             field,
         } => {
-            let range = field_range(*field, *ofs, *n_bits)?;
+            let range = range_from_wire(*field, *ofs, *n_bits, tlv)?;
             if *pop {
                 OfAction::Pop(range)
             } else {
@@ -758,6 +778,31 @@ pub fn packet_out_actions(v: &[Action], tlv: &TlvTable) -> Result<Vec<OfAction>,
     Ok(out)
 }
 
+/// The first action of a refused flow mod that is refused on its own,
+/// described for a log line (a Nicira subtype by number, any other as
+/// decoded), if one is.
+pub fn refused_action(fm: &WireFlowMod, tlv: &TlvTable) -> Option<String> {
+    let table = TableId(fm.table_id.min(TableId::MAX.0));
+    fm.instructions
+        .iter()
+        .flat_map(|i| match i {
+            Instruction::ApplyActions(a) | Instruction::WriteActions(a) => a.as_slice(),
+            _ => &[],
+        })
+        .find(|a| actions_from_wire(std::slice::from_ref(*a), table, tlv).is_err())
+        .map(|a| match a {
+            Action::Experimenter { experimenter, data } if *experimenter == NX_VENDOR => data
+                .get(..2)
+                .map(|b| format!("Nicira action subtype {}", u16::from_be_bytes([b[0], b[1]])))
+                .unwrap_or_else(|| "a Nicira action without a subtype".into()),
+            other => {
+                let mut text = format!("{other:?}");
+                text.truncate(200);
+                text
+            }
+        })
+}
+
 /// The instruction set of a flow mod for `table`.
 pub fn instructions_from_wire(
     v: &[Instruction],
@@ -824,6 +869,13 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
         OfAction::SetVlanVid(v) => return oxm(B, 6, u128::from(*v) | 0x1000),
         OfAction::SetVlanPcp(p) => return oxm(B, 7, u128::from(*p)),
         OfAction::DecTtl => Action::DecNwTtl,
+        OfAction::DecTtlIds(ids) => Action::NxDecTtlCntIds(ids.clone()),
+        OfAction::Clone(inner) => Action::NxClone(
+            inner
+                .iter()
+                .map(|a| action_to_wire(a, m))
+                .collect::<Option<Vec<_>>>()?,
+        ),
         OfAction::Group(g) => Action::Group(*g),
         OfAction::Resubmit(t) => Action::NxResubmit {
             in_port: 0xfff8,
@@ -894,14 +946,14 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
         }
         OfAction::Move { src, dst } => Action::NxRegMove(openflow::action::FieldCopy {
             n_bits: u16::from(src.n_bits),
-            src_ofs: u16::from(src.ofs),
-            dst_ofs: u16::from(dst.ofs),
+            src_ofs: src.named_ofs(),
+            dst_ofs: dst.named_ofs(),
             src: range_header(src, m)?,
             dst: range_header(dst, m)?,
         }),
         OfAction::Push(f) | OfAction::Pop(f) => Action::NxStack {
             pop: matches!(a, OfAction::Pop(_)),
-            ofs: u16::from(f.ofs),
+            ofs: f.named_ofs(),
             n_bits: u16::from(f.n_bits),
             field: range_header(f, m)?,
         },
@@ -945,6 +997,7 @@ fn ct_from_wire(ct: &openflow::nx_ct::NxCt) -> Result<CtAction, OfpError> {
             field,
             ofs: ofs as u8,
             n_bits: 16,
+            opt: None,
         })
     };
     let table = match ct.recirc_table {

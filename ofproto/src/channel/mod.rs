@@ -1013,7 +1013,20 @@ impl Connection {
         fm: &openflow::flow::FlowMod,
         sw: &mut S,
     ) -> Result<Vec<crate::table::RemovedRule>, OfpError> {
-        let fm = convert::flow_mod_from_wire(fm, sw.bridge_view().tlv())?;
+        let converted = {
+            let view = sw.bridge_view();
+            let tlv = view.tlv();
+            convert::flow_mod_from_wire(fm, tlv).map_err(|e| {
+                let what = convert::refused_action(fm, tlv)
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default();
+                (e, format!("flow mod refused: {}{what}", e.name()))
+            })
+        };
+        let fm = converted.map_err(|(e, why)| {
+            self.last_error = Some(why);
+            e
+        })?;
         let meters = sw.meters();
         let known = |id| meters.is_some_and(|m| m.get(id).is_some());
         if let Some(e) = fm.unknown_meter(known) {

@@ -184,30 +184,7 @@ fn parse_item(name: &str, arg: Arg<'_>, item: &str, tlv: &TlvTable) -> Result<It
             let Arg::Paren(inner) = arg else {
                 return Err(ValueError::bad("expected write_actions(ACTIONS)").at(item, name));
             };
-            let mut actions = Vec::new();
-            let items = split(inner)?;
-            let only_drop = matches!(items[..], [only] if only.eq_ignore_ascii_case("drop"));
-            if !only_drop {
-                for sub in items {
-                    let (n, a) = split_item(sub)?;
-                    match parse_action(n, a, sub, tlv)? {
-                        Some(action) => actions.push(action),
-                        None if INSTRUCTION_NAMES.contains(&n.to_ascii_lowercase().as_str()) => {
-                            return Err(ParseError::new(
-                                n,
-                                ParseErrorKind::NotAllowed {
-                                    context: "write_actions",
-                                },
-                            ))
-                        }
-                        None if n.eq_ignore_ascii_case("drop") => {
-                            return Err(ParseError::new(n, ParseErrorKind::DropNotAlone))
-                        }
-                        None => return Err(ParseError::new(n, ParseErrorKind::UnknownAction)),
-                    }
-                }
-            }
-            Item::Write(actions)
+            Item::Write(action_list(inner, "write_actions", tlv)?)
         }
         "write_metadata" => {
             let text = colon(name, arg)?;
@@ -259,6 +236,34 @@ fn set(field: Field, value: u128) -> OfAction {
 /// A plain action, or `None` when `name` names no action.
 ///
 /// Every narrowing `as` below casts a number `num` has range-checked.
+/// The actions of a nested list (`write_actions(...)`, `clone(...)`):
+/// actions only, `drop` alone meaning none.
+fn action_list(
+    inner: &str,
+    context: &'static str,
+    tlv: &TlvTable,
+) -> Result<Vec<OfAction>, ParseError> {
+    let mut actions = Vec::new();
+    let items = split(inner)?;
+    if matches!(items[..], [only] if only.eq_ignore_ascii_case("drop")) {
+        return Ok(actions);
+    }
+    for sub in items {
+        let (n, a) = split_item(sub)?;
+        match parse_action(n, a, sub, tlv)? {
+            Some(action) => actions.push(action),
+            None if INSTRUCTION_NAMES.contains(&n.to_ascii_lowercase().as_str()) => {
+                return Err(ParseError::new(n, ParseErrorKind::NotAllowed { context }))
+            }
+            None if n.eq_ignore_ascii_case("drop") => {
+                return Err(ParseError::new(n, ParseErrorKind::DropNotAlone))
+            }
+            None => return Err(ParseError::new(n, ParseErrorKind::UnknownAction)),
+        }
+    }
+    Ok(actions)
+}
+
 fn parse_action(
     name: &str,
     arg: Arg<'_>,
@@ -398,13 +403,23 @@ fn parse_action(
         },
         "dec_ttl" => match arg {
             Arg::None => OfAction::DecTtl,
-            _ => {
-                return Err(ParseError::new(
-                    item,
-                    ParseErrorKind::Unsupported {
-                        reason: "dec_ttl with controller ids",
-                    },
-                ))
+            // As ovs-ofctl: ids split by commas or spaces, one at least.
+            Arg::Paren(args) => {
+                let ids = args
+                    .split([',', ' '])
+                    .filter(|t| !t.is_empty())
+                    .map(|t| num(t, u128::from(u16::MAX)).map(|n| n as u16))
+                    .collect::<Result<Vec<u16>, _>>()?;
+                if ids.is_empty() {
+                    return Err(ValueError::bad(
+                        "dec_ttl_cnt_ids: expected at least one controller id.",
+                    )
+                    .at(item, name));
+                }
+                OfAction::DecTtlIds(ids)
+            }
+            Arg::Colon(_) => {
+                return Err(ValueError::bad("expected dec_ttl or dec_ttl(ID,...)").at(item, name))
             }
         },
         "resubmit" => resubmit(name, arg, item)?,
@@ -420,6 +435,10 @@ fn parse_action(
             no_arg(name, arg)?;
             OfAction::CtClear
         }
+        "clone" => match arg {
+            Arg::Paren(inner) => OfAction::Clone(action_list(inner, "clone", tlv)?),
+            _ => return Err(ValueError::bad("expected clone(ACTIONS)").at(item, name)),
+        },
         "sample" => match arg {
             Arg::Paren(args) => sample(name, args)?,
             _ => return Err(ValueError::bad("expected sample(probability=N,...)").at(item, name)),

@@ -959,6 +959,7 @@ pub(crate) fn parse_subfield(s: &str) -> Result<(FieldRange, bool), ParseError> 
                 field,
                 ofs: lo as u8,
                 n_bits: (hi - lo + 1) as u8,
+                opt: None,
             }
         }
     };

@@ -445,14 +445,21 @@ fn write_name(field: Field) -> &'static str {
 }
 
 fn subfield(r: &FieldRange, name: &str) -> String {
-    let width = r.field.layout().bits;
-    if r.ofs == 0 && r.n_bits == width {
+    let (name, width) = match r.opt {
+        Some(slot) => (
+            format!("tun_metadata{}", slot.index),
+            8 * u32::from(slot.len),
+        ),
+        None => (name.to_string(), u32::from(r.field.layout().bits)),
+    };
+    let ofs = u32::from(r.named_ofs());
+    if ofs == 0 && u32::from(r.n_bits) == width {
         format!("{name}[]")
     } else if r.n_bits == 1 {
-        format!("{name}[{}]", r.ofs)
+        format!("{name}[{ofs}]")
     } else {
-        let hi = u32::from(r.ofs) + u32::from(r.n_bits) - 1;
-        format!("{name}[{}..{hi}]", r.ofs)
+        let hi = ofs + u32::from(r.n_bits) - 1;
+        format!("{name}[{ofs}..{hi}]")
     }
 }
 
@@ -512,6 +519,16 @@ fn format_action(out: &mut String, a: &OfAction) {
             u16::from(*clause) + 1
         ),
         OfAction::DecTtl => write!(out, "dec_ttl"),
+        OfAction::Clone(inner) => {
+            out.push_str("clone(");
+            format_actions(out, inner);
+            out.push(')');
+            Ok(())
+        }
+        OfAction::DecTtlIds(ids) => {
+            let ids: Vec<String> = ids.iter().map(u16::to_string).collect();
+            write!(out, "dec_ttl({})", ids.join(","))
+        }
         OfAction::Resubmit(t) => write!(out, "resubmit(,{t})"),
         OfAction::Group(g) => write!(out, "group:{g}"),
         OfAction::Sample { probability } => write!(out, "sample(probability={probability})"),

@@ -1,5 +1,5 @@
-//! `group:N` during translation: each bucket runs on its own copy of the
-//! packet (the pipeline's view of the packet, its written bits and its
+//! `group:N` and `clone(...)` during translation: each bucket (and a
+//! clone's actions) runs on its own copy of the packet (the pipeline's view of the packet, its written bits and its
 //! VLAN tags are put back after the bucket; the datapath's packet is put
 //! back by the next commit, which re-sets every field a bucket changed).
 
@@ -141,7 +141,23 @@ impl<'a> Ctx<'a> {
     fn bucket(&mut self, g: &'a Group, i: usize) {
         self.note(|| format!("group:{} bucket {i}", g.spec.id));
         self.rules.push(g.credit_ref(Some(i)));
+        self.on_copy(|ctx| {
+            for a in &g.spec.buckets[i].actions {
+                ctx.action(a);
+                if ctx.halted() {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// Runs `f` on a copy of the packet and of the pipeline's state (a
+    /// group bucket, a `clone`): afterwards the fields, written bits,
+    /// VLAN tags and stack are as before, and the datapath's packet is
+    /// put back by the next commit.
+    pub(super) fn on_copy(&mut self, f: impl FnOnce(&mut Self)) {
         let flow: FlowKey = self.flow;
+        let stack = self.stack.clone();
         let written = self.wc.written();
         let tags = self.vlan_snapshot();
         let (dirty, committed, touched) = (self.dirty, self.committed, self.touched);
@@ -149,15 +165,11 @@ impl<'a> Ctx<'a> {
         self.touched = 0;
         self.depth += 1;
         self.in_bucket += 1;
-        for a in &g.spec.buckets[i].actions {
-            self.action(a);
-            if self.halted() {
-                break;
-            }
-        }
+        f(self);
         self.in_bucket -= 1;
         self.depth -= 1;
         self.flow = flow;
+        self.stack = stack;
         self.wc.restore_written(written);
         self.vlan_restore(tags);
         // The datapath's packet differs from the restored one in the

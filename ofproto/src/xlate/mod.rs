@@ -50,8 +50,14 @@ use crate::table::RuleRef;
 use crate::wildcards::{Wildcards, PIPELINE_FIELDS};
 use crate::TableId;
 
-/// Deepest nesting of `resubmit`.
+/// Most `resubmit`s to a table at or before the resubmitting one nested
+/// at once (Open vSwitch's `MAX_DEPTH`): only those can loop; a resubmit
+/// to a later table cannot, and does not count.
 pub const MAX_DEPTH: u32 = 64;
+/// Deepest nesting of `resubmit`s of any kind (each is a native stack
+/// frame of the translation; OVN's path through a logical switch, a
+/// router and a second switch is about 120 deep).
+pub const MAX_NESTING: u32 = 512;
 /// Most table lookups in one translation.
 pub const MAX_LOOKUPS: u32 = 4096;
 
@@ -63,7 +69,9 @@ const ETH_TYPE_ARP: u128 = 0x0806;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum XlateError {
-    #[error("resubmit nested deeper than {MAX_DEPTH}")]
+    #[error(
+        "resubmit nested too deep (over {MAX_DEPTH} back to an earlier table, or {MAX_NESTING} in all)"
+    )]
     TooDeep,
     #[error("more than {MAX_LOOKUPS} table lookups")]
     TooManyLookups,
@@ -221,6 +229,8 @@ pub(crate) struct Ctx<'a> {
     /// packet-ins.
     current: (TableId, u64, bool),
     depth: u32,
+    /// Resubmits back to an earlier (or the same) table now nested.
+    loops: u32,
     lookups: u32,
     uses_mac_table: bool,
     uses_underlay: bool,
@@ -333,6 +343,7 @@ impl<'a> Ctx<'a> {
             // No rule yet (a PACKET_OUT's actions): the cookie of none.
             current: (TableId(0), u64::MAX, false),
             depth: 0,
+            loops: 0,
             lookups: 0,
             uses_mac_table: false,
             uses_underlay: false,
@@ -605,15 +616,30 @@ impl<'a> Ctx<'a> {
             // A conjunctive flow is never a lookup's answer (the table
             // answers with the conj_id flow instead): nothing to run.
             OfAction::Note(_) | OfAction::Conjunction { .. } => {}
-            OfAction::DecTtl => self.dec_ttl(),
+            OfAction::DecTtl | OfAction::DecTtlIds(_) => self.dec_ttl(),
+            OfAction::Clone(inner) => self.on_copy(|ctx| {
+                for a in inner {
+                    ctx.action(a);
+                    if ctx.halted() {
+                        break;
+                    }
+                }
+            }),
             OfAction::Resubmit(t) => {
-                if self.depth >= MAX_DEPTH {
+                let back = u32::from(*t <= self.current.0);
+                if self.loops >= MAX_DEPTH || self.depth >= MAX_NESTING {
                     self.fail(XlateError::TooDeep);
                     return;
                 }
+                let current = self.current;
+                self.loops += back;
                 self.depth += 1;
                 self.run_chain(*t, false);
                 self.depth -= 1;
+                self.loops -= back;
+                // The rule that resubmitted goes on (its table and cookie
+                // for a later packet-in), as in Open vSwitch.
+                self.current = current;
             }
             OfAction::Group(g) => self.group(*g),
             OfAction::Sample { probability } => {
@@ -824,6 +850,12 @@ impl<'a> Ctx<'a> {
             Field::IpDscp | Field::IpEcn | Field::IpTtl => {
                 matches!(self.read(Field::EthType), ETH_TYPE_IPV4 | ETH_TYPE_IPV6)
             }
+            // ICMP's type and code too (the key's tp_src and tp_dst).
+            Field::TpSrc | Field::TpDst => match self.read(Field::EthType) {
+                ETH_TYPE_IPV4 => matches!(self.read(Field::IpProto), 1 | 6 | 17 | 132),
+                ETH_TYPE_IPV6 => matches!(self.read(Field::IpProto), 6 | 17 | 58 | 132),
+                _ => false,
+            },
             _ => {
                 matches!(self.read(Field::EthType), ETH_TYPE_IPV4 | ETH_TYPE_IPV6)
                     && matches!(self.read(Field::IpProto), 6 | 17 | 132)
@@ -964,6 +996,11 @@ impl<'a> Ctx<'a> {
         } else {
             self.set_field(r.field, v << r.ofs, r.mask());
         }
+        if let Some(slot) = r.opt {
+            // A Geneve option written is an option the packet carries.
+            let bit = u128::from(slot.present_bit());
+            self.set_field(Field::TunMdPresent, bit, bit);
+        }
     }
 
     /// A packet-in of the packet as it is now: from `output:CONTROLLER`
@@ -1034,7 +1071,7 @@ fn action_set_rank(a: &OfAction) -> u8 {
     match a {
         OfAction::PopVlan => 0,
         OfAction::PushVlan(_) => 1,
-        OfAction::DecTtl => 2,
+        OfAction::DecTtl | OfAction::DecTtlIds(_) => 2,
         OfAction::SetVlanVid(_)
         | OfAction::SetVlanPcp(_)
         | OfAction::SetField { .. }
@@ -1045,7 +1082,10 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::Note(_)
         | OfAction::Conjunction { .. } => 3,
         OfAction::Sample { .. } | OfAction::Resubmit(_) | OfAction::Ct(_) | OfAction::CtClear => 4,
-        OfAction::Output { .. } | OfAction::Group(_) | OfAction::Controller(_) => 5,
+        OfAction::Output { .. }
+        | OfAction::Group(_)
+        | OfAction::Controller(_)
+        | OfAction::Clone(_) => 5,
     }
 }
 

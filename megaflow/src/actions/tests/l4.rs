@@ -29,7 +29,7 @@ fn ipv6_icmpv6_pseudo_header() {
     let acts = [
         DpAction::SetIpv6Src(ip6("fd00::a")),
         DpAction::SetIpv6Dst(ip6("fd00::b")),
-        DpAction::SetTpSrc(1), // ICMPv6 has no ports: skipped
+        DpAction::SetTpSrc(300), // no ICMPv6 type is that large: skipped
     ];
     let (out, o) = output_of(&acts, P7_IN);
     assert_eq!(out, P7_OUT);
@@ -129,4 +129,26 @@ fn ipv6_routing_header_keeps_destination_out_of_the_pseudo_header() {
             &ip6("2001:db8::3").to_be_bytes()
         )
     );
+}
+
+#[test]
+fn icmp_type_and_code_are_the_keys_ports_and_keep_the_checksum() {
+    // OVN's router answers a ping by setting icmp_type 0 on the request.
+    let echo = crate::frame::FrameSpec::ipv4(
+        0xc612_0001,
+        0xc612_00fe,
+        crate::frame::L4::Icmp { ty: 8, code: 0 },
+    )
+    .build();
+    check_checksums(&echo).unwrap();
+    let (out, o) = output_of(&[DpAction::SetTpSrc(0), DpAction::SetTpDst(3)], &echo);
+    assert_eq!(o.skipped, 0);
+    let (key, _) = parse(&out);
+    assert_eq!((key.tp_src(), key.tp_dst()), (0, 3));
+    check_checksums(&out).unwrap();
+    // ICMPv6 (its checksum covers a pseudo-header; the word changes alike).
+    let (out, o) = output_of(&[DpAction::SetTpSrc(129)], P7_IN);
+    assert_eq!(o.skipped, 0);
+    assert_eq!(parse(&out).0.tp_src(), 129);
+    check_checksums(&out).unwrap();
 }

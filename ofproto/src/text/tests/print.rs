@@ -77,11 +77,13 @@ fn actions_print_ovs_style() {
                     field: Field::Reg0,
                     ofs: 0,
                     n_bits: 16,
+                    opt: None,
                 },
                 dst: FieldRange {
                     field: Field::Reg1,
                     ofs: 16,
                     n_bits: 16,
+                    opt: None,
                 },
             },
         ],
