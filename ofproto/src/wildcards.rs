@@ -194,6 +194,14 @@ impl Wildcards {
         if any(&self.mask, L3_FIELDS) {
             self.mask.set_exact(Field::EthType);
         }
+        // "Not a later fragment" (OVN's router reads ip.later_frag) also
+        // reads whether the packet is a fragment at all: a device has one
+        // fragment bit, and "no fragment" is what it can match.
+        let frag = self.mask.field(Field::IpFrag);
+        if frag & u128::from(megaflow::key::FRAG_LATER) != 0 {
+            self.mask
+                .set_field(Field::IpFrag, frag | u128::from(megaflow::key::FRAG_ANY));
+        }
         self.mask
     }
 }
@@ -243,6 +251,22 @@ pub const PIPELINE_FIELDS: &[Field] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn not_a_later_fragment_is_finished_as_no_fragment_at_all() {
+        let mut wc = Wildcards::new();
+        wc.unwildcard(Field::IpFrag, u128::from(megaflow::key::FRAG_LATER));
+        let m = wc.finish();
+        let both = u128::from(megaflow::key::FRAG_ANY | megaflow::key::FRAG_LATER);
+        assert_eq!(m.field(Field::IpFrag), both);
+        // "A fragment or not" alone stays as read.
+        let mut wc = Wildcards::new();
+        wc.unwildcard(Field::IpFrag, u128::from(megaflow::key::FRAG_ANY));
+        assert_eq!(
+            wc.finish().field(Field::IpFrag),
+            u128::from(megaflow::key::FRAG_ANY)
+        );
+    }
 
     #[test]
     fn written_bits_are_not_unwildcarded() {

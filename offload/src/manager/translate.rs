@@ -243,6 +243,11 @@ impl<B: DrBackend> OffloadManager<B> {
                         "ct() before other actions: the FDB's conntrack table ends a stage",
                     ))
                 }
+                // No later stage in the device reads the tracking state
+                // of a stage that does not recirculate: clearing it is
+                // nothing there (a stage that ends in ct() had its
+                // ct_clear taken off by `chain::split`).
+                DpAction::CtClear if !actions.iter().any(|a| matches!(a, DpAction::Recirc(_))) => {}
                 DpAction::CtClear => {
                     return Err(action("ct_clear: the FDB does not clear tracking state"))
                 }
