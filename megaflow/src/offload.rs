@@ -64,6 +64,11 @@ pub enum NotOffloaded {
     /// tags on the packets it receives).
     #[error("no restore path")]
     NoRestorePath,
+    /// Not yet: the device lacks something another flow brings (a later
+    /// stage whose `ct()` stage is not in it); tried again at the next
+    /// pass.
+    #[error("waiting: {0}")]
+    Waiting(&'static str),
 }
 
 impl NotOffloaded {
@@ -72,7 +77,10 @@ impl NotOffloaded {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            NotOffloaded::TableFull | NotOffloaded::Backend { .. } | NotOffloaded::Demoted { .. }
+            NotOffloaded::TableFull
+                | NotOffloaded::Backend { .. }
+                | NotOffloaded::Demoted { .. }
+                | NotOffloaded::Waiting(_)
         )
     }
 }

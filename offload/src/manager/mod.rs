@@ -526,8 +526,8 @@ impl<B: DrBackend> OffloadManager<B> {
             // Its table is the post-ct table of the pass the stage that
             // leads here ends in.
             let Some(pass) = self.passes.after(m.key().recirc_id() as u32) else {
-                return Err(action(
-                    "a stage whose ct() stage is not in the device (yet)",
+                return Err(NotOffloaded::Waiting(
+                    "its ct() stage is not in the device yet",
                 ));
             };
             self.chain_tables(pass)?;

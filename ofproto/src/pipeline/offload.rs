@@ -252,7 +252,12 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             .offload_failures
             .entry(r.to_string())
             .or_default() += 1;
-        let retry = self.cfg.offload.retry_ns;
+        // A flow waiting for another is tried at the next pass; a refusal
+        // that may pass later, after the retry delay.
+        let retry = match r {
+            NotOffloaded::Waiting(_) => 0,
+            _ => self.cfg.offload.retry_ns,
+        };
         if let Some(m) = self.meta_mut(idx) {
             m.eligible = r.is_transient();
             m.retry_at = Timestamp(now.0.saturating_add(retry));
