@@ -116,16 +116,45 @@ fn cases(only: &str) -> Vec<Case> {
     out
 }
 
-/// Empty tables and groups, then the case's commands; the first error.
-fn program(target: &str, cmds: &[String]) -> Result<(), String> {
+/// A controller for the case: `ovs-ofctl monitor TARGET resume`, which
+/// takes packet-ins as NXT_PACKET_IN2 and sends each paused one back
+/// (NXT_RESUME); stopped on drop.
+struct Monitor(std::process::Child);
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Empty tables and groups, then the case's commands (`monitor-resume`:
+/// a [`Monitor`], kept while the case runs); the first error.
+fn program(target: &str, cmds: &[String]) -> Result<Vec<Monitor>, String> {
     for c in ["del-flows", "del-groups"] {
         ofctl(target, &[c, "TARGET"])?;
     }
+    let mut monitors = Vec::new();
     for c in cmds {
+        if c == "monitor-resume" {
+            let child = Command::new("ovs-ofctl")
+                .args(["-O", "OpenFlow13", "monitor", target, "resume"])
+                // Its control socket goes there.
+                .env("OVS_RUNDIR", std::env::temp_dir())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("ovs-ofctl monitor: {e}"))?;
+            monitors.push(Monitor(child));
+            // Connected and its packet-in format set before frames come.
+            std::thread::sleep(Duration::from_millis(300));
+            continue;
+        }
         let (verb, arg) = c.split_once(' ').unwrap_or((c, ""));
         ofctl(target, &[verb, "TARGET", arg]).map_err(|e| format!("{c}: {e}"))?;
     }
-    Ok(())
+    Ok(monitors)
 }
 
 /// The frames of a pcap file, from the `skip`th on.
@@ -162,9 +191,10 @@ fn render(per_port: &BTreeMap<u32, Vec<Vec<u8>>>) -> String {
 }
 
 fn through_ovs(ovs: &Ovs, pcaps: &BTreeMap<u32, PathBuf>, c: &Case) -> String {
-    if let Err(e) = program(&ovs.bridge_target(), &c.cmds) {
-        return format!("error {e}");
-    }
+    let _monitors = match program(&ovs.bridge_target(), &c.cmds) {
+        Ok(m) => m,
+        Err(e) => return format!("error {e}"),
+    };
     let before: BTreeMap<u32, usize> = pcaps
         .iter()
         .map(|(p, f)| (*p, pcap_frames(f, 0).len()))
@@ -174,7 +204,11 @@ fn through_ovs(ovs: &Ovs, pcaps: &BTreeMap<u32, PathBuf>, c: &Case) -> String {
         ovs.appctl(&["netdev-dummy/receive", &format!("p{}", c.in_port), &hex])
             .unwrap_or_else(|e| panic!("netdev-dummy/receive: {e}"));
     }
-    std::thread::sleep(Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(if _monitors.is_empty() {
+        100
+    } else {
+        400
+    }));
     let out = pcaps
         .iter()
         .map(|(p, f)| (*p, pcap_frames(f, before[p])))
@@ -222,9 +256,10 @@ for _ in range(int(sys.argv[2])):
 "#;
 
 fn through_eswitchd(lab: &LiveLab, target: &str, c: &Case) -> String {
-    if let Err(e) = program(target, &c.cmds) {
-        return format!("error {e}");
-    }
+    let _monitors = match program(target, &c.cmds) {
+        Ok(m) => m,
+        Err(e) => return format!("error {e}"),
+    };
     let secs = format!("{}", SETTLE.as_secs_f64() + 1.0);
     let mut caps = Vec::new();
     for p in 1..=PORTS {

@@ -49,6 +49,16 @@ impl OfSwitch for Sw {
     fn packet_out(&mut self, _: u32, _: &[ofproto::OfAction], _: &[u8]) -> Result<(), OfpError> {
         Ok(())
     }
+
+    fn resume(
+        &mut self,
+        _: u32,
+        _: u32,
+        _: &[(megaflow::Field, u128)],
+        _: &[u8],
+    ) -> Result<(), OfpError> {
+        Ok(())
+    }
 }
 
 /// The check on one input: panics where the property fails.

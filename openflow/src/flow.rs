@@ -238,6 +238,19 @@ pub mod nx_packet_in {
     pub const PROP_METADATA: u16 = 6;
     /// What the `controller(userdata=...)` action carried.
     pub const PROP_USERDATA: u16 = 7;
+    /// `controller(pause)`'s continuation: opaque to the controller, sent
+    /// back in `NXT_RESUME`.
+    pub const PROP_CONTINUATION: u16 = 8;
+    /// `NXT_RESUME`: a paused packet sent back (the body is a packet-in2's).
+    pub const RESUME: u32 = 28;
+    /// The one property inside this switch's continuations: the frozen
+    /// state's id and [`CONTINUATION_MAGIC`].
+    pub const CONTINUATION_STATE: u16 = 0x8000;
+    pub const CONTINUATION_MAGIC: u32 = 0x4553_5743;
+    /// `NXR_STALE` (Nicira's experimenter error 35): a continuation this
+    /// switch did not make, or whose state is gone.
+    pub const STALE: crate::error::OfpError =
+        crate::error::OfpError::new(crate::error::EXPERIMENTER_ERROR, 35);
     /// A cookie of all ones: no rule sent the packet (a PACKET_OUT's);
     /// the property is left out.
     pub const NO_COOKIE: u64 = u64::MAX;
@@ -264,6 +277,15 @@ impl PacketIn {
     /// [`nx_packet_in2`](Self::nx_packet_in2) with a controller action's
     /// userdata (none when empty).
     pub fn nx_packet_in2_with(&self, userdata: &[u8]) -> Vec<u8> {
+        self.nx_packet_in2_paused(userdata, None)
+    }
+
+    /// [`nx_packet_in2_with`](Self::nx_packet_in2_with) and, for a
+    /// `controller(pause)`, the continuation of frozen state `id`: nested
+    /// properties 8-aligned after the property header (as Open vSwitch's
+    /// clients read and send back a continuation), this switch's one
+    /// property holding the id.
+    pub fn nx_packet_in2_paused(&self, userdata: &[u8], continuation: Option<u32>) -> Vec<u8> {
         use nx_packet_in as nx;
         let mut out = Vec::with_capacity(self.data.len() + 64);
         put_prop(&mut out, nx::PROP_PACKET, &self.data);
@@ -291,7 +313,41 @@ impl PacketIn {
         if !userdata.is_empty() {
             put_prop(&mut out, nx::PROP_USERDATA, userdata);
         }
+        if let Some(id) = continuation {
+            let mut inner = vec![0; 4];
+            let mut state = id.to_be_bytes().to_vec();
+            state.extend_from_slice(&nx::CONTINUATION_MAGIC.to_be_bytes());
+            put_prop(&mut inner, nx::CONTINUATION_STATE, &state);
+            put_prop(&mut out, nx::PROP_CONTINUATION, &inner);
+        }
         out
+    }
+
+    /// The frozen state id of an `NXT_RESUME` body's continuation (one
+    /// of this switch's), `None` when it has none or another's.
+    pub fn continuation_of(body: &[u8]) -> Option<u32> {
+        use nx_packet_in as nx;
+        let mut r = Reader::new(body);
+        while !r.is_empty() {
+            let ty = r.u16("property.type").ok()?;
+            let len = usize::from(r.u16("property.length").ok()?);
+            let value = r.bytes(len.checked_sub(4)?, "property").ok()?;
+            r.skip((8 - len % 8) % 8, "property padding").ok()?;
+            if ty != nx::PROP_CONTINUATION {
+                continue;
+            }
+            let mut v = Reader::new(value);
+            v.skip(4, "continuation padding").ok()?;
+            let inner_ty = v.u16("continuation.type").ok()?;
+            let inner_len = v.u16("continuation.length").ok()?;
+            let id = v.u32("continuation.id").ok()?;
+            let magic = v.u32("continuation.magic").ok()?;
+            return (inner_ty == nx::CONTINUATION_STATE
+                && inner_len == 12
+                && magic == nx::CONTINUATION_MAGIC)
+                .then_some(id);
+        }
+        None
     }
 
     /// Decodes an `NXT_PACKET_IN2` body ([`nx_packet_in2`](Self::nx_packet_in2)'s);

@@ -709,6 +709,27 @@ impl<B: Device> OfSwitch for View<'_, B> {
         arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
         Ok(())
     }
+
+    fn resume(
+        &mut self,
+        in_port: u32,
+        id: u32,
+        fields: &[(megaflow::Field, u128)],
+        frame: &[u8],
+    ) -> Result<(), openflow::OfpError> {
+        let mut arena = super::TxArena::with_queues(self.packet_ins, &None);
+        let now = self.clock.now();
+        self.sw
+            .resume(now, (in_port, id), fields, frame, &mut arena)
+            .map_err(|e| {
+                debug!("resume refused: {e}");
+                // The continuation is gone (or the resumed pipeline failed).
+                openflow::flow::nx_packet_in::STALE
+            })?;
+        let mut ports = super::lock_tx(self.tx);
+        arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
+        Ok(())
+    }
 }
 
 /// What another thread needs to send a connection packet-ins: where to
@@ -785,6 +806,7 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
                 mask: None,
             });
         }
+        let continuation = extra.as_ref().and_then(|x| x.continuation);
         let userdata = extra.map(|x| x.userdata.clone()).unwrap_or_default();
         let msg = openflow::Message::PacketIn(PacketIn {
             buffer_id: NO_BUFFER,
@@ -805,7 +827,7 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
                         openflow::Message::PacketIn(pin) => openflow::Message::Experimenter {
                             experimenter: openflow::action::NX_VENDOR,
                             exp_type: openflow::flow::nx_packet_in::PACKET_IN2,
-                            data: pin.nx_packet_in2_with(&userdata),
+                            data: pin.nx_packet_in2_paused(&userdata, continuation),
                         }
                         .to_bytes_as(version, 0)
                         .ok(),

@@ -710,6 +710,29 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             .map(|_| ())
     }
 
+    /// A controller's NXT_RESUME: `frame`, received on `in_port`, goes on
+    /// from `controller(pause)`'s continuation `id` with the pipeline
+    /// fields it gave; the frames it sends go to `egress`.
+    pub fn resume<E: Egressor>(
+        &mut self,
+        now: Timestamp,
+        (in_port, id): (u32, u32),
+        fields: &[(megaflow::Field, u128)],
+        frame: &[u8],
+        egress: &mut E,
+    ) -> Result<(), ofproto::XlateError> {
+        let mut pkt = frame.to_vec();
+        let counters = self.front.counters_mut();
+        let mut sink = SwSink {
+            egress,
+            counters,
+            in_port: PortNo(in_port),
+        };
+        self.pipeline
+            .resume(now, in_port, id, fields, &mut pkt, &mut sink)
+            .map(|_| ())
+    }
+
     /// The offload thread's frequent step: the datapaths' counts folded
     /// in, hot flows put into the device.
     pub fn offload_tick(&mut self, now: Timestamp) {

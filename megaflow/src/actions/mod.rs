@@ -109,6 +109,10 @@ pub struct ControllerExtra {
     pub controller_id: u16,
     pub userdata: Vec<u8>,
     pub regs: [u32; 16],
+    /// `controller(pause)`: the frozen state (a recirculation id) the
+    /// pipeline goes on from when the controller sends the packet back
+    /// (NXT_RESUME).
+    pub continuation: Option<u32>,
 }
 
 impl fmt::Display for UserspaceReason {

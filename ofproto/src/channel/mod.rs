@@ -136,6 +136,15 @@ pub trait OfSwitch {
         actions: &[crate::rule::OfAction],
         frame: &[u8],
     ) -> Result<(), OfpError>;
+    /// A controller's NXT_RESUME: `frame`, received on `in_port`, goes on
+    /// from continuation `id` with the pipeline fields `fields` set.
+    fn resume(
+        &mut self,
+        in_port: u32,
+        id: u32,
+        fields: &[(megaflow::Field, u128)],
+        frame: &[u8],
+    ) -> Result<(), OfpError>;
 }
 
 /// The meters a channel changes and reads (METER_MOD, the meter
@@ -595,6 +604,30 @@ impl Connection {
                     return Err(OfpError::REQUEST_EPERM);
                 }
                 self.packet_in_format = format;
+                return Ok(None);
+            }
+            Message::Experimenter {
+                experimenter: openflow::action::NX_VENDOR,
+                exp_type: openflow::flow::nx_packet_in::RESUME,
+                data,
+            } => {
+                if slave {
+                    return Err(OfpError::IS_SLAVE);
+                }
+                let pin = openflow::flow::PacketIn::from_nx_packet_in2(&data).map_err(|e| {
+                    self.last_error = Some(format!("NXT_RESUME: {e}"));
+                    e.ofp_error()
+                })?;
+                let Some(id) = openflow::flow::PacketIn::continuation_of(&data) else {
+                    self.last_error =
+                        Some("NXT_RESUME without a continuation of this switch".into());
+                    return Err(openflow::flow::nx_packet_in::STALE);
+                };
+                let (in_port, fields) = resume_fields(&pin.matched.fields);
+                sw.resume(in_port, id, &fields, &pin.data)
+                    .inspect_err(|e| {
+                        self.last_error = Some(format!("NXT_RESUME refused: {}", e.name()));
+                    })?;
                 return Ok(None);
             }
             Message::Experimenter {
@@ -1065,6 +1098,34 @@ impl Connection {
             self.stats.tx_msgs += 1;
         }
     }
+}
+
+/// The input port (OFPP_CONTROLLER when none) and the pipeline fields
+/// (registers, metadata) an NXT_RESUME's metadata gives: registers as
+/// Nicira's 32-bit ones or OpenFlow 1.5's 64-bit packet registers.
+fn resume_fields(oxms: &[openflow::Oxm]) -> (u32, Vec<(megaflow::Field, u128)>) {
+    use openflow::oxm::{ofb, CLASS_BASIC, CLASS_NXM1};
+    let regs = megaflow::key::REGS;
+    let be = |v: &[u8]| v.iter().fold(0u128, |a, &b| a << 8 | u128::from(b));
+    let mut in_port = 0xffff_fffd;
+    let mut fields = Vec::new();
+    for o in oxms.iter().filter(|o| o.mask.is_none()) {
+        let v = be(&o.value);
+        match (o.class, o.field, o.value.len()) {
+            (CLASS_BASIC, ofb::IN_PORT, 4) => in_port = v as u32,
+            (CLASS_BASIC, ofb::METADATA, 8) => fields.push((megaflow::Field::Metadata, v)),
+            (CLASS_NXM1, f, 4) if usize::from(f) < regs.len() => {
+                fields.push((regs[usize::from(f)], v))
+            }
+            (openflow::regs::CLASS_PKT_REGS, f, 8) if f < 8 => {
+                let n = 2 * usize::from(f);
+                fields.push((regs[n], v >> 32));
+                fields.push((regs[n + 1], v & 0xffff_ffff));
+            }
+            _ => {}
+        }
+    }
+    (in_port, fields)
 }
 
 /// The tracker's filter for a flush message: a 16-byte address that is

@@ -9,6 +9,8 @@ struct Sw {
     /// The generation a revalidator pass has synced (tests move it).
     synced: u64,
     sync_requests: u32,
+    /// Each NXT_RESUME's translation: its datapath actions.
+    resumed: Vec<String>,
 }
 
 impl OfSwitch for Sw {
@@ -62,6 +64,25 @@ impl OfSwitch for Sw {
     ) -> Result<(), OfpError> {
         Ok(())
     }
+
+    fn resume(
+        &mut self,
+        in_port: u32,
+        id: u32,
+        fields: &[(megaflow::Field, u128)],
+        frame: &[u8],
+    ) -> Result<(), OfpError> {
+        let mut key = megaflow::FlowKey::ZERO;
+        megaflow::extract::extract_into(in_port, frame, &mut key);
+        let t = self
+            .bridge
+            .translate_resume(&key, id, fields, megaflow::Timestamp::from_millis(1));
+        if t.error.is_some() {
+            return Err(openflow::flow::nx_packet_in::STALE);
+        }
+        self.resumed.push(t.datapath_actions().to_string());
+        Ok(())
+    }
 }
 
 fn sw() -> Sw {
@@ -70,6 +91,7 @@ fn sw() -> Sw {
         bridge: Bridge::new(),
         synced: u64::MAX,
         sync_requests: 0,
+        resumed: Vec::new(),
     }
 }
 
@@ -921,4 +943,98 @@ mod bundle_tests {
         assert_eq!(s.bridge.tables.len(), 1);
         assert_eq!(c.state(), &State::Open);
     }
+}
+
+/// `controller(pause)`: the packet-in's continuation, sent back in an
+/// NXT_RESUME (as `ovs-ofctl monitor ... resume` and ovn-controller do,
+/// with the registers the controller changed), runs what the pause left:
+/// the rest of the rule, a resubmit's return, the action set.
+#[test]
+fn a_paused_pipeline_goes_on_from_its_continuation_with_the_controllers_registers() {
+    use crate::text::parse_flow;
+    let mut s = sw();
+    s.bridge = Bridge::with_ports(1..=4);
+    let now = megaflow::Timestamp::from_millis(1);
+    for f in [
+        "table=0,priority=10,actions=resubmit(,1),output:3",
+        "table=1,priority=10,actions=controller(userdata=01.02,pause),resubmit(,2)",
+        "table=2,priority=10,reg0=7,actions=output:2",
+        "table=2,priority=5,actions=output:4",
+    ] {
+        s.bridge
+            .apply_flow_mod(
+                &parse_flow(f, crate::rule::FlowModCommand::Add).expect("flow"),
+                now,
+            )
+            .expect("added");
+    }
+    let frame = megaflow::frame::FrameSpec::ipv4(
+        0xc612_0001,
+        0xc612_0002,
+        megaflow::frame::L4::udp(1000, 53),
+    )
+    .build();
+    let mut key = megaflow::FlowKey::ZERO;
+    megaflow::extract::extract_into(1, &frame, &mut key);
+    let t = s.bridge.translate(&key, now);
+    let id = t
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            megaflow::DpAction::Userspace(megaflow::actions::UserspaceReason::Controller {
+                extra: Some(x),
+                ..
+            }) => x.continuation,
+            _ => None,
+        })
+        .expect("the packet-in carries a continuation");
+    // Nothing after the pause runs now.
+    assert!(!t
+        .actions
+        .iter()
+        .any(|a| matches!(a, megaflow::DpAction::Output(_))));
+    // The packet-in2 as sent, and the NXT_RESUME a controller makes of it
+    // (its metadata with reg0 = 7 as OpenFlow 1.5's packet register 0).
+    let pin = openflow::flow::PacketIn {
+        buffer_id: openflow::flow::NO_BUFFER,
+        total_len: frame.len() as u16,
+        reason: 1,
+        table_id: 1,
+        cookie: 0,
+        matched: openflow::OxmMatch {
+            fields: vec![
+                openflow::Oxm::basic(openflow::oxm::ofb::IN_PORT, &1u32.to_be_bytes()),
+                openflow::Oxm {
+                    class: openflow::regs::CLASS_PKT_REGS,
+                    field: 0,
+                    value: (7u64 << 32).to_be_bytes().to_vec(),
+                    mask: None,
+                },
+            ],
+        },
+        data: frame.clone(),
+    };
+    let body = pin.nx_packet_in2_paused(&[1, 2], Some(id));
+    assert_eq!(openflow::flow::PacketIn::continuation_of(&body), Some(id));
+    let mut c = open(&mut s, 1, Instant::now());
+    let resume = Message::Experimenter {
+        experimenter: openflow::action::NX_VENDOR,
+        exp_type: openflow::flow::nx_packet_in::RESUME,
+        data: body,
+    };
+    let replies = ask(&mut c, &mut s, &resume, 9);
+    assert!(replies.is_empty(), "{replies:?}");
+    // reg0 = 7 from the controller: table 2 outputs to 2; then the
+    // resubmit returns and table 0's rule outputs to 3.
+    assert_eq!(s.resumed, vec!["output:2,output:3".to_string()]);
+    // A continuation this switch did not make is stale.
+    let stale = Message::Experimenter {
+        experimenter: openflow::action::NX_VENDOR,
+        exp_type: openflow::flow::nx_packet_in::RESUME,
+        data: pin.nx_packet_in2_paused(&[], Some(0xdead)),
+    };
+    assert_eq!(
+        error_of(&ask(&mut c, &mut s, &stale, 10)),
+        Some(openflow::flow::nx_packet_in::STALE)
+    );
 }

@@ -790,6 +790,29 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         Ok(self.run_actions(now, &key, &actions, pkt, &mut layout, sink))
     }
 
+    /// A controller's NXT_RESUME: the packet it sent back goes on from
+    /// `controller(pause)`'s continuation `id`, with the pipeline fields
+    /// it gave (see [`crate::Bridge::translate_resume`]).
+    pub fn resume<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: u32,
+        id: u32,
+        fields: &[(megaflow::Field, u128)],
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+    ) -> Result<ExecOutcome, crate::xlate::XlateError> {
+        let mut key = FlowKey::ZERO;
+        let ex = extract_into(in_port, pkt, &mut key);
+        let t = self.bridge.read().translate_resume(&key, id, fields, now);
+        if let Some(e) = t.error.clone() {
+            return Err(e);
+        }
+        let actions = t.datapath_actions();
+        let mut layout = ex.layout;
+        Ok(self.run_actions(now, &key, &actions, pkt, &mut layout, sink))
+    }
+
     /// Installs the megaflow of a missed key translated outside the slow
     /// path ([`translate_miss`]), counting the packet in it; returns the
     /// actions to run on the packet. A translation of an older version of

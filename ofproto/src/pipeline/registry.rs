@@ -31,10 +31,15 @@ pub(super) struct Registry {
     recirc_refs: std::collections::HashMap<u32, u32>,
 }
 
-/// The recirculation ids `actions` send packets on to.
+/// The recirculation ids `actions` send packets on to, or hold for a
+/// controller to resume at (`controller(pause)`'s continuation).
 fn recircs(actions: &Actions) -> impl Iterator<Item = u32> + '_ {
     actions.iter().filter_map(|a| match a {
         megaflow::DpAction::Recirc(id) => Some(*id),
+        megaflow::DpAction::Userspace(megaflow::actions::UserspaceReason::Controller {
+            extra: Some(x),
+            ..
+        }) => x.continuation,
         _ => None,
     })
 }

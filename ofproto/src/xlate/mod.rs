@@ -307,6 +307,33 @@ fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Trans
 }
 
 impl Bridge {
+    /// Goes on from `controller(pause)`'s continuation `id` with the
+    /// packet the controller sent back (`key`, from NXT_RESUME): the frozen
+    /// state, then the pipeline fields the controller gave (`fields`: its
+    /// metadata, e.g. a register OVN sets to say what it did), then what
+    /// was not run. An unknown id fails with `NoRecircContext`.
+    pub fn translate_resume(
+        &self,
+        key: &FlowKey,
+        id: u32,
+        fields: &[(Field, u128)],
+        now: Timestamp,
+    ) -> Translation {
+        let mut ctx = Ctx::new(self, key, now, false);
+        match self.recirc.thaw(id) {
+            Some(state) => {
+                ctx.thaw(&state);
+                for &(f, v) in fields {
+                    ctx.flow.set_field(f, v);
+                    ctx.wc.write(f, f.layout().max_value());
+                }
+                ctx.resume(&state.steps);
+            }
+            None => ctx.fail(XlateError::NoRecircContext(id)),
+        }
+        ctx.finish()
+    }
+
     /// Translates `actions` run on a packet with `key` (a PACKET_OUT's
     /// action list: no table lookup unless an action resubmits).
     pub fn translate_actions(
@@ -369,7 +396,11 @@ impl<'a> Ctx<'a> {
         if let Some(steps) = self.freezing.take() {
             if self.error.is_none() {
                 let ct = self.ct_live;
-                self.freeze(TableId(0), steps, ct);
+                if self.paused {
+                    self.continuation(steps, ct);
+                } else {
+                    self.freeze(TableId(0), steps, ct);
+                }
             }
         }
         if self.error.is_some() {
@@ -651,10 +682,12 @@ impl<'a> Ctx<'a> {
             OfAction::Controller(c) => {
                 self.controller(c.max_len, Some(c));
                 if c.pause {
-                    // Nothing after it runs: the controller would resume
-                    // it (NXT_RESUME), which this switch does not do.
+                    // Nothing after it runs now: what would is frozen, and
+                    // goes on when the controller sends the packet back
+                    // (NXT_RESUME with the packet-in's continuation).
                     self.note(|| "controller(pause): the pipeline stops here".into());
                     self.paused = true;
+                    self.freezing = Some(Vec::new());
                 }
             }
             OfAction::CtClear => {
@@ -737,6 +770,47 @@ impl<'a> Ctx<'a> {
     /// when not empty) under an id, and the datapath recirculates the
     /// packet to it. False when no id was left (the translation failed).
     fn freeze(&mut self, table: TableId, steps: Vec<Step>, conntracked: bool) -> bool {
+        let state = self.frozen(table, steps, conntracked);
+        match self.br.recirc.freeze(state) {
+            Some(id) => {
+                self.note(|| format!("recirculate to {id:#x}: resume at table {table}"));
+                self.out.push(DpAction::Recirc(id));
+                true
+            }
+            None => {
+                self.fail(XlateError::RecircIdsExhausted);
+                false
+            }
+        }
+    }
+
+    /// `controller(pause)`'s continuation: what was not run (`steps`),
+    /// frozen under an id the packet-in carries; the controller's
+    /// NXT_RESUME goes on from it ([`Bridge::translate_resume`]).
+    fn continuation(&mut self, mut steps: Vec<Step>, conntracked: bool) {
+        if steps.is_empty() {
+            // Nothing after the pause: a resume runs nothing.
+            steps.push(Step::ActionSet);
+        }
+        let state = self.frozen(TableId(0), steps, conntracked);
+        let Some(id) = self.br.recirc.freeze(state) else {
+            self.fail(XlateError::RecircIdsExhausted);
+            return;
+        };
+        self.note(|| format!("continuation {id:#x}: the controller may resume here"));
+        let last = self.out.iter_mut().rev().find_map(|a| match a {
+            DpAction::Userspace(UserspaceReason::Controller { extra, .. }) => Some(extra),
+            _ => None,
+        });
+        if let Some(extra) = last {
+            let mut x = extra.as_deref().cloned().unwrap_or_default();
+            x.continuation = Some(id);
+            *extra = Some(std::sync::Arc::new(x));
+        }
+    }
+
+    /// The state a later stage (or a resume) starts from.
+    fn frozen(&mut self, table: TableId, steps: Vec<Step>, conntracked: bool) -> FrozenState {
         self.commit();
         let written = self.wc.written();
         let mut fields = Vec::new();
@@ -752,7 +826,7 @@ impl<'a> Ctx<'a> {
                 fields.push((f, self.flow.field(f) & w, w));
             }
         }
-        let state = FrozenState {
+        FrozenState {
             table,
             fields,
             action_set: self.action_set.clone(),
@@ -760,17 +834,6 @@ impl<'a> Ctx<'a> {
             steps,
             hashed: self.hashed,
             stack: self.stack.clone(),
-        };
-        match self.br.recirc.freeze(state) {
-            Some(id) => {
-                self.note(|| format!("recirculate to {id:#x}: resume at table {table}"));
-                self.out.push(DpAction::Recirc(id));
-                true
-            }
-            None => {
-                self.fail(XlateError::RecircIdsExhausted);
-                false
-            }
         }
     }
 
@@ -1021,6 +1084,7 @@ impl<'a> Ctx<'a> {
                 controller_id: c.map_or(0, |c| c.controller_id),
                 userdata: c.map(|c| c.userdata.clone()).unwrap_or_default(),
                 regs,
+                continuation: None,
             })
         });
         self.out
