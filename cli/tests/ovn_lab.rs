@@ -7,7 +7,9 @@
 //! allowed and related, in: ICMP and TCP port 22; the rest dropped).
 //!
 //! Checked: the VMs ping and talk TCP on port 22, and on 8443 from an
-//! address set (conjunctive flows); TCP to port 80 is dropped; a port
+//! address set (conjunctive flows); TCP to port 80 is dropped; OVN's
+//! native DHCP offers vm1 its address (the DISCOVER paused with
+//! `controller(pause)`, answered and resumed by ovn-controller); a port
 //! deleted in the northbound database stops forwarding and a port added
 //! back forwards again; `eswitchd` wrote the `Interface.ofport` each port
 //! was given; ovn-controller logged no OpenFlow error and never
@@ -176,6 +178,48 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
     let back = wait_for(Duration::from_secs(20), || pings(vm1, "198.18.0.2"));
     assert!(back.is_some(), "vm2 added back does not answer");
 
+    // OVN's own DHCP server: the DISCOVER is paused in the pipeline
+    // (controller(pause)), ovn-controller writes the OFFER into it and
+    // sends it back (NXT_RESUME), and the pipeline goes on to vm1.
+    ovn.nbctl(&["dhcp-options-create", "198.18.0.0/24"]);
+    let dhcp = ovn.nbctl(&[
+        "--bare",
+        "--columns=_uuid",
+        "find",
+        "DHCP_Options",
+        "cidr=\"198.18.0.0/24\"",
+    ]);
+    let dhcp = dhcp.trim().to_string();
+    ovn.nbctl(&[
+        "dhcp-options-set-options",
+        &dhcp,
+        "lease_time=3600",
+        "router=198.18.0.254",
+        "server_id=198.18.0.253",
+        "server_mac=02:00:00:00:ff:fd",
+    ]);
+    ovn.nbctl(&["lsp-set-dhcpv4-options", "vm1", &dhcp]);
+    let offer = wait_for(Duration::from_secs(10), || {
+        run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                vm1,
+                "python3",
+                "-c",
+                DHCP_DISCOVER,
+                "02:00:00:00:00:01",
+            ],
+        )
+        .is_ok_and(|o| o.trim() == "offer 198.18.0.1 router 198.18.0.254")
+    });
+    assert!(
+        offer.is_some(),
+        "{T}: no DHCP offer of 198.18.0.1 through NXT_RESUME ({})",
+        ovn.dir.display()
+    );
+
     // Everything ovn-controller sent was taken: no OpenFlow error, no
     // reconnect.
     ovn.assert_controller_clean(&format!("{H}/ovn-controller"));
@@ -190,6 +234,63 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
     }
     bundle_figure(&ovn);
 }
+
+/// A DHCPDISCOVER from `eth0` with the MAC given as the argument, on a
+/// raw socket (no DHCP client in the namespace); prints `offer YIADDR
+/// router R` for the first DHCPOFFER that comes back within a second.
+const DHCP_DISCOVER: &str = r#"
+import socket, struct, sys, time
+mac = bytes.fromhex(sys.argv[1].replace(":", ""))
+xid = 0x12345678
+zero4 = bytes(4)
+opts = bytes([53, 1, 1, 255])
+bootp = struct.pack("!BBBBIHH4s4s4s4s16s64s128s", 1, 1, 6, 0, xid, 0, 0x8000,
+                    zero4, zero4, zero4, zero4, mac + bytes(10),
+                    bytes(64), bytes(128)) + bytes([99, 130, 83, 99]) + opts
+udp = struct.pack("!HHHH", 68, 67, 8 + len(bootp), 0) + bootp
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    s = (s >> 16) + (s & 0xffff)
+    return ~(s + (s >> 16)) & 0xffff
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
+                 zero4, bytes([255] * 4))
+ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+frame = bytes([255] * 6) + mac + bytes([8, 0]) + ip + udp
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+s.bind(("eth0", 0))
+s.settimeout(0.2)
+s.send(frame)
+end = time.time() + 1
+while time.time() < end:
+    try:
+        d = s.recv(2048)
+    except socket.timeout:
+        continue
+    l3 = d[14:]
+    if len(l3) < 28 or l3[9] != 17:
+        continue
+    ihl = (l3[0] & 15) * 4
+    sport, dport = struct.unpack("!HH", l3[ihl:ihl + 4])
+    b = l3[ihl + 8:]
+    if (sport, dport) != (67, 68) or len(b) < 240 or struct.unpack("!I", b[4:8])[0] != xid:
+        continue
+    yiaddr = socket.inet_ntoa(b[16:20])
+    o, router, kind = b[240:], None, None
+    while o and o[0] != 255:
+        if o[0] == 0:
+            o = o[1:]
+            continue
+        t, n = o[0], o[1]
+        if t == 53:
+            kind = o[2]
+        if t == 3:
+            router = socket.inet_ntoa(o[2:6])
+        o = o[2 + n:]
+    if kind == 2:
+        print("offer", yiaddr, "router", router)
+        sys.exit(0)
+sys.exit(1)
+"#;
 
 /// `bench: ovn.bundle_flows_per_s`: OVN's table for 100 logical ports
 /// (the two VMs and 98 ports bound to interfaces without a netdev),

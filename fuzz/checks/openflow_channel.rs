@@ -54,7 +54,7 @@ impl OfSwitch for Sw {
         &mut self,
         _: u32,
         _: u32,
-        _: &[(megaflow::Field, u128)],
+        _: &[(megaflow::Field, u128, u128)],
         _: &[u8],
     ) -> Result<(), OfpError> {
         Ok(())

@@ -714,7 +714,7 @@ impl<B: Device> OfSwitch for View<'_, B> {
         &mut self,
         in_port: u32,
         id: u32,
-        fields: &[(megaflow::Field, u128)],
+        fields: &[(megaflow::Field, u128, u128)],
         frame: &[u8],
     ) -> Result<(), openflow::OfpError> {
         let mut arena = super::TxArena::with_queues(self.packet_ins, &None);

@@ -717,7 +717,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         &mut self,
         now: Timestamp,
         (in_port, id): (u32, u32),
-        fields: &[(megaflow::Field, u128)],
+        fields: &[(megaflow::Field, u128, u128)],
         frame: &[u8],
         egress: &mut E,
     ) -> Result<(), ofproto::XlateError> {

@@ -69,7 +69,7 @@ impl OfSwitch for Sw {
         &mut self,
         in_port: u32,
         id: u32,
-        fields: &[(megaflow::Field, u128)],
+        fields: &[(megaflow::Field, u128, u128)],
         frame: &[u8],
     ) -> Result<(), OfpError> {
         let mut key = megaflow::FlowKey::ZERO;
@@ -1004,11 +1004,13 @@ fn a_paused_pipeline_goes_on_from_its_continuation_with_the_controllers_register
         matched: openflow::OxmMatch {
             fields: vec![
                 openflow::Oxm::basic(openflow::oxm::ofb::IN_PORT, &1u32.to_be_bytes()),
+                // reg0's low 3 bits only (masked), as Open vSwitch encodes
+                // a register a controller set some bits of.
                 openflow::Oxm {
                     class: openflow::regs::CLASS_PKT_REGS,
                     field: 0,
                     value: (7u64 << 32).to_be_bytes().to_vec(),
-                    mask: None,
+                    mask: Some((7u64 << 32).to_be_bytes().to_vec()),
                 },
             ],
         },

@@ -798,7 +798,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         now: Timestamp,
         in_port: u32,
         id: u32,
-        fields: &[(megaflow::Field, u128)],
+        fields: &[(megaflow::Field, u128, u128)],
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Result<ExecOutcome, crate::xlate::XlateError> {

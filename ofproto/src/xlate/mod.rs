@@ -310,22 +310,24 @@ impl Bridge {
     /// Goes on from `controller(pause)`'s continuation `id` with the
     /// packet the controller sent back (`key`, from NXT_RESUME): the frozen
     /// state, then the pipeline fields the controller gave (`fields`: its
-    /// metadata, e.g. a register OVN sets to say what it did), then what
+    /// metadata as (field, value, mask), e.g. the register bit OVN sets to
+    /// say what it did), then what
     /// was not run. An unknown id fails with `NoRecircContext`.
     pub fn translate_resume(
         &self,
         key: &FlowKey,
         id: u32,
-        fields: &[(Field, u128)],
+        fields: &[(Field, u128, u128)],
         now: Timestamp,
     ) -> Translation {
         let mut ctx = Ctx::new(self, key, now, false);
         match self.recirc.thaw(id) {
             Some(state) => {
                 ctx.thaw(&state);
-                for &(f, v) in fields {
-                    ctx.flow.set_field(f, v);
-                    ctx.wc.write(f, f.layout().max_value());
+                for &(f, v, m) in fields {
+                    let old = ctx.flow.field(f);
+                    ctx.flow.set_field(f, (old & !m) | (v & m));
+                    ctx.wc.write(f, m);
                 }
                 ctx.resume(&state.steps);
             }
