@@ -232,6 +232,18 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
     if pct < 95.0 {
         ovn.show_offload(H);
     }
+    // Interface.statistics, as ovs-vswitchd writes them (every 5 s): the
+    // stream's packets, the device's and software's together.
+    let port = vms[0].port.clone();
+    let counted = wait_for(Duration::from_secs(8), || {
+        let rx = ovn.vsctl(H, &["get", "Interface", &port, "statistics:rx_packets"]);
+        rx.trim().parse::<u64>().is_ok_and(|n| n > 1000)
+    });
+    assert!(
+        counted.is_some(),
+        "{T}: {port}: statistics {}",
+        ovn.vsctl(H, &["get", "Interface", &port, "statistics"])
+    );
     bundle_figure(&ovn);
 }
 

@@ -86,6 +86,9 @@ pub struct IfaceState {
     pub uuid: String,
     pub name: String,
     pub ofport: Result<u32, String>,
+    /// Its counters (software and hardware together), for
+    /// `Interface.statistics`.
+    pub stats: Option<megaflow::port::PortStats>,
 }
 
 /// `[ovsdb]`-derived settings of a session.
@@ -129,7 +132,7 @@ fn monitor_requests() -> Value {
         "Datapath": {"columns": ["capabilities", "datapath_version"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id"]},
         "Port": {"columns": ["name", "interfaces"]},
-        "Interface": {"columns": ["name", "type", "options", "other_config", "ofport", "ofport_request", "error",
+        "Interface": {"columns": ["name", "type", "options", "other_config", "ofport", "ofport_request", "error", "statistics",
                                   "ifindex", "mac_in_use", "admin_state", "link_state"]},
         "Controller": {"columns": ["target"]},
     })
@@ -334,6 +337,27 @@ fn write_back(
         cols.push(("mac_in_use", mac));
         cols.push(("admin_state", state.clone()));
         cols.push(("link_state", state));
+        if let Some(s) = &st.stats {
+            // As ovs-vswitchd writes them (every 5 s here too).
+            let n = |v: u64| ::ovsdb::Atom::Integer(i64::try_from(v).unwrap_or(i64::MAX));
+            let pairs = [
+                ("rx_packets", s.rx_packets),
+                ("rx_bytes", s.rx_bytes),
+                ("rx_dropped", s.rx_dropped),
+                ("tx_packets", s.tx_packets),
+                ("tx_bytes", s.tx_bytes),
+                ("tx_dropped", s.tx_dropped),
+            ];
+            cols.push((
+                "statistics",
+                Datum::Map(
+                    pairs
+                        .iter()
+                        .map(|(k, v)| (::ovsdb::Atom::String((*k).into()), n(*v)))
+                        .collect(),
+                ),
+            ));
+        }
         let cols: Vec<(&str, Datum)> = cols
             .into_iter()
             .filter(|(c, v)| differs(row, c, v))

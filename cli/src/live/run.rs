@@ -497,12 +497,20 @@ fn ovsdb_apply<B: crate::switch::Device>(
         }
     }
     let bridge = wanted.bridge.as_deref().unwrap_or_default();
+    let stats: std::collections::HashMap<u32, megaflow::port::PortStats> =
+        super::sflow::port_snapshots(&super::lock(core))
+            .into_iter()
+            .map(|s| (s.no.0, s.stats))
+            .collect();
     wanted
         .ifaces
         .iter()
         .map(|i| IfaceState {
             uuid: i.uuid.clone(),
             name: i.name.clone(),
+            stats: daemon
+                .port_number(&i.name)
+                .and_then(|p| stats.get(&p).copied()),
             ofport: if i.name == bridge {
                 Ok(super::ovsdb::LOCAL_OFPORT as u32)
             } else if let Some(e) = refused.get(&i.name) {
