@@ -22,8 +22,8 @@
 //!
 //! Needs root, iproute2, ethtool, ping, python3, openvswitch-switch (the
 //! database server) and ovn-central/ovn-host (`SKIP` otherwise). The VMs
-//! send with TX checksum offload off (as the other labs do): eswitch does
-//! not yet complete a veth's partial checksums.
+//! send with TX checksum offload on: their TCP checksums are partial, and
+//! eswitchd completes them on receive.
 
 mod ovn;
 

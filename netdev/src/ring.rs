@@ -78,6 +78,10 @@ pub(crate) struct RxFrame<'a> {
     pub ts_ns: u64,
     /// `(tpid, tci)` of a VLAN tag the kernel stripped.
     pub vlan: Option<(u16, u16)>,
+    /// `TP_STATUS_CSUMNOTREADY`: the sender left the TCP/UDP checksum to
+    /// a NIC (a veth peer with TX checksum offload on); it holds only the
+    /// pseudo-header's sum.
+    pub partial_csum: bool,
     /// Offset of the next frame from this one (0 for the last).
     pub next_offset: u32,
 }
@@ -107,6 +111,7 @@ pub(crate) fn parse_frame(blk: &[u8], off: usize) -> Option<RxFrame<'_>> {
         wire_len: rd_u32(hdr, F_LEN)?,
         ts_ns: sec * 1_000_000_000 + nsec,
         vlan,
+        partial_csum: status & libc::TP_STATUS_CSUMNOTREADY != 0,
         next_offset: rd_u32(hdr, F_NEXT)?,
     })
 }
@@ -237,6 +242,13 @@ impl RxCursor {
                     if pushed {
                         stats.rx_packets += 1;
                         let n = batch.len() - 1;
+                        if f.partial_csum {
+                            // Completed here, as the NIC would have: the
+                            // switch forwards it to ports that will not.
+                            if let Some(p) = batch.get_mut(n) {
+                                megaflow::actions::edit::complete_l4_checksum(p);
+                            }
+                        }
                         stats.rx_bytes += batch.get(n).map_or(0, |p| p.data.len() as u64);
                     } else {
                         stats.rx_dropped += 1;

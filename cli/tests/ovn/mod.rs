@@ -278,7 +278,8 @@ impl Ovn {
     /// default route by `gw`, MTU 1400 so that Geneve's overhead fits the
     /// underlay's 1500) is a veth whose other end is `port` in `host_ns`
     /// (the root namespace if `None`). It sends with TX checksum offload
-    /// off (eswitch does not complete a veth's partial checksums) and asks
+    /// on, as a VM's virtio or a container's veth does (its TCP and UDP
+    /// checksums are partial: eswitch completes them on receive), and asks
     /// ARP again every 50 ms.
     pub fn vm(
         &mut self,
@@ -302,7 +303,6 @@ impl Ovn {
             ],
             vec!["-n", &ns, "addr", "add", cidr, "dev", "eth0"],
             vec!["-n", &ns, "link", "set", "eth0", "up"],
-            vec!["netns", "exec", &ns, "ethtool", "-K", "eth0", "tx", "off"],
             vec![
                 "netns",
                 "exec",

@@ -583,3 +583,61 @@ pub fn pop_vlan(pkt: &mut Vec<u8>, layout: &mut Layout) -> bool {
     layout.vlans = layout.vlans.saturating_sub(1);
     true
 }
+
+/// Completes the TCP or UDP checksum of a packet its sender left to the
+/// NIC (a veth peer's `CHECKSUM_PARTIAL`: AF_PACKET marks it
+/// `TP_STATUS_CSUMNOTREADY`, the checksum field holding only the
+/// pseudo-header's sum): computed whole from the pseudo-header and the
+/// segment, as the NIC would have. False when the packet has no whole
+/// TCP or UDP segment to sum (a fragment, another protocol).
+pub fn complete_l4_checksum(pkt: &mut [u8]) -> bool {
+    let mut key = crate::key::FlowKey::ZERO;
+    let layout = crate::extract::extract_into(0, pkt, &mut key).layout;
+    let Some(ip) = ip_header(pkt, &layout) else {
+        return false;
+    };
+    let Some(l4) = l4_header(pkt, &layout, ip) else {
+        return false;
+    };
+    if l4.first_fragment || layout.l3_end == NO_OFFSET {
+        return false;
+    }
+    let end = usize::from(layout.l3_end);
+    let at = match l4.proto {
+        IP_PROTO_TCP => l4.off + 16,
+        IP_PROTO_UDP => l4.off + 6,
+        _ => return false,
+    };
+    if end > pkt.len() || at + 2 > end {
+        return false;
+    }
+    let seg_len = (end - l4.off) as u32;
+    let mut sum: u64 = 0;
+    let mut add = |b: &[u8]| {
+        for c in b.chunks(2) {
+            sum += u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        }
+    };
+    match ip {
+        Ip::V4(l3) => {
+            add(&pkt[l3 + 12..l3 + 20]);
+            add(&[0, l4.proto]);
+            add(&(seg_len as u16).to_be_bytes());
+        }
+        Ip::V6(l3) => {
+            add(&pkt[l3 + 8..l3 + 40]);
+            add(&seg_len.to_be_bytes());
+            add(&[0, 0, 0, l4.proto]);
+        }
+    }
+    put(pkt, at, &[0, 0]);
+    add(&pkt[l4.off..end]);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let c = match !(sum as u16) {
+        0 if l4.proto == IP_PROTO_UDP => 0xffff,
+        c => c,
+    };
+    put(pkt, at, &c.to_be_bytes())
+}

@@ -18,6 +18,8 @@ struct Fake {
     wire_len: u32,
     vlan: Option<(Option<u16>, u16)>,
     ts: (u32, u32),
+    /// TP_STATUS_CSUMNOTREADY.
+    partial: bool,
 }
 
 fn fake(seq: u8, len: usize) -> Fake {
@@ -29,6 +31,7 @@ fn fake(seq: u8, len: usize) -> Fake {
         data,
         vlan: None,
         ts: (1, u32::from(seq)),
+        partial: false,
     }
 }
 
@@ -87,6 +90,9 @@ fn block(frames: &[Fake]) -> Vec<u8> {
             mac as u16,
         );
         let mut status = libc::TP_STATUS_USER;
+        if f.partial {
+            status |= libc::TP_STATUS_CSUMNOTREADY;
+        }
         if let Some((tpid, tci)) = f.vlan {
             status |= libc::TP_STATUS_VLAN_VALID;
             let hv1 = off + offset_of!(libc::tpacket3_hdr, hv1);
@@ -217,6 +223,38 @@ fn cursor_keeps_its_place_in_a_partially_consumed_block() {
     assert_eq!(stats.rx_packets, 40);
     assert_eq!(stats.rx_bytes, 20 * 60 + 20 * 64);
     assert_eq!(stats.rx_dropped, 0);
+}
+
+#[test]
+fn a_frame_whose_checksum_the_sender_left_to_a_nic_is_completed_on_receive() {
+    use megaflow::frame::{FrameSpec, L4};
+    let good = FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::tcp(40000, 22)).build();
+    let mut partial = good.clone();
+    // The checksum field (at 14 + 20 + 16) holding something else.
+    partial[50] ^= 0x5a;
+    let ring = FakeRing::new(1);
+    let frames = [
+        Fake {
+            partial: true,
+            ..fake(0, 14)
+        },
+        Fake {
+            partial: false,
+            ..fake(0, 14)
+        },
+    ]
+    .map(|f| Fake {
+        wire_len: partial.len() as u32,
+        data: partial.clone(),
+        ..f
+    });
+    ring.fill(0, &frames);
+    let mut cur = RxCursor::default();
+    let mut batch = PacketBatch::new();
+    let mut stats = PortStats::default();
+    assert_eq!(cur.fill(&ring, &mut batch, &mut stats), 2);
+    // Completed when the status says so; left as it came otherwise.
+    assert_eq!(datas(&batch), vec![good, partial]);
 }
 
 #[test]

@@ -152,3 +152,29 @@ fn icmp_type_and_code_are_the_keys_ports_and_keep_the_checksum() {
     assert_eq!(parse(&out).0.tp_src(), 129);
     check_checksums(&out).unwrap();
 }
+
+#[test]
+fn a_partial_checksum_is_completed_as_the_nic_would() {
+    // TCP and UDP over IPv4, and TCP over IPv6: the checksum field holding
+    // the pseudo-header's sum only (what a veth peer sends with TX
+    // checksum offload on) becomes the whole checksum.
+    for spec in [
+        crate::frame::FrameSpec::ipv4(0xc612_0001, 0xc612_0002, crate::frame::L4::tcp(40000, 22)),
+        crate::frame::FrameSpec::ipv4(0xc612_0001, 0xc612_0002, crate::frame::L4::udp(68, 67)),
+    ] {
+        let good = spec.build();
+        check_checksums(&good).unwrap();
+        let (_, layout) = parse(&good);
+        let l4 = usize::from(layout.l4);
+        let at = if good[23] == 6 { l4 + 16 } else { l4 + 6 };
+        let mut partial = good.clone();
+        partial[at] = 0x12;
+        partial[at + 1] = 0x34;
+        assert!(check_checksums(&partial).is_err());
+        assert!(edit::complete_l4_checksum(&mut partial));
+        assert_eq!(partial, good);
+    }
+    let (mut v6, _) = output_of(&[], P7_IN);
+    // P7 is ICMPv6: no TCP/UDP checksum to complete.
+    assert!(!edit::complete_l4_checksum(&mut v6));
+}
