@@ -205,6 +205,11 @@ pub enum OfAction {
     Conjunction { id: u32, clause: u8, n_clauses: u8 },
     /// `dec_ttl`.
     DecTtl,
+    /// `learn(...)` (NXAST_LEARN, `learn2` for NXAST_LEARN2), kept as the
+    /// wire's bytes after the subtype and given back as they came; it
+    /// learns no flow here (a translation notes so). OVN writes it for
+    /// load-balancer hairpin and affinity.
+    Learn { learn2: bool, body: Vec<u8> },
     /// `clone(ACTIONS)`: the actions on a copy of the packet and of the
     /// pipeline's state (fields, registers, stack); what follows the
     /// clone sees the packet as it was before it.

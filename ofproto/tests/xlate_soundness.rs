@@ -500,7 +500,10 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
             prereqs(mask);
         }
         // Registers and metadata only: pipeline fields.
-        OfAction::Note(_) | OfAction::Controller(_) | OfAction::Conjunction { .. } => {}
+        OfAction::Note(_)
+        | OfAction::Controller(_)
+        | OfAction::Conjunction { .. }
+        | OfAction::Learn { .. } => {}
         OfAction::DecTtl | OfAction::DecTtlIds(_) => {
             mask.set_exact(Field::IpTtl);
             prereqs(mask);

@@ -45,6 +45,8 @@ pub mod nx {
     pub const CONJUNCTION: u16 = 34;
     pub const DEC_TTL_CNT_IDS: u16 = 21;
     pub const CLONE: u16 = 42;
+    pub const LEARN: u16 = 16;
+    pub const LEARN2: u16 = 45;
 }
 
 /// `OFPCML_NO_BUFFER`: send the whole packet to the controller.
@@ -107,6 +109,13 @@ pub enum Action {
     /// `NXAST_NOTE`: bytes kept with the flow, nothing done (the action's
     /// padding included, as Open vSwitch keeps it).
     NxNote(Vec<u8>),
+    /// `NXAST_LEARN` / `NXAST_LEARN2` (`learn2` true): kept as their bytes
+    /// after the subtype (the flow specs, padding included), so a dump
+    /// gives the controller back what it sent.
+    NxLearn {
+        learn2: bool,
+        body: Vec<u8>,
+    },
     /// `NXAST_CLONE`: the nested actions on a copy of the packet and of
     /// the pipeline's state; what follows sees neither changed.
     NxClone(Vec<Action>),
@@ -383,6 +392,10 @@ impl Action {
                         }
                     }
                     nx::NOTE => Action::NxNote(b.rest().to_vec()),
+                    nx::LEARN | nx::LEARN2 => Action::NxLearn {
+                        learn2: sub == nx::LEARN2,
+                        body: b.rest().to_vec(),
+                    },
                     nx::CLONE => {
                         if depth >= MAX_NESTING {
                             return Err(bad_action(
@@ -585,6 +598,10 @@ impl Action {
             Action::NxNote(bytes) => {
                 nx_head(out, nx::NOTE);
                 out.extend_from_slice(bytes);
+            }
+            Action::NxLearn { learn2, body } => {
+                nx_head(out, if *learn2 { nx::LEARN2 } else { nx::LEARN });
+                out.extend_from_slice(body);
             }
             Action::NxClone(inner) => {
                 nx_head(out, nx::CLONE);

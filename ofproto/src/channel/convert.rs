@@ -591,6 +591,10 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
         Action::DecNwTtl => OfAction::DecTtl,
         Action::NxDecTtlCntIds(ids) => OfAction::DecTtlIds(ids.clone()),
         Action::NxClone(inner) => OfAction::Clone(actions_from_wire(inner, table, tlv)?),
+        Action::NxLearn { learn2, body } => OfAction::Learn {
+            learn2: *learn2,
+            body: body.clone(),
+        },
         // OFPAT_SET_NW_TTL: `mod_nw_ttl`, a write of the whole TTL.
         Action::SetNwTtl(v) => OfAction::SetField {
             field: F::IpTtl,
@@ -870,6 +874,10 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
         OfAction::SetVlanPcp(p) => return oxm(B, 7, u128::from(*p)),
         OfAction::DecTtl => Action::DecNwTtl,
         OfAction::DecTtlIds(ids) => Action::NxDecTtlCntIds(ids.clone()),
+        OfAction::Learn { learn2, body } => Action::NxLearn {
+            learn2: *learn2,
+            body: body.clone(),
+        },
         OfAction::Clone(inner) => Action::NxClone(
             inner
                 .iter()

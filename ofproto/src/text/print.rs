@@ -519,6 +519,14 @@ fn format_action(out: &mut String, a: &OfAction) {
             u16::from(*clause) + 1
         ),
         OfAction::DecTtl => write!(out, "dec_ttl"),
+        // The flow specs are not decoded here (ovs-ofctl prints them from
+        // the same bytes in a dump).
+        OfAction::Learn { learn2, body } => write!(
+            out,
+            "{}(raw={})",
+            if *learn2 { "learn2" } else { "learn" },
+            super::value::to_dotted_hex(body)
+        ),
         OfAction::Clone(inner) => {
             out.push_str("clone(");
             format_actions(out, inner);

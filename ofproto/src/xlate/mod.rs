@@ -650,6 +650,9 @@ impl<'a> Ctx<'a> {
             // answers with the conj_id flow instead): nothing to run.
             OfAction::Note(_) | OfAction::Conjunction { .. } => {}
             OfAction::DecTtl | OfAction::DecTtlIds(_) => self.dec_ttl(),
+            OfAction::Learn { .. } => {
+                self.note(|| "learn: kept, but this switch learns no flow from it".into())
+            }
             OfAction::Clone(inner) => self.on_copy(|ctx| {
                 for a in inner {
                     ctx.action(a);
@@ -1146,6 +1149,7 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::Push(_)
         | OfAction::Pop(_)
         | OfAction::Note(_)
+        | OfAction::Learn { .. }
         | OfAction::Conjunction { .. } => 3,
         OfAction::Sample { .. } | OfAction::Resubmit(_) | OfAction::Ct(_) | OfAction::CtClear => 4,
         OfAction::Output { .. }
