@@ -92,76 +92,74 @@ fn ovn_logical_switch_and_router_span_two_eswitchd_hosts_over_geneve() {
         );
     }
 
-    // The VMs: vm1 on A (sw0), vm2 on B (sw0), vm3 on B (sw1).
-    let vm1 = ovn.vm(
-        "vm1",
-        Some(&host_ns[0]),
-        "02:00:00:00:00:01",
-        "198.18.0.1/24",
-        Some("198.18.0.254"),
-    );
-    let vm2 = ovn.vm(
-        "vm2",
-        Some(&host_ns[1]),
-        "02:00:00:00:00:02",
-        "198.18.0.2/24",
-        Some("198.18.0.254"),
-    );
-    let vm3 = ovn.vm(
-        "vm3",
-        Some(&host_ns[1]),
-        "02:00:00:00:01:03",
-        "198.18.1.3/24",
-        Some("198.18.1.254"),
-    );
-    ovn.plug("A", &vm1, "vm1", 0);
-    ovn.plug("B", &vm2, "vm2", 0);
-    ovn.plug("B", &vm3, "vm3", 1);
-
-    // The logical network.
-    for args in [
-        &["ls-add", "sw0"][..],
-        &["ls-add", "sw1"],
-        &["lsp-add", "sw0", "vm1"],
-        &["lsp-set-addresses", "vm1", "02:00:00:00:00:01 198.18.0.1"],
-        &["lsp-add", "sw0", "vm2"],
-        &["lsp-set-addresses", "vm2", "02:00:00:00:00:02 198.18.0.2"],
-        &["lsp-add", "sw1", "vm3"],
-        &["lsp-set-addresses", "vm3", "02:00:00:00:01:03 198.18.1.3"],
-        &["lr-add", "lr0"],
-        &[
-            "lrp-add",
-            "lr0",
-            "lrp0",
-            "02:00:00:00:ff:00",
-            "198.18.0.254/24",
-        ],
-        &[
-            "lrp-add",
-            "lr0",
-            "lrp1",
-            "02:00:00:00:ff:01",
-            "198.18.1.254/24",
-        ],
-    ] {
-        ovn.nbctl(args);
+    // The VMs and their logical ports: vm1 on A (sw0), vm2 on B (sw0),
+    // vm3 on B (sw1); each veth stands in for a VF's representor.
+    ovn.nbctl(&["ls-add", "sw0"]);
+    ovn.nbctl(&["ls-add", "sw1"]);
+    let specs = [
+        (
+            "vm1",
+            0,
+            "sw0",
+            "02:00:00:00:00:01",
+            "198.18.0.1",
+            "198.18.0.254",
+            0,
+        ),
+        (
+            "vm2",
+            1,
+            "sw0",
+            "02:00:00:00:00:02",
+            "198.18.0.2",
+            "198.18.0.254",
+            0,
+        ),
+        (
+            "vm3",
+            1,
+            "sw1",
+            "02:00:00:00:01:03",
+            "198.18.1.3",
+            "198.18.1.254",
+            1,
+        ),
+    ];
+    let mut vms = Vec::new();
+    for (name, h, ls, mac, ip, gw, vf) in specs {
+        let vm = ovn.vm(name, Some(&host_ns[h]), mac, &format!("{ip}/24"), Some(gw));
+        ovn.plug(hosts[h].0, &vm, name, vf);
+        ovn.nbctl(&["lsp-add", ls, name]);
+        ovn.nbctl(&["lsp-set-addresses", name, &format!("{mac} {ip}")]);
+        vms.push(vm);
     }
-    for (ls, lsp, lrp) in [("sw0", "sw0-lr0", "lrp0"), ("sw1", "sw1-lr0", "lrp1")] {
+    let [vm1, vm2, vm3] = &vms[..] else {
+        unreachable!("three VMs")
+    };
+
+    // The router, a port on each switch.
+    ovn.nbctl(&["lr-add", "lr0"]);
+    for (ls, lrp, mac, cidr) in [
+        ("sw0", "lrp0", "02:00:00:00:ff:00", "198.18.0.254/24"),
+        ("sw1", "lrp1", "02:00:00:00:ff:01", "198.18.1.254/24"),
+    ] {
+        ovn.nbctl(&["lrp-add", "lr0", lrp, mac, cidr]);
+        let lsp = format!("{ls}-lr0");
         ovn.nbctl(&[
             "lsp-add",
             ls,
-            lsp,
+            &lsp,
             "--",
             "lsp-set-type",
-            lsp,
+            &lsp,
             "router",
             "--",
             "lsp-set-addresses",
-            lsp,
+            &lsp,
             "router",
             "--",
             "lsp-set-options",
-            lsp,
+            &lsp,
             &format!("router-port={lrp}"),
         ]);
     }

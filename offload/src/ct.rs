@@ -69,14 +69,15 @@ pub const fn level_post(d: usize) -> u32 {
     LEVEL_POST_CT + 2 * d as u32
 }
 
-/// The pass after which the stages of a post-ct table of `level` run
-/// (`None`: not a post-ct level).
-pub const fn pass_of_post(level: u32) -> Option<usize> {
-    if level >= LEVEL_POST_CT && (level - LEVEL_POST_CT) % 2 == 0 {
-        Some(((level - LEVEL_POST_CT) / 2) as usize)
-    } else {
-        None
+/// The pass a chain table of `level` belongs to, and whether it is the
+/// pass's conntrack table (else its post-ct table); `None` below the
+/// chain (levels 1 and 2).
+pub const fn pass_of(level: u32) -> Option<(usize, bool)> {
+    if level < LEVEL_CT {
+        return None;
     }
+    let d = level - LEVEL_CT;
+    Some(((d / 2) as usize, d % 2 == 0))
 }
 
 /// Restore-tag bit a CT entry sets: the packet passed the CT table.

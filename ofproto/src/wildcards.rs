@@ -226,27 +226,20 @@ const L3_FIELDS: &[Field] = &[
     Field::ArpTha,
 ];
 
-/// Fields every packet enters the pipeline with zero.
-pub const PIPELINE_FIELDS: &[Field] = &[
-    Field::Metadata,
-    Field::Reg0,
-    Field::Reg1,
-    Field::Reg2,
-    Field::Reg3,
-    Field::Reg4,
-    Field::Reg5,
-    Field::Reg6,
-    Field::Reg7,
-    Field::Reg8,
-    Field::Reg9,
-    Field::Reg10,
-    Field::Reg11,
-    Field::Reg12,
-    Field::Reg13,
-    Field::Reg14,
-    Field::Reg15,
-    Field::ConjId,
-];
+/// Fields every packet enters the pipeline with zero: metadata, the
+/// registers, and `conj_id` (set only inside a table's lookup).
+pub const PIPELINE_FIELDS: &[Field] = &pipeline_fields();
+
+const fn pipeline_fields() -> [Field; megaflow::key::REGS.len() + 2] {
+    let mut out = [Field::Metadata; megaflow::key::REGS.len() + 2];
+    let mut i = 0;
+    while i < megaflow::key::REGS.len() {
+        out[i + 1] = megaflow::key::REGS[i];
+        i += 1;
+    }
+    out[i + 1] = Field::ConjId;
+    out
+}
 
 #[cfg(test)]
 mod tests {

@@ -271,17 +271,12 @@ impl PacketIn {
     /// buffered, the table, the cookie unless [`nx_packet_in::NO_COOKIE`],
     /// the reason and the match's fields as metadata.
     pub fn nx_packet_in2(&self) -> Vec<u8> {
-        self.nx_packet_in2_with(&[])
+        self.nx_packet_in2_paused(&[], None)
     }
 
     /// [`nx_packet_in2`](Self::nx_packet_in2) with a controller action's
-    /// userdata (none when empty).
-    pub fn nx_packet_in2_with(&self, userdata: &[u8]) -> Vec<u8> {
-        self.nx_packet_in2_paused(userdata, None)
-    }
-
-    /// [`nx_packet_in2_with`](Self::nx_packet_in2_with) and, for a
-    /// `controller(pause)`, the continuation of frozen state `id`: nested
+    /// userdata (none when empty) and, for a `controller(pause)`, the
+    /// continuation of frozen state `id`: nested
     /// properties 8-aligned after the property header (as Open vSwitch's
     /// clients read and send back a continuation), this switch's one
     /// property holding the id.
@@ -390,6 +385,12 @@ impl PacketIn {
                 _ => {}
             }
         }
+        // xregs and xxregs as the registers they span, as in any match.
+        crate::regs::narrow_match(&mut pin.matched).map_err(|reg| ParseError::Invalid {
+            what: "packet_in2.metadata",
+            detail: format!("register {reg} appears twice"),
+            error: crate::error::OfpError::new(4, 10),
+        })?;
         let total = full_len.map_or(pin.data.len(), |n| n as usize);
         pin.total_len = total.min(usize::from(u16::MAX)) as u16;
         Ok(pin)

@@ -697,17 +697,11 @@ impl<B: Device> OfSwitch for View<'_, B> {
         actions: &[ofproto::OfAction],
         frame: &[u8],
     ) -> Result<(), openflow::OfpError> {
-        let mut arena = super::TxArena::with_queues(self.packet_ins, &None);
-        let now = self.clock.now();
-        self.sw
-            .packet_out(now, in_port, actions, frame, &mut arena)
-            .map_err(|e| {
-                debug!("packet-out refused: {e}");
-                openflow::OfpError::new(2, 5)
-            })?;
-        let mut ports = super::lock_tx(self.tx);
-        arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
-        Ok(())
+        self.send_from_controller(
+            "packet-out",
+            openflow::OfpError::new(2, 5),
+            |sw, now, arena| sw.packet_out(now, in_port, actions, frame, arena),
+        )
     }
 
     fn resume(
@@ -717,15 +711,33 @@ impl<B: Device> OfSwitch for View<'_, B> {
         fields: &[(megaflow::Field, u128, u128)],
         frame: &[u8],
     ) -> Result<(), openflow::OfpError> {
+        // Refused: the continuation is gone (or the resumed pipeline failed).
+        let stale = openflow::flow::nx_packet_in::STALE;
+        self.send_from_controller("resume", stale, |sw, now, arena| {
+            sw.resume(now, (in_port, id), fields, frame, arena)
+        })
+    }
+}
+
+impl<B: Device> View<'_, B> {
+    /// Runs `f` (a PACKET_OUT or an NXT_RESUME) and sends what it put out;
+    /// a refusal is `refused` (what failed is logged).
+    fn send_from_controller(
+        &mut self,
+        what: &str,
+        refused: openflow::OfpError,
+        f: impl FnOnce(
+            &mut crate::switch::Switch<B, super::ThreadedDatapaths>,
+            megaflow::Timestamp,
+            &mut super::TxArena,
+        ) -> Result<(), ofproto::XlateError>,
+    ) -> Result<(), openflow::OfpError> {
         let mut arena = super::TxArena::with_queues(self.packet_ins, &None);
         let now = self.clock.now();
-        self.sw
-            .resume(now, (in_port, id), fields, frame, &mut arena)
-            .map_err(|e| {
-                debug!("resume refused: {e}");
-                // The continuation is gone (or the resumed pipeline failed).
-                openflow::flow::nx_packet_in::STALE
-            })?;
+        f(&mut self.sw, now, &mut arena).map_err(|e| {
+            debug!("{what} refused: {e}");
+            refused
+        })?;
         let mut ports = super::lock_tx(self.tx);
         arena.flush(ports.iter_mut().map(|(no, p)| (*no, p)));
         Ok(())

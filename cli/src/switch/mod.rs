@@ -698,16 +698,9 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         frame: &[u8],
         egress: &mut E,
     ) -> Result<(), ofproto::XlateError> {
-        let mut pkt = frame.to_vec();
-        let counters = self.front.counters_mut();
-        let mut sink = SwSink {
-            egress,
-            counters,
-            in_port: PortNo(in_port),
-        };
-        self.pipeline
-            .packet_out(now, in_port, actions, &mut pkt, &mut sink)
-            .map(|_| ())
+        self.run_from_controller(in_port, frame, egress, |p, pkt, sink| {
+            p.packet_out(now, in_port, actions, pkt, sink)
+        })
     }
 
     /// A controller's NXT_RESUME: `frame`, received on `in_port`, goes on
@@ -721,6 +714,24 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         frame: &[u8],
         egress: &mut E,
     ) -> Result<(), ofproto::XlateError> {
+        self.run_from_controller(in_port, frame, egress, |p, pkt, sink| {
+            p.resume(now, in_port, id, fields, pkt, sink)
+        })
+    }
+
+    /// Runs `f` (the pipeline's PACKET_OUT or NXT_RESUME) on a copy of
+    /// `frame` received on `in_port`, counting what it sends to `egress`.
+    fn run_from_controller<E: Egressor>(
+        &mut self,
+        in_port: u32,
+        frame: &[u8],
+        egress: &mut E,
+        f: impl FnOnce(
+            &mut Pipeline<Offloader<B>, D>,
+            &mut Vec<u8>,
+            &mut SwSink<'_, E>,
+        ) -> Result<megaflow::actions::ExecOutcome, ofproto::XlateError>,
+    ) -> Result<(), ofproto::XlateError> {
         let mut pkt = frame.to_vec();
         let counters = self.front.counters_mut();
         let mut sink = SwSink {
@@ -728,9 +739,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             counters,
             in_port: PortNo(in_port),
         };
-        self.pipeline
-            .resume(now, in_port, id, fields, &mut pkt, &mut sink)
-            .map(|_| ())
+        f(&mut self.pipeline, &mut pkt, &mut sink).map(|_| ())
     }
 
     /// The offload thread's frequent step: the datapaths' counts folded

@@ -346,20 +346,12 @@ impl Ovn {
 
     /// `eswitchctl --json ARGS` against host `host`'s eswitchd.
     pub fn esw_ctl(&self, host: &str, args: &[&str]) -> serde_json::Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_eswitchctl"))
-            .arg("--socket")
-            .arg(self.dir.join(host).join("esw.ctl"))
-            .arg("--json")
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("{}: eswitchctl: {e}", self.test));
-        assert!(
-            out.status.success(),
-            "{}: eswitchctl {args:?}: {}",
-            self.test,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{}: {e}", self.test))
+        let sock = self.path(&format!("{host}/esw.ctl"));
+        let mut all = vec!["--socket", sock.as_str(), "--json"];
+        all.extend_from_slice(args);
+        let out = run(env!("CARGO_BIN_EXE_eswitchctl"), &all)
+            .unwrap_or_else(|e| panic!("{}: eswitchctl {args:?}: {e}", self.test));
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{}: {e}", self.test))
     }
 
     /// (packets the sim FDB forwarded, packets software forwarded) so far

@@ -478,17 +478,11 @@ impl<B: DrBackend> OffloadManager<B> {
             self.matchers.insert(Arc::clone(&k), (m, n + 1));
             return Ok((m, k));
         }
-        let pass = |l: u32| {
-            self.chain
-                .iter()
-                .enumerate()
-                .find(|(d, _)| l == crate::ct::level_ct(*d) || l == crate::ct::level_post(*d))
-        };
-        let table = match pass(level) {
-            Some((d, t)) if level == crate::ct::level_ct(d) => t.ct,
-            Some((_, t)) => t.post,
-            None => self.table,
-        };
+        let chain = crate::ct::pass_of(level).and_then(|(d, ct)| {
+            let t = self.chain.get(d)?;
+            Some(if ct { t.ct } else { t.post })
+        });
+        let table = chain.unwrap_or(self.table);
         let m = self
             .backend
             .matcher_create(table, self.config.priority, key.0, key.1)
@@ -600,7 +594,10 @@ impl<B: DrBackend> OffloadManager<B> {
                 }
                 // A first stage's ct() is pass 0; a later stage's, the
                 // pass after the one its own table follows.
-                let pass = crate::ct::pass_of_post(key.0).map_or(0, |d| d + 1);
+                let pass = match crate::ct::pass_of(key.0) {
+                    Some((d, false)) => d + 1,
+                    _ => 0,
+                };
                 let ch = held.chain.insert(Box::default());
                 Some((self.chain_stage(id, &spec, (recirc, pass), ch)?, pass))
             }

@@ -240,6 +240,24 @@ fn ones(bits: u8) -> u128 {
     }
 }
 
+/// The input port (`None` when not given) and the pipeline fields
+/// (registers, metadata), as (field, value, mask), of a packet-in's
+/// metadata as a controller sends it back (NXT_RESUME); its wide
+/// registers already narrowed. Fields this switch does not know, and the
+/// packet's own, are left: the packet brings those.
+pub fn resume_metadata(m: &OxmMatch) -> (Option<u32>, Vec<(Field, u128, u128)>) {
+    let mut in_port = None;
+    let mut fields = Vec::new();
+    for (wf, v, mask) in m.fields.iter().filter_map(|o| oxm_to_key(o).ok()) {
+        if wf.key == F::InPort {
+            in_port = Some(v as u32);
+        } else if crate::wildcards::PIPELINE_FIELDS.contains(&wf.key) {
+            fields.push((wf.key, v, mask));
+        }
+    }
+    (in_port, fields)
+}
+
 /// An OXM as (field definition, key value, key mask).
 fn oxm_to_key(o: &Oxm) -> Result<(&'static WireField, u128, u128), OfpError> {
     let wf = wire_field(o.class, o.field).ok_or(OfpError::new(BAD_MATCH, 6))?;

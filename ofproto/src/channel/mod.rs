@@ -623,7 +623,8 @@ impl Connection {
                         Some("NXT_RESUME without a continuation of this switch".into());
                     return Err(openflow::flow::nx_packet_in::STALE);
                 };
-                let (in_port, fields) = resume_fields(&pin.matched.fields);
+                let (in_port, fields) = convert::resume_metadata(&pin.matched);
+                let in_port = in_port.unwrap_or(OfPort::Controller.number());
                 sw.resume(in_port, id, &fields, &pin.data)
                     .inspect_err(|e| {
                         self.last_error = Some(format!("NXT_RESUME refused: {}", e.name()));
@@ -1098,42 +1099,6 @@ impl Connection {
             self.stats.tx_msgs += 1;
         }
     }
-}
-
-/// The input port (OFPP_CONTROLLER when none) and the pipeline fields
-/// (registers, metadata), as (field, value, mask), an NXT_RESUME's
-/// metadata gives: registers as Nicira's 32-bit ones or OpenFlow 1.5's
-/// 64-bit packet registers, masked where the controller set only some
-/// bits (ovn-controller sets one bit of reg0 to say a DHCP answer is in).
-fn resume_fields(oxms: &[openflow::Oxm]) -> (u32, Vec<(megaflow::Field, u128, u128)>) {
-    use openflow::oxm::{ofb, CLASS_BASIC, CLASS_NXM1};
-    let regs = megaflow::key::REGS;
-    let be = |v: &[u8]| v.iter().fold(0u128, |a, &b| a << 8 | u128::from(b));
-    let mut in_port = 0xffff_fffd;
-    let mut fields = Vec::new();
-    for o in oxms {
-        let v = be(&o.value);
-        let ones = (1u128 << (8 * o.value.len().min(16))) - 1;
-        let m = o.mask.as_deref().map_or(ones, be);
-        match (o.class, o.field, o.value.len()) {
-            (CLASS_BASIC, ofb::IN_PORT, 4) => in_port = v as u32,
-            (CLASS_BASIC, ofb::METADATA, 8) => fields.push((megaflow::Field::Metadata, v, m)),
-            (CLASS_NXM1, f, 4) if usize::from(f) < regs.len() => {
-                fields.push((regs[usize::from(f)], v, m))
-            }
-            (openflow::regs::CLASS_PKT_REGS, f, 8) if f < 8 => {
-                let n = 2 * usize::from(f);
-                let lo = 0xffff_ffff;
-                for (r, shift) in [(regs[n], 32), (regs[n + 1], 0)] {
-                    if (m >> shift) & lo != 0 {
-                        fields.push((r, (v >> shift) & lo, (m >> shift) & lo));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    (in_port, fields)
 }
 
 /// The tracker's filter for a flush message: a 16-byte address that is

@@ -776,18 +776,9 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Result<ExecOutcome, crate::xlate::XlateError> {
-        let mut key = FlowKey::ZERO;
-        let ex = extract_into(in_port, pkt, &mut key);
-        let t = self.bridge.read().translate_actions(&key, actions, now);
-        if let Some(e) = t.error.clone() {
-            return Err(e);
-        }
-        if !t.learned.is_empty() {
-            self.bridge.write().learn(&t.learned, now);
-        }
-        let actions = t.datapath_actions();
-        let mut layout = ex.layout;
-        Ok(self.run_actions(now, &key, &actions, pkt, &mut layout, sink))
+        self.run_from_controller(now, in_port, pkt, sink, |br, key| {
+            br.translate_actions(key, actions, now)
+        })
     }
 
     /// A controller's NXT_RESUME: the packet it sent back goes on from
@@ -802,11 +793,30 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Result<ExecOutcome, crate::xlate::XlateError> {
+        self.run_from_controller(now, in_port, pkt, sink, |br, key| {
+            br.translate_resume(key, id, fields, now)
+        })
+    }
+
+    /// A packet a controller sent (PACKET_OUT, NXT_RESUME), received on
+    /// `in_port`: `translate`d (nothing installed), what it learned
+    /// learned, its actions run on it.
+    fn run_from_controller<S: ActionSink>(
+        &mut self,
+        now: Timestamp,
+        in_port: u32,
+        pkt: &mut Vec<u8>,
+        sink: &mut S,
+        translate: impl FnOnce(&Bridge, &FlowKey) -> crate::xlate::Translation,
+    ) -> Result<ExecOutcome, crate::xlate::XlateError> {
         let mut key = FlowKey::ZERO;
         let ex = extract_into(in_port, pkt, &mut key);
-        let t = self.bridge.read().translate_resume(&key, id, fields, now);
+        let t = translate(&self.bridge.read(), &key);
         if let Some(e) = t.error.clone() {
             return Err(e);
+        }
+        if !t.learned.is_empty() {
+            self.bridge.write().learn(&t.learned, now);
         }
         let actions = t.datapath_actions();
         let mut layout = ex.layout;

@@ -254,7 +254,8 @@ pub(crate) struct Ctx<'a> {
     /// `push`/`pop`'s values, each right-aligned (carried into the next
     /// stage of a recirculation).
     stack: Vec<u128>,
-    /// A `controller(pause)` ran: nothing after it does.
+    /// A `controller(pause)` ran: the freeze (`freezing`, which stops
+    /// what follows) is its continuation, not a recirculation.
     paused: bool,
 }
 
@@ -391,7 +392,7 @@ impl<'a> Ctx<'a> {
 
     /// True once nothing more may run: an error, a freeze or a pause.
     fn halted(&self) -> bool {
-        self.error.is_some() || self.freezing.is_some() || self.paused
+        self.error.is_some() || self.freezing.is_some()
     }
 
     fn finish(mut self) -> Translation {
