@@ -91,16 +91,22 @@ impl PortClaims {
         if held.contains_key(&port) {
             return;
         }
+        // "::" first: a dual-stack socket (bindv6only=0, the usual) holds
+        // IPv4 too, and the IPv4 bind after it then fails for that reason
+        // alone; with bindv6only=1 both succeed. Only none is a problem.
         let mut socks = Vec::new();
-        for addr in ["0.0.0.0", "::"] {
+        let mut last = None;
+        for addr in ["::", "0.0.0.0"] {
             match UdpSocket::bind((addr, port)) {
                 Ok(s) => socks.push(s),
-                Err(e) => tracing::warn!(
-                    port,
-                    addr,
-                    "cannot hold the tunnel UDP port (the host stack may answer tunnel packets with ICMP): {e}"
-                ),
+                Err(e) => last = Some(e),
             }
+        }
+        if let (true, Some(e)) = (socks.is_empty(), last) {
+            tracing::warn!(
+                port,
+                "cannot hold the tunnel UDP port (the host stack may answer tunnel packets with ICMP): {e}"
+            );
         }
         held.insert(port, socks);
     }

@@ -226,8 +226,13 @@ impl LiveLab {
             .sum()
     }
 
-    pub fn wait_for(&self, what: &str, mut cond: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+    pub fn wait_for(&self, what: &str, cond: impl FnMut() -> bool) {
+        self.wait_for_within(Duration::from_secs(10), what, cond)
+    }
+
+    /// [`wait_for`](Self::wait_for) with a deadline of `limit`.
+    pub fn wait_for_within(&self, limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if cond() {
                 return;
