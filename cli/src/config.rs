@@ -963,6 +963,11 @@ pub struct PortSpec {
     pub vport: Option<Vport>,
     /// A tunnel port's options.
     pub tunnel: Option<Arc<TunnelPort>>,
+    /// The bridge it is on (under a database, one of several).
+    pub bridge: ofproto::BridgeNo,
+    /// A patch port's peer: the name of the patch port of another bridge
+    /// it leads to (`options:peer`).
+    pub peer: Option<String>,
 }
 
 impl PortSpec {
@@ -1098,6 +1103,8 @@ impl Config {
                 kind,
                 vport: kind.spec().vport(&p.name, given, None)?,
                 tunnel: kind.tunnel(&p.name, &options)?,
+                bridge: ofproto::BridgeNo::MAIN,
+                peer: None,
             };
             spec.check(&out)?;
             out.push(spec);

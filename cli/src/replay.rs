@@ -163,6 +163,8 @@ pub fn default_ports(n: u32) -> Vec<PortSpec> {
                 kind: crate::switch::PortKind::Representor,
                 vport: Some(Vport::vf(u16::try_from(i).ok()?)?),
                 tunnel: None,
+                bridge: ofproto::BridgeNo::MAIN,
+                peer: None,
             })
         })
         .collect()

@@ -32,6 +32,8 @@ fn ports() -> Vec<PortSpec> {
             kind: cli::switch::PortKind::Representor,
             vport: Some(Vport::vf((i - 1) as u16).expect("vf")),
             tunnel: None,
+            bridge: ofproto::BridgeNo::MAIN,
+            peer: None,
         })
         .collect()
 }

@@ -117,6 +117,8 @@ fn ports() -> Vec<PortSpec> {
             kind: cli::switch::PortKind::Representor,
             vport: Some(Vport::vf((i - 1) as u16).expect("vf")),
             tunnel: None,
+            bridge: ofproto::BridgeNo::MAIN,
+            peer: None,
         })
         .collect()
 }
@@ -536,6 +538,7 @@ impl Scenario {
         for p in 1..=N_PORTS {
             if setup.prelearn & (1 << (p - 1)) != 0 {
                 let l = MacLearn {
+                    bridge: ofproto::BridgeNo::MAIN,
                     vlan: 0,
                     mac: vm_mac(p),
                     port: PortNo(p),
@@ -707,6 +710,7 @@ impl Scenario {
             for (vlan, m, e) in self.sw.pipeline().bridge().mac().iter() {
                 mac.learn(
                     MacLearn {
+                        bridge: ofproto::BridgeNo::MAIN,
                         vlan,
                         mac: m,
                         port: e.port,

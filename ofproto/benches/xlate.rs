@@ -80,6 +80,7 @@ fn main() {
     for &(m, p) in &learned {
         nb.learn(
             &[MacLearn {
+                bridge: ofproto::BridgeNo::MAIN,
                 vlan: 0,
                 mac: m,
                 port: PortNo(p),

@@ -57,6 +57,9 @@ pub struct PortInfo {
     /// decapsulated before the datapath sees them (an uplink): what tells
     /// its other packets apart from them is matched.
     pub decap: bool,
+    /// A patch port's peer (a port of another bridge of the switch): what
+    /// is sent here goes on in the peer's bridge, received on the peer.
+    pub patch: Option<PortNo>,
 }
 
 impl PortInfo {
@@ -71,6 +74,7 @@ impl PortInfo {
             sample_rate: 0,
             tunnel: None,
             decap: false,
+            patch: None,
         }
     }
 }
@@ -166,6 +170,13 @@ pub struct Uses {
 }
 
 impl Generations {
+    fn add(&mut self, o: &Generations) {
+        self.tables += o.tables;
+        self.ports += o.ports;
+        self.mac += o.mac;
+        self.underlay += o.underlay;
+    }
+
     /// Whether a megaflow translated at `self`, having read what `uses`
     /// says, is out of date at `now`.
     pub fn stale(&self, uses: Uses, now: &Generations) -> bool {
@@ -215,12 +226,28 @@ pub struct Bridge {
     tlv_changes: u64,
     /// Recirculation ids and their frozen states (`ct(table=T)`).
     pub(crate) recirc: Arc<crate::recirc::RecircPool>,
+    /// The switch's other bridges ([`crate::bridges`]): this one is
+    /// bridge 0, `others[i]` bridge i+1 (`None`: deleted, its number free).
+    pub(crate) others: Vec<Option<Bridge>>,
+    /// What deleted bridges' generations added up to (so the sums only
+    /// grow).
+    pub(crate) retired: Generations,
 }
 
 impl Bridge {
     /// An empty bridge: no ports, no rules (every packet dropped).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty bridge beside this one: the same recirculation ids and
+    /// underlay.
+    pub(crate) fn sibling(&self) -> Bridge {
+        Bridge {
+            recirc: Arc::clone(&self.recirc),
+            underlay: self.underlay.clone(),
+            ..Bridge::default()
+        }
     }
 
     /// A bridge with `ports` trunk ports numbered as given.
@@ -344,6 +371,9 @@ impl Bridge {
     /// generation re-translates, at the next revalidator pass, the flows
     /// that sent through a tunnel port (and only those).
     pub fn set_underlay(&mut self, underlay: Arc<dyn Underlay>) {
+        for b in self.others.iter_mut().flatten() {
+            b.underlay = Some(Arc::clone(&underlay));
+        }
         self.underlay = Some(underlay);
         self.underlay_sets += 1;
     }
@@ -409,22 +439,28 @@ impl Bridge {
     /// floods to find them again rather than send into a port that is not
     /// there). Returns it if it was there.
     pub fn remove_port(&mut self, no: PortNo) -> Option<PortInfo> {
-        self.mac.flush_port(no);
-        self.ports.remove(no)
+        let b = self.home_mut(no)?;
+        b.mac.flush_port(no);
+        b.ports.remove(no)
     }
 
     /// Sets a port's link up or down; down forgets the MACs learned behind
     /// it, as a removal does.
     pub fn set_port_up(&mut self, no: PortNo, up: bool) {
+        let Some(b) = self.home_mut(no) else {
+            return;
+        };
         if !up {
-            self.mac.flush_port(no);
+            b.mac.flush_port(no);
         }
-        self.ports.set_up(no, up);
+        b.ports.set_up(no, up);
     }
 
     /// Sets a port's sFlow sampling rate (0: off).
     pub fn set_port_sample_rate(&mut self, no: PortNo, rate: u32) {
-        self.ports.set_sample_rate(no, rate);
+        if let Some(b) = self.home_mut(no) {
+            b.ports.set_sample_rate(no, rate);
+        }
     }
 
     /// Enters or leaves fail-open; every megaflow is re-translated at the
@@ -442,14 +478,32 @@ impl Bridge {
     /// tables' own (whose changes are logged), and the groups' and the
     /// fail mode's (whose are not).
     pub fn sync_mark(&self) -> SyncMark {
+        // The other bridges' changes are no part of this bridge's change
+        // log: they count as `other` (a full pass brings them in).
+        let others: u64 = self
+            .others()
+            .map(|(_, b)| b.generations().tables)
+            .sum::<u64>()
+            + self.retired.tables;
         SyncMark {
             tables: self.generations().tables,
             flows: self.tables.generation(),
-            other: self.groups.generation() + self.fail_open_changes + self.tlv_changes,
+            other: self.groups.generation() + self.fail_open_changes + self.tlv_changes + others,
         }
     }
 
+    /// The generations of everything a translation may read: this
+    /// bridge's and, through patch ports, every other bridge's.
     pub fn generations(&self) -> Generations {
+        let mut g = self.own_generations();
+        for (_, b) in self.others() {
+            g.add(&b.own_generations());
+        }
+        g.add(&self.retired);
+        g
+    }
+
+    fn own_generations(&self) -> Generations {
         Generations {
             tables: self.tables.generation()
                 + self.groups.generation()
@@ -488,7 +542,11 @@ impl Bridge {
     /// Adds a megaflow's counts to a rule, or to a group or bucket it went
     /// through.
     pub fn credit(&mut self, r: RuleRef, packets: u64, bytes: u64, used: Timestamp) {
-        if r.table == GROUP_TABLE {
+        if r.bridge != crate::bridges::BridgeNo::MAIN {
+            if let Some(b) = self.sub_mut(r.bridge) {
+                b.credit(r, packets, bytes, used);
+            }
+        } else if r.table == GROUP_TABLE {
             self.groups.credit(r, packets, bytes);
         } else {
             self.tables.credit(r, packets, bytes, used);
@@ -498,7 +556,9 @@ impl Bridge {
     /// Applies what a translation's NORMAL action learned.
     pub fn learn(&mut self, learned: &[MacLearn], now: Timestamp) {
         for l in learned {
-            self.mac.learn(*l, now);
+            if let Some(b) = self.sub_mut(l.bridge) {
+                b.mac.learn(*l, now);
+            }
         }
     }
 }
@@ -519,6 +579,7 @@ mod tests {
         let mut br = Bridge::with_ports(1..=3);
         let now = Timestamp(1);
         let learn = |p: u32, mac: u64| MacLearn {
+            bridge: crate::BridgeNo::MAIN,
             vlan: 0,
             mac,
             port: PortNo(p),

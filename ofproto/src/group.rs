@@ -285,6 +285,7 @@ impl Group {
             Some(i) => self.uid << 16 | (i as u64 + 1),
         };
         RuleRef {
+            bridge: crate::BridgeNo::MAIN,
             table: GROUP_TABLE,
             id: RuleId(self.spec.id),
             uid: RuleUid(uid),

@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bridge;
+pub mod bridges;
 pub mod channel;
 pub mod classifier;
 mod conjunction;
@@ -57,6 +58,7 @@ pub mod wildcards;
 pub mod xlate;
 
 pub use bridge::{Bridge, Generations, PortInfo, Ports, VlanMode};
+pub use bridges::BridgeNo;
 pub use classifier::{Classifier, RuleId};
 pub use meter::{parse_meter, MeterSpec, MeterTable};
 pub use pipeline::{

@@ -28,6 +28,8 @@ pub struct MacEntry {
 /// A fact NORMAL learned from a packet: `mac` in `vlan` is behind `port`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MacLearn {
+    /// The bridge whose MAC table learns it.
+    pub bridge: crate::BridgeNo,
     pub vlan: u16,
     pub mac: u64,
     pub port: PortNo,
@@ -195,6 +197,7 @@ mod tests {
 
     fn l(mac: u64, port: u32) -> MacLearn {
         MacLearn {
+            bridge: crate::BridgeNo::MAIN,
             vlan: 0,
             mac,
             port: PortNo(port),

@@ -46,6 +46,8 @@ pub const GRACE: u64 = 2;
 /// What the next stage starts from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FrozenState {
+    /// The bridge the next stage runs in.
+    pub bridge: crate::BridgeNo,
     /// The table the next stage looks the packet up in.
     pub table: TableId,
     /// Pipeline fields (registers, metadata) and written packet metadata,

@@ -220,6 +220,10 @@ pub enum OfAction {
     /// `resubmit(,TABLE)`: look the packet up in another table now and run
     /// the actions found there, then continue here.
     Resubmit(TableId),
+    /// `resubmit(PORT,TABLE)`: the same, with `in_port` taken as `PORT`
+    /// for that lookup (and what it runs), then put back. OVN's
+    /// packet-outs start its pipeline so, from `CONTROLLER`.
+    ResubmitPort(OfPort, TableId),
     /// `sample(probability=P)`: a copy of 1 in `65535 / P` packets to
     /// userspace for flow monitoring.
     Sample { probability: u16 },
@@ -298,9 +302,12 @@ impl Instructions {
     /// may resubmit).
     pub fn goes_on(&self) -> bool {
         self.goto_table.is_some()
-            || self
-                .actions()
-                .any(|a| matches!(a, OfAction::Resubmit(_) | OfAction::Group(_)))
+            || self.actions().any(|a| {
+                matches!(
+                    a,
+                    OfAction::Resubmit(_) | OfAction::ResubmitPort(..) | OfAction::Group(_)
+                )
+            })
     }
 
     /// The groups the actions run.

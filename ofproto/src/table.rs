@@ -42,6 +42,8 @@ pub struct RuleUid(pub u64);
 /// credit stats to the rules it came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RuleRef {
+    /// The bridge whose tables hold it.
+    pub bridge: crate::BridgeNo,
     pub table: TableId,
     pub id: RuleId,
     pub uid: RuleUid,
@@ -105,6 +107,9 @@ pub enum RemovedReason {
 /// message when it has `send_flow_rem`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemovedRule {
+    /// The bridge it was in (set by the switch's bridges; a table does
+    /// not know its own).
+    pub bridge: crate::BridgeNo,
     pub table: TableId,
     pub rule: Rule,
     pub reason: RemovedReason,
@@ -529,6 +534,7 @@ impl FlowTables {
                         if let Some(rule) = table.take(id) {
                             touched.push((t, rule.spec.matched));
                             removed.push(RemovedRule {
+                                bridge: crate::BridgeNo::MAIN,
                                 table: t,
                                 rule,
                                 reason: RemovedReason::Delete,
@@ -675,6 +681,7 @@ impl FlowTables {
                 if let Some(rule) = table.take(id) {
                     self.log.push(self.generation, table.id, rule.spec.matched);
                     removed.push(RemovedRule {
+                        bridge: crate::BridgeNo::MAIN,
                         table: table.id,
                         rule,
                         reason,

@@ -66,6 +66,7 @@ fn add_replaces_identical_rule_and_keeps_counters_unless_reset() {
         .unwrap();
     let (id, r) = t.table(TableId(0)).unwrap().rules().next().unwrap();
     let rr = RuleRef {
+        bridge: ofproto::BridgeNo::MAIN,
         table: TableId(0),
         id,
         uid: r.uid,
@@ -315,6 +316,7 @@ fn idle_and_hard_timeouts_expire() {
         .find(|(_, r)| r.spec.idle_timeout == 10)
         .unwrap();
     let rr = RuleRef {
+        bridge: ofproto::BridgeNo::MAIN,
         table: TableId(0),
         id,
         uid: r.uid,

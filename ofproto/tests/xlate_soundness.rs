@@ -241,6 +241,7 @@ fn random_bridge(r: &mut Rng) -> Bridge {
     for (i, &mac) in MACS[..3].iter().enumerate() {
         br.learn(
             &[MacLearn {
+                bridge: ofproto::BridgeNo::MAIN,
                 vlan: 0,
                 mac,
                 port: PortNo(1 + i as u32),
@@ -525,7 +526,10 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
                 mask.set_exact(f);
             }
         }
-        OfAction::Resubmit(_) | OfAction::Sample { .. } | OfAction::CtClear => {}
+        OfAction::Resubmit(_)
+        | OfAction::ResubmitPort(..)
+        | OfAction::Sample { .. }
+        | OfAction::CtClear => {}
         OfAction::Clone(inner) => inner.iter().for_each(|a| action_reads(a, mask)),
         // The zone's register (the tracker reads the packet, not the key).
         OfAction::Ct(ct) => {

@@ -111,6 +111,8 @@ pub fn port_specs(vms: u32) -> Vec<PortSpec> {
         kind,
         vport,
         tunnel: None,
+        bridge: ofproto::BridgeNo::MAIN,
+        peer: None,
     };
     let vf = |i: u32| u16::try_from(i).ok().and_then(Vport::vf);
     vec![

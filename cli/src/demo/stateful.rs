@@ -118,6 +118,8 @@ pub fn port_specs(vms: u32) -> Vec<PortSpec> {
             kind: PortKind::Representor,
             vport: u16::try_from(vms + 2 + i as u32).ok().and_then(Vport::vf),
             tunnel: None,
+            bridge: ofproto::BridgeNo::MAIN,
+            peer: None,
         })
         .collect()
 }

@@ -44,8 +44,10 @@
 //! thread runs its batches through, or a real NIC with nothing in front).
 
 pub mod metrics;
+pub mod of_bridges;
 pub mod openflow;
 pub mod ovsdb;
+mod ovsdb_apply;
 mod ports;
 mod run;
 pub mod sflow;
@@ -898,7 +900,21 @@ impl<B: Device> Daemon<B> {
         vport: Option<Vport>,
         options: &[(String, String)],
     ) -> anyhow::Result<PortSpec> {
+        self.add_port_to(ofproto::BridgeNo::MAIN, name, kind, ofport, vport, options)
+    }
+
+    /// [`add_port`](Self::add_port) on bridge `bridge`.
+    pub fn add_port_to(
+        &mut self,
+        bridge: ofproto::BridgeNo,
+        name: &str,
+        kind: PortKind,
+        ofport: Option<u32>,
+        vport: Option<Vport>,
+        options: &[(String, String)],
+    ) -> anyhow::Result<PortSpec> {
         let tunnel = kind.tunnel(name, options)?;
+        let peer = kind.peer(name, options)?;
         let known = self.known.get(name).cloned();
         let reported = known.as_ref().and_then(|r| r.vport);
         let vport = kind.spec().vport(name, vport, reported)?;
@@ -911,6 +927,8 @@ impl<B: Device> Daemon<B> {
                 kind,
                 vport,
                 tunnel,
+                bridge,
+                peer,
             };
             sw.add_port(spec.clone())?;
             spec

@@ -31,6 +31,7 @@ use openflow::{Desc, Features, Port};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
+use super::of_bridges::BridgeGuard;
 use super::tls::{TlsSettings, TlsStream};
 use super::{lock, spawn, Core, PacketInEvent, TokenBucket};
 use crate::config::{Controller, Endpoint, OpenflowConfig};
@@ -70,7 +71,7 @@ pub struct ConnInfo {
 }
 
 /// What the channels share: roles, the connection list, settings.
-struct Shared {
+pub struct Shared {
     /// Controller connections (active, `tcp:`) that are open now, and
     /// when the count last fell to zero (or the server started).
     controllers_open: Mutex<(usize, Instant)>,
@@ -99,6 +100,11 @@ struct Shared {
     packet_ins: Arc<super::PacketIns>,
     /// Keys and certificates, with `pssl:` or `ssl:` configured.
     tls: Option<TlsSettings>,
+    /// The bridge this server is the OpenFlow side of.
+    bridge: ofproto::BridgeNo,
+    /// The other bridges' servers (packet-ins from their pipelines go
+    /// there).
+    others: super::of_bridges::OfBridges<Shared>,
     /// Accepted connections open now, the most allowed, and how many were
     /// refused for it.
     accepted_open: AtomicUsize,
@@ -131,6 +137,30 @@ impl OfServer {
         core: &Core<B>,
         clock: super::Clock,
         cfg: &OpenflowConfig,
+        packet_ins: (
+            Option<std::sync::mpsc::Receiver<PacketInEvent>>,
+            Arc<super::PacketIns>,
+        ),
+        tx: super::TxPorts,
+    ) -> anyhow::Result<OfServer> {
+        Self::start_bridge(
+            core,
+            clock,
+            cfg,
+            (ofproto::BridgeNo::MAIN, Default::default()),
+            packet_ins,
+            tx,
+        )
+    }
+
+    /// The OpenFlow side of bridge `bridge` (another than the main one:
+    /// `others` is the main server's [`others`](Self::others), where it
+    /// registers for its packet-ins).
+    pub fn start_bridge<B: Device>(
+        core: &Core<B>,
+        clock: super::Clock,
+        cfg: &OpenflowConfig,
+        (bridge, others): (ofproto::BridgeNo, OtherBridges),
         (packet_ins, queue): (
             Option<std::sync::mpsc::Receiver<PacketInEvent>>,
             Arc<super::PacketIns>,
@@ -164,6 +194,8 @@ impl OfServer {
             standalone: AtomicBool::new(cfg.standalone()?),
             threads: Arc::clone(&threads),
             tls,
+            bridge,
+            others: others.clone(),
             accepted_open: AtomicUsize::new(0),
             max_connections: cfg.max_connections,
             refused: AtomicU64::new(0),
@@ -175,6 +207,9 @@ impl OfServer {
                 (2 * probe).max(Duration::from_secs(1))
             },
         });
+        if bridge != ofproto::BridgeNo::MAIN {
+            shared.others.insert(bridge, &shared);
+        }
         let mut server = OfServer {
             shared: Arc::clone(&shared),
             threads: Arc::clone(&threads),
@@ -183,7 +218,7 @@ impl OfServer {
         };
         {
             let (etx, erx) = std::sync::mpsc::channel();
-            lock(core).set_events(etx);
+            lock(core).set_bridge_events(bridge, etx);
             let sh = Arc::clone(&shared);
             let t = spawn("esw-of-events", move || announce(&erx, &sh))?;
             guard(&threads).push(t);
@@ -246,6 +281,11 @@ impl OfServer {
         &self.addrs
     }
 
+    /// Where the other bridges' servers register.
+    pub fn others(&self) -> OtherBridges {
+        self.shared.others.clone()
+    }
+
     /// A handle `show` can read the connections through.
     pub fn board(&self) -> ConnBoard {
         ConnBoard(Arc::clone(&self.shared))
@@ -254,6 +294,7 @@ impl OfServer {
     /// Stops the listeners and closes every connection (their threads
     /// joined, so none holds the switch any more).
     pub fn stop(self) {
+        self.shared.others.remove(self.shared.bridge);
         self.shared.stop.store(true, Ordering::SeqCst);
         loop {
             let batch: Vec<JoinHandle<()>> = guard(&self.threads).drain(..).collect();
@@ -548,8 +589,12 @@ fn accept_loop<B: Device>(
     }
 }
 
+/// The servers of a switch's bridges other than the main one.
+pub type OtherBridges = super::of_bridges::OfBridges<Shared>;
+
 /// The switch as one connection sees it, under the slow-path lock.
 struct View<'a, B: Device> {
+    bridge: ofproto::BridgeNo,
     sw: super::SlowGuard<'a, B>,
     roles: MutexGuard<'a, Roles>,
     dpid: u64,
@@ -562,6 +607,7 @@ impl<'a, B: Device> View<'a, B> {
     /// The switch and the roles, locked, for one message's handling.
     fn of(sh: &'a Shared, core: &'a Core<B>) -> View<'a, B> {
         View {
+            bridge: sh.bridge,
             sw: lock(core),
             roles: guard(&sh.roles),
             dpid: sh.dpid,
@@ -600,7 +646,7 @@ impl<B: Device> OfSwitch for View<'_, B> {
     }
 
     fn ports(&self) -> Vec<Port> {
-        self.sw.of_ports()
+        self.sw.bridge_of_ports(self.bridge)
     }
 
     fn roles(&mut self) -> &mut Roles {
@@ -608,25 +654,30 @@ impl<B: Device> OfSwitch for View<'_, B> {
     }
 
     type BridgeRef<'r>
-        = parking_lot::RwLockWriteGuard<'r, ofproto::Bridge>
+        = BridgeGuard<parking_lot::RwLockWriteGuard<'r, ofproto::Bridge>>
     where
         Self: 'r;
 
     fn bridge(&mut self) -> Self::BridgeRef<'_> {
-        self.sw.pipeline_mut().bridge_mut()
+        BridgeGuard::new(self.sw.pipeline_mut().bridge_mut(), self.bridge)
     }
 
     type BridgeView<'r>
-        = parking_lot::RwLockReadGuard<'r, ofproto::Bridge>
+        = BridgeGuard<parking_lot::RwLockReadGuard<'r, ofproto::Bridge>>
     where
         Self: 'r;
 
     fn bridge_view(&mut self) -> Self::BridgeView<'_> {
-        self.sw.pipeline().bridge()
+        BridgeGuard::new(self.sw.pipeline().bridge(), self.bridge)
     }
 
     fn tlv_mod(&mut self, m: &openflow::nx_tlv::TableMod) -> Result<(), openflow::OfpError> {
-        self.sw.apply_tlv_mod(m)
+        if self.bridge == ofproto::BridgeNo::MAIN {
+            // The main bridge's options are what the ports decode.
+            self.sw.apply_tlv_mod(m)
+        } else {
+            self.bridge().apply_tlv_mod(m)
+        }
     }
 
     fn ct_flush(&mut self, f: &conntrack::FlushFilter) -> Result<usize, openflow::OfpError> {
@@ -665,6 +716,7 @@ impl<B: Device> OfSwitch for View<'_, B> {
         self.sw
             .ports()
             .iter()
+            .filter(|p| p.bridge == self.bridge)
             .filter(|p| port == ofproto::OfPort::Any.number() || p.no.0 == port)
             .map(|p| {
                 let pc = c.ports.get(&p.no).copied().unwrap_or_default();
@@ -697,10 +749,11 @@ impl<B: Device> OfSwitch for View<'_, B> {
         actions: &[ofproto::OfAction],
         frame: &[u8],
     ) -> Result<(), openflow::OfpError> {
+        let bridge = self.bridge;
         self.send_from_controller(
             "packet-out",
             openflow::OfpError::new(2, 5),
-            |sw, now, arena| sw.packet_out(now, in_port, actions, frame, arena),
+            |sw, now, arena| sw.packet_out(now, (bridge, in_port), actions, frame, arena),
         )
     }
 
@@ -792,6 +845,25 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
         else {
             continue;
         };
+        // Another bridge's: its own server's controllers (none running:
+        // nobody takes it).
+        let bridge = ofproto::BridgeNo(extra.as_ref().map_or(0, |x| x.bridge));
+        let other;
+        let sh: &Shared = if bridge == sh.bridge {
+            sh
+        } else {
+            match sh.others.get(bridge) {
+                Some(o) => {
+                    other = o;
+                    &other
+                }
+                None => continue,
+            }
+        };
+        let in_port = extra
+            .as_ref()
+            .and_then(|x| x.in_port)
+            .unwrap_or(ev.in_port.0);
         let reason = match extra.as_ref().and_then(|x| x.reason) {
             Some(r) => r,
             None if miss => packet_in_reason::NO_MATCH,
@@ -799,7 +871,7 @@ fn distribute(rx: &std::sync::mpsc::Receiver<PacketInEvent>, sh: &Shared) {
         };
         let mut fields = vec![openflow::Oxm::basic(
             openflow::oxm::ofb::IN_PORT,
-            &ev.in_port.0.to_be_bytes(),
+            &in_port.to_be_bytes(),
         )];
         if metadata != 0 {
             fields.push(openflow::Oxm::basic(
@@ -934,7 +1006,7 @@ fn announce(rx: &std::sync::mpsc::Receiver<SwitchEvent>, sh: &Shared) {
                 let reason = m.reason;
                 (openflow::Message::FlowRemoved(m), reason, false)
             }
-            SwitchEvent::Port { reason, desc } => (
+            SwitchEvent::Port { reason, desc, .. } => (
                 openflow::Message::PortStatus(openflow::PortStatus { reason, desc }),
                 reason,
                 true,
@@ -1070,8 +1142,11 @@ fn fail_mode<B: Device>(core: &Core<B>, sh: &Shared) {
         let configured = !guard(&sh.controllers).is_empty();
         let want = standalone && configured && open == 0 && since.elapsed() >= grace;
         let mut sw = lock(core);
-        if sw.pipeline().bridge().fail_open() != want {
-            sw.pipeline_mut().bridge_mut().set_fail_open(want);
+        let now = sw.pipeline().bridge().sub(sh.bridge).map(|b| b.fail_open());
+        if now.is_some_and(|on| on != want) {
+            if let Some(b) = sw.pipeline_mut().bridge_mut().sub_mut(sh.bridge) {
+                b.set_fail_open(want);
+            }
             sw.pipeline_mut().request_pass();
             drop(sw);
             if want {

@@ -14,9 +14,12 @@
 //! `ovs-vsctl` returns), `iface_types` and `datapath_types`.
 //!
 //! One bridge (`[ovsdb] bridge`, `br-int` by default: OVN's) is the
-//! daemon's; its management socket is `punix:RUNDIR/BRIDGE.mgmt`, listened
-//! on from the start. The interface named as the bridge is its local port
-//! (OpenFlow port 65534, `LOCAL`). Other bridges are left as they are.
+//! daemon's main bridge; its management socket is
+//! `punix:RUNDIR/BRIDGE.mgmt`, listened on from the start. Every other
+//! bridge of the database is a bridge of the same switch
+//! ([`ofproto::bridges`]), with its own management socket, controllers
+//! and fail mode, joined to the others by `patch` ports. The interface
+//! named as a bridge is its local port (OpenFlow port 65534, `LOCAL`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,7 +35,7 @@ pub const LOCK: &str = "ovs_vswitchd";
 /// `OFPP_LOCAL` as `Interface.ofport` says it.
 pub const LOCAL_OFPORT: i64 = 65534;
 /// The interface types this daemon takes (`Open_vSwitch.iface_types`).
-pub const IFACE_TYPES: [&str; 4] = ["", "internal", "geneve", "vxlan"];
+pub const IFACE_TYPES: [&str; 5] = ["", "internal", "geneve", "vxlan", "patch"];
 
 /// `Datapath.capabilities` of the `system` datapath: only what eswitch
 /// does (the keys Open vSwitch writes; a key missing reads as false, and
@@ -57,6 +60,8 @@ pub const CAPABILITIES: [(&str, &str); 11] = [
 pub struct Iface {
     pub uuid: String,
     pub name: String,
+    /// The bridge it is on.
+    pub bridge: String,
     /// `""` (a netdev), `internal`, `geneve`, `vxlan`, `patch`...
     pub ty: String,
     pub options: Vec<(String, String)>,
@@ -68,11 +73,14 @@ pub struct Iface {
     pub vport: Option<String>,
 }
 
-/// What the database wants of the daemon's bridge.
+/// What the database wants of one bridge (the main one first, then the
+/// others: [`wanted_all`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Wanted {
     /// The bridge row (`None`: not created yet).
     pub bridge: Option<String>,
+    /// `other_config:datapath-id` (16 hex digits), if set.
+    pub datapath_id: Option<u64>,
     pub ifaces: Vec<Iface>,
     /// `secure` or `standalone` (the default).
     pub fail_mode: String,
@@ -101,11 +109,11 @@ pub struct Session {
 }
 
 /// Runs sessions until `stop`; `apply` is the main thread's answer to
-/// each [`Wanted`] (`None`: the daemon is stopping).
+/// each set of [`Wanted`] bridges (`None`: the daemon is stopping).
 pub fn spawn(
     s: Session,
     stop: Arc<AtomicBool>,
-    apply: impl Fn(Wanted) -> Option<Vec<IfaceState>> + Send + 'static,
+    apply: impl Fn(Vec<Wanted>) -> Option<Vec<IfaceState>> + Send + 'static,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     Ok(std::thread::Builder::new()
         .name("esw-ovsdb".to_string())
@@ -130,7 +138,7 @@ fn monitor_requests() -> Value {
     json!({
         "Open_vSwitch": {"columns": ["next_cfg", "cur_cfg", "bridges", "iface_types", "datapath_types", "datapaths"]},
         "Datapath": {"columns": ["capabilities", "datapath_version"]},
-        "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id"]},
+        "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id", "other_config"]},
         "Port": {"columns": ["name", "interfaces"]},
         "Interface": {"columns": ["name", "type", "options", "other_config", "ofport", "ofport_request", "error", "statistics",
                                   "ifindex", "mac_in_use", "admin_state", "link_state"]},
@@ -141,7 +149,7 @@ fn monitor_requests() -> Value {
 fn session(
     s: &Session,
     stop: &AtomicBool,
-    apply: &impl Fn(Wanted) -> Option<Vec<IfaceState>>,
+    apply: &impl Fn(Vec<Wanted>) -> Option<Vec<IfaceState>>,
 ) -> anyhow::Result<()> {
     let client = Client::connect(&s.remote)?;
     if !client.lock(LOCK)? {
@@ -162,13 +170,13 @@ fn session(
     info!(remote = %s.remote, bridge = %s.bridge, "OVSDB: {LOCK} lock held, following the database");
     let mut db = Replica::new();
     db.apply(&client.monitor("Open_vSwitch", json!("eswitchd"), monitor_requests())?);
-    let mut last: Option<(Wanted, i64)> = None;
+    let mut last: Option<(Vec<Wanted>, i64)> = None;
     let mut refresh = Instant::now();
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let wanted = wanted(&db, &s.bridge);
+        let wanted = wanted_all(&db, &s.bridge);
         let next_cfg = root(&db)
             .and_then(|(_, r)| r.get("next_cfg").and_then(Datum::as_i64))
             .unwrap_or(0);
@@ -219,6 +227,43 @@ fn uuids<'a>(row: &'a ::ovsdb::Row, col: &str) -> impl Iterator<Item = &'a str> 
     row.get(col).into_iter().flat_map(|d| d.uuids())
 }
 
+/// What the database wants of the main bridge `main` (first, even before
+/// it exists) and of every other bridge (by name).
+pub fn wanted_all(db: &Replica, main: &str) -> Vec<Wanted> {
+    let mut names: Vec<&str> = db
+        .rows("Bridge")
+        .filter_map(|(_, r)| r.get("name").and_then(Datum::as_str))
+        .filter(|n| *n != main)
+        .collect();
+    names.sort_unstable();
+    std::iter::once(main)
+        .chain(names)
+        .map(|b| wanted(db, b))
+        .collect()
+}
+
+/// A bridge's datapath id: `other_config:datapath-id` if set, the main
+/// bridge's `main` otherwise, else one made from its name (stable, with
+/// the locally administered bit of a MAC, as Open vSwitch's made-up ids).
+pub fn bridge_dpid(w: &Wanted, is_main: bool, main: u64) -> u64 {
+    if let Some(d) = w.datapath_id {
+        return d;
+    }
+    if is_main {
+        return main;
+    }
+    // FNV-1a over the name, cut to 48 bits.
+    let h = w
+        .bridge
+        .as_deref()
+        .unwrap_or_default()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    (h & 0xfeff_ffff_ffff) | 0x0200_0000_0000
+}
+
 /// What the database wants of `bridge`.
 pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
     let Some((_, br)) = db.find("Bridge", "name", bridge) else {
@@ -237,6 +282,7 @@ pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
             ifaces.push(Iface {
                 uuid: i.to_string(),
                 name: name.to_string(),
+                bridge: bridge.to_string(),
                 ty: row
                     .get("type")
                     .and_then(Datum::as_str)
@@ -265,6 +311,10 @@ pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
         .collect();
     Wanted {
         bridge: Some(bridge.to_string()),
+        datapath_id: map_pairs(br.get("other_config"))
+            .into_iter()
+            .find(|(k, _)| k == "datapath-id")
+            .and_then(|(_, v)| u64::from_str_radix(&v, 16).ok()),
         ifaces,
         fail_mode: br
             .get("fail_mode")
@@ -297,7 +347,7 @@ fn netdev_facts(name: &str) -> Option<(i64, String, bool)> {
 fn write_back(
     db: &Replica,
     s: &Session,
-    wanted: &Wanted,
+    wanted: &[Wanted],
     states: &[IfaceState],
     next_cfg: i64,
 ) -> Vec<Value> {
@@ -366,12 +416,15 @@ fn write_back(
             ops.push(op::update("Interface", vec![op::uuid_is(&st.uuid)], &cols));
         }
     }
-    if let Some((uuid, row)) = wanted
-        .bridge
-        .as_deref()
-        .and_then(|b| db.find("Bridge", "name", b))
-    {
-        let dpid = Datum::string(format!("{:016x}", s.dpid));
+    for (i, w) in wanted.iter().enumerate() {
+        let Some((uuid, row)) = w
+            .bridge
+            .as_deref()
+            .and_then(|b| db.find("Bridge", "name", b))
+        else {
+            continue;
+        };
+        let dpid = Datum::string(format!("{:016x}", bridge_dpid(w, i == 0, s.dpid)));
         if differs(Some(row), "datapath_id", &dpid) {
             ops.push(op::update(
                 "Bridge",
@@ -459,17 +512,27 @@ impl Managed {
     /// gone (or changed: type, options, requested number) are deleted
     /// first, then the new ones added. The bridge's own interface is its
     /// local port, never added.
-    pub fn plan<'a>(&self, wanted: &'a Wanted) -> Vec<PortChange<'a>> {
-        let bridge = wanted.bridge.as_deref().unwrap_or_default();
+    pub fn plan<'a>(&self, wanted: &'a [Wanted]) -> Vec<PortChange<'a>> {
         let want: BTreeMap<&str, &Iface> = wanted
-            .ifaces
             .iter()
-            .filter(|i| i.name != bridge)
+            .flat_map(|w| w.ifaces.iter())
+            .filter(|i| i.name != i.bridge)
             .map(|i| (i.name.as_str(), i))
             .collect();
         let same = |a: &Iface, b: &Iface| {
-            (a.ty.as_str(), &a.options, a.ofport_request, &a.vport)
-                == (b.ty.as_str(), &b.options, b.ofport_request, &b.vport)
+            (
+                a.ty.as_str(),
+                &a.options,
+                a.ofport_request,
+                &a.vport,
+                &a.bridge,
+            ) == (
+                b.ty.as_str(),
+                &b.options,
+                b.ofport_request,
+                &b.vport,
+                &b.bridge,
+            )
         };
         let mut out = Vec::new();
         for (name, have) in &self.ports {
@@ -504,6 +567,7 @@ mod tests {
         Iface {
             uuid: format!("u-{name}"),
             name: name.to_string(),
+            bridge: "br-int".to_string(),
             ty: ty.to_string(),
             options: Vec::new(),
             ofport_request: None,
@@ -518,6 +582,7 @@ mod tests {
         m.added(&iface("vm2", ""));
         let w = Wanted {
             bridge: Some("br-int".into()),
+            datapath_id: None,
             ifaces: vec![
                 iface("br-int", "internal"),
                 iface("vm1", ""),
@@ -528,7 +593,7 @@ mod tests {
             controllers: Vec::new(),
         };
         let plan: Vec<String> = m
-            .plan(&w)
+            .plan(std::slice::from_ref(&w))
             .iter()
             .map(|c| match c {
                 PortChange::Add(i) => format!("+{}", i.name),

@@ -34,7 +34,7 @@ enum Event {
     /// What the `Open_vSwitch` database wants of the bridge; what became
     /// of each interface goes back to the OVSDB thread.
     Ovsdb(
-        super::ovsdb::Wanted,
+        Vec<super::ovsdb::Wanted>,
         mpsc::Sender<Vec<super::ovsdb::IfaceState>>,
     ),
     Stop(&'static str),
@@ -159,7 +159,7 @@ pub fn run_on<B: crate::switch::Device>(
         }
         None => None,
     };
-    let mut managed = super::ovsdb::Managed::default();
+    let mut managed = super::ovsdb_apply::Applier::new(&mut daemon, &of, cfg);
     let (main_conns, main_core) = (of.board(), daemon.core());
     let failed = tx.clone();
     daemon.on_thread_failure(move |msg| {
@@ -240,13 +240,7 @@ pub fn run_on<B: crate::switch::Device>(
                 let _ = reply.send(port_cmd(&mut daemon, &req));
             }
             Event::Ovsdb(wanted, reply) => {
-                let _ = reply.send(ovsdb_apply(
-                    &mut daemon,
-                    &main_conns,
-                    &main_core,
-                    &mut managed,
-                    &wanted,
-                ));
+                let _ = reply.send(managed.apply(&mut daemon, &main_conns, &main_core, &wanted));
             }
             Event::Stop(sig) => {
                 info!("{sig}: stopping");
@@ -269,8 +263,9 @@ pub fn run_on<B: crate::switch::Device>(
         }
     }
     drop(events);
-    // The main thread's handles on the switch go before it stops (it
-    // must be the last holder).
+    // The other bridges' servers, then the main thread's handles on the
+    // switch go before it stops (it must be the last holder).
+    managed.stop();
     drop((main_conns, main_core));
     ovsdb_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(t) = ovsdb_thread {
@@ -402,124 +397,4 @@ fn port_cmd<B: crate::switch::Device>(
         Ok(v) => Response::Ok(v),
         Err(e) => Response::Error(format!("{e:#}")),
     }
-}
-
-/// Makes the daemon's ports, fail mode and controllers what the database
-/// wants; says what became of each interface.
-fn ovsdb_apply<B: crate::switch::Device>(
-    daemon: &mut Daemon<B>,
-    conns: &super::openflow::ConnBoard,
-    core: &super::Core<B>,
-    managed: &mut super::ovsdb::Managed,
-    wanted: &super::ovsdb::Wanted,
-) -> Vec<super::ovsdb::IfaceState> {
-    use super::ovsdb::{IfaceState, PortChange};
-    use crate::switch::PortKind;
-    let mut refused: std::collections::BTreeMap<String, String> = Default::default();
-    for change in managed.plan(wanted) {
-        match change {
-            PortChange::Del(name) => {
-                if let Err(e) = daemon.del_port(&name) {
-                    warn!(port = %name, "OVSDB: {e:#}");
-                }
-                managed.deleted(&name);
-            }
-            PortChange::Add(i) => {
-                let kind = match i.ty.as_str() {
-                    "" | "system" => None,
-                    "internal" => Some(PortKind::Internal),
-                    "geneve" => Some(PortKind::Geneve),
-                    "vxlan" => Some(PortKind::Vxlan),
-                    other => {
-                        refused.insert(
-                            i.name.clone(),
-                            format!("interface type \"{other}\" is not supported by eswitchd"),
-                        );
-                        managed.added(i);
-                        continue;
-                    }
-                };
-                // A netdev: the representor (or uplink) its
-                // other_config:eswitch-vport or its netdev says it is,
-                // else a port the host sees and the device does not.
-                let vport = match i.vport.as_deref().map(str::parse::<offload::Vport>) {
-                    None => Ok(None),
-                    Some(Ok(v)) => Ok(Some(v)),
-                    Some(Err(e)) => Err(format!("other_config:eswitch-vport: {e}")),
-                };
-                let added = match (kind, vport) {
-                    (_, Err(e)) => Err(anyhow::anyhow!(e)),
-                    (Some(k), Ok(v)) => {
-                        daemon.add_port(&i.name, k, i.ofport_request, v, &i.options)
-                    }
-                    (None, Ok(Some(v))) => {
-                        let k = if v == offload::Vport::UPLINK {
-                            PortKind::Uplink
-                        } else {
-                            PortKind::Representor
-                        };
-                        daemon.add_port(&i.name, k, i.ofport_request, Some(v), &i.options)
-                    }
-                    (None, Ok(None)) => daemon
-                        .add_port(
-                            &i.name,
-                            PortKind::Representor,
-                            i.ofport_request,
-                            None,
-                            &i.options,
-                        )
-                        .or_else(|_| {
-                            daemon.add_port(
-                                &i.name,
-                                PortKind::Internal,
-                                i.ofport_request,
-                                None,
-                                &i.options,
-                            )
-                        }),
-                };
-                if let Err(e) = added {
-                    warn!(port = %i.name, "OVSDB: {e:#}");
-                    refused.insert(i.name.clone(), format!("{e:#}"));
-                }
-                managed.added(i);
-            }
-        }
-    }
-    if conns.fail_mode() != wanted.fail_mode {
-        if let Err(e) = conns.set_fail_mode(&wanted.fail_mode) {
-            warn!("OVSDB: fail_mode: {e:#}");
-        }
-    }
-    if conns.controllers() != wanted.controllers {
-        if let Err(e) = conns.set_controllers(core, &wanted.controllers) {
-            warn!("OVSDB: controllers: {e:#}");
-        }
-    }
-    let bridge = wanted.bridge.as_deref().unwrap_or_default();
-    let stats: std::collections::HashMap<u32, megaflow::port::PortStats> =
-        super::sflow::port_snapshots(&super::lock(core))
-            .into_iter()
-            .map(|s| (s.no.0, s.stats))
-            .collect();
-    wanted
-        .ifaces
-        .iter()
-        .map(|i| IfaceState {
-            uuid: i.uuid.clone(),
-            name: i.name.clone(),
-            stats: daemon
-                .port_number(&i.name)
-                .and_then(|p| stats.get(&p).copied()),
-            ofport: if i.name == bridge {
-                Ok(super::ovsdb::LOCAL_OFPORT as u32)
-            } else if let Some(e) = refused.get(&i.name) {
-                Err(e.clone())
-            } else {
-                daemon
-                    .port_number(&i.name)
-                    .ok_or_else(|| format!("could not add network device {}", i.name))
-            },
-        })
-        .collect()
 }

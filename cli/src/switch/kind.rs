@@ -34,6 +34,8 @@ pub enum PortKind {
     Internal,
     Vxlan,
     Geneve,
+    /// One end of a pair joining two bridges (`options:peer`).
+    Patch,
 }
 
 /// What differs from one kind of port to another.
@@ -43,13 +45,25 @@ pub trait Kind: Sync {
 
     /// The port's vport from the one the user gave and the one its
     /// netdev reports (a representor's `phys_port_name`), or why it
-    /// cannot have one. `None`: a port the device does not see.
+    /// cannot have one. `None`: a port the device does not see (by
+    /// default: none may be given, [`without_vport`](Self::without_vport)
+    /// says why).
     fn vport(
         &self,
         port: &str,
         given: Option<Vport>,
-        reported: Option<Vport>,
-    ) -> anyhow::Result<Option<Vport>>;
+        _reported: Option<Vport>,
+    ) -> anyhow::Result<Option<Vport>> {
+        match given {
+            None => Ok(None),
+            Some(v) => bail!("port \"{port}\": {} no vport (got {v})", self.without_vport()),
+        }
+    }
+
+    /// Why a port of the kind has no vport ("a ... port is ..., with").
+    fn without_vport(&self) -> String {
+        format!("a {} port has", self.name())
+    }
 
     /// Whether the port is a netdev the daemon opens for its packets (a
     /// tunnel or patch port will not be).
@@ -67,6 +81,7 @@ struct Representor;
 struct Uplink;
 struct Internal;
 struct Tunnel(megaflow::tunnel::Kind);
+struct Patch;
 
 impl Kind for Representor {
     fn name(&self) -> &'static str {
@@ -114,21 +129,8 @@ impl Kind for Internal {
         "internal"
     }
 
-    fn vport(
-        &self,
-        port: &str,
-        given: Option<Vport>,
-        _reported: Option<Vport>,
-    ) -> anyhow::Result<Option<Vport>> {
-        no_vport(port, given, "an internal port is the host's own and has")
-    }
-}
-
-/// A port the device does not see: none may be given (`what` says why).
-fn no_vport(port: &str, given: Option<Vport>, what: &str) -> anyhow::Result<Option<Vport>> {
-    match given {
-        None => Ok(None),
-        Some(v) => bail!("port \"{port}\": {what} no vport (got {v})"),
+    fn without_vport(&self) -> String {
+        "an internal port is the host's own and has".into()
     }
 }
 
@@ -137,17 +139,8 @@ impl Kind for Tunnel {
         self.0.name()
     }
 
-    fn vport(
-        &self,
-        port: &str,
-        given: Option<Vport>,
-        _reported: Option<Vport>,
-    ) -> anyhow::Result<Option<Vport>> {
-        no_vport(
-            port,
-            given,
-            &format!("a {} port is a tunnel, with", self.0.name()),
-        )
+    fn without_vport(&self) -> String {
+        format!("a {} port is a tunnel, with", self.0.name())
     }
 
     fn has_netdev(&self) -> bool {
@@ -159,14 +152,29 @@ impl Kind for Tunnel {
     }
 }
 
+impl Kind for Patch {
+    fn name(&self) -> &'static str {
+        "patch"
+    }
+
+    fn without_vport(&self) -> String {
+        "a patch port joins two bridges, with".into()
+    }
+
+    fn has_netdev(&self) -> bool {
+        false
+    }
+}
+
 impl PortKind {
     /// Every kind, in the order `--help` lists them.
-    pub const ALL: [PortKind; 5] = [
+    pub const ALL: [PortKind; 6] = [
         PortKind::Representor,
         PortKind::Uplink,
         PortKind::Internal,
         PortKind::Vxlan,
         PortKind::Geneve,
+        PortKind::Patch,
     ];
 
     /// The kind's specifics.
@@ -177,6 +185,7 @@ impl PortKind {
             PortKind::Internal => &Internal,
             PortKind::Vxlan => &Tunnel(megaflow::tunnel::Kind::Vxlan),
             PortKind::Geneve => &Tunnel(megaflow::tunnel::Kind::Geneve),
+            PortKind::Patch => &Patch,
         }
     }
 
@@ -192,6 +201,10 @@ impl PortKind {
         options: &[(String, String)],
     ) -> anyhow::Result<Option<std::sync::Arc<ofproto::tunnel::TunnelPort>>> {
         let pairs = options.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        if self == PortKind::Patch {
+            // Its one option is read by `peer`.
+            return Ok(None);
+        }
         match self.spec().tunnel() {
             Some(t) => ofproto::tunnel::TunnelPort::from_options(t, pairs)
                 .map(|p| Some(std::sync::Arc::new(p)))
@@ -202,6 +215,28 @@ impl PortKind {
                 self.name(),
                 options[0].0
             ),
+        }
+    }
+
+    /// A patch port's peer (`options:peer`, its only option, required, as
+    /// Open vSwitch's `netdev-vport.c` says); `None` for any other kind.
+    pub fn peer(self, port: &str, options: &[(String, String)]) -> anyhow::Result<Option<String>> {
+        if self != PortKind::Patch {
+            return Ok(None);
+        }
+        let mut peer = None;
+        for (k, v) in options {
+            match k.as_str() {
+                "peer" => peer = Some(v.clone()),
+                other => {
+                    bail!("port \"{port}\": a patch port takes only option peer (got {other})")
+                }
+            }
+        }
+        match peer {
+            Some(p) if p == port => bail!("port \"{port}\": a patch port cannot be its own peer"),
+            Some(p) if !p.is_empty() => Ok(Some(p)),
+            _ => bail!("port \"{port}\": a patch port needs options:peer"),
         }
     }
 
@@ -306,8 +341,31 @@ mod tests {
         let e = "gre".parse::<PortKind>().expect_err("not a kind");
         assert_eq!(
             e.to_string(),
-            "port type \"gre\": expected one of representor, uplink, internal, vxlan, geneve"
+            "port type \"gre\": expected one of representor, uplink, internal, vxlan, geneve, patch"
         );
+        let opts = |o: &[(&str, &str)]| -> Vec<(String, String)> {
+            o.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let p = PortKind::Patch;
+        assert!(!p.spec().has_netdev());
+        assert_eq!(
+            p.peer("a", &opts(&[("peer", "b")])).expect("peer"),
+            Some("b".into())
+        );
+        for (o, why) in [
+            (opts(&[]), "needs options:peer"),
+            (opts(&[("peer", "a")]), "its own peer"),
+            (
+                opts(&[("peer", "b"), ("x", "1")]),
+                "only option peer (got x)",
+            ),
+        ] {
+            let e = p.peer("a", &o).expect_err(why);
+            assert!(e.to_string().contains(why), "{e}");
+        }
+        assert_eq!(PortKind::Vxlan.peer("t", &[]).expect("none"), None);
         let t = PortKind::Vxlan.spec();
         assert!(!t.has_netdev());
         assert_eq!(t.vport("t", None, None).expect("none"), None);

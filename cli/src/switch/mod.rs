@@ -51,7 +51,11 @@ pub enum SwitchEvent {
         tlv: Box<ofproto::tlv::TlvTable>,
     },
     /// A port was added (`OFPPR_ADD` 0), deleted (1) or changed (2).
-    Port { reason: u8, desc: openflow::Port },
+    Port {
+        reason: u8,
+        desc: openflow::Port,
+        bridge: ofproto::BridgeNo,
+    },
 }
 
 /// A port's link as `show` and OpenFlow report it.
@@ -95,8 +99,9 @@ pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
     /// Live: what the datapath threads published.
     board: Arc<CounterBoard>,
     netdevs: BTreeMap<PortNo, Netdev>,
-    /// Where events go (the OpenFlow channels), once something listens.
-    events: Option<std::sync::mpsc::Sender<SwitchEvent>>,
+    /// Where each bridge's events go (its OpenFlow channels), once
+    /// something listens.
+    events: BTreeMap<ofproto::BridgeNo, std::sync::mpsc::Sender<SwitchEvent>>,
     /// sFlow: each port's sampling rate by its name (0: none).
     sample_rates: Option<SampleRates>,
     /// The connection tracker every datapath and the slow path share.
@@ -319,7 +324,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             shared_ports,
             board: Arc::default(),
             netdevs: BTreeMap::new(),
-            events: None,
+            events: BTreeMap::new(),
             sample_rates: None,
             tracker,
         })
@@ -419,12 +424,8 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// A port's link, from the bridge and what is known of its netdev (a
     /// port with no netdev record, in replay, is up).
     fn link(&self, port: PortNo) -> Link {
-        let up = self
-            .pipeline
-            .bridge()
-            .ports()
-            .get(port)
-            .is_some_and(|p| p.up);
+        let br = self.pipeline.bridge();
+        let up = br.home(port).1.ports().get(port).is_some_and(|p| p.up);
         match self.netdevs.get(&port).map(|nd| nd.ifindex) {
             Some(None) => Link::Absent,
             Some(Some(_)) if !up => Link::Down,
@@ -434,11 +435,24 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
 
     /// Sends events (rules removed, port changes) to `tx` from now on.
     pub fn set_events(&mut self, tx: std::sync::mpsc::Sender<SwitchEvent>) {
-        self.events = Some(tx);
+        self.set_bridge_events(ofproto::BridgeNo::MAIN, tx);
+    }
+
+    /// Sends bridge `no`'s events to `tx` from now on.
+    pub fn set_bridge_events(
+        &mut self,
+        no: ofproto::BridgeNo,
+        tx: std::sync::mpsc::Sender<SwitchEvent>,
+    ) {
+        self.events.insert(no, tx);
     }
 
     fn emit(&self, ev: SwitchEvent) {
-        if let Some(tx) = &self.events {
+        let no = match &ev {
+            SwitchEvent::RuleRemoved { removed, .. } => removed.bridge,
+            SwitchEvent::Port { bridge, .. } => *bridge,
+        };
+        if let Some(tx) = self.events.get(&no) {
             let _ = tx.send(ev);
         }
     }
@@ -458,7 +472,7 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     /// The revalidator's expired rules, handed to the controllers (left
     /// in the pipeline's bounded list while nobody listens).
     pub fn report_expired(&mut self, at: Timestamp) {
-        if self.events.is_none() {
+        if self.events.is_empty() {
             return;
         }
         let expired = self.pipeline.take_expired();
@@ -524,15 +538,79 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         let tag = spec.vport.and_then(|v| self.dev.vport_tag(v));
         self.offload_port(&map, spec.no, spec.vport, tag);
         let mut info = spec.info();
-        // Down until its netdev is up; a tunnel port has none.
-        info.up = spec.tunnel.is_some();
+        // Down until its netdev is up; a tunnel or patch port has none.
+        info.up = !spec.kind.spec().has_netdev();
         info.sample_rate = self.sample_rates.as_ref().map_or(0, |r| r(&spec.name));
-        self.pipeline.bridge_mut().add_port(info);
-        self.netdevs.insert(spec.no, Netdev::default());
+        {
+            let mut br = self.pipeline.bridge_mut();
+            let Some(home) = br.sub_mut(spec.bridge) else {
+                bail!("port \"{}\": no {}", spec.name, spec.bridge);
+            };
+            home.add_port(info);
+        }
+        if spec.kind.spec().has_netdev() || spec.tunnel.is_some() {
+            self.netdevs.insert(spec.no, Netdev::default());
+        }
         self.ports = Arc::clone(&map);
         self.shared_ports.replace(map);
+        self.relink_patches();
         self.port_changed(spec.no, openflow::port::reason::ADD);
         Ok(())
+    }
+
+    /// Points every patch port at its peer's number (the port of that
+    /// name, if it is a patch port too; else nowhere), after a port came
+    /// or went.
+    fn relink_patches(&mut self) {
+        let specs = self.ports.specs();
+        let mut br = self.pipeline.bridge_mut();
+        for p in specs.iter().filter(|p| p.kind == PortKind::Patch) {
+            let peer = p.peer.as_deref().and_then(|name| {
+                specs
+                    .iter()
+                    .find(|q| q.name == name && q.kind == PortKind::Patch)
+                    .map(|q| q.no)
+            });
+            let Some(home) = br.sub_mut(p.bridge) else {
+                continue;
+            };
+            if let Some(mut info) = home.ports().get(p.no).cloned() {
+                if info.patch != peer {
+                    info.patch = peer;
+                    home.add_port(info);
+                }
+            }
+        }
+    }
+
+    /// Adds an empty bridge beside the main one (its number), for ports
+    /// and patch ports to join.
+    pub fn add_bridge(&mut self) -> anyhow::Result<ofproto::BridgeNo> {
+        self.pipeline
+            .bridge_mut()
+            .add_bridge()
+            .ok_or_else(|| anyhow::anyhow!("at most {} bridges", ofproto::bridges::MAX_BRIDGES))
+    }
+
+    /// Deletes bridge `no` and every port on it (their megaflows and
+    /// hardware rules flushed); no more events for it.
+    pub fn del_bridge(&mut self, no: ofproto::BridgeNo) -> anyhow::Result<usize> {
+        let ports: Vec<PortNo> = self
+            .ports
+            .specs()
+            .iter()
+            .filter(|p| p.bridge == no)
+            .map(|p| p.no)
+            .collect();
+        let mut flushed = 0;
+        for p in ports {
+            flushed += self.del_port(p)?;
+        }
+        self.pipeline.bridge_mut().remove_bridge(no);
+        self.events.remove(&no);
+        // Whatever crossed into it is translated again.
+        self.pipeline.request_pass();
+        Ok(flushed)
     }
 
     /// Removes a port (`eswitchctl del-port`): its megaflows and hardware
@@ -552,9 +630,11 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
         self.ports = Arc::new(self.ports.without(no));
         self.offload_port(&self.ports, no, None, None);
         self.shared_ports.replace(Arc::clone(&self.ports));
+        self.relink_patches();
         self.emit(SwitchEvent::Port {
             reason: openflow::port::reason::DELETE,
             desc,
+            bridge: spec.bridge,
         });
         Ok(flushed)
     }
@@ -585,13 +665,26 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     pub fn port_changed(&self, port: PortNo, reason: u8) {
         if let Some(spec) = self.ports().iter().find(|p| p.no == port) {
             let desc = self.of_port(spec);
-            self.emit(SwitchEvent::Port { reason, desc });
+            self.emit(SwitchEvent::Port {
+                reason,
+                desc,
+                bridge: spec.bridge,
+            });
         }
     }
 
     /// Every port as OpenFlow describes it (PORT_DESC, PORT_STATUS).
     pub fn of_ports(&self) -> Vec<openflow::Port> {
-        self.ports().iter().map(|p| self.of_port(p)).collect()
+        self.bridge_of_ports(ofproto::BridgeNo::MAIN)
+    }
+
+    /// Bridge `no`'s ports as OpenFlow describes them.
+    pub fn bridge_of_ports(&self, no: ofproto::BridgeNo) -> Vec<openflow::Port> {
+        self.ports()
+            .iter()
+            .filter(|p| p.bridge == no)
+            .map(|p| self.of_port(p))
+            .collect()
     }
 
     fn of_port(&self, p: &PortSpec) -> openflow::Port {
@@ -693,13 +786,13 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
     pub fn packet_out<E: Egressor>(
         &mut self,
         now: Timestamp,
-        in_port: u32,
+        (bridge, in_port): (ofproto::BridgeNo, u32),
         actions: &[ofproto::OfAction],
         frame: &[u8],
         egress: &mut E,
     ) -> Result<(), ofproto::XlateError> {
         self.run_from_controller(in_port, frame, egress, |p, pkt, sink| {
-            p.packet_out(now, in_port, actions, pkt, sink)
+            p.packet_out(now, (bridge, in_port), actions, pkt, sink)
         })
     }
 

@@ -33,6 +33,8 @@ fn ports() -> Vec<PortSpec> {
         kind,
         vport,
         tunnel: None,
+        bridge: ofproto::BridgeNo::MAIN,
+        peer: None,
     };
     vec![
         spec("vm1", 1, PortKind::Representor, Vport::vf(0)),
@@ -349,6 +351,8 @@ fn geneve_ports() -> Vec<PortSpec> {
         kind: PortKind::Geneve,
         vport: None,
         tunnel: Some(Arc::new(t)),
+        bridge: ofproto::BridgeNo::MAIN,
+        peer: None,
     });
     p
 }

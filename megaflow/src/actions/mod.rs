@@ -113,6 +113,11 @@ pub struct ControllerExtra {
     /// pipeline goes on from when the controller sends the packet back
     /// (NXT_RESUME).
     pub continuation: Option<u32>,
+    /// The bridge whose pipeline sent it (0: the main one) and, in another
+    /// bridge, the input port there (a patch port), as its controllers see
+    /// the packet.
+    pub bridge: u8,
+    pub in_port: Option<u32>,
 }
 
 impl fmt::Display for UserspaceReason {

@@ -644,16 +644,20 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             }
         }
         Action::NxResubmit { in_port, table: t } => {
-            if *in_port != 0xfff8 {
-                // resubmit with another in_port is not supported.
-                return Err(OfpError::new(BAD_ACTION, 5));
-            }
             let t = match t {
                 None | Some(255) => table,
                 Some(t) if *t <= TableId::MAX.0 => TableId(*t),
                 Some(_) => return Err(OfpError::new(BAD_ACTION, 5)),
             };
-            OfAction::Resubmit(t)
+            // A 16-bit (OpenFlow 1.0) port number.
+            let p = u32::from(*in_port);
+            match OfPort::from_number(if p >= 0xff00 { p | 0xffff_0000 } else { p }) {
+                Some(OfPort::InPort) => OfAction::Resubmit(t),
+                Some(port @ (OfPort::Port(_) | OfPort::Controller | OfPort::Local)) => {
+                    OfAction::ResubmitPort(port, t)
+                }
+                _ => return Err(OfpError::new(BAD_ACTION, 5)),
+            }
         }
         // The whole of NXM_OF_IN_PORT: a 16-bit port number.
         Action::NxRegLoad {
@@ -905,6 +909,10 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
         OfAction::Group(g) => Action::Group(*g),
         OfAction::Resubmit(t) => Action::NxResubmit {
             in_port: 0xfff8,
+            table: Some(t.0),
+        },
+        OfAction::ResubmitPort(p, t) => Action::NxResubmit {
+            in_port: u16::try_from(p.number() & 0xffff).ok()?,
             table: Some(t.0),
         },
         OfAction::Sample { probability } => {

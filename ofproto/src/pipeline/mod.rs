@@ -771,13 +771,13 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
     pub fn packet_out<S: ActionSink>(
         &mut self,
         now: Timestamp,
-        in_port: u32,
+        (bridge, in_port): (crate::BridgeNo, u32),
         actions: &[crate::rule::OfAction],
         pkt: &mut Vec<u8>,
         sink: &mut S,
     ) -> Result<ExecOutcome, crate::xlate::XlateError> {
         self.run_from_controller(now, in_port, pkt, sink, |br, key| {
-            br.translate_actions(key, actions, now)
+            br.translate_actions_in(bridge, key, actions, now)
         })
     }
 

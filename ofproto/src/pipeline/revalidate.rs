@@ -125,7 +125,7 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         self.fold_datapaths(now);
 
         let mut br = self.bridge.write();
-        let expired = br.tables.expire(now);
+        let expired = br.expire(now);
         report.rules_expired = expired.len();
         self.stats.rules_expired += expired.len() as u64;
         self.expired.extend(expired);
@@ -135,7 +135,6 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
             self.expired.drain(..extra);
             self.stats.expired_unreported += extra as u64;
         }
-        br.mac.expire(now);
         self.underlay_seen = br.underlay().map_or(0, |u| u.generation());
         let current = br.generations();
         let mark = br.sync_mark();

@@ -108,6 +108,7 @@ fn affects(
     let past_table_0 = m.rules.is_empty()
         || m.rules.iter().any(|r| {
             r.table.0 != 0
+                || r.bridge != crate::BridgeNo::MAIN
                 || multi.contains(r)
                 || br.tables.rule(*r).is_none_or(|rule| {
                     let goes_on = rule.spec.instructions.goes_on();
@@ -117,9 +118,15 @@ fn affects(
                     goes_on
                 })
         });
-    changed
-        .iter()
-        .any(|(t, c)| (t.0 != 0 && past_table_0) || (t.0 == 0 && c.overlaps(matched)))
+    // A packet that crossed a patch port met the main bridge's table 0
+    // as another packet (another in_port, registers cleared).
+    let in_port = megaflow::PortNo(matched.key().field(megaflow::Field::InPort) as u32);
+    let crossed = br.home(in_port).0 != crate::BridgeNo::MAIN
+        || m.rules.iter().any(|r| r.bridge != crate::BridgeNo::MAIN);
+    crossed
+        || changed
+            .iter()
+            .any(|(t, c)| (t.0 != 0 && past_table_0) || (t.0 == 0 && c.overlaps(matched)))
 }
 
 impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {

@@ -612,7 +612,8 @@ fn conjunction(name: &str, args: &str) -> Result<OfAction, ParseError> {
     })
 }
 
-/// `resubmit(,TABLE)`; resubmitting to a port is not supported.
+/// `resubmit(,TABLE)` or `resubmit(PORT,TABLE)`; `resubmit:PORT` and a
+/// port without a table (this table, again) are not supported.
 fn resubmit(name: &str, arg: Arg<'_>, item: &str) -> Result<OfAction, ParseError> {
     let unsupported = |reason| {
         Err(ParseError::new(
@@ -621,7 +622,7 @@ fn resubmit(name: &str, arg: Arg<'_>, item: &str) -> Result<OfAction, ParseError
         ))
     };
     let Arg::Paren(args) = arg else {
-        return unsupported("resubmit to a port (use resubmit(,TABLE))");
+        return unsupported("resubmit to a port (use resubmit(,TABLE) or resubmit(PORT,TABLE))");
     };
     let mut parts = args.split(',');
     let port = parts.next().unwrap_or("").trim();
@@ -629,15 +630,27 @@ fn resubmit(name: &str, arg: Arg<'_>, item: &str) -> Result<OfAction, ParseError
     if parts.next().is_some() {
         return unsupported("resubmit with more than a port and a table");
     }
-    if !port.is_empty() {
-        return unsupported("resubmit to a port (use resubmit(,TABLE))");
-    }
     if table.is_empty() {
+        if !port.is_empty() {
+            return unsupported("resubmit to a port without a table (use resubmit(PORT,TABLE))");
+        }
         return Err(ValueError::bad("expected resubmit(,TABLE)").at(item, name));
     }
     let t = value::number_max(table, u128::from(TableId::MAX.0)).map_err(|e| e.at(table, name))?;
     // At most 253, checked above.
-    Ok(OfAction::Resubmit(TableId(t as u8)))
+    let t = TableId(t as u8);
+    if port.is_empty() {
+        return Ok(OfAction::Resubmit(t));
+    }
+    match value::port(port).map_err(|e| e.at(port, name))? {
+        OfPort::InPort => Ok(OfAction::Resubmit(t)),
+        p @ (OfPort::Port(_) | OfPort::Controller | OfPort::Local) => {
+            Ok(OfAction::ResubmitPort(p, t))
+        }
+        _ => unsupported(
+            "resubmit from a port other than a port number, CONTROLLER, LOCAL or IN_PORT",
+        ),
+    }
 }
 
 /// `sample(probability=N[,collector_set_id=..][,obs_domain_id=..][,obs_point_id=..])`.

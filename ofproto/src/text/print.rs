@@ -538,6 +538,7 @@ fn format_action(out: &mut String, a: &OfAction) {
             write!(out, "dec_ttl({})", ids.join(","))
         }
         OfAction::Resubmit(t) => write!(out, "resubmit(,{t})"),
+        OfAction::ResubmitPort(p, t) => write!(out, "resubmit({p},{t})"),
         OfAction::Group(g) => write!(out, "group:{g}"),
         OfAction::Sample { probability } => write!(out, "sample(probability={probability})"),
         OfAction::Ct(ct) => {

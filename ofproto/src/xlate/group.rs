@@ -9,6 +9,7 @@ use super::{Ctx, ETH_TYPE_IPV4, ETH_TYPE_IPV6};
 use crate::group::{DpHashMap, Group, GroupType};
 use crate::recirc::Step;
 use crate::rule::OfAction;
+use crate::table::RuleRef;
 
 impl<'a> Ctx<'a> {
     /// Runs group `id`.
@@ -18,7 +19,10 @@ impl<'a> Ctx<'a> {
             self.note(|| format!("group:{id} skipped: no such group"));
             return;
         };
-        self.rules.push(g.credit_ref(None));
+        self.rules.push(RuleRef {
+            bridge: self.bi,
+            ..g.credit_ref(None)
+        });
         let n = g.spec.buckets.len();
         match g.spec.ty {
             GroupType::All => {
@@ -140,7 +144,10 @@ impl<'a> Ctx<'a> {
     /// Runs bucket `i` of `g` on a copy of the packet.
     fn bucket(&mut self, g: &'a Group, i: usize) {
         self.note(|| format!("group:{} bucket {i}", g.spec.id));
-        self.rules.push(g.credit_ref(Some(i)));
+        self.rules.push(RuleRef {
+            bridge: self.bi,
+            ..g.credit_ref(Some(i))
+        });
         self.on_copy(|ctx| {
             for a in &g.spec.buckets[i].actions {
                 ctx.action(a);

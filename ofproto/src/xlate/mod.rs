@@ -29,6 +29,7 @@
 
 mod group;
 mod normal;
+mod patch;
 mod trace;
 mod vlan;
 
@@ -43,6 +44,7 @@ use megaflow::key::{
 use megaflow::{Actions, DpAction, Field, FlowKey, Mask, Match, PortNo, Timestamp};
 
 use crate::bridge::{Bridge, Generations};
+use crate::bridges::BridgeNo;
 use crate::mac::MacLearn;
 use crate::recirc::{FrozenState, Step};
 use crate::rule::{ControllerAction, CtAction, CtZone, OfAction, OfPort};
@@ -208,7 +210,12 @@ enum Next {
 
 /// The state of one translation.
 pub(crate) struct Ctx<'a> {
+    /// The switch's bridges (the main one, holding the others).
+    root: &'a Bridge,
+    /// The bridge the packet is in now, and its number (a patch port
+    /// takes it to another).
     br: &'a Bridge,
+    bi: BridgeNo,
     now: Timestamp,
     orig: FlowKey,
     flow: FlowKey,
@@ -257,6 +264,8 @@ pub(crate) struct Ctx<'a> {
     /// A `controller(pause)` ran: the freeze (`freezing`, which stops
     /// what follows) is its continuation, not a recirculation.
     paused: bool,
+    /// `resubmit(PORT,TABLE)`: the in_port the next table lookup sees.
+    lookup_port: Option<u32>,
 }
 
 /// Most values `push` keeps at once.
@@ -275,13 +284,13 @@ impl Bridge {
     }
 }
 
-fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
-    let mut ctx = Ctx::new(br, key, now, tracing);
+fn translate(root: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Translation {
+    let mut ctx = Ctx::new(root, key, now, tracing);
     let id = key.recirc_id() as u32;
     if id != 0 {
         // A later stage: sampling, tunnel ingress and fail-open happened
         // at the first.
-        match br.recirc.thaw(id) {
+        match root.recirc.thaw(id) {
             Some(state) => {
                 ctx.thaw(&state);
                 if state.steps.is_empty() {
@@ -294,6 +303,14 @@ fn translate(br: &Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Trans
         }
         return ctx.finish();
     }
+    // The bridge is the input port's: with more than one, the megaflow
+    // depends on in_port.
+    let (bi, br) = if root.others().next().is_some() {
+        root.home(PortNo(ctx.read(Field::InPort) as u32))
+    } else {
+        (BridgeNo::MAIN, root)
+    };
+    ctx.enter(bi, br);
     ctx.port_sampling();
     ctx.tunnel_ingress();
     ctx.not_a_tunnel_packet();
@@ -345,20 +362,37 @@ impl Bridge {
         actions: &[OfAction],
         now: Timestamp,
     ) -> Translation {
+        self.translate_actions_in(BridgeNo::MAIN, key, actions, now)
+    }
+
+    /// [`translate_actions`](Self::translate_actions) in bridge `no` (a
+    /// PACKET_OUT on that bridge's OpenFlow connection).
+    pub fn translate_actions_in(
+        &self,
+        no: BridgeNo,
+        key: &FlowKey,
+        actions: &[OfAction],
+        now: Timestamp,
+    ) -> Translation {
         let mut ctx = Ctx::new(self, key, now, false);
+        if let Some(b) = self.sub(no) {
+            ctx.enter(no, b);
+        }
         ctx.actions(actions);
         ctx.finish()
     }
 }
 
 impl<'a> Ctx<'a> {
-    fn new(br: &'a Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Ctx<'a> {
+    fn new(root: &'a Bridge, key: &FlowKey, now: Timestamp, tracing: bool) -> Ctx<'a> {
         // Every megaflow is of one stage: recirc_id exact (as Open
         // vSwitch's `xlate_wc_init`).
         let mut wc = Wildcards::new();
         wc.unwildcard_field(Field::RecircId);
         Ctx {
-            br,
+            root,
+            br: root,
+            bi: BridgeNo::MAIN,
             now,
             orig: *key,
             flow: *key,
@@ -387,6 +421,7 @@ impl<'a> Ctx<'a> {
             in_bucket: 0,
             stack: Vec::new(),
             paused: false,
+            lookup_port: None,
         }
     }
 
@@ -395,7 +430,9 @@ impl<'a> Ctx<'a> {
         self.error.is_some() || self.freezing.is_some()
     }
 
-    fn finish(mut self) -> Translation {
+    /// Freezes what a `dp_hash` group or `controller(pause)` cut short,
+    /// under an id (the recirculation or the continuation).
+    fn finish_freezing(&mut self) {
         if let Some(steps) = self.freezing.take() {
             if self.error.is_none() {
                 let ct = self.ct_live;
@@ -406,6 +443,11 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
+        self.paused = false;
+    }
+
+    fn finish(mut self) -> Translation {
+        self.finish_freezing();
         if self.error.is_some() {
             self.out.clear();
         }
@@ -417,7 +459,7 @@ impl<'a> Ctx<'a> {
             rules: self.rules,
             uses_mac_table: self.uses_mac_table,
             uses_underlay: self.uses_underlay,
-            generations: self.br.generations(),
+            generations: self.root.generations(),
             learned: self.learned,
             error: self.error,
             trace: self.trace,
@@ -490,21 +532,27 @@ impl<'a> Ctx<'a> {
             return Next::Abort;
         }
         let br: &'a Bridge = self.br;
+        let own_port = self.flow.field(Field::InPort);
+        if let Some(p) = self.lookup_port.take() {
+            self.flow.set_field(Field::InPort, u128::from(p));
+        }
         let hit = br
             .tables
             .table(table)
             .and_then(|t| t.lookup(&self.flow, &mut self.wc));
+        self.flow.set_field(Field::InPort, own_port);
         if self.tracing {
             self.trace.push(TraceEvent::Table {
                 depth: self.depth,
                 table,
-                rule: hit.map(|(id, r)| Box::new(TracedRule::new(table, id, r))),
+                rule: hit.map(|(id, r)| Box::new(TracedRule::new(self.bi, table, id, r))),
             });
         }
         let Some((id, rule)) = hit else {
             return Next::Miss;
         };
         self.rules.push(RuleRef {
+            bridge: self.bi,
             table,
             id,
             uid: rule.uid,
@@ -662,6 +710,13 @@ impl<'a> Ctx<'a> {
                     }
                 }
             }),
+            OfAction::ResubmitPort(p, t) => {
+                // As Open vSwitch: the table's lookup sees the port; the
+                // rule it finds runs with the packet's own.
+                self.lookup_port = Some(p.number());
+                self.action(&OfAction::Resubmit(*t));
+                self.lookup_port = None;
+            }
             OfAction::Resubmit(t) => {
                 let back = u32::from(*t <= self.current.0);
                 if self.loops >= MAX_DEPTH || self.depth >= MAX_NESTING {
@@ -833,6 +888,7 @@ impl<'a> Ctx<'a> {
             }
         }
         FrozenState {
+            bridge: self.bi,
             table,
             fields,
             action_set: self.action_set.clone(),
@@ -845,6 +901,9 @@ impl<'a> Ctx<'a> {
 
     /// Starts a later stage from its frozen state.
     fn thaw(&mut self, s: &FrozenState) {
+        if let Some(b) = self.root.sub(s.bridge) {
+            self.enter(s.bridge, b);
+        }
         for &(f, v, m) in &s.fields {
             let old = self.flow.field(f);
             self.flow.set_field(f, (old & !m) | (v & m));
@@ -1084,13 +1143,17 @@ impl<'a> Ctx<'a> {
         for (i, f) in megaflow::key::REGS.iter().enumerate() {
             regs[i] = self.read(*f) as u32;
         }
-        let extra = (c.is_some() || regs.iter().any(|r| *r != 0)).then(|| {
+        let other = self.bi != BridgeNo::MAIN;
+        let in_port = other.then(|| self.read(Field::InPort) as u32);
+        let extra = (c.is_some() || regs.iter().any(|r| *r != 0) || other).then(|| {
             std::sync::Arc::new(ControllerExtra {
                 reason: c.map(|c| c.reason),
                 controller_id: c.map_or(0, |c| c.controller_id),
                 userdata: c.map(|c| c.userdata.clone()).unwrap_or_default(),
                 regs,
                 continuation: None,
+                bridge: self.bi.0,
+                in_port,
             })
         });
         self.out
@@ -1108,6 +1171,7 @@ impl<'a> Ctx<'a> {
     fn output_port(&mut self, p: PortNo) {
         let br: &'a Bridge = self.br;
         match br.ports.get(p) {
+            Some(info) if info.patch.is_some() => self.patch_output(p, info.patch),
             Some(info) if info.up => {
                 self.commit();
                 match &info.tunnel {
@@ -1152,7 +1216,11 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::Note(_)
         | OfAction::Learn { .. }
         | OfAction::Conjunction { .. } => 3,
-        OfAction::Sample { .. } | OfAction::Resubmit(_) | OfAction::Ct(_) | OfAction::CtClear => 4,
+        OfAction::Sample { .. }
+        | OfAction::Resubmit(_)
+        | OfAction::ResubmitPort(..)
+        | OfAction::Ct(_)
+        | OfAction::CtClear => 4,
         OfAction::Output { .. }
         | OfAction::Group(_)
         | OfAction::Controller(_)

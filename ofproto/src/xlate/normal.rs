@@ -43,6 +43,7 @@ impl<'a> Ctx<'a> {
         let dst = self.read(Field::EthDst) as u64;
         if !is_multicast(src) {
             self.learned.push(MacLearn {
+                bridge: self.bi,
                 vlan,
                 mac: src,
                 port: in_port,

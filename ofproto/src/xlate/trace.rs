@@ -23,9 +23,10 @@ pub struct TracedRule {
 }
 
 impl TracedRule {
-    pub(super) fn new(table: TableId, id: RuleId, r: &Rule) -> Self {
+    pub(super) fn new(bridge: crate::BridgeNo, table: TableId, id: RuleId, r: &Rule) -> Self {
         TracedRule {
             rule: RuleRef {
+                bridge,
                 table,
                 id,
                 uid: r.uid,
