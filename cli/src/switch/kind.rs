@@ -56,7 +56,10 @@ pub trait Kind: Sync {
     ) -> anyhow::Result<Option<Vport>> {
         match given {
             None => Ok(None),
-            Some(v) => bail!("port \"{port}\": {} no vport (got {v})", self.without_vport()),
+            Some(v) => bail!(
+                "port \"{port}\": {} no vport (got {v})",
+                self.without_vport()
+            ),
         }
     }
 
