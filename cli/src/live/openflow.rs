@@ -99,7 +99,9 @@ pub struct Shared {
     /// sends to the controller): the distributor's queue, as the handlers'.
     packet_ins: Arc<super::PacketIns>,
     /// Keys and certificates, with `pssl:` or `ssl:` configured.
-    tls: Option<TlsSettings>,
+    tls: Mutex<Option<Arc<TlsSettings>>>,
+    /// Where `tls` came from (the config's, then the database's).
+    ssl_from: Mutex<Option<crate::config::SslConfig>>,
     /// The bridge this server is the OpenFlow side of.
     bridge: ofproto::BridgeNo,
     /// The other bridges' servers (packet-ins from their pipelines go
@@ -193,7 +195,8 @@ impl OfServer {
             controllers: Mutex::default(),
             standalone: AtomicBool::new(cfg.standalone()?),
             threads: Arc::clone(&threads),
-            tls,
+            tls: Mutex::new(tls.map(Arc::new)),
+            ssl_from: Mutex::new(cfg.ssl.clone()),
             bridge,
             others: others.clone(),
             accepted_open: AtomicUsize::new(0),
@@ -338,8 +341,8 @@ impl ConnBoard {
         let mut wanted = Vec::new();
         for t in targets {
             let ctl = Controller::parse(t)?;
-            if ctl.ssl && self.0.tls.is_none() {
-                anyhow::bail!("\"{t}\" needs [openflow.ssl] in the config");
+            if ctl.ssl && guard(&self.0.tls).is_none() {
+                anyhow::bail!("\"{t}\" needs keys and certificates: [openflow.ssl] in the config, or ovs-vsctl set-ssl");
             }
             if !wanted.contains(&ctl) {
                 wanted.push(ctl);
@@ -363,6 +366,20 @@ impl ConnBoard {
             }
         }
         Ok(self.controllers())
+    }
+
+    /// The keys and certificates `ssl:` controllers and `pssl:` listeners
+    /// use from now on (`ovs-vsctl set-ssl`; `None`: none); connections
+    /// open now keep theirs. Whether they changed.
+    pub fn set_ssl(&self, ssl: Option<&crate::config::SslConfig>) -> anyhow::Result<bool> {
+        let mut now = guard(&self.0.ssl_from);
+        if now.as_ref() == ssl {
+            return Ok(false);
+        }
+        let tls = ssl.map(TlsSettings::load).transpose()?;
+        *guard(&self.0.tls) = tls.map(Arc::new);
+        *now = ssl.cloned();
+        Ok(true)
     }
 
     /// `standalone` (with no controller connected, NORMAL) or `secure`.
@@ -550,8 +567,9 @@ fn accept_loop<B: Device>(
                     stream.shutdown();
                     continue;
                 }
+                let tls = guard(&shared.tls).clone();
                 let stream = match l
-                    .secure(stream, shared.tls.as_ref())
+                    .secure(stream, tls.as_deref())
                     .and_then(|s| s.prepare(shared.send_stall).map(|()| s))
                 {
                     Ok(s) => s,
@@ -1072,11 +1090,14 @@ fn connect_loop<B: Device>(
     let mut backoff = MIN_BACKOFF;
     let going = || !sh.stop.load(Ordering::Relaxed) && !removed.load(Ordering::Relaxed);
     while going() {
+        let tls = guard(&sh.tls).clone();
         let dialled =
-            TcpStream::connect_timeout(&addr, MIN_BACKOFF).and_then(|s| match (ctl.ssl, &sh.tls) {
+            TcpStream::connect_timeout(&addr, MIN_BACKOFF).and_then(|s| match (ctl.ssl, tls) {
                 (false, _) => Ok(Stream::Tcp(s)),
                 (true, Some(tls)) => tls.connect(s).map(Stream::Tls),
-                (true, None) => Err(std::io::Error::other("ssl: without [openflow.ssl]")),
+                (true, None) => Err(std::io::Error::other(
+                    "ssl: without keys and certificates ([openflow.ssl], or the database's SSL row)",
+                )),
             });
         match dialled {
             Ok(stream) => {

@@ -86,6 +86,9 @@ pub struct Wanted {
     pub fail_mode: String,
     /// `Controller.target`s, as `tcp:IP:PORT`/`ssl:...`.
     pub controllers: Vec<String>,
+    /// The `SSL` row `Open_vSwitch.ssl` names (`ovs-vsctl set-ssl`): the
+    /// keys and certificates of `ssl:` controllers (every bridge's).
+    pub ssl: Option<crate::config::SslConfig>,
 }
 
 /// What became of one interface: its OpenFlow port, or why it has none.
@@ -136,7 +139,8 @@ pub fn spawn(
 /// The monitored columns.
 fn monitor_requests() -> Value {
     json!({
-        "Open_vSwitch": {"columns": ["next_cfg", "cur_cfg", "bridges", "iface_types", "datapath_types", "datapaths"]},
+        "Open_vSwitch": {"columns": ["next_cfg", "cur_cfg", "bridges", "iface_types", "datapath_types", "datapaths", "ssl"]},
+        "SSL": {"columns": ["private_key", "certificate", "ca_cert"]},
         "Datapath": {"columns": ["capabilities", "datapath_version"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id", "other_config"]},
         "Port": {"columns": ["name", "interfaces"]},
@@ -236,10 +240,31 @@ pub fn wanted_all(db: &Replica, main: &str) -> Vec<Wanted> {
         .filter(|n| *n != main)
         .collect();
     names.sort_unstable();
+    let ssl = ssl(db);
     std::iter::once(main)
         .chain(names)
-        .map(|b| wanted(db, b))
+        .map(|b| Wanted {
+            ssl: ssl.clone(),
+            ..wanted(db, b)
+        })
         .collect()
+}
+
+/// The `SSL` row the root row names, if whole.
+fn ssl(db: &Replica) -> Option<crate::config::SslConfig> {
+    let (_, root) = root(db)?;
+    let uuid = uuids(root, "ssl").next()?;
+    let row = db.row("SSL", uuid)?;
+    let path = |c: &str| {
+        row.get(c)
+            .and_then(Datum::as_str)
+            .map(std::path::PathBuf::from)
+    };
+    Some(crate::config::SslConfig {
+        private_key: path("private_key")?,
+        certificate: path("certificate")?,
+        ca_cert: path("ca_cert")?,
+    })
 }
 
 /// A bridge's datapath id: `other_config:datapath-id` if set, the main
@@ -323,6 +348,7 @@ pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
             .unwrap_or("standalone")
             .to_string(),
         controllers,
+        ssl: None,
     }
 }
 
@@ -591,6 +617,7 @@ mod tests {
             ],
             fail_mode: "secure".into(),
             controllers: Vec::new(),
+            ssl: None,
         };
         let plan: Vec<String> = m
             .plan(std::slice::from_ref(&w))

@@ -115,12 +115,17 @@ impl Applier {
         for name in gone {
             self.del_bridge(core, &name);
         }
+        // The database's SSL row, else the config's keys.
+        let ssl = wanted
+            .first()
+            .and_then(|w| w.ssl.clone())
+            .or(self.openflow.ssl.clone());
         if let Some(w) = wanted.first() {
-            follow(main, core, w);
+            follow(main, core, w, ssl.as_ref());
         }
         for w in &others {
             if let Some(sub) = self.subs.get(w.bridge.as_deref().unwrap_or_default()) {
-                follow(&sub.server.board(), core, w);
+                follow(&sub.server.board(), core, w, ssl.as_ref());
             }
         }
         let stats: std::collections::HashMap<u32, megaflow::port::PortStats> =
@@ -274,8 +279,21 @@ impl Applier {
     }
 }
 
-/// A bridge's fail mode and controllers as the database has them.
-fn follow<B: Device>(board: &ConnBoard, core: &Core<B>, w: &Wanted) {
+/// A bridge's keys, fail mode and controllers as the database has them
+/// (the keys before the controllers: an `ssl:` one needs them).
+fn follow<B: Device>(
+    board: &ConnBoard,
+    core: &Core<B>,
+    w: &Wanted,
+    ssl: Option<&crate::config::SslConfig>,
+) {
+    match board.set_ssl(ssl) {
+        Ok(true) => {
+            info!(keys = ?ssl.map(|s| &s.private_key), "OVSDB: SSL keys and certificates set")
+        }
+        Ok(false) => {}
+        Err(e) => warn!("OVSDB: SSL: {e:#}"),
+    }
     if board.fail_mode() != w.fail_mode {
         if let Err(e) = board.set_fail_mode(&w.fail_mode) {
             warn!("OVSDB: fail_mode: {e:#}");
