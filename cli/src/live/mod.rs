@@ -466,10 +466,12 @@ pub struct Daemon<B: Device = SimBackend> {
     packet_in_rx: Option<Receiver<PacketInEvent>>,
     /// What the metrics endpoint keeps between scrapes.
     metrics: Arc<metrics::LiveMetrics>,
-    /// Sampled copies for the sFlow exporter (export on), and the
-    /// queue's receiving end until the exporter takes it.
+    /// Sampled copies for the sFlow exporter, and the queue's receiving
+    /// end while no exporter runs.
     samples: Option<Arc<sflow::SampleQueue>>,
     sample_rx: Option<Receiver<sflow::SampledPacket>>,
+    /// The exporter running and its settings ([`set_sflow`](Self::set_sflow)).
+    sflow: Option<(crate::config::SflowConfig, sflow::Exporter)>,
     /// Watches the threads forwarding depends on.
     supervisor: Arc<supervise::Supervisor>,
 }
@@ -541,14 +543,10 @@ impl<B: Device> Daemon<B> {
             sw.set_link(p.no, false);
             sw.set_netdev(p.no, None);
         }
-        let (samples, sample_rx) = if cfg.sflow.collectors.is_empty() {
-            (None, None)
-        } else {
-            let rates = cfg.sflow.clone();
-            sw.set_sample_rates(Arc::new(move |name| rates.rate_of(name)));
-            let (q, rx) = sflow::SampleQueue::new(cfg.sflow.queue, cfg.sflow.header_bytes);
-            (Some(q), Some(rx))
-        };
+        // The queue is there from the start: an exporter may be started
+        // later (the database's sFlow row); no port samples until then.
+        let (q, rx) = sflow::SampleQueue::new(cfg.sflow.queue, cfg.sflow.header_bytes);
+        let (samples, sample_rx) = (Some(q), Some(rx));
         let fronts: Vec<_> = (0..n).map(|_| sw.front_for_thread()).collect();
         let tracker = sw.tracker();
         cfg.conntrack.apply(&tracker)?;
@@ -656,6 +654,7 @@ impl<B: Device> Daemon<B> {
             metrics: live_metrics,
             samples,
             sample_rx,
+            sflow: None,
             supervisor,
         })
     }
@@ -697,22 +696,60 @@ impl<B: Device> Daemon<B> {
         Arc::clone(&self.metrics)
     }
 
-    /// Starts the sFlow exporter (once; `None` when `[sflow]` names no
-    /// collector). It reads the switch only while the daemon runs.
-    pub fn sflow_exporter(&mut self, cfg: &Config) -> anyhow::Result<Option<sflow::Exporter>> {
-        let (Some(q), Some(rx)) = (self.samples.clone(), self.sample_rx.take()) else {
-            return Ok(None);
+    /// Exports sFlow as `cfg` says from now on (`[sflow]`, or the
+    /// database's sFlow row): the exporter started, restarted with new
+    /// settings, or stopped when no collector is named; the ports sample
+    /// at its rates. It reads the switch only while the daemon runs.
+    pub fn set_sflow(&mut self, cfg: &crate::config::SflowConfig) -> anyhow::Result<()> {
+        if self.sflow.as_ref().map(|(c, _)| c) == Some(cfg)
+            || (self.sflow.is_none() && cfg.collectors.is_empty())
+        {
+            return Ok(());
+        }
+        let export = sflow::ExportConfig::from_config(cfg)?;
+        if let Some(s) = self.stop_sflow() {
+            info!(
+                datagrams = s.datagrams,
+                flow_samples = s.flow_samples,
+                "sFlow export stopped for new settings"
+            );
+        }
+        let (Some(q), Some(rx), Some(export)) =
+            (self.samples.clone(), self.sample_rx.take(), export)
+        else {
+            lock(self.shared()).set_sample_rates(Arc::new(|_| 0));
+            return Ok(());
         };
-        let Some(export) = sflow::ExportConfig::from_config(&cfg.sflow)? else {
-            return Ok(None);
-        };
+        q.set_header_bytes(cfg.header_bytes);
         let core = Arc::downgrade(self.shared());
         let ports: sflow::PortsFn = Box::new(move || {
             core.upgrade()
                 .map(|c| sflow::port_snapshots(&lock(&c)))
                 .unwrap_or_default()
         });
-        sflow::Exporter::start(export, rx, q, ports).map(Some)
+        let exporter = sflow::Exporter::start(export, rx, q, ports)?;
+        let rates = cfg.clone();
+        {
+            let mut sw = lock(self.shared());
+            sw.set_sample_rates(Arc::new(move |name| rates.rate_of(name)));
+            // The megaflows sample at the new rates from the next pass.
+            sw.pipeline_mut().request_pass();
+        }
+        self.sflow = Some((cfg.clone(), exporter));
+        Ok(())
+    }
+
+    /// Stops the sFlow exporter (ports stop sampling); what it sent.
+    pub fn stop_sflow(&mut self) -> Option<sflow::ExportStats> {
+        let (_, e) = self.sflow.take()?;
+        {
+            let mut sw = lock(self.shared());
+            sw.set_sample_rates(Arc::new(|_| 0));
+            sw.pipeline_mut().request_pass();
+        }
+        let (stats, rx) = e.stop_returning();
+        self.sample_rx = rx;
+        Some(stats)
     }
 
     /// One scrape of the metrics endpoint: the switch's counters now,

@@ -89,6 +89,8 @@ pub struct Wanted {
     /// The `SSL` row `Open_vSwitch.ssl` names (`ovs-vsctl set-ssl`): the
     /// keys and certificates of `ssl:` controllers (every bridge's).
     pub ssl: Option<crate::config::SslConfig>,
+    /// The bridge's `sFlow` row (`Bridge.sflow`), as `[sflow]` says it.
+    pub sflow: Option<crate::config::SflowConfig>,
 }
 
 /// What became of one interface: its OpenFlow port, or why it has none.
@@ -142,7 +144,8 @@ fn monitor_requests() -> Value {
         "Open_vSwitch": {"columns": ["next_cfg", "cur_cfg", "bridges", "iface_types", "datapath_types", "datapaths", "ssl"]},
         "SSL": {"columns": ["private_key", "certificate", "ca_cert"]},
         "Datapath": {"columns": ["capabilities", "datapath_version"]},
-        "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id", "other_config"]},
+        "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id", "other_config", "sflow"]},
+        "sFlow": {"columns": ["agent", "targets", "header", "sampling", "polling"]},
         "Port": {"columns": ["name", "interfaces"]},
         "Interface": {"columns": ["name", "type", "options", "other_config", "ofport", "ofport_request", "error", "statistics",
                                   "ifindex", "mac_in_use", "admin_state", "link_state"]},
@@ -349,6 +352,42 @@ pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
             .to_string(),
         controllers,
         ssl: None,
+        sflow: uuids(br, "sflow")
+            .next()
+            .and_then(|u| db.row("sFlow", u))
+            .map(sflow),
+    }
+}
+
+/// An `sFlow` row as `[sflow]` says it, with Open vSwitch's defaults (1 in
+/// 400 packets, counters every 30 s, 128 header bytes, port 6343). An
+/// agent given as an address is the datagrams' agent; an interface name
+/// leaves it to the route to the first collector.
+fn sflow(row: &::ovsdb::Row) -> crate::config::SflowConfig {
+    let int = |c: &str, default: i64| row.get(c).and_then(Datum::as_i64).unwrap_or(default);
+    let collectors = match row.get("targets") {
+        Some(Datum::Set(s)) => s
+            .iter()
+            .filter_map(|a| a.as_str())
+            .map(|t| match t.rsplit_once(':') {
+                Some((_, p)) if p.parse::<u16>().is_ok() => t.to_string(),
+                _ => format!("{t}:6343"),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    crate::config::SflowConfig {
+        collectors,
+        agent: row
+            .get("agent")
+            .and_then(Datum::as_str)
+            .and_then(|a| a.parse().ok()),
+        sampling_rate: u32::try_from(int("sampling", 400)).unwrap_or(400),
+        polling_interval: u64::try_from(int("polling", 30)).unwrap_or(30),
+        header_bytes: usize::try_from(int("header", 128))
+            .unwrap_or(128)
+            .clamp(14, 1024),
+        ..crate::config::SflowConfig::default()
     }
 }
 
@@ -618,6 +657,7 @@ mod tests {
             fail_mode: "secure".into(),
             controllers: Vec::new(),
             ssl: None,
+            sflow: None,
         };
         let plan: Vec<String> = m
             .plan(std::slice::from_ref(&w))

@@ -36,6 +36,7 @@ pub struct Applier {
     packet_ins: Arc<super::PacketIns>,
     tx: super::TxPorts,
     openflow: OpenflowConfig,
+    sflow: crate::config::SflowConfig,
     ovsdb: Option<OvsdbConfig>,
     main_dpid: u64,
 }
@@ -52,6 +53,7 @@ impl Applier {
             packet_ins: daemon.take_packet_ins().1,
             tx: daemon.tx_ports(),
             openflow: cfg.openflow.clone(),
+            sflow: cfg.sflow.clone(),
             ovsdb: cfg.ovsdb.clone(),
             main_dpid: cfg.openflow.dpid().unwrap_or(0),
         }
@@ -114,6 +116,14 @@ impl Applier {
             .collect();
         for name in gone {
             self.del_bridge(core, &name);
+        }
+        // The main bridge's sFlow row, else the config's [sflow].
+        let sflow = wanted
+            .first()
+            .and_then(|w| w.sflow.clone())
+            .unwrap_or_else(|| self.sflow.clone());
+        if let Err(e) = daemon.set_sflow(&sflow) {
+            warn!("OVSDB: sFlow: {e:#}");
         }
         // The database's SSL row, else the config's keys.
         let ssl = wanted

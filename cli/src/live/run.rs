@@ -135,7 +135,7 @@ pub fn run_on<B: crate::switch::Device>(
         }
         None => None,
     };
-    let sflow = daemon.sflow_exporter(cfg)?;
+    daemon.set_sflow(&cfg.sflow)?;
     let (core, clock, conns) = (daemon.core(), daemon.clock(), of.board());
     let (tx, events) = mpsc::channel();
     let ovsdb_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -276,8 +276,7 @@ pub fn run_on<B: crate::switch::Device>(
     ctl.stop();
     // The channels hold the switch; they go first.
     of.stop();
-    if let Some(e) = sflow {
-        let s = e.stop();
+    if let Some(s) = daemon.stop_sflow() {
         info!(
             datagrams = s.datagrams,
             flow_samples = s.flow_samples,

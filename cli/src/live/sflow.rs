@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -46,7 +46,9 @@ pub struct SampledPacket {
 #[derive(Debug)]
 pub struct SampleQueue {
     tx: SyncSender<SampledPacket>,
-    header_bytes: usize,
+    /// How much of each packet a sample keeps (changed with the
+    /// exporter's settings).
+    header_bytes: AtomicUsize,
     /// Samples dropped because the queue was full.
     pub dropped: AtomicU64,
 }
@@ -61,10 +63,15 @@ impl SampleQueue {
         let (tx, rx) = mpsc::sync_channel(capacity);
         let q = SampleQueue {
             tx,
-            header_bytes,
+            header_bytes: AtomicUsize::new(header_bytes),
             dropped: AtomicU64::new(0),
         };
         (Arc::new(q), rx)
+    }
+
+    /// Keeps the first `n` bytes of each packet from now on.
+    pub fn set_header_bytes(&self, n: usize) {
+        self.header_bytes.store(n, Ordering::Relaxed);
     }
 
     /// Offers a sampled copy of `frame` (received on `in_port`).
@@ -73,7 +80,7 @@ impl SampleQueue {
             in_port,
             cookie,
             frame_length: frame.len() as u32,
-            header: frame[..frame.len().min(self.header_bytes)].to_vec(),
+            header: frame[..frame.len().min(self.header_bytes.load(Ordering::Relaxed))].to_vec(),
             path,
         };
         if self.tx.try_send(s).is_err() {
@@ -180,7 +187,8 @@ pub struct ExportStats {
 /// The running exporter thread.
 pub struct Exporter {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<ExportStats>>,
+    /// The thread gives the queue's end back when it stops.
+    thread: Option<JoinHandle<(ExportStats, Receiver<SampledPacket>)>>,
 }
 
 /// How often the exporter takes what the queue holds (at 1 sample in
@@ -207,7 +215,7 @@ impl Exporter {
         let mut state = ExportState::new(cfg, socket, queue, ports);
         let thread = std::thread::Builder::new()
             .name("esw-sflow".to_string())
-            .spawn(move || state.run(&samples, &s))
+            .spawn(move || (state.run(&samples, &s), samples))
             .context("sflow: cannot start the exporter thread")?;
         Ok(Exporter {
             stop,
@@ -217,15 +225,21 @@ impl Exporter {
 
     /// Sends what is pending and stops.
     pub fn stop(mut self) -> ExportStats {
+        self.join().0
+    }
+
+    /// [`stop`](Self::stop), and the queue's end back (for an exporter
+    /// started again with other settings); `None` if the thread died.
+    pub fn stop_returning(mut self) -> (ExportStats, Option<Receiver<SampledPacket>>) {
         self.join()
     }
 
-    fn join(&mut self) -> ExportStats {
+    fn join(&mut self) -> (ExportStats, Option<Receiver<SampledPacket>>) {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+        match self.thread.take().and_then(|t| t.join().ok()) {
+            Some((stats, rx)) => (stats, Some(rx)),
+            None => (ExportStats::default(), None),
+        }
     }
 }
 

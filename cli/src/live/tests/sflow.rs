@@ -199,7 +199,7 @@ fn sfcapd_gets_the_sampled_headers_ports_and_rates_and_wireshark_the_counters() 
     for (i, n) in ["vm1", "vm2", "vm3"].iter().enumerate() {
         d.apply(&PortEvent::Added(rep(10 + i as u32, n, i as u16)));
     }
-    let exporter = d.sflow_exporter(&cfg).expect("exporter").expect("on");
+    d.set_sflow(&cfg.sflow).expect("exporter");
 
     // 4,000 packets vm1 → vm2 over 8 source ports, 2,000 vm3 → vm1: the
     // first of each flow in software, the rest mostly in hardware.
@@ -234,7 +234,7 @@ fn sfcapd_gets_the_sampled_headers_ports_and_rates_and_wireshark_the_counters() 
         c.hw_samples > 0 && c.sw_samples > 0,
         "both paths sampled: {c:?}"
     );
-    let stats = exporter.stop();
+    let stats = d.stop_sflow().expect("on");
     let samples = c.hw_samples + c.sw_samples;
     assert_eq!(stats.flow_samples, samples, "{stats:?} {c:?}");
     assert_eq!(stats.send_errors, 0);
