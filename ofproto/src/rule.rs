@@ -224,6 +224,10 @@ pub enum OfAction {
     /// for that lookup (and what it runs), then put back. OVN's
     /// packet-outs start its pipeline so, from `CONTROLLER`.
     ResubmitPort(OfPort, TableId),
+    /// `check_pkt_larger(LEN)->DST`: the one-bit `DST` says whether the
+    /// packet is longer than `LEN` bytes (its Ethernet frame), for what
+    /// follows in its action list and the rule's instructions.
+    CheckPktLarger { pkt_len: u16, dst: FieldRange },
     /// `sample(probability=P)`: a copy of 1 in `65535 / P` packets to
     /// userspace for flow monitoring.
     Sample { probability: u16 },

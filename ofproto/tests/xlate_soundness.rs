@@ -528,6 +528,7 @@ fn action_reads(a: &OfAction, mask: &mut Mask) {
         }
         OfAction::Resubmit(_)
         | OfAction::ResubmitPort(..)
+        | OfAction::CheckPktLarger { .. }
         | OfAction::Sample { .. }
         | OfAction::CtClear => {}
         OfAction::Clone(inner) => inner.iter().for_each(|a| action_reads(a, mask)),

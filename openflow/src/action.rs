@@ -45,6 +45,7 @@ pub mod nx {
     pub const CONJUNCTION: u16 = 34;
     pub const DEC_TTL_CNT_IDS: u16 = 21;
     pub const CLONE: u16 = 42;
+    pub const CHECK_PKT_LARGER: u16 = 49;
     pub const LEARN: u16 = 16;
     pub const LEARN2: u16 = 45;
 }
@@ -104,6 +105,13 @@ pub enum Action {
         pop: bool,
         ofs: u16,
         n_bits: u16,
+        field: u32,
+    },
+    /// `NXAST_CHECK_PKT_LARGER`: bit `ofs` of the field whose NXM/OXM
+    /// header is `field` says whether the packet is longer than `pkt_len`.
+    NxCheckPktLarger {
+        pkt_len: u16,
+        ofs: u16,
         field: u32,
     },
     /// `NXAST_NOTE`: bytes kept with the flow, nothing done (the action's
@@ -391,6 +399,21 @@ impl Action {
                             field,
                         }
                     }
+                    nx::CHECK_PKT_LARGER => {
+                        // pkt_len, offset, a 4-byte NXM header, zeros to 24.
+                        fixed(24)?;
+                        let pkt_len = b.u16("check_pkt_larger.pkt_len")?;
+                        let ofs = b.u16("check_pkt_larger.offset")?;
+                        let field = b.u32("check_pkt_larger.dst")?;
+                        if b.rest().iter().any(|&x| x != 0) {
+                            return Err(bad_action(5, "check_pkt_larger: padding not zero".into()));
+                        }
+                        Action::NxCheckPktLarger {
+                            pkt_len,
+                            ofs,
+                            field,
+                        }
+                    }
                     nx::NOTE => Action::NxNote(b.rest().to_vec()),
                     nx::LEARN | nx::LEARN2 => Action::NxLearn {
                         learn2: sub == nx::LEARN2,
@@ -594,6 +617,16 @@ impl Action {
                 out.put_u16(*ofs);
                 out.put_u32(*field);
                 out.put_u16(*n_bits);
+            }
+            Action::NxCheckPktLarger {
+                pkt_len,
+                ofs,
+                field,
+            } => {
+                nx_head(out, nx::CHECK_PKT_LARGER);
+                out.put_u16(*pkt_len);
+                out.put_u16(*ofs);
+                out.put_u32(*field);
             }
             Action::NxNote(bytes) => {
                 nx_head(out, nx::NOTE);

@@ -261,6 +261,21 @@ pub fn narrow_action(a: &Action) -> Option<Vec<Action>> {
         {
             split_move(c)
         }
+        Action::NxCheckPktLarger {
+            pkt_len,
+            ofs,
+            field,
+        } if is_wide_header(*field) => {
+            let bit = u32::from(*ofs);
+            let q = parts(*field)
+                .into_iter()
+                .find(|q| (q.base..q.base + q.bits).contains(&bit))?;
+            Some(vec![Action::NxCheckPktLarger {
+                pkt_len: *pkt_len,
+                ofs: (bit - q.base) as u16,
+                field: q.header,
+            }])
+        }
         Action::NxStack {
             pop,
             ofs,

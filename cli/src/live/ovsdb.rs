@@ -40,8 +40,10 @@ pub const IFACE_TYPES: [&str; 5] = ["", "internal", "geneve", "vxlan", "patch"];
 /// `Datapath.capabilities` of the `system` datapath: only what eswitch
 /// does (the keys Open vSwitch writes; a key missing reads as false, and
 /// ovn-controller then writes simpler flows). `ct_flush`: NXT_CT_FLUSH;
-/// `dp_hash_l4_sym_support`: the symmetric L4 `hash` of dp_hash groups.
-pub const CAPABILITIES: [(&str, &str); 11] = [
+/// `dp_hash_l4_sym_support`: the symmetric L4 `hash` of dp_hash groups;
+/// `check_pkt_len`: `check_pkt_larger` as a datapath branch (software).
+pub const CAPABILITIES: [(&str, &str); 12] = [
+    ("check_pkt_len", "true"),
     ("recirc", "true"),
     ("ct_state", "true"),
     ("ct_zone", "true"),

@@ -274,6 +274,13 @@ pub enum DpAction {
         probability: u32,
         actions: Actions,
     },
+    /// Run `gt` if the packet (its Ethernet frame) is longer than `size`
+    /// bytes, else `le` (Open vSwitch's `check_pkt_len`); nothing follows.
+    CheckPktLen {
+        size: u16,
+        gt: Actions,
+        le: Actions,
+    },
     /// Send the packet to userspace.
     Userspace(UserspaceReason),
     /// Send a copy of the packet, encapsulated in `header`, to `port` (the
@@ -508,6 +515,9 @@ impl fmt::Display for DpAction {
             } => {
                 let pct = *probability as f64 * 100.0 / u32::MAX as f64;
                 write!(f, "sample(sample={pct:.1}%,actions({actions}))")
+            }
+            DpAction::CheckPktLen { size, gt, le } => {
+                write!(f, "check_pkt_len(size={size},gt({gt}),le({le}))")
             }
             DpAction::Userspace(r) => write!(f, "userspace({r})"),
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
@@ -979,6 +989,26 @@ fn run<S: ActionSink>(
                         // The copy's fate does not change the packet's.
                         let _ = run(actions, &mut copy, &mut copy_layout, sink, depth + 1, out);
                     }
+                    true
+                }
+            }
+            DpAction::CheckPktLen { size, gt, le } => {
+                let branch = if pkt.len() > usize::from(*size) {
+                    gt
+                } else {
+                    le
+                };
+                if depth >= MAX_SAMPLE_DEPTH {
+                    false
+                } else if i + 1 == actions.len() {
+                    // Last: the branch is the packet's fate.
+                    return run(branch, pkt, layout, sink, depth + 1, out);
+                } else {
+                    // Actions follow (it was in a resubmit): the branch
+                    // runs on a copy, as Open vSwitch's clone of it.
+                    let mut copy = pkt.clone();
+                    let mut copy_layout = *layout;
+                    let _ = run(branch, &mut copy, &mut copy_layout, sink, depth + 1, out);
                     true
                 }
             }

@@ -251,6 +251,11 @@ impl<B: DrBackend> OffloadManager<B> {
                 DpAction::CtClear => {
                     return Err(action("ct_clear: the FDB does not clear tracking state"))
                 }
+                DpAction::CheckPktLen { .. } => {
+                    return Err(action(
+                        "check_pkt_len: the FDB picks no actions by a packet's length",
+                    ))
+                }
                 DpAction::Hash { .. } => return Err(action(
                     "hash: the FDB computes no dp_hash (a dp_hash select group picks in software)",
                 )),

@@ -699,6 +699,14 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
             }
         }
         Action::NxNote(bytes) => OfAction::Note(bytes.clone()),
+        Action::NxCheckPktLarger {
+            pkt_len,
+            ofs,
+            field,
+        } => OfAction::CheckPktLarger {
+            pkt_len: *pkt_len,
+            dst: range_from_wire(*field, *ofs, 1, tlv)?,
+        },
         &Action::NxConjunction {
             id,
             clause,
@@ -992,6 +1000,11 @@ fn action_to_wire(a: &OfAction, m: &Match) -> Option<Action> {
             field: range_header(f, m)?,
         },
         OfAction::Note(bytes) => Action::NxNote(bytes.clone()),
+        OfAction::CheckPktLarger { pkt_len, dst } => Action::NxCheckPktLarger {
+            pkt_len: *pkt_len,
+            ofs: dst.named_ofs(),
+            field: range_header(dst, m)?,
+        },
         &OfAction::Conjunction {
             id,
             clause,

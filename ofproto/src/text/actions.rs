@@ -153,6 +153,13 @@ fn split_item(item: &str) -> Result<(&str, Arg<'_>), ParseError> {
     }
     match value::matching_paren(item, at) {
         Some(close) if close + 1 == item.len() => Ok((name, Arg::Paren(&item[at + 1..close]))),
+        // `check_pkt_larger(LEN)->DST`: the whole `(LEN)->DST` for it.
+        Some(close)
+            if name.eq_ignore_ascii_case("check_pkt_larger")
+                && item[close + 1..].starts_with("->") =>
+        {
+            Ok((name, Arg::Colon(&item[at..])))
+        }
         _ => Err(ParseError::new(
             item,
             ParseErrorKind::Syntax {
@@ -397,6 +404,26 @@ fn parse_action(
             OfAction::Pop(dst)
         }
         "note" => note(name, colon(name, arg)?)?,
+        "check_pkt_larger" => {
+            const SYNTAX: &str = "expected check_pkt_larger(LEN)->DST[BIT]";
+            let Arg::Colon(text) = arg else {
+                return Err(ValueError::bad(SYNTAX).at(item, name));
+            };
+            let Some((len, dst)) = text.strip_prefix('(').and_then(|t| t.split_once(")->")) else {
+                return Err(ValueError::bad(SYNTAX).at(item, name));
+            };
+            let pkt_len = num(len.trim(), u128::from(u16::MAX))? as u16;
+            let (dst, writable) = fields::parse_subfield(dst)?;
+            if !writable {
+                return Err(ParseError::new(dst_text(text), ParseErrorKind::NotWritable));
+            }
+            if dst.n_bits != 1 {
+                return Err(
+                    ValueError::bad("Only 1-bit destination field is allowed").at(item, name)
+                );
+            }
+            OfAction::CheckPktLarger { pkt_len, dst }
+        }
         "conjunction" => match arg {
             Arg::Paren(args) => conjunction(name, args)?,
             _ => return Err(ValueError::bad(CONJUNCTION_SYNTAX).at(item, name)),
@@ -688,3 +715,8 @@ fn sample(name: &str, args: &str) -> Result<OfAction, ParseError> {
 #[cfg(test)]
 #[path = "tests/actions.rs"]
 mod tests;
+
+/// The `DST` of `(LEN)->DST`.
+fn dst_text(text: &str) -> &str {
+    text.split_once("->").map_or(text, |(_, d)| d)
+}

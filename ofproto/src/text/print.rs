@@ -507,6 +507,11 @@ fn format_action(out: &mut String, a: &OfAction) {
             subfield(dst, write_name(dst.field))
         ),
         OfAction::Push(f) => write!(out, "push:{}", subfield(f, read_name(f.field))),
+        OfAction::CheckPktLarger { pkt_len, dst } => write!(
+            out,
+            "check_pkt_larger({pkt_len})->{}",
+            subfield(dst, write_name(dst.field))
+        ),
         OfAction::Pop(f) => write!(out, "pop:{}", subfield(f, write_name(f.field))),
         OfAction::Note(bytes) => write!(out, "note:{}", super::value::to_dotted_hex(bytes)),
         OfAction::Conjunction {

@@ -30,6 +30,7 @@
 mod group;
 mod normal;
 mod patch;
+mod pkt_len;
 mod trace;
 mod vlan;
 
@@ -266,6 +267,9 @@ pub(crate) struct Ctx<'a> {
     paused: bool,
     /// `resubmit(PORT,TABLE)`: the in_port the next table lookup sees.
     lookup_port: Option<u32>,
+    /// A `check_pkt_larger` ran: what follows is gathered (`freezing`)
+    /// for its two branches.
+    pkt_fork: Option<Box<pkt_len::PktFork>>,
 }
 
 /// Most values `push` keeps at once.
@@ -422,6 +426,7 @@ impl<'a> Ctx<'a> {
             stack: Vec::new(),
             paused: false,
             lookup_port: None,
+            pkt_fork: None,
         }
     }
 
@@ -433,6 +438,9 @@ impl<'a> Ctx<'a> {
     /// Freezes what a `dp_hash` group or `controller(pause)` cut short,
     /// under an id (the recirculation or the continuation).
     fn finish_freezing(&mut self) {
+        if self.finish_fork() {
+            return;
+        }
         if let Some(steps) = self.freezing.take() {
             if self.error.is_none() {
                 let ct = self.ct_live;
@@ -710,6 +718,7 @@ impl<'a> Ctx<'a> {
                     }
                 }
             }),
+            OfAction::CheckPktLarger { pkt_len, dst } => self.check_pkt_larger(*pkt_len, *dst),
             OfAction::ResubmitPort(p, t) => {
                 // As Open vSwitch: the table's lookup sees the port; the
                 // rule it finds runs with the packet's own.
@@ -726,7 +735,13 @@ impl<'a> Ctx<'a> {
                 let current = self.current;
                 self.loops += back;
                 self.depth += 1;
+                let forked = self.pkt_fork.is_some();
                 self.run_chain(*t, false);
+                if !forked {
+                    // A check_pkt_larger in the resubmitted chain forks
+                    // only that chain: the caller goes on after it.
+                    self.finish_fork();
+                }
                 self.depth -= 1;
                 self.loops -= back;
                 // The rule that resubmitted goes on (its table and cookie
@@ -1215,6 +1230,7 @@ fn action_set_rank(a: &OfAction) -> u8 {
         | OfAction::Pop(_)
         | OfAction::Note(_)
         | OfAction::Learn { .. }
+        | OfAction::CheckPktLarger { .. }
         | OfAction::Conjunction { .. } => 3,
         OfAction::Sample { .. }
         | OfAction::Resubmit(_)
