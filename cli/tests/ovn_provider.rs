@@ -14,7 +14,8 @@
 //! bridges; the VM and the physical host ping and talk TCP both ways
 //! through br-int's logical pipeline, the patch ports and br-phys's
 //! NORMAL; br-phys's MAC learning shows in `ovs-ofctl dump-ports` (packets
-//! counted on its ports); a bridge deleted with `ovs-vsctl del-br` takes
+//! counted on its ports); `protocols=OpenFlow14` on br-phys makes its
+//! socket refuse OpenFlow 1.3 at the HELLO and speak 1.4; a bridge deleted with `ovs-vsctl del-br` takes
 //! its socket with it and the VM no longer reaches the wire; ovn-controller
 //! logged no OpenFlow error and never reconnected, and eswitchd refused
 //! none of its messages (its gratuitous ARPs are packet-outs that start
@@ -196,6 +197,21 @@ fn ovn_localnet_reaches_the_wire_through_a_provider_bridge_and_patch_ports() {
         .filter(|l| l.contains("OpenFlow error sent"))
         .collect();
     assert!(refused.is_empty(), "{T}: {refused:#?}");
+
+    // Its OpenFlow versions, as `protocols` says: 1.4 only, then 1.3 is
+    // refused at the HELLO and 1.4 spoken.
+    ovn.vsctl(H, &["set", "Bridge", "br-phys", "protocols=OpenFlow14"]);
+    let v13 = run("ovs-ofctl", &["-O", "OpenFlow13", "dump-flows", &phys_mgmt]);
+    assert!(
+        v13.as_ref()
+            .is_err_and(|e| e.contains("version negotiation failed")),
+        "{T}: OpenFlow 1.3 with protocols=OpenFlow14: {v13:?}"
+    );
+    let v14 = run("ovs-ofctl", &["-O", "OpenFlow14", "dump-flows", &phys_mgmt])
+        .unwrap_or_else(|e| panic!("{T}: OpenFlow 1.4: {e}"));
+    assert!(v14.contains("actions=NORMAL"), "{T}: {v14}");
+    ovn.vsctl(H, &["clear", "Bridge", "br-phys", "protocols"]);
+    assert!(run("ovs-ofctl", &["-O", "OpenFlow13", "show", &phys_mgmt]).is_ok());
 
     // The bridge deleted: its socket goes, and nothing reaches the wire.
     ovn.vsctl(H, &["del-br", "br-phys"]);

@@ -100,6 +100,9 @@ pub struct Shared {
     packet_ins: Arc<super::PacketIns>,
     /// Keys and certificates, with `pssl:` or `ssl:` configured.
     tls: Mutex<Option<Arc<TlsSettings>>>,
+    /// The OpenFlow versions new connections may agree to (`Bridge.protocols`;
+    /// empty: 1.3 to 1.5).
+    versions: Mutex<Vec<u8>>,
     /// Where `tls` came from (the config's, then the database's).
     ssl_from: Mutex<Option<crate::config::SslConfig>>,
     /// The bridge this server is the OpenFlow side of.
@@ -197,6 +200,7 @@ impl OfServer {
             threads: Arc::clone(&threads),
             tls: Mutex::new(tls.map(Arc::new)),
             ssl_from: Mutex::new(cfg.ssl.clone()),
+            versions: Mutex::new(Vec::new()),
             bridge,
             others: others.clone(),
             accepted_open: AtomicUsize::new(0),
@@ -380,6 +384,30 @@ impl ConnBoard {
         *guard(&self.0.tls) = tls.map(Arc::new);
         *now = ssl.cloned();
         Ok(true)
+    }
+
+    /// The OpenFlow versions new connections may agree to, from a bridge's
+    /// `protocols` (`OpenFlow13`, `OpenFlow14`, `OpenFlow15`; the older
+    /// ones are not spoken here and are left out); none: all three.
+    /// Connections open now keep theirs. The versions now, by name.
+    pub fn set_protocols(&self, names: &[String]) -> Vec<String> {
+        let versions: Vec<u8> = names
+            .iter()
+            .filter_map(|n| match n.as_str() {
+                "OpenFlow13" => Some(openflow::V13),
+                "OpenFlow14" => Some(openflow::V14),
+                "OpenFlow15" => Some(openflow::V15),
+                _ => None,
+            })
+            .collect();
+        let mut now = guard(&self.0.versions);
+        if *now != versions {
+            info!(protocols = ?names, "OpenFlow versions set");
+            *now = versions;
+        }
+        now.iter()
+            .map(|v| format!("OpenFlow1{}", v - openflow::V13 + 3))
+            .collect()
     }
 
     /// `standalone` (with no controller connected, NORMAL) or `secure`.
@@ -1192,8 +1220,8 @@ fn serve<B: Device>(
 ) {
     let controller = cancel.is_some();
     let mut counted = false;
-    let mut conn =
-        Connection::new(id, Instant::now(), sh.probe).with_limits(sh.max_message, sh.max_queued);
+    let mut conn = Connection::with_versions(id, Instant::now(), sh.probe, &guard(&sh.versions))
+        .with_limits(sh.max_message, sh.max_queued);
     let writer = match stream.try_clone() {
         Ok(w) => w,
         Err(e) => {

@@ -86,6 +86,9 @@ pub struct Wanted {
     pub ifaces: Vec<Iface>,
     /// `secure` or `standalone` (the default).
     pub fail_mode: String,
+    /// `protocols`: the OpenFlow versions its connections may use
+    /// (`OpenFlow13`...; empty: every one this daemon speaks).
+    pub protocols: Vec<String>,
     /// `Controller.target`s, as `tcp:IP:PORT`/`ssl:...`.
     pub controllers: Vec<String>,
     /// The `SSL` row `Open_vSwitch.ssl` names (`ovs-vsctl set-ssl`): the
@@ -146,7 +149,7 @@ fn monitor_requests() -> Value {
         "Open_vSwitch": {"columns": ["next_cfg", "cur_cfg", "bridges", "iface_types", "datapath_types", "datapaths", "ssl"]},
         "SSL": {"columns": ["private_key", "certificate", "ca_cert"]},
         "Datapath": {"columns": ["capabilities", "datapath_version"]},
-        "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id", "other_config", "sflow"]},
+        "Bridge": {"columns": ["name", "ports", "fail_mode", "controller", "datapath_id", "other_config", "sflow", "protocols"]},
         "sFlow": {"columns": ["agent", "targets", "header", "sampling", "polling"]},
         "Port": {"columns": ["name", "interfaces"]},
         "Interface": {"columns": ["name", "type", "options", "other_config", "ofport", "ofport_request", "error", "statistics",
@@ -353,6 +356,13 @@ pub fn wanted(db: &Replica, bridge: &str) -> Wanted {
             .unwrap_or("standalone")
             .to_string(),
         controllers,
+        protocols: match br.get("protocols") {
+            Some(Datum::Set(s)) => s
+                .iter()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        },
         ssl: None,
         sflow: uuids(br, "sflow")
             .next()
@@ -658,6 +668,7 @@ mod tests {
             ],
             fail_mode: "secure".into(),
             controllers: Vec::new(),
+            protocols: Vec::new(),
             ssl: None,
             sflow: None,
         };

@@ -297,6 +297,7 @@ fn follow<B: Device>(
     w: &Wanted,
     ssl: Option<&crate::config::SslConfig>,
 ) {
+    board.set_protocols(&w.protocols);
     match board.set_ssl(ssl) {
         Ok(true) => {
             info!(keys = ?ssl.map(|s| &s.private_key), "OVSDB: SSL keys and certificates set")

@@ -290,12 +290,30 @@ pub struct Connection {
     bundles: BTreeMap<u32, bundles::Bundle>,
     /// The OpenFlow version agreed in the HELLOs (1.3 until then).
     version: u8,
+    /// The versions it may agree to, lowest first.
+    versions: Vec<u8>,
 }
 
 impl Connection {
     /// A new connection `id` (unique within the switch) at `now`, its
     /// HELLO queued; `probe` is the inactivity probe interval.
     pub fn new(id: u64, now: Instant, probe: Duration) -> Connection {
+        Connection::with_versions(id, now, probe, &VERSIONS)
+    }
+
+    /// [`new`](Self::new), speaking only `versions` (of 1.3 to 1.5: a
+    /// bridge's `protocols`); none of them: every one.
+    pub fn with_versions(id: u64, now: Instant, probe: Duration, versions: &[u8]) -> Connection {
+        let allowed: Vec<u8> = VERSIONS
+            .iter()
+            .copied()
+            .filter(|v| versions.is_empty() || versions.contains(v))
+            .collect();
+        let allowed = if allowed.is_empty() {
+            VERSIONS.to_vec()
+        } else {
+            allowed
+        };
         let mut c = Connection {
             id,
             state: State::Hello,
@@ -317,11 +335,12 @@ impl Connection {
             out_limit: usize::MAX,
             bundles: BTreeMap::new(),
             version: VERSION,
+            versions: allowed,
         };
         // The HELLO carries the highest version and the bitmap of all.
         let mut bitmap = vec![0u32];
-        VERSIONS.iter().for_each(|v| bitmap[0] |= 1 << v);
-        c.version = V15;
+        c.versions.iter().for_each(|v| bitmap[0] |= 1 << v);
+        c.version = *c.versions.last().unwrap_or(&V15);
         c.send_new(&Message::Hello {
             bitmap: Some(bitmap),
         });
@@ -398,16 +417,25 @@ impl Connection {
             (State::Hello, Event::PeerHello(bitmap, version)) => {
                 // The highest version both speak: from the peer's bitmap,
                 // else the lower of the two HELLOs' versions.
+                let highest = *self.versions.last().unwrap_or(&V15);
                 let common = match &bitmap {
-                    Some(b) => VERSIONS.iter().rev().copied().find(|v| bitmap_has(b, *v)),
-                    None => Some(version.min(V15)).filter(|v| *v >= VERSION),
+                    Some(b) => self
+                        .versions
+                        .iter()
+                        .rev()
+                        .copied()
+                        .find(|v| bitmap_has(b, *v)),
+                    None => Some(version.min(highest)).filter(|v| self.versions.contains(v)),
                 };
                 if let Some(v) = common {
                     self.version = v;
                     State::Open
                 } else {
+                    let speaks: Vec<String> =
+                        self.versions.iter().map(|v| format!("{v:#04x}")).collect();
                     let why = format!(
-                        "no common version: this switch speaks OpenFlow 1.3 to 1.5 (0x04-0x06), the peer offered {}",
+                        "no common version: this bridge speaks OpenFlow {}, the peer offered {}",
+                        speaks.join(", "),
                         match &bitmap {
                             Some(b) => format!("the bitmap {b:x?}"),
                             None => format!("version {version:#04x}"),
