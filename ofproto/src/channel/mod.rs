@@ -432,7 +432,7 @@ impl Connection {
                     State::Open
                 } else {
                     let speaks: Vec<String> =
-                        self.versions.iter().map(|v| format!("{v:#04x}")).collect();
+                        self.versions.iter().map(|v| format!("1.{}", v - 1)).collect();
                     let why = format!(
                         "no common version: this bridge speaks OpenFlow {}, the peer offered {}",
                         speaks.join(", "),
