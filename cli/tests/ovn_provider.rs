@@ -11,7 +11,8 @@
 //! listens on `br-phys.mgmt`, where `ovs-ofctl` reads the
 //! `priority=0 actions=NORMAL` flow a new standalone bridge has (as with
 //! Open vSwitch); ovn-controller's patch ports get OpenFlow ports on both
-//! bridges; the VM and the physical host ping and talk TCP both ways
+//! bridges, and `Interface.status` says each is a patch to its peer (the
+//! VM's port: VF 0); the VM and the physical host ping and talk TCP both ways
 //! through br-int's logical pipeline, the patch ports and br-phys's
 //! NORMAL; br-phys's MAC learning shows in `ovs-ofctl dump-ports` (packets
 //! counted on its ports); `protocols=OpenFlow14` on br-phys makes its
@@ -130,6 +131,17 @@ fn ovn_localnet_reaches_the_wire_through_a_provider_bridge_and_patch_ports() {
         patched.is_some(),
         "{T}: patch ports: {}",
         ovn.vsctl(H, &["find", "Interface", "type=patch"])
+    );
+    // Interface.status says what each port is to the switch.
+    let st = ovn.vsctl(H, &["get", "Interface", "patch-br-int-to-ln0", "status"]);
+    assert!(
+        st.contains("eswitch_port_type=patch") && st.contains("peer=patch-ln0-to-br-int"),
+        "{T}: patch port status: {st}"
+    );
+    let st = ovn.vsctl(H, &["get", "Interface", &vm.port, "status"]);
+    assert!(
+        st.contains("eswitch_vport=vf0"),
+        "{T}: VM port status: {st}"
     );
     for br in ["br-int", "br-phys"] {
         let ports = ovn.vsctl(H, &["list-ports", br]);

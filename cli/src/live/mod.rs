@@ -983,6 +983,30 @@ impl<B: Device> Daemon<B> {
         Ok(spec)
     }
 
+    /// What the port named `name` is to the switch, for
+    /// `Interface.status`: its kind, its eSwitch vport, a patch port's
+    /// peer, a tunnel port's remote.
+    pub fn port_status_pairs(&self, name: &str) -> Vec<(String, String)> {
+        let Some(s) = self.spec_named(name) else {
+            return Vec::new();
+        };
+        let mut out = vec![("eswitch_port_type".to_string(), s.kind.to_string())];
+        if let Some(v) = s.vport {
+            out.push(("eswitch_vport".into(), v.to_string()));
+        }
+        if let Some(p) = &s.peer {
+            out.push(("peer".into(), p.clone()));
+        }
+        if let Some(t) = &s.tunnel {
+            let remote = match t.remote {
+                ofproto::tunnel::FromFlow::Fixed(ip) => ip.to_string(),
+                ofproto::tunnel::FromFlow::Flow => "flow".into(),
+            };
+            out.push(("tunnel_remote_ip".into(), remote));
+        }
+        out
+    }
+
     /// The OpenFlow port number of the port named `name`.
     pub fn port_number(&self, name: &str) -> Option<u32> {
         self.spec_named(name).map(|s| s.no.0)

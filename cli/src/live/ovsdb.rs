@@ -107,6 +107,9 @@ pub struct IfaceState {
     /// Its counters (software and hardware together), for
     /// `Interface.statistics`.
     pub stats: Option<megaflow::port::PortStats>,
+    /// For `Interface.status`: what the port is to the switch (its eSwitch
+    /// vport, a patch port's peer, a tunnel's remote).
+    pub status: Vec<(String, String)>,
 }
 
 /// `[ovsdb]`-derived settings of a session.
@@ -464,6 +467,18 @@ fn write_back(
         cols.push(("mac_in_use", mac));
         cols.push(("admin_state", state.clone()));
         cols.push(("link_state", state));
+        let mut status = st.status.clone();
+        // As Open vSwitch's, the driver the netdev is bound to.
+        if let Some(d) = std::fs::read_link(format!("/sys/class/net/{}/device/driver", st.name))
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        {
+            status.push(("driver_name".into(), d));
+        }
+        cols.push((
+            "status",
+            Datum::string_map(status.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        ));
         if let Some(s) = &st.stats {
             // As ovs-vswitchd writes them (every 5 s here too).
             let n = |v: u64| ::ovsdb::Atom::Integer(i64::try_from(v).unwrap_or(i64::MAX));

@@ -152,6 +152,7 @@ impl Applier {
                 stats: daemon
                     .port_number(&i.name)
                     .and_then(|p| stats.get(&p).copied()),
+                status: daemon.port_status_pairs(&i.name),
                 ofport: if let Some(e) = refused.get(&i.name) {
                     Err(e.clone())
                 } else if i.name == i.bridge {

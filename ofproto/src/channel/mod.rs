@@ -431,8 +431,11 @@ impl Connection {
                     self.version = v;
                     State::Open
                 } else {
-                    let speaks: Vec<String> =
-                        self.versions.iter().map(|v| format!("1.{}", v - 1)).collect();
+                    let speaks: Vec<String> = self
+                        .versions
+                        .iter()
+                        .map(|v| format!("1.{}", v - 1))
+                        .collect();
                     let why = format!(
                         "no common version: this bridge speaks OpenFlow {}, the peer offered {}",
                         speaks.join(", "),
