@@ -1,7 +1,8 @@
 //! `check_pkt_larger(LEN)->DST`: one megaflow for packets of any length,
 //! whose `check_pkt_len` datapath action picks the branch by the length,
 //! as Open vSwitch's datapath does (`frames_diff` compares the frames with
-//! Open vSwitch's own).
+//! Open vSwitch's own). And `learn`, kept but not run: its megaflow says
+//! why it stays in software.
 
 use megaflow::actions::{execute, CollectSink};
 use megaflow::frame::{FrameSpec, L4};
@@ -67,4 +68,42 @@ fn one_megaflow_sends_short_and_long_packets_their_own_ways() {
         assert_eq!(sink.outputs[1].1, f);
         assert_ne!(sink.outputs[0].1, f);
     }
+}
+
+/// `learn(...)` is kept but not run: the megaflow of a packet that ran it
+/// says so, so that it stays in software with the reason (the FDB
+/// refuses it), and forwards as the rest of its actions say.
+#[test]
+fn a_megaflow_that_ran_learn_stays_in_software_with_the_reason() {
+    // As ovs-ofctl sends it (the text parser leaves learn to the wire).
+    let mut b = bridge(&[]);
+    let mut spec = ofproto::RuleSpec::new(
+        ofproto::TableId(0),
+        ofproto::Priority(1),
+        megaflow::Match::catch_all(),
+    );
+    spec.instructions.apply = vec![
+        ofproto::OfAction::Learn {
+            learn2: false,
+            body: vec![0; 22],
+        },
+        ofproto::OfAction::Output {
+            port: ofproto::OfPort::Port(PortNo(2)),
+            max_len: 0,
+        },
+    ];
+    b.apply_flow_mod(&ofproto::FlowMod::add(spec), Timestamp(0))
+        .expect("flow applies");
+    let t = b.translate(&extract(1, &frame(10)), Timestamp(1));
+    assert!(
+        t.actions.contains(&DpAction::Output(PortNo(2))),
+        "{:?}",
+        t.actions
+    );
+    assert!(
+        t.actions
+            .contains(&DpAction::SoftwareOnly(ofproto::xlate::LEARN_NOT_RUN)),
+        "{:?}",
+        t.actions
+    );
 }

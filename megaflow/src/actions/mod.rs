@@ -281,6 +281,9 @@ pub enum DpAction {
         gt: Actions,
         le: Actions,
     },
+    /// Nothing done to the packet: the megaflow stays in software, for
+    /// this reason (a pipeline action the switch keeps but does not run).
+    SoftwareOnly(&'static str),
     /// Send the packet to userspace.
     Userspace(UserspaceReason),
     /// Send a copy of the packet, encapsulated in `header`, to `port` (the
@@ -422,7 +425,8 @@ fn rewrites(a: &DpAction) -> bool {
         | DpAction::Sample { .. }
         | DpAction::TunnelPush { .. }
         | DpAction::CtClear
-        | DpAction::Hash { .. } => false,
+        | DpAction::Hash { .. }
+        | DpAction::SoftwareOnly(_) => false,
         DpAction::Ct(spec) => spec.nat.is_some(),
         _ => true,
     }
@@ -519,6 +523,7 @@ impl fmt::Display for DpAction {
             DpAction::CheckPktLen { size, gt, le } => {
                 write!(f, "check_pkt_len(size={size},gt({gt}),le({le}))")
             }
+            DpAction::SoftwareOnly(why) => write!(f, "software_only({why})"),
             DpAction::Userspace(r) => write!(f, "userspace({r})"),
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
             DpAction::Ct(spec) => fmt_ct(f, spec),
@@ -1012,6 +1017,7 @@ fn run<S: ActionSink>(
                     true
                 }
             }
+            DpAction::SoftwareOnly(_) => true,
             DpAction::DecTtl => match edit::dec_ttl(pkt, layout) {
                 Some(true) => true,
                 Some(false) => return Some(DropReason::TtlExpired),

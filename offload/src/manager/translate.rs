@@ -251,6 +251,7 @@ impl<B: DrBackend> OffloadManager<B> {
                 DpAction::CtClear => {
                     return Err(action("ct_clear: the FDB does not clear tracking state"))
                 }
+                DpAction::SoftwareOnly(why) => return Err(action(why)),
                 DpAction::CheckPktLen { .. } => {
                     return Err(action(
                         "check_pkt_len: the FDB picks no actions by a packet's length",

@@ -272,6 +272,9 @@ pub(crate) struct Ctx<'a> {
     pkt_fork: Option<Box<pkt_len::PktFork>>,
 }
 
+/// Why a megaflow that ran `learn` stays in software.
+pub const LEARN_NOT_RUN: &str = "learn(...): kept as sent, but this switch learns no flow from it";
+
 /// Most values `push` keeps at once.
 pub const MAX_STACK: usize = 1024;
 
@@ -708,7 +711,11 @@ impl<'a> Ctx<'a> {
             OfAction::Note(_) | OfAction::Conjunction { .. } => {}
             OfAction::DecTtl | OfAction::DecTtlIds(_) => self.dec_ttl(),
             OfAction::Learn { .. } => {
-                self.note(|| "learn: kept, but this switch learns no flow from it".into())
+                self.note(|| "learn: kept, but this switch learns no flow from it".into());
+                // Its megaflow stays in software, with the reason.
+                if !self.out.contains(&DpAction::SoftwareOnly(LEARN_NOT_RUN)) {
+                    self.out.push(DpAction::SoftwareOnly(LEARN_NOT_RUN));
+                }
             }
             OfAction::Clone(inner) => self.on_copy(|ctx| {
                 for a in inner {
