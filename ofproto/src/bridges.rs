@@ -123,6 +123,41 @@ impl Bridge {
         out
     }
 
+    /// Adds the flows `learn` actions built ([`crate::learn`]), each to its
+    /// bridge: a flow the table has already, the same, is refreshed (its
+    /// idle timer restarted), not replaced, so that learning what is known
+    /// changes nothing else (no megaflow is revalidated for it).
+    pub fn learn_flows(&mut self, flows: &[(BridgeNo, crate::FlowMod)], now: megaflow::Timestamp) {
+        for (no, fm) in flows {
+            let Some(b) = self.sub_mut(*no) else {
+                continue;
+            };
+            let r = &fm.rule;
+            let same = b.tables.table(r.table).and_then(|t| {
+                let id = t.classifier().find_exact(&r.matched, r.priority)?;
+                let have = t.rule(id)?;
+                let alike = have.spec.instructions == r.instructions
+                    && have.spec.cookie == r.cookie
+                    && (have.spec.idle_timeout, have.spec.hard_timeout)
+                        == (r.idle_timeout, r.hard_timeout);
+                alike.then_some(crate::RuleRef {
+                    bridge: BridgeNo::MAIN,
+                    table: r.table,
+                    id,
+                    uid: have.uid,
+                })
+            });
+            match same {
+                Some(rr) => b.tables.credit(rr, 0, 0, now),
+                // A table that refuses it (full, a bad table) learns
+                // nothing; the packet went on as translated.
+                None => {
+                    let _ = b.apply_flow_mod(fm, now);
+                }
+            }
+        }
+    }
+
     /// The bridge port `no` is on (the main one for a port of none).
     pub fn home(&self, no: PortNo) -> (BridgeNo, &Bridge) {
         self.others()

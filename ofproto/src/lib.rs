@@ -45,6 +45,7 @@ pub mod channel;
 pub mod classifier;
 mod conjunction;
 pub mod group;
+pub mod learn;
 pub mod mac;
 pub mod meter;
 pub mod pipeline;

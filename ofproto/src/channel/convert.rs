@@ -498,7 +498,12 @@ fn field_range(h: u32, ofs: u16, n_bits: u16) -> Result<FieldRange, OfpError> {
 /// [`field_range`], or bits of the Geneve option a
 /// `NXM_NX_TUN_METADATA<n>` header names (mapped by the bridge's TLV
 /// table, else `INVALID_TLV_FIELD`).
-fn range_from_wire(h: u32, ofs: u16, n_bits: u16, tlv: &TlvTable) -> Result<FieldRange, OfpError> {
+pub(crate) fn range_from_wire(
+    h: u32,
+    ofs: u16,
+    n_bits: u16,
+    tlv: &TlvTable,
+) -> Result<FieldRange, OfpError> {
     match header_tun_metadata(h) {
         Some(index) => FieldRange::option(tun_metadata_slot(tlv, index)?, ofs, n_bits)
             .ok_or(OfpError::new(BAD_ACTION, 5)),

@@ -815,8 +815,10 @@ impl<O: FlowOffload, D: Datapaths> Pipeline<O, D> {
         if let Some(e) = t.error.clone() {
             return Err(e);
         }
-        if !t.learned.is_empty() {
-            self.bridge.write().learn(&t.learned, now);
+        if !t.learned.is_empty() || !t.learned_flows.is_empty() {
+            let mut br = self.bridge.write();
+            br.learn(&t.learned, now);
+            br.learn_flows(&t.learned_flows, now);
         }
         let actions = t.datapath_actions();
         let mut layout = ex.layout;
@@ -1306,8 +1308,10 @@ fn credit_rules(
 /// ([`Pipeline::install_translated`]).
 pub fn translate_miss(bridge: &RwLock<Bridge>, key: &FlowKey, now: Timestamp) -> Translation {
     let t = bridge.read().translate(key, now);
-    if !t.learned.is_empty() {
-        bridge.write().learn(&t.learned, now);
+    if !t.learned.is_empty() || !t.learned_flows.is_empty() {
+        let mut br = bridge.write();
+        br.learn(&t.learned, now);
+        br.learn_flows(&t.learned_flows, now);
     }
     t
 }

@@ -28,6 +28,7 @@
 //! expire (so the TTL is not un-wildcarded).
 
 mod group;
+mod learn;
 mod normal;
 mod patch;
 mod pkt_len;
@@ -108,6 +109,9 @@ pub struct Translation {
     pub generations: Generations,
     /// What NORMAL learned from this packet (apply with `Bridge::learn`).
     pub learned: Vec<MacLearn>,
+    /// The flows `learn` actions built, each for its bridge (add with
+    /// `Bridge::learn_flows`, for a packet's translation only).
+    pub learned_flows: Vec<(BridgeNo, crate::FlowMod)>,
     /// Set when translation was cut short (the packet is dropped).
     pub error: Option<XlateError>,
     /// Every step, when tracing.
@@ -270,10 +274,14 @@ pub(crate) struct Ctx<'a> {
     /// A `check_pkt_larger` ran: what follows is gathered (`freezing`)
     /// for its two branches.
     pkt_fork: Option<Box<pkt_len::PktFork>>,
+    /// What `learn` actions built.
+    learned_flows: Vec<(BridgeNo, crate::FlowMod)>,
 }
 
-/// Why a megaflow that ran `learn` stays in software.
-pub const LEARN_NOT_RUN: &str = "learn(...): kept as sent, but this switch learns no flow from it";
+/// Why a megaflow that ran a `learn` this switch does not run stays in
+/// software.
+pub const LEARN_NOT_RUN: &str =
+    "learn(...) with fin timeouts, delete_learned, limit or result_dst: kept as sent, not run";
 
 /// Most values `push` keeps at once.
 pub const MAX_STACK: usize = 1024;
@@ -430,6 +438,7 @@ impl<'a> Ctx<'a> {
             paused: false,
             lookup_port: None,
             pkt_fork: None,
+            learned_flows: Vec::new(),
         }
     }
 
@@ -472,6 +481,7 @@ impl<'a> Ctx<'a> {
             uses_underlay: self.uses_underlay,
             generations: self.root.generations(),
             learned: self.learned,
+            learned_flows: self.learned_flows,
             error: self.error,
             trace: self.trace,
             final_flow: self.flow,
@@ -710,13 +720,7 @@ impl<'a> Ctx<'a> {
             // answers with the conj_id flow instead): nothing to run.
             OfAction::Note(_) | OfAction::Conjunction { .. } => {}
             OfAction::DecTtl | OfAction::DecTtlIds(_) => self.dec_ttl(),
-            OfAction::Learn { .. } => {
-                self.note(|| "learn: kept, but this switch learns no flow from it".into());
-                // Its megaflow stays in software, with the reason.
-                if !self.out.contains(&DpAction::SoftwareOnly(LEARN_NOT_RUN)) {
-                    self.out.push(DpAction::SoftwareOnly(LEARN_NOT_RUN));
-                }
-            }
+            OfAction::Learn { learn2, body } => self.learn(*learn2, body),
             OfAction::Clone(inner) => self.on_copy(|ctx| {
                 for a in inner {
                     ctx.action(a);

@@ -70,13 +70,35 @@ fn one_megaflow_sends_short_and_long_packets_their_own_ways() {
     }
 }
 
-/// `learn(...)` is kept but not run: the megaflow of a packet that ran it
-/// says so, so that it stays in software with the reason (the FDB
-/// refuses it), and forwards as the rest of its actions say.
-#[test]
-fn a_megaflow_that_ran_learn_stays_in_software_with_the_reason() {
-    // As ovs-ofctl sends it (the text parser leaves learn to the wire).
-    let mut b = bridge(&[]);
+/// `learn(table=10,idle_timeout=60,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],
+/// output:NXM_OF_IN_PORT[])` as ovs-ofctl encodes it (NXAST_LEARN's bytes
+/// after the subtype), with `extra` in its flags and fin timeouts.
+fn learn_body(flags: u16, fin_idle: u16) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(60u16.to_be_bytes()); // idle_timeout
+    b.extend(0u16.to_be_bytes()); // hard_timeout
+    b.extend(0x8000u16.to_be_bytes()); // priority
+    b.extend(0x55u64.to_be_bytes()); // cookie
+    b.extend(flags.to_be_bytes());
+    b.extend([10, 0]); // table_id, pad
+    b.extend(fin_idle.to_be_bytes());
+    b.extend(0u16.to_be_bytes());
+    // NXM_OF_ETH_DST[] = NXM_OF_ETH_SRC[]: a match from a field, 48 bits.
+    b.extend(48u16.to_be_bytes());
+    b.extend(0x0000_0406u32.to_be_bytes());
+    b.extend(0u16.to_be_bytes());
+    b.extend(0x0000_0206u32.to_be_bytes());
+    b.extend(0u16.to_be_bytes());
+    // output:NXM_OF_IN_PORT[]: 16 bits.
+    b.extend((2u16 << 11 | 16).to_be_bytes());
+    b.extend(0x0000_0002u32.to_be_bytes());
+    b.extend(0u16.to_be_bytes());
+    b.extend(0u16.to_be_bytes()); // the end
+    b
+}
+
+fn learning_bridge(body: Vec<u8>) -> Bridge {
+    let mut b = bridge(&["table=10,priority=0,actions=output:4"]);
     let mut spec = ofproto::RuleSpec::new(
         ofproto::TableId(0),
         ofproto::Priority(1),
@@ -85,18 +107,70 @@ fn a_megaflow_that_ran_learn_stays_in_software_with_the_reason() {
     spec.instructions.apply = vec![
         ofproto::OfAction::Learn {
             learn2: false,
-            body: vec![0; 22],
+            body,
         },
-        ofproto::OfAction::Output {
-            port: ofproto::OfPort::Port(PortNo(2)),
-            max_len: 0,
-        },
+        ofproto::OfAction::Resubmit(ofproto::TableId(10)),
     ];
     b.apply_flow_mod(&ofproto::FlowMod::add(spec), Timestamp(0))
         .expect("flow applies");
-    let t = b.translate(&extract(1, &frame(10)), Timestamp(1));
+    b
+}
+
+/// A packet through `learn` adds the flow it says (once: learning it
+/// again refreshes it and moves no generation), and the next packet to
+/// that MAC takes it; the megaflow depends on the source MAC it read.
+#[test]
+fn learn_adds_the_flow_its_specs_build_from_the_packet() {
+    let mut b = learning_bridge(learn_body(0, 0));
+    let mut k = extract(3, &frame(10));
+    k.set_field(Field::EthSrc, 0x02_00_00_00_00_33);
+    let t = b.translate(&k, Timestamp(1));
+    assert_eq!(
+        t.actions,
+        vec![DpAction::Output(PortNo(4))],
+        "not learned yet"
+    );
+    assert_eq!(
+        t.mask.field(Field::EthSrc),
+        0xffff_ffff_ffff,
+        "learn read it"
+    );
+    let [(bridge, fm)] = &t.learned_flows[..] else {
+        panic!("one learned flow: {:?}", t.learned_flows);
+    };
+    assert_eq!(*bridge, ofproto::BridgeNo::MAIN);
+    let text = ofproto::text::format_rule(&fm.rule);
     assert!(
-        t.actions.contains(&DpAction::Output(PortNo(2))),
+        text.contains("table=10")
+            && text.contains("idle_timeout=60")
+            && text.contains("dl_dst=02:00:00:00:00:33")
+            && text.contains("actions=output:3"),
+        "{text}"
+    );
+    b.learn_flows(&t.learned_flows, Timestamp(2));
+    let g = b.generations();
+    b.learn_flows(&t.learned_flows, Timestamp(3));
+    assert_eq!(b.generations(), g, "learning it again is a refresh");
+    // A packet to the learned MAC goes where it came from.
+    let mut back = extract(1, &frame(10));
+    back.set_field(Field::EthDst, 0x02_00_00_00_00_33);
+    let t = b.translate(&back, Timestamp(4));
+    assert!(
+        t.actions.contains(&DpAction::Output(PortNo(3))),
+        "{:?}",
+        t.actions
+    );
+}
+
+/// A `learn` this switch does not run (here: `fin_idle_timeout`) is kept
+/// and learns nothing; its megaflow stays in software, with the reason.
+#[test]
+fn a_learn_not_run_keeps_its_megaflow_in_software_with_the_reason() {
+    let b = learning_bridge(learn_body(0, 5));
+    let t = b.translate(&extract(3, &frame(10)), Timestamp(1));
+    assert!(t.learned_flows.is_empty());
+    assert!(
+        t.actions.contains(&DpAction::Output(PortNo(4))),
         "{:?}",
         t.actions
     );
