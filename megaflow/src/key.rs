@@ -356,8 +356,17 @@ pub const PACKET_META_FIELDS: [Field; 13] = [
 /// next stage to match; all zero when the packet is not tracked (after
 /// `ct_clear`).
 pub fn write_ct_meta(key: &mut FlowKey, m: &conntrack::CtMeta) {
-    for f in &PACKET_META_FIELDS[2..] {
-        key.set_field(*f, 0);
+    // The tracking fields cleared at once: their bits, word by word.
+    static CT_BITS: std::sync::OnceLock<Mask> = std::sync::OnceLock::new();
+    let bits = CT_BITS.get_or_init(|| {
+        let mut b = Mask::default();
+        for f in &PACKET_META_FIELDS[2..] {
+            b.set_exact(*f);
+        }
+        b
+    });
+    for (w, b) in key.w.iter_mut().zip(bits.w.iter()) {
+        *w &= !b;
     }
     if m.state == 0 {
         return;
