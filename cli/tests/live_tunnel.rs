@@ -131,10 +131,13 @@ fn walk(test: &str, kind: &str) {
         return;
     };
     // The first pings wait for the neighbour 198.19.0.2 to resolve (asked
-    // of the kernel) and the flows to be re-translated.
-    lab.wait_for("a ping through the tunnel", || {
-        lab.ping_addr("vm1", "198.18.0.200", 1)
-    });
+    // of the kernel) and the flows to be re-translated: up to 30 s (CI
+    // under load once took over 10 s for it).
+    lab.wait_for_within(
+        std::time::Duration::from_secs(30),
+        "a ping through the tunnel",
+        || lab.ping_addr("vm1", "198.18.0.200", 1),
+    );
     assert!(
         lab.ping_addr("vm1", "198.18.0.200", 5),
         "5 pings vm1 → the remote host's {kind} device"
