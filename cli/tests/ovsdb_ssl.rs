@@ -114,30 +114,26 @@ fn set_ssl_and_an_ssl_controller_in_the_database_make_eswitchd_dial_it_over_tls(
             &f("pki/controllerca/cacert.pem"),
         ],
     );
-    let (ctl, port) = controller(
-        &f("ctl-cert.pem"),
-        &f("ctl-privkey.pem"),
-        &f("pki/switchca/cacert.pem"),
-    );
-    ovn.vsctl(
-        H,
-        &["set-controller", "br-int", &format!("ssl:127.0.0.1:{port}")],
-    );
-    let said = outcome(ctl, Duration::from_secs(15));
+    // A controller holding `who`'s certificate, made br-int's controller:
+    // what it saw within `wait`.
+    let dial = |who: &str, wait: u64| {
+        let (ctl, port) = controller(
+            &f(&format!("{who}-cert.pem")),
+            &f(&format!("{who}-privkey.pem")),
+            &f("pki/switchca/cacert.pem"),
+        );
+        ovn.vsctl(
+            H,
+            &["set-controller", "br-int", &format!("ssl:127.0.0.1:{port}")],
+        );
+        outcome(ctl, Duration::from_secs(wait))
+    };
+    let said = dial("ctl", 15);
     assert!(said.contains("HELLO"), "{T}: the controller saw: {said:?}");
 
     // A controller whose certificate is from another CA: eswitchd does not
     // talk OpenFlow to it.
-    let (rogue, port) = controller(
-        &f("rogue-cert.pem"),
-        &f("rogue-privkey.pem"),
-        &f("pki/switchca/cacert.pem"),
-    );
-    ovn.vsctl(
-        H,
-        &["set-controller", "br-int", &format!("ssl:127.0.0.1:{port}")],
-    );
-    let said = outcome(rogue, Duration::from_secs(4));
+    let said = dial("rogue", 4);
     assert!(
         !said.contains("HELLO"),
         "{T}: a rogue controller got: {said:?}"
@@ -145,16 +141,7 @@ fn set_ssl_and_an_ssl_controller_in_the_database_make_eswitchd_dial_it_over_tls(
 
     // No SSL row: no TLS at all.
     ovn.vsctl(H, &["del-ssl"]);
-    let (ctl, port) = controller(
-        &f("ctl-cert.pem"),
-        &f("ctl-privkey.pem"),
-        &f("pki/switchca/cacert.pem"),
-    );
-    ovn.vsctl(
-        H,
-        &["set-controller", "br-int", &format!("ssl:127.0.0.1:{port}")],
-    );
-    let said = outcome(ctl, Duration::from_secs(4));
+    let said = dial("ctl", 4);
     assert!(
         !said.contains("HELLO"),
         "{T}: TLS without an SSL row: {said:?}"

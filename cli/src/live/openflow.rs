@@ -389,8 +389,8 @@ impl ConnBoard {
     /// The OpenFlow versions new connections may agree to, from a bridge's
     /// `protocols` (`OpenFlow13`, `OpenFlow14`, `OpenFlow15`; the older
     /// ones are not spoken here and are left out); none: all three.
-    /// Connections open now keep theirs. The versions now, by name.
-    pub fn set_protocols(&self, names: &[String]) -> Vec<String> {
+    /// Connections open now keep theirs.
+    pub fn set_protocols(&self, names: &[String]) {
         let versions: Vec<u8> = names
             .iter()
             .filter_map(|n| match n.as_str() {
@@ -405,9 +405,6 @@ impl ConnBoard {
             info!(protocols = ?names, "OpenFlow versions set");
             *now = versions;
         }
-        now.iter()
-            .map(|v| format!("OpenFlow1{}", v - openflow::V13 + 3))
-            .collect()
     }
 
     /// `standalone` (with no controller connected, NORMAL) or `secure`.

@@ -13,6 +13,7 @@
 //! Ports are named by their netdev's ifindex (what `ip link` and SNMP
 //! show); a port whose netdev is gone is `0x3FFFFFFF` (unknown).
 
+use super::lock;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -426,5 +427,63 @@ impl ExportState {
                 }
             }
         }
+    }
+}
+
+impl<B: crate::switch::Device> super::Daemon<B> {
+    /// Exports sFlow as `cfg` says from now on (`[sflow]`, or the
+    /// database's sFlow row): the exporter started, restarted with new
+    /// settings, or stopped when no collector is named; the ports sample
+    /// at its rates. It reads the switch only while the daemon runs.
+    pub fn set_sflow(&mut self, cfg: &crate::config::SflowConfig) -> anyhow::Result<()> {
+        if self.sflow.as_ref().map(|(c, _)| c) == Some(cfg)
+            || (self.sflow.is_none() && cfg.collectors.is_empty())
+        {
+            return Ok(());
+        }
+        let export = ExportConfig::from_config(cfg)?;
+        if let Some(s) = self.stop_sflow() {
+            info!(
+                datagrams = s.datagrams,
+                flow_samples = s.flow_samples,
+                "sFlow export stopped for new settings"
+            );
+        }
+        let (Some(q), Some(rx), Some(export)) =
+            (self.samples.clone(), self.sample_rx.take(), export)
+        else {
+            lock(self.shared()).set_sample_rates(Arc::new(|_| 0));
+            return Ok(());
+        };
+        q.set_header_bytes(cfg.header_bytes);
+        let core = Arc::downgrade(self.shared());
+        let ports: PortsFn = Box::new(move || {
+            core.upgrade()
+                .map(|c| port_snapshots(&lock(&c)))
+                .unwrap_or_default()
+        });
+        let exporter = Exporter::start(export, rx, q, ports)?;
+        let rates = cfg.clone();
+        {
+            let mut sw = lock(self.shared());
+            sw.set_sample_rates(Arc::new(move |name| rates.rate_of(name)));
+            // The megaflows sample at the new rates from the next pass.
+            sw.pipeline_mut().request_pass();
+        }
+        self.sflow = Some((cfg.clone(), exporter));
+        Ok(())
+    }
+
+    /// Stops the sFlow exporter (ports stop sampling); what it sent.
+    pub fn stop_sflow(&mut self) -> Option<ExportStats> {
+        let (_, e) = self.sflow.take()?;
+        {
+            let mut sw = lock(self.shared());
+            sw.set_sample_rates(Arc::new(|_| 0));
+            sw.pipeline_mut().request_pass();
+        }
+        let (stats, rx) = e.stop_returning();
+        self.sample_rx = rx;
+        Some(stats)
     }
 }

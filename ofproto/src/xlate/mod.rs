@@ -553,15 +553,20 @@ impl<'a> Ctx<'a> {
             return Next::Abort;
         }
         let br: &'a Bridge = self.br;
-        let own_port = self.flow.field(Field::InPort);
-        if let Some(p) = self.lookup_port.take() {
-            self.flow.set_field(Field::InPort, u128::from(p));
-        }
-        let hit = br
-            .tables
-            .table(table)
-            .and_then(|t| t.lookup(&self.flow, &mut self.wc));
-        self.flow.set_field(Field::InPort, own_port);
+        let hit = match self.lookup_port.take() {
+            None => br
+                .tables
+                .table(table)
+                .and_then(|t| t.lookup(&self.flow, &mut self.wc)),
+            // `resubmit(PORT,TABLE)`: this lookup alone sees PORT.
+            Some(p) => {
+                let mut flow = self.flow;
+                flow.set_field(Field::InPort, u128::from(p));
+                br.tables
+                    .table(table)
+                    .and_then(|t| t.lookup(&flow, &mut self.wc))
+            }
+        };
         if self.tracing {
             self.trace.push(TraceEvent::Table {
                 depth: self.depth,
