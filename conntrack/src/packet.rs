@@ -87,6 +87,7 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
 /// The L3 header at `l3`: (src, dst, proto, l4 offset, end, is a fragment).
 /// `quote`: the header of a packet an ICMP error quotes, whose stated
 /// length may run past the quote (its end is then the quote's).
+#[inline(always)]
 fn ip_header(
     b: &[u8],
     l3: usize,
@@ -150,6 +151,7 @@ fn ip_header(
 }
 
 /// Parses the packet at `l3` (`eth_type` says which IP version).
+#[inline]
 pub fn parse(b: &[u8], l3: usize, eth_type: u16) -> Result<Parsed, Unparsable> {
     let v6 = match eth_type {
         ETH_IPV4 => false,

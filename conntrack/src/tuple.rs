@@ -15,10 +15,19 @@ use crate::packet::{icmp_other_type, PROTO_ICMP, PROTO_ICMPV6};
 pub struct Addr(pub [u8; 16]);
 
 impl Addr {
+    #[inline]
     pub fn v4(b: [u8; 4]) -> Addr {
-        let mut a = [0; 16];
-        a[..4].copy_from_slice(&b);
-        Addr(a)
+        // Built as one value in a register and stored whole: built byte by
+        // byte, the 16-byte loads that read it next stall on store
+        // forwarding (a fifth of a tracked packet's time).
+        Addr((u128::from(u32::from_be_bytes(b)) << 96).to_be_bytes())
+    }
+
+    /// The address as two words (native order), for hashing and ordering.
+    #[inline]
+    pub(crate) fn words(&self) -> (u64, u64) {
+        let v = u128::from_ne_bytes(self.0);
+        (v as u64, (v >> 64) as u64)
     }
 
     pub fn from_v4(a: Ipv4Addr) -> Addr {

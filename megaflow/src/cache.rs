@@ -127,6 +127,16 @@ pub struct FlowHandle {
     seq: u32,
 }
 
+impl FlowHandle {
+    /// The handle as one word (subtable, slot, sequence), for hashing.
+    #[inline]
+    pub fn word(&self) -> u64 {
+        (u64::from(self.sub) << 48 | u64::from(self.slot))
+            ^ u64::from(self.seq) << 28
+            ^ u64::from(self.sub_epoch) << 52
+    }
+}
+
 /// Why an insert was refused.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 #[non_exhaustive]
@@ -188,6 +198,9 @@ impl<'a> FlowRef<'a> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheCounters {
     pub emc_hits: u64,
+    /// Later-stage lookups answered by the earlier stage's successor hint
+    /// ([`MegaflowCache::lookup_hinted`]).
+    pub hinted_hits: u64,
     pub tss_hits: u64,
     pub misses: u64,
     /// Subtables probed by tuple-space searches (hits and misses).
@@ -455,6 +468,33 @@ impl MegaflowCache {
         out[0]
     }
 
+    /// The flow `hint` names, if its slot is live and matches `key`
+    /// (checked as an exact-match cache entry is, so a stale or wrong hint
+    /// only costs the check), counted as a hit; `None` sends the caller to
+    /// [`lookup`](Self::lookup). The datapath's successor hints: a
+    /// packet's next stage after `ct()` is, for every packet of the
+    /// connections in the same state, the same megaflow.
+    #[inline]
+    pub fn lookup_hinted(
+        &mut self,
+        hint: FlowHandle,
+        key: &FlowKey,
+        bytes: u32,
+        now: Timestamp,
+    ) -> Option<FlowHandle> {
+        let sub = self.subtables.get_mut(hint.sub as usize)?.as_mut()?;
+        if sub.epoch != hint.sub_epoch || !sub.slot_matches(hint.slot, key) {
+            return None;
+        }
+        // Live (the match checks it); a slot reused since holds a flow
+        // that matches the key all the same.
+        let seq = sub.seq(hint.slot)?;
+        sub.hit(hint.slot, bytes, now, key.tcp_flags() as u16);
+        self.emc_saved += u64::from(sub.depth);
+        self.counters.hinted_hits += 1;
+        Some(FlowHandle { seq, ..hint })
+    }
+
     /// Looks a batch up (at most [`MAX_BATCH`] packets; longer batches are
     /// processed in chunks), counts every hit in its flow's stats, and writes
     /// one result per key into `out`. `bytes[i]` is the length of packet i.
@@ -689,7 +729,7 @@ impl MegaflowCache {
         // per lookup.
         let c = &self.counters;
         let probes = c.subtable_probes + self.emc_saved;
-        let lookups = c.emc_hits + c.tss_hits + c.misses;
+        let lookups = c.emc_hits + c.hinted_hits + c.tss_hits + c.misses;
         let (dp, dl) = (probes - self.probes_mark.0, lookups - self.probes_mark.1);
         self.probes_mark = (probes, lookups);
         if dl > 0 {

@@ -35,7 +35,9 @@ use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
-use crate::actions::{execute, ActionSink, Actions, DropReason, ExecOutcome, MAX_RECIRC_DEPTH};
+use crate::actions::{
+    execute_into, ActionSink, Actions, DropReason, ExecOutcome, MAX_RECIRC_DEPTH,
+};
 use crate::cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
 use crate::extract::{extract_into, Layout};
 use crate::key::HEADER_END;
@@ -247,6 +249,37 @@ pub struct Datapath {
     /// The current packet's forked copies waiting for their stages, in
     /// the order forked (as the kernel datapath defers them).
     deferred: std::collections::VecDeque<Deferred>,
+    /// Successor hints: the flow a recirculated packet's next stage last
+    /// hit, by [`successor_key`] (direct-mapped). After `ct()`, every
+    /// packet of the connections in one state goes on to the same
+    /// megaflow: the hint, checked as an exact-match cache entry is,
+    /// spares that stage its search.
+    succ: Box<[(u64, Option<FlowHandle>)]>,
+    /// The current stage's key into `succ` (0: none, a first stage).
+    succ_key: u64,
+    /// The flow the last stage hit.
+    last_hit: Option<FlowHandle>,
+}
+
+/// Entries of [`Datapath::succ`]: a power of two, small enough to stay in
+/// the first-level cache (the stages after `ct()` are few megaflows).
+const SUCC_ENTRIES: usize = 256;
+
+/// What decides a recirculated packet's next megaflow besides the packet
+/// itself: the flow it came from, the next stage's id, its tracking state
+/// and `dp_hash`. Never 0.
+#[inline]
+fn successor_key(
+    from: FlowHandle,
+    recirc: u32,
+    ct: &conntrack::CtMeta,
+    dp_hash: Option<u32>,
+) -> u64 {
+    let a =
+        from.word() ^ (u64::from(recirc) << 32 | u64::from(ct.state) << 16 | u64::from(ct.zone));
+    let b = u64::from(ct.mark) << 32 ^ u64::from(dp_hash.unwrap_or(0)) ^ ct.label as u64;
+    let p = u128::from(a ^ 0x9e37_79b9_7f4a_7c15) * u128::from(b ^ 0xbf58_476d_1ce4_e5b9);
+    ((p as u64) ^ ((p >> 64) as u64)) | 1
 }
 
 impl Datapath {
@@ -265,6 +298,9 @@ impl Datapath {
             ct_meta: conntrack::CtMeta::default(),
             forked: Vec::new(),
             deferred: std::collections::VecDeque::new(),
+            succ: vec![(0, None); SUCC_ENTRIES].into_boxed_slice(),
+            succ_key: 0,
+            last_hit: None,
         }
     }
 
@@ -348,6 +384,7 @@ impl Datapath {
         self.key = d.key;
         self.ct_meta = d.ct;
         self.stats.recirculations += 1;
+        self.succ_key = 0;
         (d.layout, d.depth)
     }
 
@@ -411,6 +448,8 @@ impl Datapath {
         }
         self.stats.packets += 1;
         self.ct_meta = conntrack::CtMeta::default();
+        self.succ_key = 0;
+        self.last_hit = None;
         if !self.deferred.is_empty() {
             self.stats.forks_lost += self.deferred.len() as u64;
             self.deferred.clear();
@@ -431,15 +470,17 @@ impl Datapath {
         sink: &mut S,
     ) -> Lookup {
         let mut total = ExecOutcome::default();
+        let mut out = ExecOutcome::default();
         let mut pending = first;
         loop {
-            let out = match pending.take() {
-                Some(out) => out,
-                None => match self.stage(now, pkt, &mut layout, sink) {
-                    Some(out) => out,
-                    None => return Lookup::Miss,
-                },
-            };
+            match pending.take() {
+                Some(first) => out = first,
+                None => {
+                    if !self.stage(now, pkt, &mut layout, sink, &mut out) {
+                        return Lookup::Miss;
+                    }
+                }
+            }
             total.then(&out);
             if out.forks > 0 {
                 self.defer_forks(depth + 1);
@@ -448,6 +489,10 @@ impl Datapath {
                 if depth < MAX_RECIRC_DEPTH {
                     depth += 1;
                     self.stats.recirculations += 1;
+                    self.succ_key = match (self.last_hit.take(), out.recirc) {
+                        (Some(h), Some(r)) => successor_key(h, r, &self.ct_meta, out.dp_hash),
+                        _ => 0,
+                    };
                     layout = next_stage(&mut self.key, pkt, &out, &self.ct_meta, layout);
                     continue;
                 }
@@ -489,18 +534,38 @@ impl Datapath {
         }
     }
 
-    /// One stage: the lookup of the current key and, on a hit, its actions.
+    /// One stage: the lookup of the current key and, on a hit (true), its
+    /// actions, their outcome in `out`.
     fn stage<S: ActionSink>(
         &mut self,
         now: Timestamp,
         pkt: &mut Vec<u8>,
         layout: &mut Layout,
         sink: &mut S,
-    ) -> Option<ExecOutcome> {
-        let Some(h) = self.cache.lookup(&self.key, pkt.len() as u32, now) else {
-            self.stats.misses += 1;
-            return None;
+        out: &mut ExecOutcome,
+    ) -> bool {
+        let bytes = pkt.len() as u32;
+        let slot = self.succ_key as usize & (SUCC_ENTRIES - 1);
+        let hinted = match self.succ[slot] {
+            (k, Some(h)) if k == self.succ_key && k != 0 => {
+                self.cache.lookup_hinted(h, &self.key, bytes, now)
+            }
+            _ => None,
         };
+        let h = match hinted {
+            Some(h) => h,
+            None => {
+                let Some(h) = self.cache.lookup(&self.key, bytes, now) else {
+                    self.stats.misses += 1;
+                    return false;
+                };
+                if self.succ_key != 0 {
+                    self.succ[slot] = (self.succ_key, Some(h));
+                }
+                h
+            }
+        };
+        self.last_hit = Some(h);
         self.stats.hits += 1;
         // One resolution of the handle for a flow already marked hit since
         // the last report (the common case); the first hit marks it.
@@ -516,7 +581,7 @@ impl Datapath {
         };
         let Some(actions) = marked.or_else(|| self.cache.actions(h)) else {
             // Not reached: a handle the lookup just returned is live.
-            return None;
+            return false;
         };
         let mut sink = MeteredSink {
             inner: sink,
@@ -527,10 +592,10 @@ impl Datapath {
             ct_meta: self.ct_meta,
             forks: std::mem::take(&mut self.forked),
         };
-        let out = execute(actions, pkt, layout, &mut sink);
+        execute_into(actions, pkt, layout, &mut sink, out);
         self.ct_meta = sink.ct_meta;
         self.forked = sink.forks;
-        Some(out)
+        true
     }
 
     /// The key of the last packet processed.

@@ -14,12 +14,15 @@
 //!   same forwarding without `ct()` (`in_port=1 → 2`, `in_port=2 → 1`),
 //!   interleaved in turns within each round;
 //! - `ct.est_vs_plain`: their ratio;
+//! - `ct.tracker_est_ns`: the tracker alone (`Tracker::execute`) on those
+//!   established packets, nanoseconds a packet;
 //! - `ct.dp_est_pps`, `ct.dp_plain_pps`, `ct.dp_est_vs_plain`: the same
 //!   through the datapath thread alone (as the live daemon's threads run
 //!   packets; the slow path folds their counts between rounds), where the
 //!   replay pipeline above also folds the datapath's report after every
 //!   packet.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use megaflow::actions::CountSink;
@@ -65,8 +68,8 @@ fn pipeline(flows: &[&str]) -> Pipeline<NoDevice> {
         b.apply_flow_mod(&fm, Timestamp(0)).expect("flow applies");
     }
     let mut p = Pipeline::new(b, NoDevice, PipelineConfig::default());
-    let t = std::sync::Arc::new(conntrack::Tracker::new(conntrack::Config::default()));
-    p.set_tracker(std::sync::Arc::clone(&t));
+    let t = Arc::new(conntrack::Tracker::new(conntrack::Config::default()));
+    p.set_tracker(Arc::clone(&t));
     p.datapaths_mut().0.set_tracker(t);
     p
 }
@@ -134,7 +137,11 @@ fn main() {
     }
 
     // Established UDP, both directions, against the same without ct().
-    const FLOWS: u32 = 10_000;
+    // CT_BENCH_FLOWS=N: N connections instead (profiling aid).
+    let flows: u32 = std::env::var("CT_BENCH_FLOWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
     let udp = |i: u32, reply: bool| {
         let (c, s) = (0xc612_0000 | (i >> 14), 0xc613_0001u32);
         let sp = 1024 + (i & 0x3fff) as u16;
@@ -144,7 +151,7 @@ fn main() {
             FrameSpec::ipv4(c, s, L4::udp(sp, 53)).build()
         }
     };
-    let stream: Vec<(u32, Vec<u8>)> = (0..FLOWS)
+    let stream: Vec<(u32, Vec<u8>)> = (0..flows)
         .flat_map(|i| [(1, udp(i, false)), (2, udp(i, true))])
         .collect();
     let mut ct = pipeline(FIREWALL);
@@ -160,6 +167,29 @@ fn main() {
                 p.process(Timestamp(now), PortNo(*port), &mut f, &mut sink);
             }
         }
+    }
+    // The tracker alone: `ct(zone=7)` on the same established packets.
+    {
+        let t = ct.tracker().expect("a tracker");
+        let spec = conntrack::CtSpec {
+            zone: 7,
+            ..Default::default()
+        };
+        let mut frames: Vec<Vec<u8>> = stream.iter().map(|(_, f)| f.clone()).collect();
+        let mut ns = vec![];
+        for _ in 0..5 {
+            let start = Instant::now();
+            for _ in 0..8 {
+                for f in frames.iter_mut() {
+                    let mut m = conntrack::CtMeta::default();
+                    now += 10;
+                    t.execute(f, 14, 0x0800, &spec, &mut m, now / 1_000_000);
+                    std::hint::black_box(&m);
+                }
+            }
+            ns.push(start.elapsed().as_nanos() as f64 / (8 * frames.len()) as f64);
+        }
+        bench("ct.tracker_est_ns", median(ns), "ns/pkt");
     }
     let mut frames: Vec<Vec<u8>> = stream.iter().map(|(_, f)| f.clone()).collect();
     // `dp`: the datapath thread alone, as the live daemon runs it (the slow
@@ -183,7 +213,13 @@ fn main() {
         p.offload_tick(Timestamp(*now));
         rate
     };
+    // Profiling aids: CT_BENCH_ONLY_DP=1 runs the datapath-thread loop
+    // only, CT_BENCH_ONLY_REPLAY=1 the replay pipeline's only.
+    let only = |v| std::env::var_os(v).is_some();
     for (dp, prefix) in [(false, "ct."), (true, "ct.dp_")] {
+        if (dp && only("CT_BENCH_ONLY_REPLAY")) || (!dp && only("CT_BENCH_ONLY_DP")) {
+            continue;
+        }
         let (mut e, mut pl, mut ratio) = (vec![], vec![], vec![]);
         for _ in 0..7 {
             let a = run(&mut ct, &mut now, dp);

@@ -803,32 +803,39 @@ impl fmt::Display for DropReason {
 }
 
 /// What [`execute`] did.
+///
+/// In C order, each counter beside a field that is not summed: the
+/// actions store the counters one by one, and [`then`](Self::then) reads
+/// them right after; two counters side by side are read as one 16-byte
+/// load, which stalls on store forwarding (a few percent of a tracked
+/// packet's time).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct ExecOutcome {
     /// Calls to [`ActionSink::output`], sampled copies included.
     pub outputs: usize,
-    /// Calls to [`ActionSink::userspace`], sampled copies included.
-    pub userspace: usize,
-    /// Actions skipped because the packet lacks the layer they act on (or is
-    /// too short for it), and samples nested deeper than [`MAX_SAMPLE_DEPTH`].
-    pub skipped: usize,
     /// Set when the packet's own path stopped on `Drop`, a meter or an
     /// expired TTL (outputs before it did happen), or delivered nothing.
     pub dropped: Option<DropReason>,
-    /// Tunnel outputs not sent: the encapsulated packet would exceed the
-    /// uplink's MTU.
-    pub too_big: usize,
+    /// Calls to [`ActionSink::userspace`], sampled copies included.
+    pub userspace: usize,
     /// The stage ended in [`DpAction::Recirc`]: the packet goes on to
     /// stage `recirc`.
     pub recirc: Option<u32>,
-    /// Copies sent on to a later stage by a [`DpAction::Recirc`] before
-    /// the list's end ([`ActionSink::fork`]).
-    pub forks: usize,
+    /// Actions skipped because the packet lacks the layer they act on (or is
+    /// too short for it), and samples nested deeper than [`MAX_SAMPLE_DEPTH`].
+    pub skipped: usize,
     /// The `dp_hash` a [`DpAction::Hash`] computed, for the next stage.
     pub dp_hash: Option<u32>,
+    /// Tunnel outputs not sent: the encapsulated packet would exceed the
+    /// uplink's MTU.
+    pub too_big: usize,
     /// An action changed the packet's headers (a set, a tag pushed or
     /// popped, a TTL, NAT): the next stage must parse it again.
     pub rewritten: bool,
+    /// Copies sent on to a later stage by a [`DpAction::Recirc`] before
+    /// the list's end ([`ActionSink::fork`]).
+    pub forks: usize,
 }
 
 impl ExecOutcome {
@@ -887,9 +894,23 @@ pub fn execute(
     sink: &mut impl ActionSink,
 ) -> ExecOutcome {
     let mut out = ExecOutcome::default();
-    let dropped = run(actions, pkt, layout, sink, 0, &mut out);
-    out.dropped = dropped;
+    execute_into(actions, pkt, layout, sink, &mut out);
     out
+}
+
+/// [`execute`] into `out` (reset first). For the datapath's per-packet
+/// loop: a returned outcome is copied with wide loads over the counters
+/// the actions just stored one by one, which stall on store forwarding.
+#[inline]
+pub fn execute_into(
+    actions: &[DpAction],
+    pkt: &mut Vec<u8>,
+    layout: &mut Layout,
+    sink: &mut impl ActionSink,
+    out: &mut ExecOutcome,
+) {
+    *out = ExecOutcome::default();
+    out.dropped = run(actions, pkt, layout, sink, 0, out);
 }
 
 /// Headers up to this long are built in a short stack buffer.

@@ -554,18 +554,23 @@ fn tracked(dport: u16, recirc_id: u64, ct_state: u8) -> Box<Match> {
     Box::new(Match::new(&key, &m.mask().with_exact(Field::CtState)))
 }
 
+/// A datapath with a tracker, and a committing `ct(zone=3)`.
+fn with_tracker() -> (Arc<conntrack::Tracker>, Datapath, conntrack::CtSpec) {
+    let tracker = Arc::new(conntrack::Tracker::new(conntrack::Config::default()));
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    dp.set_tracker(Arc::clone(&tracker));
+    let spec = conntrack::CtSpec {
+        zone: 3,
+        commit: true,
+        ..Default::default()
+    };
+    (tracker, dp, spec)
+}
+
 #[test]
 fn ct_then_recirc_gives_the_next_stage_the_connection_state() {
     use conntrack::state::{EST, NEW, RPL, TRK};
-    use conntrack::{Config, CtSpec, Tracker};
-    let tracker = Arc::new(Tracker::new(Config::default()));
-    let mut dp = Datapath::new(CacheConfig::default(), 1);
-    dp.set_tracker(Arc::clone(&tracker));
-    let spec = CtSpec {
-        zone: 3,
-        commit: true,
-        ..CtSpec::default()
-    };
+    let (tracker, mut dp, spec) = with_tracker();
     let insert = |dp: &mut Datapath, id: u64, m: Box<Match>, a: Vec<DpAction>| {
         dp.apply(DpCommand::Insert {
             id: FlowId(id),
@@ -638,6 +643,135 @@ fn ct_then_recirc_gives_the_next_stage_the_connection_state() {
             dp.key().ct_zone()
         ),
         (6, 0, 0)
+    );
+}
+
+/// `in_port=1,udp` at stage `recirc_id`, with `ct_state` exact when given
+/// and `reg0` when given.
+fn udp_stage(recirc_id: u64, ct_state: Option<u8>, reg0: Option<u64>) -> Box<Match> {
+    let mut key = FlowKey::ZERO;
+    extract_into(1, &frame(53), &mut key);
+    key.set_recirc_id(recirc_id);
+    let mut mask = Mask::EMPTY
+        .with_exact(Field::InPort)
+        .with_exact(Field::EthType)
+        .with_exact(Field::IpProto)
+        .with_exact(Field::RecircId);
+    if let Some(st) = ct_state {
+        key.set_ct_state(u64::from(st));
+        mask = mask.with_exact(Field::CtState);
+    }
+    if let Some(r) = reg0 {
+        key.set_reg0(r);
+        mask = mask.with_exact(Field::Reg0);
+    }
+    let mut m = FlowKey::ZERO;
+    for (w, (k, mk)) in m
+        .words_mut()
+        .iter_mut()
+        .zip(key.words().iter().zip(mask.words()))
+    {
+        *w = k & mk;
+    }
+    Box::new(Match::new(&m, &mask))
+}
+
+#[test]
+fn the_stage_after_ct_is_found_from_its_hint_and_the_hint_is_checked() {
+    use conntrack::state::{EST, NEW, RPL, TRK};
+    let (tracker, mut dp, spec) = with_tracker();
+    let ct = || vec![DpAction::Ct(Box::new(spec)), DpAction::Recirc(4)];
+    insert_m(&mut dp, 1, udp_stage(0, None, None), ct());
+    insert_m(
+        &mut dp,
+        2,
+        udp_stage(4, Some(TRK | NEW), None),
+        vec![DpAction::Output(PortNo(2))],
+    );
+    insert_m(
+        &mut dp,
+        3,
+        udp_stage(4, Some(TRK | EST | RPL), None),
+        vec![DpAction::Output(PortNo(3))],
+    );
+    let query = frame(53);
+    let reply = FrameSpec::ipv4(0xc612_0002, 0xc612_0001, L4::udp(53, 1000)).build();
+    let mut t = 1_000_000;
+    let mut run = |dp: &mut Datapath, f: &[u8]| {
+        let mut sink = CollectSink::new();
+        t += 1_000;
+        let r = dp.process(Timestamp(t), PortNo(1), &mut f.to_vec(), &mut sink);
+        (r, sink.outputs.first().map(|o| o.0 .0))
+    };
+    let hinted = |dp: &Datapath| dp.cache().counters().hinted_hits;
+    // First packet of each state: searched; the next ones: from the hint.
+    assert_eq!(run(&mut dp, &query).1, Some(2));
+    assert_eq!(hinted(&dp), 0);
+    assert_eq!(run(&mut dp, &query).1, Some(2), "still new: no reply yet");
+    assert_eq!(hinted(&dp), 1);
+    // The reply is in another state: another successor, searched first.
+    assert_eq!(run(&mut dp, &reply).1, Some(3));
+    assert_eq!(hinted(&dp), 1);
+    assert_eq!(run(&mut dp, &reply).1, Some(3));
+    assert_eq!(hinted(&dp), 2);
+    assert_eq!(tracker.len(), 1, "one connection, both ways");
+    // Both stages counted every packet, hinted or not.
+    let st = dp.stats();
+    assert_eq!((st.packets, st.hits, st.recirculations), (4, 8, 4));
+    // A flow replaced in place: the next packet runs the new one.
+    dp.apply(DpCommand::Remove { id: FlowId(3) });
+    insert_m(
+        &mut dp,
+        6,
+        udp_stage(4, Some(TRK | EST | RPL), None),
+        vec![DpAction::Output(PortNo(7))],
+    );
+    assert_eq!(run(&mut dp, &reply).1, Some(7));
+    // A hint to a flow that no longer matches the packet is not taken:
+    // the stage misses, with the tracked key for the slow path.
+    dp.apply(DpCommand::Remove { id: FlowId(6) });
+    insert_m(
+        &mut dp,
+        7,
+        udp_stage(4, Some(TRK | EST | RPL), Some(5)),
+        vec![DpAction::Output(PortNo(8))],
+    );
+    let (r, out) = run(&mut dp, &reply);
+    assert!(matches!(r, Lookup::Miss), "{r:?}");
+    assert_eq!(out, None);
+    assert_eq!(dp.key().ct_state(), u64::from(TRK | EST | RPL));
+    assert_eq!(dp.key().recirc_id(), 4);
+    // Packets that share the hint (same first flow, same state) but not
+    // the next flow: each gets its own.
+    dp.apply(DpCommand::Remove { id: FlowId(2) });
+    for (id, port, out) in [(9, 53, 2), (10, 99, 9)] {
+        let mut m = *udp_stage(4, Some(TRK | NEW), None);
+        let mut key = *m.key();
+        key.set_tp_dst(port);
+        let mask = m.mask().with_exact(Field::TpDst);
+        m = Match::new(&key, &mask);
+        insert_m(
+            &mut dp,
+            id,
+            Box::new(m),
+            vec![DpAction::Output(PortNo(out))],
+        );
+    }
+    let new_conn =
+        |sport, dport| FrameSpec::ipv4(0xc612_0001, 0xc612_0002, L4::udp(sport, dport)).build();
+    assert_eq!(run(&mut dp, &new_conn(2000, 53)).1, Some(2));
+    let before = hinted(&dp);
+    assert_eq!(
+        run(&mut dp, &new_conn(2001, 99)).1,
+        Some(9),
+        "the hint's flow does not match"
+    );
+    assert_eq!(hinted(&dp), before);
+    assert_eq!(run(&mut dp, &new_conn(2002, 99)).1, Some(9));
+    assert_eq!(
+        hinted(&dp),
+        before + 1,
+        "the hint now names the port-99 flow"
     );
 }
 
