@@ -352,42 +352,83 @@ pub const PACKET_META_FIELDS: [Field; 13] = [
     Field::CtTpDst,
 ];
 
+/// The tracking fields' bits in each word (128-bit fields in both of
+/// theirs), from the field table at compile time.
+const CT_BITS: [u64; KEY_WORDS] = {
+    let mut bits = [0u64; KEY_WORDS];
+    let mut i = 2;
+    while i < PACKET_META_FIELDS.len() {
+        let l = PACKET_META_FIELDS[i].layout();
+        bits[l.word as usize] |= l.word_mask();
+        if l.bits > 64 {
+            bits[l.word as usize + 1] = u64::MAX;
+        }
+        i += 1;
+    }
+    bits
+};
+
+/// The first and one past the last word with tracking bits.
+const CT_WORDS: (usize, usize) = {
+    let (mut first, mut last) = (KEY_WORDS, 0);
+    let mut w = 0;
+    while w < KEY_WORDS {
+        if CT_BITS[w] != 0 {
+            if first == KEY_WORDS {
+                first = w;
+            }
+            last = w + 1;
+        }
+        w += 1;
+    }
+    (first, last)
+};
+
 /// Writes what `ct()` left (`m`) into the key's `ct_*` fields, for the
 /// next stage to match; all zero when the packet is not tracked (after
-/// `ct_clear`).
+/// `ct_clear`). Once per tracked stage: the words are cleared and written
+/// at the places the field table gives, known at compile time.
+#[inline]
 pub fn write_ct_meta(key: &mut FlowKey, m: &conntrack::CtMeta) {
-    // The tracking fields cleared at once: their bits, word by word.
-    static CT_BITS: std::sync::OnceLock<Mask> = std::sync::OnceLock::new();
-    let bits = CT_BITS.get_or_init(|| {
-        let mut b = Mask::default();
-        for f in &PACKET_META_FIELDS[2..] {
-            b.set_exact(*f);
-        }
-        b
-    });
-    for (w, b) in key.w.iter_mut().zip(bits.w.iter()) {
+    /// `v` at field `f`'s place in its word.
+    #[inline(always)]
+    fn put(key: &mut FlowKey, f: Field, v: u64) {
+        let l = f.layout();
+        key.w[l.word as usize] |= (v << l.shift) & l.word_mask();
+    }
+    /// A 128-bit field: high half in its word, low half in the next.
+    #[inline(always)]
+    fn put128(key: &mut FlowKey, f: Field, v: u128) {
+        let w = f.layout().word as usize;
+        key.w[w] = (v >> 64) as u64;
+        key.w[w + 1] = v as u64;
+    }
+    let (first, last) = CT_WORDS;
+    for (w, b) in key.w[first..last].iter_mut().zip(&CT_BITS[first..last]) {
         *w &= !b;
     }
     if m.state == 0 {
         return;
     }
-    key.set_ct_state(m.state as u64);
-    key.set_ct_zone(m.zone as u64);
-    key.set_ct_mark(m.mark as u64);
-    key.set_ct_label(m.label);
-    if m.orig.proto != 0 {
-        let o = &m.orig;
-        key.set_ct_nw_proto(o.proto as u64);
+    put(key, Field::CtState, u64::from(m.state));
+    put(key, Field::CtZone, u64::from(m.zone));
+    put(key, Field::CtMark, u64::from(m.mark));
+    if m.label != 0 {
+        put128(key, Field::CtLabel, m.label);
+    }
+    let o = &m.orig;
+    if o.proto != 0 {
+        put(key, Field::CtNwProto, u64::from(o.proto));
         if o.v6 {
-            key.set_ct_ipv6_src(u128::from_be_bytes(o.src.0));
-            key.set_ct_ipv6_dst(u128::from_be_bytes(o.dst.0));
+            put128(key, Field::CtIpv6Src, u128::from_be_bytes(o.src.0));
+            put128(key, Field::CtIpv6Dst, u128::from_be_bytes(o.dst.0));
         } else {
-            key.set_ct_nw_src(o.src.as_v4().to_bits() as u64);
-            key.set_ct_nw_dst(o.dst.as_v4().to_bits() as u64);
+            put(key, Field::CtNwSrc, u64::from(o.src.as_v4().to_bits()));
+            put(key, Field::CtNwDst, u64::from(o.dst.as_v4().to_bits()));
         }
         let (sp, dp) = m.orig_ports();
-        key.set_ct_tp_src(sp as u64);
-        key.set_ct_tp_dst(dp as u64);
+        put(key, Field::CtTpSrc, u64::from(sp));
+        put(key, Field::CtTpDst, u64::from(dp));
     }
 }
 
@@ -1056,6 +1097,64 @@ mod tests {
             let p = PackedKey::pack(&k);
             proptest::prop_assert_eq!(p.unpack(), k);
             proptest::prop_assert_eq!(p.words.len(), words.iter().filter(|&&w| w != 0).count());
+        }
+    }
+
+    proptest::proptest! {
+        /// `write_ct_meta` writes each tracking field as its own setter
+        /// does, clears what it does not write, and leaves every other
+        /// field alone; `read_ct_meta` reads it back.
+        #[test]
+        fn ct_meta_is_written_at_the_fields_places(
+            words in proptest::collection::vec(proptest::num::u64::ANY, KEY_WORDS),
+            state in 1u8..,
+            zone: u16,
+            mark: u32,
+            label: u128,
+            v6: bool,
+            src: [u8; 16],
+            dst: [u8; 16],
+            ports: (u16, u16),
+        ) {
+            use proptest::prop_assert_eq;
+            let mut w = [0u64; KEY_WORDS];
+            w.copy_from_slice(&words);
+            let before = FlowKey::from_words(w);
+            let addr = |b: [u8; 16]| if v6 { conntrack::Addr(b) } else { conntrack::Addr::v4([b[0], b[1], b[2], b[3]]) };
+            let orig = conntrack::Tuple { src: addr(src), dst: addr(dst), sport: ports.0, dport: ports.1, proto: 17, v6 };
+            let m = conntrack::CtMeta { state, zone, mark, label, orig };
+            let mut k = before;
+            write_ct_meta(&mut k, &m);
+            // The same through the generic setters.
+            let mut r = before;
+            for f in &PACKET_META_FIELDS[2..] {
+                r.set_field(*f, 0);
+            }
+            r.set_ct_state(u64::from(state));
+            r.set_ct_zone(u64::from(zone));
+            r.set_ct_mark(u64::from(mark));
+            r.set_ct_label(label);
+            r.set_ct_nw_proto(17);
+            if v6 {
+                r.set_ct_ipv6_src(u128::from_be_bytes(src));
+                r.set_ct_ipv6_dst(u128::from_be_bytes(dst));
+            } else {
+                r.set_ct_nw_src(u64::from(u32::from_be_bytes([src[0], src[1], src[2], src[3]])));
+                r.set_ct_nw_dst(u64::from(u32::from_be_bytes([dst[0], dst[1], dst[2], dst[3]])));
+            }
+            r.set_ct_tp_src(u64::from(ports.0));
+            r.set_ct_tp_dst(u64::from(ports.1));
+            prop_assert_eq!(k, r);
+            prop_assert_eq!(k.conj_id(), before.conj_id());
+            if !v6 || src != [0; 16] || dst != [0; 16] {
+                prop_assert_eq!(read_ct_meta(&k), m);
+            }
+            // Untracked: every tracking field zero, nothing else touched.
+            write_ct_meta(&mut k, &conntrack::CtMeta::default());
+            for f in &PACKET_META_FIELDS[2..] {
+                r.set_field(*f, 0);
+            }
+            prop_assert_eq!(k, r);
         }
     }
 
