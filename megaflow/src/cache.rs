@@ -490,8 +490,14 @@ impl MegaflowCache {
         // that matches the key all the same.
         let seq = sub.seq(hint.slot)?;
         sub.hit(hint.slot, bytes, now, key.tcp_flags() as u16);
+        // Counted as an exact-match hit is: what a search would have
+        // probed, and a lookup towards the next rerank.
         self.emc_saved += u64::from(sub.depth);
         self.counters.hinted_hits += 1;
+        self.lookups_until_rerank = self.lookups_until_rerank.saturating_sub(1);
+        if self.lookups_until_rerank == 0 {
+            self.rerank();
+        }
         Some(FlowHandle { seq, ..hint })
     }
 

@@ -1115,13 +1115,19 @@ mod tests {
             src: [u8; 16],
             dst: [u8; 16],
             ports: (u16, u16),
+            tracked_tuple: bool,
         ) {
             use proptest::prop_assert_eq;
             let mut w = [0u64; KEY_WORDS];
             w.copy_from_slice(&words);
             let before = FlowKey::from_words(w);
             let addr = |b: [u8; 16]| if v6 { conntrack::Addr(b) } else { conntrack::Addr::v4([b[0], b[1], b[2], b[3]]) };
-            let orig = conntrack::Tuple { src: addr(src), dst: addr(dst), sport: ports.0, dport: ports.1, proto: 17, v6 };
+            // Without a tuple (proto 0) the tuple fields are cleared, not written.
+            let orig = if tracked_tuple {
+                conntrack::Tuple { src: addr(src), dst: addr(dst), sport: ports.0, dport: ports.1, proto: 17, v6 }
+            } else {
+                conntrack::Tuple::default()
+            };
             let m = conntrack::CtMeta { state, zone, mark, label, orig };
             let mut k = before;
             write_ct_meta(&mut k, &m);
@@ -1134,19 +1140,21 @@ mod tests {
             r.set_ct_zone(u64::from(zone));
             r.set_ct_mark(u64::from(mark));
             r.set_ct_label(label);
-            r.set_ct_nw_proto(17);
-            if v6 {
-                r.set_ct_ipv6_src(u128::from_be_bytes(src));
-                r.set_ct_ipv6_dst(u128::from_be_bytes(dst));
-            } else {
-                r.set_ct_nw_src(u64::from(u32::from_be_bytes([src[0], src[1], src[2], src[3]])));
-                r.set_ct_nw_dst(u64::from(u32::from_be_bytes([dst[0], dst[1], dst[2], dst[3]])));
+            if tracked_tuple {
+                r.set_ct_nw_proto(17);
+                if v6 {
+                    r.set_ct_ipv6_src(u128::from_be_bytes(src));
+                    r.set_ct_ipv6_dst(u128::from_be_bytes(dst));
+                } else {
+                    r.set_ct_nw_src(u64::from(u32::from_be_bytes([src[0], src[1], src[2], src[3]])));
+                    r.set_ct_nw_dst(u64::from(u32::from_be_bytes([dst[0], dst[1], dst[2], dst[3]])));
+                }
+                r.set_ct_tp_src(u64::from(ports.0));
+                r.set_ct_tp_dst(u64::from(ports.1));
             }
-            r.set_ct_tp_src(u64::from(ports.0));
-            r.set_ct_tp_dst(u64::from(ports.1));
             prop_assert_eq!(k, r);
             prop_assert_eq!(k.conj_id(), before.conj_id());
-            if !v6 || src != [0; 16] || dst != [0; 16] {
+            if !tracked_tuple || !v6 || src != [0; 16] || dst != [0; 16] {
                 prop_assert_eq!(read_ct_meta(&k), m);
             }
             // Untracked: every tracking field zero, nothing else touched.
