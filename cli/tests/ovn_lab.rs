@@ -52,18 +52,7 @@ fn ovn_controller_programs_eswitchd_through_ovsdb_and_openflow_1_5() {
     // Two VMs, the switch's ends in this namespace; each veth stands in
     // for VF n-1's representor, and says so in other_config (a ConnectX
     // representor's netdev says it itself).
-    let mut vms = Vec::new();
-    for n in 1..=2u32 {
-        let vm = ovn.vm(
-            &format!("vm{n}"),
-            None,
-            &format!("02:00:00:00:00:0{n}"),
-            &format!("198.18.0.{n}/24"),
-            None,
-        );
-        ovn.plug(H, &vm, &format!("vm{n}"), n - 1);
-        vms.push(vm);
-    }
+    let vms = ovn.local_vms(H, 2);
 
     // eswitchd gave each its OpenFlow port and wrote it back.
     for vm in &vms {

@@ -88,18 +88,7 @@ fn an_sflow_row_in_the_database_starts_changes_and_stops_eswitchds_export() {
     let mut ovn = Ovn::new(T, "osfl");
     ovn.host_db(H, "198.19.0.1");
     ovn.eswitchd(H, None);
-    let mut vms = Vec::new();
-    for n in 1..=2u32 {
-        let vm = ovn.vm(
-            &format!("vm{n}"),
-            None,
-            &format!("02:00:00:00:00:0{n}"),
-            &format!("198.18.0.{n}/24"),
-            None,
-        );
-        ovn.plug(H, &vm, &format!("vm{n}"), n - 1);
-        vms.push(vm);
-    }
+    let vms = ovn.local_vms(H, 2);
     ovn.ofctl(H, &["add-flow", "actions=normal"]);
 
     let (c, port) = collector(4);

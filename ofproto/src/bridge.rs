@@ -170,7 +170,7 @@ pub struct Uses {
 }
 
 impl Generations {
-    fn add(&mut self, o: &Generations) {
+    pub(crate) fn add(&mut self, o: &Generations) {
         self.tables += o.tables;
         self.ports += o.ports;
         self.mac += o.mac;

@@ -69,12 +69,11 @@ impl Bridge {
         };
         match slot.take() {
             Some(b) => {
-                // Its generations stay counted: the sums never go back.
-                let g = b.generations();
-                self.retired.tables += g.tables + 1;
-                self.retired.ports += g.ports + 1;
-                self.retired.mac += g.mac;
-                self.retired.underlay += g.underlay;
+                // Its generations stay counted (the sums never go back),
+                // and its going is a change of tables and ports.
+                self.retired.add(&b.generations());
+                self.retired.tables += 1;
+                self.retired.ports += 1;
                 true
             }
             None => false,

@@ -13,6 +13,7 @@
 //! kept, and its megaflow stays in software with the reason.
 
 use megaflow::Match;
+use openflow::wire::Reader;
 
 use crate::rule::{FieldRange, FlowMod, OfAction, OfPort, RuleSpec};
 use crate::tlv::TlvTable;
@@ -62,14 +63,6 @@ pub struct Learn {
 /// Why a learn is kept but not run (see the module's text).
 pub type NotRun = String;
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
 /// Decodes the bytes after the subtype (`learn2`: NXAST_LEARN2's).
 pub fn decode(
     learn2: bool,
@@ -77,21 +70,20 @@ pub fn decode(
     tlv: &TlvTable,
     range: impl Fn(u32, u16, u16, &TlvTable) -> Option<FieldRange>,
 ) -> Result<Learn, NotRun> {
-    let short = || "learn: shorter than its header".to_string();
+    let short = |e: openflow::ParseError| format!("learn: {e}");
+    let mut b = Reader::new(body);
     let mut l = Learn {
-        idle_timeout: be16(body, 0).ok_or_else(short)?,
-        hard_timeout: be16(body, 2).ok_or_else(short)?,
-        priority: be16(body, 4).ok_or_else(short)?,
-        cookie: u64::from(be32(body, 6).ok_or_else(short)?) << 32
-            | u64::from(be32(body, 10).ok_or_else(short)?),
-        flags: be16(body, 14).ok_or_else(short)?,
-        table: *body.get(16).ok_or_else(short)?,
+        idle_timeout: b.u16("learn.idle_timeout").map_err(short)?,
+        hard_timeout: b.u16("learn.hard_timeout").map_err(short)?,
+        priority: b.u16("learn.priority").map_err(short)?,
+        cookie: b.u64("learn.cookie").map_err(short)?,
+        flags: b.u16("learn.flags").map_err(short)?,
+        table: b.u8("learn.table_id").map_err(short)?,
         specs: Vec::new(),
     };
-    let (fin_idle, fin_hard) = (
-        be16(body, 18).ok_or_else(short)?,
-        be16(body, 20).ok_or_else(short)?,
-    );
+    b.u8("learn.pad").map_err(short)?;
+    let fin_idle = b.u16("learn.fin_idle_timeout").map_err(short)?;
+    let fin_hard = b.u16("learn.fin_hard_timeout").map_err(short)?;
     if fin_idle != 0 || fin_hard != 0 {
         return Err(
             "learn: fin_idle_timeout and fin_hard_timeout are not run by this switch".into(),
@@ -100,44 +92,41 @@ pub fn decode(
     if l.flags & F_DELETE_LEARNED != 0 {
         return Err("learn: delete_learned is not run by this switch".into());
     }
-    let mut at = 22;
     if learn2 {
-        let limit = be32(body, at).ok_or_else(short)?;
+        let limit = b.u32("learn2.limit").map_err(short)?;
+        b.bytes(4, "learn2.result_dst_ofs").map_err(short)?;
         if limit != 0 || l.flags & F_WRITE_RESULT != 0 {
             return Err("learn: limit and result_dst are not run by this switch".into());
         }
-        at += 8;
     }
-    while let Some(header) = be16(body, at) {
-        at += 2;
+    // Specs until a zero header or the end (the padding).
+    while b.remaining() >= 2 {
+        let header = b.u16("learn.spec").map_err(short)?;
         if header == 0 {
             break;
         }
         let n_bits = header & 0x3ff;
         let immediate = header & (1 << 13) != 0;
-        let field = |at: &mut usize| -> Result<FieldRange, NotRun> {
-            let h = be32(body, *at).ok_or("learn: a spec runs past the action")?;
-            let ofs = be16(body, *at + 4).ok_or("learn: a spec runs past the action")?;
-            *at += 6;
+        let field = |b: &mut Reader<'_>| -> Result<FieldRange, NotRun> {
+            let h = b.u32("learn.spec.field").map_err(short)?;
+            let ofs = b.u16("learn.spec.ofs").map_err(short)?;
             range(h, ofs, n_bits, tlv)
                 .ok_or_else(|| format!("learn: field {h:#010x}[{ofs}..+{n_bits}] is not one this switch learns into or from"))
         };
         let src = if immediate {
-            let bytes = 2 * usize::from(n_bits.div_ceil(16));
-            let raw = body
-                .get(at..at + bytes)
-                .ok_or("learn: an immediate runs past the action")?;
-            at += bytes;
+            let raw = b
+                .bytes(2 * usize::from(n_bits.div_ceil(16)), "learn.spec.immediate")
+                .map_err(short)?;
             if n_bits > 128 {
                 return Err("learn: an immediate of more than 128 bits".into());
             }
             Src::Immediate(raw.iter().fold(0u128, |v, b| v << 8 | u128::from(*b)))
         } else {
-            Src::Field(field(&mut at)?)
+            Src::Field(field(&mut b)?)
         };
         let dst = match (header >> 11) & 3 {
-            0 => Dst::Match(field(&mut at)?),
-            1 => Dst::Load(field(&mut at)?),
+            0 => Dst::Match(field(&mut b)?),
+            1 => Dst::Load(field(&mut b)?),
             2 if !immediate => Dst::Output,
             _ => return Err("learn: a spec of a kind Open vSwitch does not define".into()),
         };
@@ -168,12 +157,7 @@ impl Learn {
                 }),
                 Dst::Output => {
                     // A 16-bit port number, as the NXM in_port is.
-                    let p = v as u32;
-                    let p = if (0xff00..=0xffff).contains(&p) {
-                        p | 0xffff_0000
-                    } else {
-                        p
-                    };
+                    let p = crate::channel::convert::port16(v) as u32;
                     if let Some(port) = OfPort::from_number(p).filter(|p| {
                         matches!(
                             p,

@@ -218,6 +218,15 @@ fn padded_to(
     Ok(())
 }
 
+/// Checks that what `b` has left of a `what` action (its padding) is
+/// zeros (`OFPBAC_BAD_ARGUMENT` otherwise).
+fn zero_padded(b: &Reader<'_>, what: &str) -> Result<(), ParseError> {
+    if b.rest().iter().any(|&x| x != 0) {
+        return Err(bad_action(5, format!("{what}: padding not zero")));
+    }
+    Ok(())
+}
+
 /// `NXBAC_BAD_CONJUNCTION` (Nicira's experimenter error 15): a
 /// conjunction with a bad clause count or index, or beside actions other
 /// than `conjunction` and `note`.
@@ -389,9 +398,7 @@ impl Action {
                         let ofs = b.u16("stack.offset")?;
                         let field = b.u32("stack.field")?;
                         let n_bits = b.u16("stack.n_bits")?;
-                        if b.rest().iter().any(|&x| x != 0) {
-                            return Err(bad_action(5, "stack: padding not zero".into()));
-                        }
+                        zero_padded(&b, "stack")?;
                         Action::NxStack {
                             pop: sub == nx::STACK_POP,
                             ofs,
@@ -405,9 +412,7 @@ impl Action {
                         let pkt_len = b.u16("check_pkt_larger.pkt_len")?;
                         let ofs = b.u16("check_pkt_larger.offset")?;
                         let field = b.u32("check_pkt_larger.dst")?;
-                        if b.rest().iter().any(|&x| x != 0) {
-                            return Err(bad_action(5, "check_pkt_larger: padding not zero".into()));
-                        }
+                        zero_padded(&b, "check_pkt_larger")?;
                         Action::NxCheckPktLarger {
                             pkt_len,
                             ofs,

@@ -311,10 +311,10 @@ struct TxArena {
 }
 
 impl TxArena {
-    fn with_queues(q: &Arc<PacketIns>, samples: &Option<Arc<sflow::SampleQueue>>) -> TxArena {
+    fn with_queues(q: &Arc<PacketIns>, samples: Option<&Arc<sflow::SampleQueue>>) -> TxArena {
         TxArena {
             packet_ins: Some(Arc::clone(q)),
-            samples: samples.clone(),
+            samples: samples.cloned(),
             ..TxArena::default()
         }
     }
@@ -468,7 +468,7 @@ pub struct Daemon<B: Device = SimBackend> {
     metrics: Arc<metrics::LiveMetrics>,
     /// Sampled copies for the sFlow exporter, and the queue's receiving
     /// end while no exporter runs.
-    samples: Option<Arc<sflow::SampleQueue>>,
+    samples: Arc<sflow::SampleQueue>,
     sample_rx: Option<Receiver<sflow::SampledPacket>>,
     /// The exporter running and its settings ([`set_sflow`](Self::set_sflow)).
     sflow: Option<(crate::config::SflowConfig, sflow::Exporter)>,
@@ -545,8 +545,7 @@ impl<B: Device> Daemon<B> {
         }
         // The queue is there from the start: an exporter may be started
         // later (the database's sFlow row); no port samples until then.
-        let (q, rx) = sflow::SampleQueue::new(cfg.sflow.queue, cfg.sflow.header_bytes);
-        let (samples, sample_rx) = (Some(q), Some(rx));
+        let (samples, sample_rx) = sflow::SampleQueue::new(cfg.sflow.queue, cfg.sflow.header_bytes);
         let fronts: Vec<_> = (0..n).map(|_| sw.front_for_thread()).collect();
         let tracker = sw.tracker();
         cfg.conntrack.apply(&tracker)?;
@@ -583,7 +582,7 @@ impl<B: Device> Daemon<B> {
                 ports: Vec::new(),
                 events: Vec::new(),
                 packet_ins: Arc::clone(&packet_ins),
-                samples: samples.clone(),
+                samples: Arc::clone(&samples),
                 shared_tx: Arc::clone(&handler_tx),
             };
             rx_threads.push(supervisor.spawn(&format!("esw-dp{index}"), move || rx.run())?);
@@ -604,7 +603,7 @@ impl<B: Device> Daemon<B> {
         for h in 0..limits.handlers.max(1) {
             let (c, s, t) = (core.clone(), stop.clone(), handler_tx.clone());
             let (b, q) = (Arc::clone(&bridge), Arc::clone(&upcalls));
-            let arena = TxArena::with_queues(&packet_ins, &samples);
+            let arena = TxArena::with_queues(&packet_ins, Some(&samples));
             let link = lock(&core)
                 .handler_link(h)
                 .ok_or_else(|| anyhow!("the datapaths take no commands from handlers"))?;
@@ -622,9 +621,7 @@ impl<B: Device> Daemon<B> {
         let (c, s) = (core.clone(), stop.clone());
         let every = limits.revalidator_interval;
         let live_metrics = Arc::new(metrics::LiveMetrics::default());
-        if let Some(q) = &samples {
-            let _ = live_metrics.sflow.set(Arc::clone(q));
-        }
+        let _ = live_metrics.sflow.set(Arc::clone(&samples));
         let m = Arc::clone(&live_metrics);
         threads.push(supervisor.spawn("esw-revalidator", move || {
             revalidator(&c, clock, &s, every, &m)
@@ -653,7 +650,7 @@ impl<B: Device> Daemon<B> {
             packet_in_rx: Some(packet_in_rx),
             metrics: live_metrics,
             samples,
-            sample_rx,
+            sample_rx: Some(sample_rx),
             sflow: None,
             supervisor,
         })
@@ -1050,7 +1047,7 @@ struct RxThread<F> {
     ports: Vec<RxPort>,
     events: Vec<DpEvent>,
     packet_ins: Arc<PacketIns>,
-    samples: Option<Arc<sflow::SampleQueue>>,
+    samples: Arc<sflow::SampleQueue>,
     /// Every open port's shared sending handle: frames for ports another
     /// thread serves go out through them.
     shared_tx: TxPorts,
@@ -1065,7 +1062,7 @@ const COMMANDS_PER_ROUND: usize = 64;
 
 impl<F: Front> RxThread<F> {
     fn run(mut self) {
-        let mut arena = TxArena::with_queues(&self.packet_ins, &self.samples);
+        let mut arena = TxArena::with_queues(&self.packet_ins, Some(&self.samples));
         let mut idle = 0u32;
         let mut fds: Vec<i32> = Vec::new();
         let mut last_status = Instant::now();

@@ -98,13 +98,12 @@ pub struct Shared {
     /// Where a PACKET_OUT's packet-ins go (`output:TABLE` to a rule that
     /// sends to the controller): the distributor's queue, as the handlers'.
     packet_ins: Arc<super::PacketIns>,
-    /// Keys and certificates, with `pssl:` or `ssl:` configured.
-    tls: Mutex<Option<Arc<TlsSettings>>>,
+    /// Keys and certificates, with `pssl:` or `ssl:` configured, and the
+    /// settings they were loaded from (the config's, then the database's).
+    tls: Mutex<(Option<Arc<TlsSettings>>, Option<crate::config::SslConfig>)>,
     /// The OpenFlow versions new connections may agree to (`Bridge.protocols`;
     /// empty: 1.3 to 1.5).
     versions: Mutex<Vec<u8>>,
-    /// Where `tls` came from (the config's, then the database's).
-    ssl_from: Mutex<Option<crate::config::SslConfig>>,
     /// The bridge this server is the OpenFlow side of.
     bridge: ofproto::BridgeNo,
     /// The other bridges' servers (packet-ins from their pipelines go
@@ -198,8 +197,7 @@ impl OfServer {
             controllers: Mutex::default(),
             standalone: AtomicBool::new(cfg.standalone()?),
             threads: Arc::clone(&threads),
-            tls: Mutex::new(tls.map(Arc::new)),
-            ssl_from: Mutex::new(cfg.ssl.clone()),
+            tls: Mutex::new((tls.map(Arc::new), cfg.ssl.clone())),
             versions: Mutex::new(Vec::new()),
             bridge,
             others: others.clone(),
@@ -345,7 +343,7 @@ impl ConnBoard {
         let mut wanted = Vec::new();
         for t in targets {
             let ctl = Controller::parse(t)?;
-            if ctl.ssl && guard(&self.0.tls).is_none() {
+            if ctl.ssl && guard(&self.0.tls).0.is_none() {
                 anyhow::bail!("\"{t}\" needs keys and certificates: [openflow.ssl] in the config, or ovs-vsctl set-ssl");
             }
             if !wanted.contains(&ctl) {
@@ -376,13 +374,12 @@ impl ConnBoard {
     /// use from now on (`ovs-vsctl set-ssl`; `None`: none); connections
     /// open now keep theirs. Whether they changed.
     pub fn set_ssl(&self, ssl: Option<&crate::config::SslConfig>) -> anyhow::Result<bool> {
-        let mut now = guard(&self.0.ssl_from);
-        if now.as_ref() == ssl {
+        let mut now = guard(&self.0.tls);
+        if now.1.as_ref() == ssl {
             return Ok(false);
         }
         let tls = ssl.map(TlsSettings::load).transpose()?;
-        *guard(&self.0.tls) = tls.map(Arc::new);
-        *now = ssl.cloned();
+        *now = (tls.map(Arc::new), ssl.cloned());
         Ok(true)
     }
 
@@ -592,7 +589,7 @@ fn accept_loop<B: Device>(
                     stream.shutdown();
                     continue;
                 }
-                let tls = guard(&shared.tls).clone();
+                let tls = guard(&shared.tls).0.clone();
                 let stream = match l
                     .secure(stream, tls.as_deref())
                     .and_then(|s| s.prepare(shared.send_stall).map(|()| s))
@@ -828,7 +825,7 @@ impl<B: Device> View<'_, B> {
             &mut super::TxArena,
         ) -> Result<(), ofproto::XlateError>,
     ) -> Result<(), openflow::OfpError> {
-        let mut arena = super::TxArena::with_queues(self.packet_ins, &None);
+        let mut arena = super::TxArena::with_queues(self.packet_ins, None);
         let now = self.clock.now();
         f(&mut self.sw, now, &mut arena).map_err(|e| {
             debug!("{what} refused: {e}");
@@ -1115,7 +1112,7 @@ fn connect_loop<B: Device>(
     let mut backoff = MIN_BACKOFF;
     let going = || !sh.stop.load(Ordering::Relaxed) && !removed.load(Ordering::Relaxed);
     while going() {
-        let tls = guard(&sh.tls).clone();
+        let tls = guard(&sh.tls).0.clone();
         let dialled =
             TcpStream::connect_timeout(&addr, MIN_BACKOFF).and_then(|s| match (ctl.ssl, tls) {
                 (false, _) => Ok(Stream::Tcp(s)),

@@ -92,7 +92,8 @@ pub struct Wanted {
     /// `Controller.target`s, as `tcp:IP:PORT`/`ssl:...`.
     pub controllers: Vec<String>,
     /// The `SSL` row `Open_vSwitch.ssl` names (`ovs-vsctl set-ssl`): the
-    /// keys and certificates of `ssl:` controllers (every bridge's).
+    /// keys and certificates of every bridge's `ssl:` controllers. The
+    /// switch's, so on the main bridge's only.
     pub ssl: Option<crate::config::SslConfig>,
     /// The bridge's `sFlow` row (`Bridge.sflow`), as `[sflow]` says it.
     pub sflow: Option<crate::config::SflowConfig>,
@@ -251,14 +252,12 @@ pub fn wanted_all(db: &Replica, main: &str) -> Vec<Wanted> {
         .filter(|n| *n != main)
         .collect();
     names.sort_unstable();
-    let ssl = ssl(db);
-    std::iter::once(main)
+    let mut all: Vec<Wanted> = std::iter::once(main)
         .chain(names)
-        .map(|b| Wanted {
-            ssl: ssl.clone(),
-            ..wanted(db, b)
-        })
-        .collect()
+        .map(|b| wanted(db, b))
+        .collect();
+    all[0].ssl = ssl(db);
+    all
 }
 
 /// The `SSL` row the root row names, if whole.
@@ -406,19 +405,33 @@ fn sflow(row: &::ovsdb::Row) -> crate::config::SflowConfig {
     }
 }
 
-/// A netdev's ifindex, MAC and whether it is up, from sysfs (`None`: no
-/// netdev of that name here).
-fn netdev_facts(name: &str) -> Option<(i64, String, bool)> {
+/// A netdev as sysfs tells it.
+struct NetdevFacts {
+    ifindex: i64,
+    mac: String,
+    up: bool,
+    /// The driver its device is bound to (`Interface.status:driver_name`,
+    /// as Open vSwitch writes it).
+    driver: Option<String>,
+}
+
+/// A netdev's ifindex, MAC, whether it is up and its driver, from sysfs
+/// (`None`: no netdev of that name here).
+fn netdev_facts(name: &str) -> Option<NetdevFacts> {
     let dir = std::path::Path::new("/sys/class/net").join(name);
     let read = |f: &str| {
         std::fs::read_to_string(dir.join(f))
             .ok()
             .map(|s| s.trim().to_string())
     };
-    let ifindex = read("ifindex")?.parse().ok()?;
-    let mac = read("address").unwrap_or_default();
-    let up = read("operstate").is_some_and(|s| s == "up" || s == "unknown");
-    Some((ifindex, mac, up))
+    Some(NetdevFacts {
+        ifindex: read("ifindex")?.parse().ok()?,
+        mac: read("address").unwrap_or_default(),
+        up: read("operstate").is_some_and(|s| s == "up" || s == "unknown"),
+        driver: std::fs::read_link(dir.join("device/driver"))
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+    })
 }
 
 /// The changes that make the database say what the daemon did: only the
@@ -455,7 +468,11 @@ fn write_back(
         cols.push(("error", error));
         let facts = netdev_facts(&st.name);
         let (ifindex, mac, up) = match &facts {
-            Some((i, m, up)) => (Datum::integer(*i), Datum::string(m.clone()), *up),
+            Some(f) => (
+                Datum::integer(f.ifindex),
+                Datum::string(f.mac.clone()),
+                f.up,
+            ),
             None => (Datum::empty(), Datum::empty(), false),
         };
         let state = Datum::string(if up && st.ofport.is_ok() {
@@ -468,11 +485,7 @@ fn write_back(
         cols.push(("admin_state", state.clone()));
         cols.push(("link_state", state));
         let mut status = st.status.clone();
-        // As Open vSwitch's, the driver the netdev is bound to.
-        if let Some(d) = std::fs::read_link(format!("/sys/class/net/{}/device/driver", st.name))
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        {
+        if let Some(d) = facts.and_then(|f| f.driver) {
             status.push(("driver_name".into(), d));
         }
         cols.push((

@@ -449,9 +449,8 @@ impl<B: crate::switch::Device> super::Daemon<B> {
                 "sFlow export stopped for new settings"
             );
         }
-        let (Some(q), Some(rx), Some(export)) =
-            (self.samples.clone(), self.sample_rx.take(), export)
-        else {
+        let q = Arc::clone(&self.samples);
+        let (Some(rx), Some(export)) = (self.sample_rx.take(), export) else {
             lock(self.shared()).set_sample_rates(Arc::new(|_| 0));
             return Ok(());
         };

@@ -327,6 +327,26 @@ impl Ovn {
 
     /// Plugs `vm` into host `host`'s br-int as logical port `lsp`, its
     /// veth standing in for VF `vf`'s representor.
+    /// VMs `vm1`..`vmN` on one subnet (`198.18.0.n/24`, MAC
+    /// `02:00:00:00:00:0n`), each plugged into `host`'s br-int as logical
+    /// port `vmN` on VF n-1.
+    pub fn local_vms(&mut self, host: &str, n: u32) -> Vec<Vm> {
+        (1..=n)
+            .map(|i| {
+                let name = format!("vm{i}");
+                let vm = self.vm(
+                    &name,
+                    None,
+                    &format!("02:00:00:00:00:0{i}"),
+                    &format!("198.18.0.{i}/24"),
+                    None,
+                );
+                self.plug(host, &vm, &name, i - 1);
+                vm
+            })
+            .collect()
+    }
+
     pub fn plug(&self, host: &str, vm: &Vm, lsp: &str, vf: u32) {
         self.vsctl(
             host,

@@ -51,9 +51,9 @@ enum Conv {
 /// `NXM_OF_IN_PORT`'s header.
 const NXM_OF_IN_PORT: u32 = 2;
 
-/// A 16-bit port number as its 32-bit one.
-fn port16(v: u128) -> u128 {
-    if v >= 0xff00 {
+/// A 16-bit port number as its 32-bit one (a wider value is as it is).
+pub(crate) fn port16(v: u128) -> u128 {
+    if (0xff00..=0xffff).contains(&v) {
         v | 0xffff_0000
     } else {
         v
@@ -655,8 +655,7 @@ fn action_from_wire(a: &Action, table: TableId, tlv: &TlvTable) -> Result<OfActi
                 Some(_) => return Err(OfpError::new(BAD_ACTION, 5)),
             };
             // A 16-bit (OpenFlow 1.0) port number.
-            let p = u32::from(*in_port);
-            match OfPort::from_number(if p >= 0xff00 { p | 0xffff_0000 } else { p }) {
+            match OfPort::from_number(port16(u128::from(*in_port)) as u32) {
                 Some(OfPort::InPort) => OfAction::Resubmit(t),
                 Some(port @ (OfPort::Port(_) | OfPort::Controller | OfPort::Local)) => {
                     OfAction::ResubmitPort(port, t)

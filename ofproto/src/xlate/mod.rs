@@ -553,20 +553,18 @@ impl<'a> Ctx<'a> {
             return Next::Abort;
         }
         let br: &'a Bridge = self.br;
-        let hit = match self.lookup_port.take() {
-            None => br
-                .tables
-                .table(table)
-                .and_then(|t| t.lookup(&self.flow, &mut self.wc)),
-            // `resubmit(PORT,TABLE)`: this lookup alone sees PORT.
-            Some(p) => {
-                let mut flow = self.flow;
-                flow.set_field(Field::InPort, u128::from(p));
-                br.tables
-                    .table(table)
-                    .and_then(|t| t.lookup(&flow, &mut self.wc))
-            }
-        };
+        // `resubmit(PORT,TABLE)`: this lookup alone sees PORT (on a copy
+        // of the key, made only then).
+        let with_port = self.lookup_port.take().map(|p| {
+            let mut flow = self.flow;
+            flow.set_field(Field::InPort, u128::from(p));
+            flow
+        });
+        let flow = with_port.as_ref().unwrap_or(&self.flow);
+        let hit = br
+            .tables
+            .table(table)
+            .and_then(|t| t.lookup(flow, &mut self.wc));
         if self.tracing {
             self.trace.push(TraceEvent::Table {
                 depth: self.depth,
