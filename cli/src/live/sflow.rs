@@ -449,10 +449,14 @@ impl<B: crate::switch::Device> super::Daemon<B> {
                 "sFlow export stopped for new settings"
             );
         }
-        let q = Arc::clone(&self.samples);
-        let (Some(rx), Some(export)) = (self.sample_rx.take(), export) else {
+        // No collector: stopped (the queue's end kept for a later start).
+        let Some(export) = export else {
             lock(self.shared()).set_sample_rates(Arc::new(|_| 0));
             return Ok(());
+        };
+        let q = Arc::clone(&self.samples);
+        let Some(rx) = self.sample_rx.take() else {
+            anyhow::bail!("sflow: the sample queue's end is gone (an exporter thread died)");
         };
         q.set_header_bytes(cfg.header_bytes);
         let core = Arc::downgrade(self.shared());

@@ -379,3 +379,21 @@ fn the_exporter_fills_datagrams_to_their_limit_and_reports_what_the_queue_droppe
     let got: Vec<u32> = (0..7).map(|i| word(f, 4 * i)).collect();
     assert_eq!(got, [1, 21, 100, 5000, 30, 21, 22]);
 }
+
+#[test]
+fn an_export_stopped_for_want_of_collectors_starts_again_when_one_is_named() {
+    let raw = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let mut cfg = config();
+    cfg.sflow.collectors = vec![raw.local_addr().expect("addr").to_string()];
+    let flows = FlowFile::parse("priority=0,actions=drop").expect("flows");
+    let (factory, _h) = MemFactory::new(&["vm1"]);
+    let mut d = Daemon::start(&cfg, &flows, factory, limits()).expect("start");
+    d.set_sflow(&cfg.sflow).expect("on");
+    let mut off = cfg.sflow.clone();
+    off.collectors.clear();
+    d.set_sflow(&off).expect("off");
+    assert!(d.stop_sflow().is_none(), "stopped");
+    // The queue's end survived the stop: a collector named again exports.
+    d.set_sflow(&cfg.sflow).expect("on again");
+    assert!(d.stop_sflow().is_some(), "exporting again");
+}
