@@ -91,26 +91,30 @@ fn an_sflow_row_in_the_database_starts_changes_and_stops_eswitchds_export() {
     let vms = ovn.local_vms(H, 2);
     ovn.ofctl(H, &["add-flow", "actions=normal"]);
 
+    // A new sFlow row for br-int, sending to `port`.
+    let attach = |port: u16| {
+        ovn.vsctl(
+            H,
+            &[
+                "--",
+                "--id=@s",
+                "create",
+                "sFlow",
+                "agent=127.0.0.1",
+                &format!("targets=\"127.0.0.1:{port}\""),
+                "header=128",
+                "sampling=1",
+                "polling=1",
+                "--",
+                "set",
+                "Bridge",
+                "br-int",
+                "sflow=@s",
+            ],
+        )
+    };
     let (c, port) = collector(4);
-    ovn.vsctl(
-        H,
-        &[
-            "--",
-            "--id=@s",
-            "create",
-            "sFlow",
-            "agent=127.0.0.1",
-            &format!("targets=\"127.0.0.1:{port}\""),
-            "header=128",
-            "sampling=1",
-            "polling=1",
-            "--",
-            "set",
-            "Bridge",
-            "br-int",
-            "sflow=@s",
-        ],
-    );
+    attach(port);
     pings(&vms[0].ns, "198.18.0.2");
     let got = summary(c);
     assert_eq!(
@@ -165,4 +169,15 @@ fn an_sflow_row_in_the_database_starts_changes_and_stops_eswitchds_export() {
     pings(&vms[0].ns, "198.18.0.2");
     let got = summary(c);
     assert_eq!(got["flows"], 0, "{T}: export after the row went: {got}");
+
+    // A row again: the export starts again.
+    let (c, port) = collector(3);
+    attach(port);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    pings(&vms[0].ns, "198.18.0.2");
+    let got = summary(c);
+    assert!(
+        got["flows"].as_u64().unwrap_or(0) >= 5,
+        "{T}: export after a row came back: {got}"
+    );
 }
