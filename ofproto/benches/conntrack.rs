@@ -16,11 +16,15 @@
 //! - `ct.est_vs_plain`: their ratio;
 //! - `ct.tracker_est_ns`: the tracker alone (`Tracker::execute`) on those
 //!   established packets, nanoseconds a packet;
-//! - `ct.dp_est_pps`, `ct.dp_plain_pps`, `ct.dp_est_vs_plain`: the same
-//!   through the datapath thread alone (as the live daemon's threads run
-//!   packets; the slow path folds their counts between rounds), where the
-//!   replay pipeline above also folds the datapath's report after every
-//!   packet.
+//! - `ct.single_pps`, `ct.single_vs_plain`: the ceiling of any `ct()`
+//!   that leads to a second stage: the same packets through
+//!   `ct(commit,zone=7),output` in the one stage, no recirculation, so
+//!   the tracker's cost and nothing else on top of plain forwarding;
+//! - `ct.dp_est_pps`, `ct.dp_plain_pps`, `ct.dp_est_vs_plain`,
+//!   `ct.dp_single_pps`, `ct.dp_single_vs_plain`: the same through the
+//!   datapath thread alone (as the live daemon's threads run packets; the
+//!   slow path folds their counts between rounds), where the replay
+//!   pipeline above also folds the datapath's report after every packet.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -54,6 +58,13 @@ const FIREWALL: &[&str] = &[
     "table=1,priority=50,ct_state=+trk+est,ip,in_port=1 actions=output:2",
     "table=1,priority=50,ct_state=+trk+est,ip,in_port=2 actions=output:1",
     "table=1,priority=40,ct_state=+trk,ip actions=drop",
+];
+
+/// `ct()` with no second stage: the packet tracked (committed: already
+/// established after the warm-up) and forwarded in the one megaflow.
+const SINGLE: &[&str] = &[
+    "priority=50,ip,in_port=1 actions=ct(commit,zone=7),output:2",
+    "priority=50,ip,in_port=2 actions=ct(commit,zone=7),output:1",
 ];
 
 const PLAIN: &[&str] = &[
@@ -156,11 +167,12 @@ fn main() {
         .collect();
     let mut ct = pipeline(FIREWALL);
     let mut plain = pipeline(PLAIN);
+    let mut single = pipeline(SINGLE);
     let mut sink = CountSink::default();
     let mut now = 1_000_000_000u64;
     // Warm: connections established, megaflows in place.
     for _ in 0..3 {
-        for p in [&mut ct, &mut plain] {
+        for p in [&mut ct, &mut plain, &mut single] {
             for (port, f) in &stream {
                 let mut f = f.clone();
                 now += 100;
@@ -196,6 +208,7 @@ fn main() {
     // path folds its reports between batches, here after the round);
     // otherwise the replay pipeline, which folds after every packet.
     let mut run = |p: &mut Pipeline<NoDevice>, now: &mut u64, dp: bool| {
+        let before = sink.outputs;
         let t = Instant::now();
         for _ in 0..4 {
             for ((port, _), f) in stream.iter().zip(frames.iter_mut()) {
@@ -210,6 +223,8 @@ fn main() {
             }
         }
         let rate = (4 * stream.len()) as f64 / t.elapsed().as_secs_f64();
+        // Every packet forwarded: none dropped as untracked or invalid.
+        assert_eq!(sink.outputs - before, 4 * stream.len() as u64);
         p.offload_tick(Timestamp(*now));
         rate
     };
@@ -221,16 +236,26 @@ fn main() {
             continue;
         }
         let (mut e, mut pl, mut ratio) = (vec![], vec![], vec![]);
+        let (mut one, mut one_ratio) = (vec![], vec![]);
         for _ in 0..7 {
             let a = run(&mut ct, &mut now, dp);
             let b = run(&mut plain, &mut now, dp);
+            let c = run(&mut single, &mut now, dp);
             e.push(a);
             pl.push(b);
             ratio.push(a / b);
+            one.push(c);
+            one_ratio.push(c / b);
         }
         bench(&format!("{prefix}est_pps"), median(e) / 1e6, "Mpps");
         bench(&format!("{prefix}plain_pps"), median(pl) / 1e6, "Mpps");
         bench(&format!("{prefix}est_vs_plain"), median(ratio), "ratio");
+        bench(&format!("{prefix}single_pps"), median(one) / 1e6, "Mpps");
+        bench(
+            &format!("{prefix}single_vs_plain"),
+            median(one_ratio),
+            "ratio",
+        );
     }
     let st = ct.datapaths().0.stats();
     eprintln!(
