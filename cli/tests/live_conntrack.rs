@@ -179,6 +179,15 @@ fn the_conntrack_tutorial_firewall_passes_replies_and_stops_strangers() {
             .starts_with("recirc_id=0x")),
         "a second-stage megaflow: {flows:?}"
     );
+    // Before they went to the device, the connections' packets ran both
+    // stages on the datapath threads: recirculated there, counted per
+    // thread (`dp-stats`, as `dpif-netdev/pmd-stats-show`).
+    let dp = lab.ctl(&["dp-stats"]).expect("dp-stats");
+    let threads = dp["datapaths"].as_array().expect("datapaths");
+    let sum = |k: &str| threads.iter().map(|t| u(&t[k])).sum::<u64>();
+    assert!(sum("recirculations") >= 1, "{dp}");
+    // One ct(table=1) a packet: a recirculation each at most.
+    assert!(sum("recirculations") <= sum("packets"), "{dp}");
     // The connections went to the device's conntrack table (the sim's,
     // which has the restore path): vm1's TCP through an offloaded first
     // stage, its entries in the CT table, no ct() flow refused for want of

@@ -33,7 +33,7 @@
 
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::actions::{
     execute_into, ActionSink, Actions, DropReason, ExecOutcome, MAX_RECIRC_DEPTH,
@@ -113,6 +113,45 @@ pub struct DatapathStats {
     /// left behind by a caller that did not run them after a miss
     /// ([`Datapath::run_deferred`]).
     pub forks_lost: u64,
+}
+
+/// What a datapath counts, its own and its cache's: what `eswitchctl
+/// dp-stats` shows per datapath thread (Open vSwitch's
+/// `dpif-netdev/pmd-stats-show`) and the metrics export.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatapathCounters {
+    pub dp: DatapathStats,
+    pub cache: crate::cache::CacheCounters,
+}
+
+impl DatapathCounters {
+    /// The counts since `base` (an earlier snapshot of the same
+    /// datapath; a counter below its base, which a datapath never makes,
+    /// reads 0).
+    pub fn since(&self, base: &DatapathCounters) -> DatapathCounters {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let (s, b) = (&self.dp, &base.dp);
+        let (c, cb) = (&self.cache, &base.cache);
+        DatapathCounters {
+            dp: DatapathStats {
+                packets: d(s.packets, b.packets),
+                hits: d(s.hits, b.hits),
+                misses: d(s.misses, b.misses),
+                commands: d(s.commands, b.commands),
+                recirculations: d(s.recirculations, b.recirculations),
+                recirc_too_deep: d(s.recirc_too_deep, b.recirc_too_deep),
+                forks: d(s.forks, b.forks),
+                forks_lost: d(s.forks_lost, b.forks_lost),
+            },
+            cache: crate::cache::CacheCounters {
+                emc_hits: d(c.emc_hits, cb.emc_hits),
+                hinted_hits: d(c.hinted_hits, cb.hinted_hits),
+                tss_hits: d(c.tss_hits, cb.tss_hits),
+                misses: d(c.misses, cb.misses),
+                subtable_probes: d(c.subtable_probes, cb.subtable_probes),
+            },
+        }
+    }
 }
 
 /// The bit of a cache entry's slow-path word that says "hit since the last
@@ -690,6 +729,14 @@ impl Datapath {
         self.stats
     }
 
+    /// Its counters and its cache's.
+    pub fn counters(&self) -> DatapathCounters {
+        DatapathCounters {
+            dp: self.stats,
+            cache: self.cache.counters(),
+        }
+    }
+
     /// The cache, read-only (counters, subtables, a flow's match).
     pub fn cache(&self) -> &MegaflowCache {
         &self.cache
@@ -718,6 +765,7 @@ fn since(now: &FlowStats, before: &FlowStats) -> FlowStats {
 pub struct DatapathLink {
     cmds: Sender<DpCommand>,
     events: Receiver<DpEvent>,
+    counters: Arc<Mutex<DatapathCounters>>,
 }
 
 /// The datapath thread's end of a [`DatapathLink`].
@@ -729,6 +777,9 @@ pub struct DatapathEnd {
     /// [`REPORT_EVERY`], so a busy flow costs the slow path one event per
     /// interval, not one per batch.
     last_report: Option<std::time::Instant>,
+    /// Where each report leaves the datapath's counters for readers
+    /// ([`DatapathLink::counters`]).
+    counters: Arc<Mutex<DatapathCounters>>,
 }
 
 /// How often a datapath thread reports its counts, at most.
@@ -740,15 +791,18 @@ pub const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(1
 pub fn link() -> (DatapathLink, DatapathEnd) {
     let (ctx, crx) = mpsc::channel();
     let (etx, erx) = mpsc::channel();
+    let counters = Arc::default();
     (
         DatapathLink {
             cmds: ctx,
             events: erx,
+            counters: Arc::clone(&counters),
         },
         DatapathEnd {
             cmds: crx,
             events: etx,
             last_report: None,
+            counters,
         },
     )
 }
@@ -767,6 +821,12 @@ impl DatapathLink {
     /// Appends the events the datapath has sent, without waiting.
     pub fn collect(&self, out: &mut Vec<DpEvent>) {
         out.extend(self.events.try_iter());
+    }
+
+    /// The datapath's counters as of its last report (at most
+    /// [`REPORT_EVERY`] old while its thread runs).
+    pub fn counters(&self) -> DatapathCounters {
+        *self.counters.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -809,6 +869,7 @@ impl DatapathEnd {
     }
 
     fn report(&self, dp: &mut Datapath, buf: &mut Vec<DpEvent>) {
+        *self.counters.lock().unwrap_or_else(|p| p.into_inner()) = dp.counters();
         buf.clear();
         dp.report(buf);
         for e in buf.drain(..) {

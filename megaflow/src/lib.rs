@@ -53,7 +53,7 @@ mod types;
 
 pub use actions::{Actions, DpAction};
 pub use cache::{CacheConfig, FlowHandle, FlowStats, InsertError, MegaflowCache};
-pub use datapath::{Datapath, DpCommand, DpEvent, FlowId, Lookup, Resume};
+pub use datapath::{Datapath, DatapathCounters, DpCommand, DpEvent, FlowId, Lookup, Resume};
 pub use extract::{extract, extract_into, Extracted, Layout, ParseCounters, ParseError};
 pub use key::{Field, FlowKey, Mask, Match, PackedKey, KEY_WORDS};
 pub use rand::SplitMix64;

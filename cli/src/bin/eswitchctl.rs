@@ -154,6 +154,14 @@ enum Cmd {
         #[arg(long = "zone")]
         zones: Vec<u16>,
     },
+    /// What each datapath thread did since the last `dp-stats-clear`:
+    /// packets, recirculations, exact-match, hinted and megaflow hits,
+    /// subtables probed, misses (as `ovs-appctl
+    /// dpif-netdev/pmd-stats-show`).
+    DpStats,
+    /// Starts `dp-stats` from zero (as `dpif-netdev/pmd-stats-clear`; the
+    /// metrics keep counting).
+    DpStatsClear,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -241,6 +249,8 @@ impl Cmd {
             ),
             Cmd::CtSetLimits { args } => ("ct-set-limits", Request::CtSetLimits { args }),
             Cmd::CtGetLimits { zones } => ("ct-get-limits", Request::CtGetLimits { zones }),
+            Cmd::DpStats => ("dp-stats", Request::DpStats),
+            Cmd::DpStatsClear => ("dp-stats-clear", Request::DpStatsClear),
         }
     }
 }

@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 use crate::switch::{Device, Switch};
 
 pub mod ct;
+pub mod dp;
 pub mod render;
 pub mod socket;
 
@@ -132,6 +133,11 @@ pub enum Request {
         #[serde(default)]
         zones: Vec<u16>,
     },
+    /// Each datapath thread's counters since the last `DpStatsClear`
+    /// (`dpif-netdev/pmd-stats-show`).
+    DpStats,
+    /// Starts those counters again from zero (`pmd-stats-clear`).
+    DpStatsClear,
 }
 
 impl Request {
@@ -398,6 +404,11 @@ fn run<B: Device, D: Datapaths>(
         }
         Request::CtSetLimits { args } => ct::set_limits(&sw.tracker(), args),
         Request::CtGetLimits { zones } => Ok(ct::get_limits(&sw.tracker(), zones)),
+        Request::DpStats => Ok(dp::stats(&sw.datapath_counters())),
+        Request::DpStatsClear => {
+            sw.clear_datapath_counters();
+            Ok(json!({}))
+        }
         Request::Stats => {
             let st = sw.pipeline().stats().clone();
             let ct_hw = sw.pipeline().ct_hw_stats();

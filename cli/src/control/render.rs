@@ -453,8 +453,10 @@ pub fn render(cmd: &str, v: &Value) -> String {
                     .collect()
             })
             .unwrap_or_default(),
-        "conntrack-stats" | "ct-get-limits" => v["text"].as_str().unwrap_or("").to_string(),
-        "flush-conntrack" | "ct-set-limits" => String::new(),
+        "conntrack-stats" | "ct-get-limits" | "dp-stats" => {
+            v["text"].as_str().unwrap_or("").to_string()
+        }
+        "flush-conntrack" | "ct-set-limits" | "dp-stats-clear" => String::new(),
         _ => pretty(v),
     }
 }

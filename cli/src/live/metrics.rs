@@ -85,6 +85,8 @@ pub struct Snapshot {
     ct_stats: conntrack::Stats,
     ct_max: u32,
     ct_hw: ofproto::pipeline::CtHwStats,
+    /// Each datapath thread's counters (never cleared).
+    datapaths: Vec<megaflow::DatapathCounters>,
 }
 
 impl Snapshot {
@@ -103,6 +105,7 @@ impl Snapshot {
             ct_stats: sw.tracker().stats(),
             ct_max: sw.tracker().max_conns(),
             ct_hw: sw.pipeline().ct_hw_stats(),
+            datapaths: p.datapaths().counters(),
         }
     }
 }
@@ -159,6 +162,61 @@ fn per_port<V>(
 
 fn int(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Each datapath thread's counters (what `eswitchctl dp-stats` shows,
+/// here never cleared), labelled by thread.
+fn datapath_metrics(reg: &mut Registry, dps: &[megaflow::DatapathCounters]) {
+    let per = |value: &dyn Fn(&megaflow::DatapathCounters) -> u64, more: &[(&str, &str)]| {
+        dps.iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut l = labels(&[("thread", &i.to_string())]);
+                l.extend(labels(more));
+                (l, value(c))
+            })
+            .collect::<Vec<_>>()
+    };
+    counters(
+        reg,
+        "datapath_packets",
+        "Packets the datapath thread ran (first stages; recirculations apart)",
+        &per(&|c| c.dp.packets, &[]),
+    );
+    counters(
+        reg,
+        "datapath_recirculations",
+        "Packets the datapath thread sent on to a next stage (ct(table=T), dp_hash groups), one per stage",
+        &per(&|c| c.dp.recirculations, &[]),
+    );
+    counters(
+        reg,
+        "datapath_lookups",
+        "Stage lookups, by what answered: the exact-match cache, the successor hint of the stage before, a megaflow search, or nothing (a miss to the slow path)",
+        &[
+            per(&|c| c.cache.emc_hits, &[("result", "emc")]),
+            per(&|c| c.cache.hinted_hits, &[("result", "hinted")]),
+            per(&|c| c.cache.tss_hits, &[("result", "megaflow")]),
+            per(&|c| c.dp.misses, &[("result", "miss")]),
+        ]
+        .concat(),
+    );
+    counters(
+        reg,
+        "datapath_subtable_probes",
+        "Megaflow subtables probed by searches (hits and misses)",
+        &per(&|c| c.cache.subtable_probes, &[]),
+    );
+    counters(
+        reg,
+        "datapath_dropped_packets",
+        "Packets the datapath thread dropped on its own: recirculated too deep, forked copies that found no room",
+        &[
+            per(&|c| c.dp.recirc_too_deep, &[("reason", "recirc_too_deep")]),
+            per(&|c| c.dp.forks_lost, &[("reason", "fork_lost")]),
+        ]
+        .concat(),
+    );
 }
 
 /// The exposition text of one scrape.
@@ -439,6 +497,7 @@ pub fn encode_snapshot(
             (labels(&[("change", "removed")]), s.ct_hw.removed),
         ],
     );
+    datapath_metrics(&mut reg, &s.datapaths);
     gauges(
         &mut reg,
         "port_flow_limit",

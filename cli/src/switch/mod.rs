@@ -106,6 +106,9 @@ pub struct Switch<B: Device, D: Datapaths = LocalDatapath> {
     sample_rates: Option<SampleRates>,
     /// The connection tracker every datapath and the slow path share.
     tracker: Arc<conntrack::Tracker>,
+    /// Each datapath's counters when `dp-stats-clear` last ran (what
+    /// `dp-stats` counts from; the metrics never reset).
+    dp_base: Vec<megaflow::DatapathCounters>,
 }
 
 /// Expired connections removed per revalidator pass at most (Open
@@ -327,7 +330,26 @@ impl<B: Device, D: Datapaths> Switch<B, D> {
             events: BTreeMap::new(),
             sample_rates: None,
             tracker,
+            dp_base: Vec::new(),
         })
+    }
+
+    /// Each datapath's counters (one per datapath thread; the replay's
+    /// one datapath), since the last
+    /// [`clear_datapath_counters`](Self::clear_datapath_counters).
+    pub fn datapath_counters(&self) -> Vec<megaflow::DatapathCounters> {
+        let base = |i: usize| self.dp_base.get(i).copied().unwrap_or_default();
+        let now = self.pipeline.datapaths().counters();
+        now.iter()
+            .enumerate()
+            .map(|(i, c)| c.since(&base(i)))
+            .collect()
+    }
+
+    /// Counts the datapaths' counters from now on (`dp-stats-clear`, as
+    /// Open vSwitch's `dpif-netdev/pmd-stats-clear`).
+    pub fn clear_datapath_counters(&mut self) {
+        self.dp_base = self.pipeline.datapaths().counters();
     }
 
     /// The connection tracker (give it to every datapath thread).

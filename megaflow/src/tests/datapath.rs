@@ -462,10 +462,38 @@ fn a_linked_datapath_on_its_own_thread_serves_commands_and_sends_events() {
         })
         .sum();
     assert_eq!(total, 3);
+    // The counters as the thread's last report left them: every packet
+    // it ran, the misses before the insert arrived, the one command.
+    let c = link.counters();
+    assert_eq!(c.dp.hits, 3);
+    assert_eq!(c.dp.commands, 1);
+    assert_eq!(c.dp.packets, c.dp.hits + c.dp.misses);
+    assert_eq!(c.cache.emc_hits + c.cache.tss_hits, 3);
+    assert_eq!(c.cache.misses, c.dp.misses);
     assert!(
         !link.send(DpCommand::Remove { id: FlowId(9) }),
         "the thread is gone"
     );
+}
+
+#[test]
+fn counters_since_a_snapshot_are_the_differences_and_never_wrap() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    insert(&mut dp, 1, 53, out(2));
+    send(&mut dp, 53, 1);
+    send(&mut dp, 54, 2);
+    let base = dp.counters();
+    for t in 3..8 {
+        send(&mut dp, 53, t);
+    }
+    let d = dp.counters().since(&base);
+    assert_eq!((d.dp.packets, d.dp.hits, d.dp.misses), (5, 5, 0));
+    assert_eq!(d.cache.emc_hits + d.cache.tss_hits, 5);
+    assert_eq!(d.dp.commands, 0);
+    // Against a later snapshot (counters cleared, then the order mixed
+    // up), nothing below zero.
+    let back = base.since(&dp.counters());
+    assert_eq!(back, DatapathCounters::default());
 }
 
 #[derive(Clone, Debug)]

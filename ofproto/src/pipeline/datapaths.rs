@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
-use megaflow::{Datapath, DpCommand, DpEvent, PortNo};
+use megaflow::{Datapath, DatapathCounters, DpCommand, DpEvent, PortNo};
 use parking_lot::RwLock;
 
 /// The datapaths of one switch, as the slow path sees them.
@@ -34,6 +34,10 @@ pub trait Datapaths {
     fn sender(&self) -> Option<Arc<dyn DpSender>> {
         None
     }
+
+    /// Each datapath's counters, in the order the datapaths were added
+    /// (a datapath on its own thread: as of its last report).
+    fn counters(&self) -> Vec<DatapathCounters>;
 }
 
 /// One datapath on the caller's thread: commands apply at once.
@@ -47,6 +51,10 @@ impl Datapaths for LocalDatapath {
 
     fn collect(&mut self, out: &mut Vec<DpEvent>) {
         self.0.report(out);
+    }
+
+    fn counters(&self) -> Vec<DatapathCounters> {
+        vec![self.0.counters()]
     }
 }
 
@@ -134,5 +142,9 @@ impl Datapaths for ThreadedDatapaths {
 
     fn sender(&self) -> Option<Arc<dyn DpSender>> {
         Some(self.routes.clone())
+    }
+
+    fn counters(&self) -> Vec<DatapathCounters> {
+        self.links.iter().map(|l| l.counters()).collect()
     }
 }

@@ -275,3 +275,69 @@ fn dump_flows_filters_by_where_a_flow_runs_and_why_and_sorts_by_traffic() {
     }
     sw.finish(at(20)).expect("clean");
 }
+
+#[test]
+fn dp_stats_count_each_stage_of_a_stateful_table_and_clear_starts_them_again() {
+    let ports = crate::replay::default_ports(3);
+    let flows = FlowFile::parse(
+        "table=0,priority=50,ct_state=-trk,ip actions=ct(table=1,zone=7)\n\
+         table=1,priority=50,ct_state=+trk+new,ip,in_port=1 actions=ct(commit,zone=7),output:2\n\
+         table=1,priority=50,ct_state=+trk+est,ip actions=output:1\n\
+         table=1,priority=40,ct_state=+trk,ip actions=drop",
+    )
+    .expect("table");
+    let mut cfg = PipelineConfig::default();
+    // Software only: every packet runs through the datapath.
+    cfg.offload.mode = ofproto::OffloadMode::Off;
+    let mut sw = SimSwitch::new(&ports, &flows, cfg, SimConfig::default(), at(0)).expect("switch");
+    let out = FrameSpec::ipv4(0xc612_0001, 0xc613_0001, L4::udp(1000, 53)).build();
+    let back = FrameSpec::ipv4(0xc613_0001, 0xc612_0001, L4::udp(53, 1000)).build();
+    sw.receive(at(1), &[(PortNo(1), &out)], &mut Discard);
+    for i in 0..5 {
+        sw.receive(at(2 + i), &[(PortNo(2), &back)], &mut Discard);
+    }
+    let v = ok(handle(&mut sw, &Request::DpStats, at(10)));
+    let t = &v["datapaths"][0];
+    assert_eq!(v["datapaths"].as_array().expect("threads").len(), 1);
+    // Six packets, each through two stages.
+    // Six packets. The first missed at its first stage: the slow path
+    // ran both its stages. The second recirculated and missed its second
+    // stage (the reply's state, est, was new to it). The other four ran
+    // both stages here: the first of them found its second stage by a
+    // search and left the hint the other three took.
+    assert_eq!(t["packets"], 6);
+    assert_eq!(t["recirculations"], 5);
+    assert_eq!(t["misses"], 2);
+    assert_eq!(t["hinted_hits"], 3);
+    assert_eq!(t["passes_per_packet"], 1.83);
+    let n = |k: &str| t[k].as_u64().expect("count");
+    assert_eq!(
+        n("emc_hits") + n("megaflow_hits") + n("hinted_hits") + n("misses"),
+        11
+    );
+    let text = v["text"].as_str().expect("text");
+    assert!(
+        text.starts_with("datapath thread 0:\n  packets received: 6\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("avg. datapath passes per packet: 1.83\n"),
+        "{text}"
+    );
+    assert_eq!(render::render("dp-stats", &v), text);
+
+    // Cleared: from zero, and only what came after.
+    ok(handle(&mut sw, &Request::DpStatsClear, at(11)));
+    let v = ok(handle(&mut sw, &Request::DpStats, at(11)));
+    assert_eq!(v["datapaths"][0]["packets"], 0);
+    assert_eq!(v["datapaths"][0]["passes_per_packet"], 0.0);
+    sw.receive(at(12), &[(PortNo(2), &back)], &mut Discard);
+    let v = ok(handle(&mut sw, &Request::DpStats, at(13)));
+    let t = &v["datapaths"][0];
+    assert_eq!(
+        (&t["packets"], &t["recirculations"], &t["misses"]),
+        (&json!(1), &json!(1), &json!(0))
+    );
+    assert_eq!(req(r#"{"cmd":"dp-stats-clear"}"#), Request::DpStatsClear);
+    sw.finish(at(20)).expect("clean");
+}

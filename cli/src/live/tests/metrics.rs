@@ -33,8 +33,10 @@ fn a_scrape_counts_what_traffic_did_and_http_serves_it() {
     wait_for("the counters published and polled", || {
         let sw = lock(&core);
         let c = sw.counters();
+        let dp: u64 = sw.datapath_counters().iter().map(|c| c.dp.packets).sum();
         c.rx.packets == 20
             && sw.port_summaries()[1].tx_hw_packets + sw.port_summaries()[1].tx_sw_packets == 20
+            && dp == c.sw_handled
     });
     drop(core);
     let scrape = d.scrape_fn(None, "sim");
@@ -49,6 +51,27 @@ fn a_scrape_counts_what_traffic_did_and_http_serves_it() {
         .unwrap_or_else(|| panic!("no vm2 {path} tx in:\n{text}"))
     };
     assert_eq!(tx("hardware") + tx("software"), 20.0, "{text}");
+    // The datapath threads ran every packet software forwarded; the one
+    // that missed went up as the one upcall.
+    // Summed over the threads: the samples of `series` with `label`.
+    let sum = |series: &str, label: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(series) && l.contains(label))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let packets = sum("eswitch_datapath_packets_total{thread=", "");
+    assert_eq!(packets, tx("software"), "{text}");
+    let lookups = |r: &str| {
+        let label = format!("result=\"{r}\"");
+        sum("eswitch_datapath_lookups_total{thread=", &label)
+    };
+    assert_eq!(lookups("miss"), 1.0, "{text}");
+    assert_eq!(
+        lookups("emc") + lookups("megaflow") + lookups("hinted"),
+        tx("software") - 1.0,
+        "{text}"
+    );
     assert!(tx("hardware") >= 1.0, "the flow was offloaded: {text}");
     assert_eq!(
         sample(&text, "eswitch_megaflows{state=\"offloaded\"}"),
