@@ -20,11 +20,13 @@
 //!   that leads to a second stage: the same packets through
 //!   `ct(commit,zone=7),output` in the one stage, no recirculation, so
 //!   the tracker's cost and nothing else on top of plain forwarding;
-//! - `ct.dp_est_pps`, `ct.dp_plain_pps`, `ct.dp_est_vs_plain`,
-//!   `ct.dp_single_pps`, `ct.dp_single_vs_plain`: the same through the
-//!   datapath thread alone (as the live daemon's threads run packets; the
-//!   slow path folds their counts between rounds), where the replay
-//!   pipeline above also folds the datapath's report after every packet.
+//! - `ct.scale_est_pps`, `ct.scale_plain_pps`, `ct.scale_est_vs_plain`:
+//!   est and plain with a first-stage rule per source port added to both
+//!   tables (as per-port ACLs make): 10,000 first-stage megaflows;
+//! - `ct.dp_*`: each of the above but the tracker's through the datapath
+//!   thread alone (as the live daemon's threads run packets; the slow
+//!   path folds their counts between rounds), where the replay pipeline
+//!   above also folds the datapath's report after every packet.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -167,12 +169,40 @@ fn main() {
         .collect();
     let mut ct = pipeline(FIREWALL);
     let mut plain = pipeline(PLAIN);
+    // At scale: a first-stage rule per source port in both tables (as
+    // per-port ACLs make), so every connection's first stage is a
+    // megaflow of its own, 10,000 of them.
+    let per_port = |rule: &dyn Fn(u16) -> String, base: &[&str]| {
+        let mut v: Vec<String> = (0..flows)
+            .map(|i| rule(1024 + (i & 0x3fff) as u16))
+            .collect();
+        v.extend(base.iter().map(|s| s.to_string()));
+        v
+    };
+    let fw = per_port(
+        &|p| {
+            format!("table=0,priority=55,ct_state=-trk,udp,in_port=1,tp_src={p} actions=ct(table=1,zone=7)")
+        },
+        FIREWALL,
+    );
+    let pl = per_port(
+        &|p| format!("priority=55,udp,in_port=1,tp_src={p} actions=output:2"),
+        PLAIN,
+    );
+    let mut ct_scale = pipeline(&fw.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut plain_scale = pipeline(&pl.iter().map(String::as_str).collect::<Vec<_>>());
     let mut single = pipeline(SINGLE);
     let mut sink = CountSink::default();
     let mut now = 1_000_000_000u64;
     // Warm: connections established, megaflows in place.
     for _ in 0..3 {
-        for p in [&mut ct, &mut plain, &mut single] {
+        for p in [
+            &mut ct,
+            &mut plain,
+            &mut single,
+            &mut ct_scale,
+            &mut plain_scale,
+        ] {
             for (port, f) in &stream {
                 let mut f = f.clone();
                 now += 100;
@@ -235,32 +265,56 @@ fn main() {
         if (dp && only("CT_BENCH_ONLY_REPLAY")) || (!dp && only("CT_BENCH_ONLY_DP")) {
             continue;
         }
-        let (mut e, mut pl, mut ratio) = (vec![], vec![], vec![]);
-        let (mut one, mut one_ratio) = (vec![], vec![]);
+        // In turns within each round: est, plain, single; then at scale.
+        let mut got: [Vec<f64>; 5] = Default::default();
         for _ in 0..7 {
-            let a = run(&mut ct, &mut now, dp);
-            let b = run(&mut plain, &mut now, dp);
-            let c = run(&mut single, &mut now, dp);
-            e.push(a);
-            pl.push(b);
-            ratio.push(a / b);
-            one.push(c);
-            one_ratio.push(c / b);
+            let ps = [
+                &mut ct,
+                &mut plain,
+                &mut single,
+                &mut ct_scale,
+                &mut plain_scale,
+            ];
+            for (v, p) in got.iter_mut().zip(ps) {
+                v.push(run(p, &mut now, dp));
+            }
         }
-        bench(&format!("{prefix}est_pps"), median(e) / 1e6, "Mpps");
-        bench(&format!("{prefix}plain_pps"), median(pl) / 1e6, "Mpps");
-        bench(&format!("{prefix}est_vs_plain"), median(ratio), "ratio");
-        bench(&format!("{prefix}single_pps"), median(one) / 1e6, "Mpps");
+        let ratio = |a: &[f64], b: &[f64]| median(a.iter().zip(b).map(|(x, y)| x / y).collect());
+        let [e, pl, one, e_s, pl_s] = &got;
+        bench(&format!("{prefix}est_pps"), median(e.clone()) / 1e6, "Mpps");
         bench(
-            &format!("{prefix}single_vs_plain"),
-            median(one_ratio),
+            &format!("{prefix}plain_pps"),
+            median(pl.clone()) / 1e6,
+            "Mpps",
+        );
+        bench(&format!("{prefix}est_vs_plain"), ratio(e, pl), "ratio");
+        bench(
+            &format!("{prefix}single_pps"),
+            median(one.clone()) / 1e6,
+            "Mpps",
+        );
+        bench(&format!("{prefix}single_vs_plain"), ratio(one, pl), "ratio");
+        bench(
+            &format!("{prefix}scale_est_pps"),
+            median(e_s.clone()) / 1e6,
+            "Mpps",
+        );
+        bench(
+            &format!("{prefix}scale_plain_pps"),
+            median(pl_s.clone()) / 1e6,
+            "Mpps",
+        );
+        bench(
+            &format!("{prefix}scale_est_vs_plain"),
+            ratio(e_s, pl_s),
             "ratio",
         );
     }
     let st = ct.datapaths().0.stats();
     eprintln!(
-        "# ct pipeline: {} megaflows, {} recirculations",
+        "# ct pipeline: {} megaflows, {} recirculations; at scale {} megaflows",
         ct.len(),
-        st.recirculations
+        st.recirculations,
+        ct_scale.len()
     );
 }

@@ -583,6 +583,11 @@ impl Actions {
         Actions::new(Vec::new())
     }
 
+    /// How many hold this very list (clones share it).
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self.0)
+    }
+
     pub fn as_slice(&self) -> &[DpAction] {
         &self.0
     }

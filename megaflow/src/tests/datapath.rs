@@ -829,3 +829,42 @@ fn without_a_tracker_ct_is_skipped() {
         "ct(commit,zone=2)"
     );
 }
+
+#[test]
+fn flows_with_equal_actions_run_one_shared_list_and_lists_no_flow_runs_go() {
+    let mut dp = Datapath::new(CacheConfig::default(), 1);
+    // Each insert brings its own list, equal in content.
+    for i in 0..50u16 {
+        insert(&mut dp, u64::from(i), 1000 + i, out(2));
+    }
+    insert(&mut dp, 99, 2000, out(3));
+    let (_, a) = dp.flow(FlowId(0)).expect("flow 0");
+    // The 50 flows' cache entries and the datapath's own copy: one list.
+    assert!(a.holders() > 50, "{} holders", a.holders());
+    let (_, b) = dp.flow(FlowId(99)).expect("flow 99");
+    assert!(b.holders() < 5, "a list of its own: {}", b.holders());
+    // Each packet still runs its own flow's list.
+    assert_eq!(send(&mut dp, 1007, 1).1.outputs[0].0, PortNo(2));
+    assert_eq!(send(&mut dp, 2000, 2).1.outputs[0].0, PortNo(3));
+    // A modify to a list another flow runs shares that one too.
+    dp.apply(DpCommand::Modify {
+        id: FlowId(99),
+        actions: out(2),
+    });
+    assert!(dp.flow(FlowId(99)).expect("flow 99").1.holders() > 51);
+    assert_eq!(send(&mut dp, 2000, 3).1.outputs[0].0, PortNo(2));
+    // Flows come and go, each with a list of its own: the lists held
+    // stay bounded by the flows that run them.
+    drop((a, b));
+    for i in 0..2000u64 {
+        let id = 1000 + i;
+        insert(&mut dp, id, 3000, out(10 + i as u32));
+        dp.apply(DpCommand::Remove { id: FlowId(id) });
+    }
+    assert!(
+        dp.interned.lists.len() <= 2 * dp.len() + 65,
+        "{} lists",
+        dp.interned.lists.len()
+    );
+    assert_eq!(send(&mut dp, 1007, 4).1.outputs[0].0, PortNo(2));
+}
