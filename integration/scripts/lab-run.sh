@@ -73,7 +73,8 @@ blast() {
   awk -v n=$((b - a)) -v s="$s" 'BEGIN {printf "%.3f\n", n / s / 1e6}'
 }
 
-lab_stat() { ctl --json stats | awk -F'[:,]' -v k="\"$1\"" '$1 ~ k {gsub(/ /, "", $2); print $2; exit}'; }
+# A top-level key only (two spaces in): `packets` is also inside `ct_hw`.
+lab_stat() { ctl --json stats | awk -F'[:,]' -v k="  \"$1\"" '$1 == k {gsub(/ /, "", $2); print $2; exit}'; }
 
 # FLOWS new 5-tuples, one packet each, from vm1's eth0 to DST_MAC at RATE
 # once the daemon holds no megaflow (at most 10 s of waiting): prints the

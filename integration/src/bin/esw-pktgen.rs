@@ -79,6 +79,11 @@ struct Args {
     /// Stop after this many packets.
     #[arg(long, value_name = "C")]
     count: Option<u64>,
+    /// Send each flow's reply direction: its source and destination
+    /// ports swapped (give --src-ip and --dst-ip swapped too), so a
+    /// stateful table sees the flows the forward run opened answered.
+    #[arg(long)]
+    reverse: bool,
     /// Print the result as a JSON object.
     #[arg(long)]
     json: bool,
@@ -131,12 +136,17 @@ fn parse_flows(s: &str) -> Result<u32, String> {
 }
 
 /// The (source port, destination port) of flow `k`; distinct for distinct
-/// `k < MAX_FLOWS`.
-fn flow_ports(k: u32) -> (u16, u16) {
-    (
+/// `k < MAX_FLOWS`; `reverse`: the reply's, the two swapped.
+fn flow_ports(k: u32, reverse: bool) -> (u16, u16) {
+    let (s, d) = (
         SPORT_BASE + (k % SPORTS) as u16,
         DPORT_BASE + (k / SPORTS) as u16,
-    )
+    );
+    if reverse {
+        (d, s)
+    } else {
+        (s, d)
+    }
 }
 
 /// The Internet checksum of `data` (even length).
@@ -173,7 +183,7 @@ fn build_frame(args: &Args, k: u32) -> Vec<u8> {
     let csum = ip_checksum(&ip);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     f.extend_from_slice(&ip);
-    let (sport, dport) = flow_ports(k);
+    let (sport, dport) = flow_ports(k, args.reverse);
     f.extend_from_slice(&sport.to_be_bytes());
     f.extend_from_slice(&dport.to_be_bytes());
     f.extend_from_slice(&(ip_len - 20).to_be_bytes());
@@ -188,8 +198,8 @@ fn build_frame(args: &Args, k: u32) -> Vec<u8> {
 
 /// Rewrites the UDP ports of `frame` for flow `k` (the IPv4 checksum does
 /// not cover them and the UDP checksum is 0, so nothing else changes).
-fn set_flow(frame: &mut [u8], k: u32) {
-    let (sport, dport) = flow_ports(k);
+fn set_flow(frame: &mut [u8], k: u32, reverse: bool) {
+    let (sport, dport) = flow_ports(k, reverse);
     frame[UDP_OFF..UDP_OFF + 2].copy_from_slice(&sport.to_be_bytes());
     frame[UDP_OFF + 2..UDP_OFF + 4].copy_from_slice(&dport.to_be_bytes());
 }
@@ -315,7 +325,7 @@ fn run(args: &Args) -> Result<(u64, f64, u64), String> {
         }
         if args.flows > 1 && prepared_for != next {
             for (j, f) in frames.iter_mut().enumerate() {
-                set_flow(f, ((next + j as u64) % flows) as u32);
+                set_flow(f, ((next + j as u64) % flows) as u32, args.reverse);
             }
             prepared_for = next;
         }
@@ -397,13 +407,21 @@ mod tests {
         let n = 100_000u32;
         let mut seen = std::collections::HashSet::new();
         for k in 0..n {
-            assert!(seen.insert(flow_ports(k)), "flow {k} repeats");
+            assert!(seen.insert(flow_ports(k, false)), "flow {k} repeats");
         }
         let a = args(&["--flows", "5"]);
         let mut f = build_frame(&a, 0);
-        set_flow(&mut f, 7 % 5);
+        set_flow(&mut f, 7 % 5, false);
         assert_eq!(u16::from_be_bytes([f[34], f[35]]), SPORT_BASE + 2);
         assert_eq!(u16::from_be_bytes([f[36], f[37]]), DPORT_BASE);
+        // The reply direction: the same flow's ports swapped.
+        let r = args(&["--flows", "5", "--reverse"]);
+        let mut f = build_frame(&r, 0);
+        assert_eq!(u16::from_be_bytes([f[34], f[35]]), DPORT_BASE);
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), SPORT_BASE);
+        set_flow(&mut f, 2, r.reverse);
+        assert_eq!(u16::from_be_bytes([f[34], f[35]]), DPORT_BASE);
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), SPORT_BASE + 2);
     }
 
     #[test]
