@@ -120,26 +120,33 @@ pub struct DatapathStats {
 /// first stage of a stateful table `ct(zone=7),recirc(R)`, every flow of
 /// a port `output:2`); sharing one copy keeps it in the CPU's cache
 /// instead of one list per flow, a dependent miss on every hit when
-/// flows are many.
+/// flows are many. The copy is the datapath's own, not the one the slow
+/// path sent (which the slow path and other datapaths hold too): held
+/// by no flow here, it is held once, by this set, and a sweep lets it go.
 #[derive(Default)]
 struct Interned {
     lists: std::collections::HashSet<Actions>,
+    /// The set's size at which the next sweep runs.
+    sweep_at: usize,
 }
 
 impl Interned {
-    /// The copy of `actions` already held, else `actions`, held from now
-    /// on. `flows`: the flows the datapath holds; when the lists held
-    /// outnumber twice that (plus a few), those no flow runs any more
-    /// are let go (none held anywhere but here).
+    /// The copy of `actions` held, made now if there is none. `flows`:
+    /// the flows the datapath holds. When the set reaches twice that
+    /// (and at least twice what the last sweep left), lists no flow runs
+    /// any more are let go: a sweep costs its size, and comes after as
+    /// many new lists again, so each insert pays a constant share.
     fn share(&mut self, actions: Actions, flows: usize) -> Actions {
         if let Some(a) = self.lists.get(&actions) {
             return a.clone();
         }
-        if self.lists.len() >= 2 * flows + 64 {
+        if self.lists.len() >= self.sweep_at.max(2 * flows + 64) {
             self.lists.retain(|a| a.holders() > 1);
+            self.sweep_at = 2 * self.lists.len();
         }
-        self.lists.insert(actions.clone());
-        actions
+        let own = Actions::new(actions.as_slice().to_vec());
+        self.lists.insert(own.clone());
+        own
     }
 }
 

@@ -853,18 +853,33 @@ fn flows_with_equal_actions_run_one_shared_list_and_lists_no_flow_runs_go() {
     });
     assert!(dp.flow(FlowId(99)).expect("flow 99").1.holders() > 51);
     assert_eq!(send(&mut dp, 2000, 3).1.outputs[0].0, PortNo(2));
-    // Flows come and go, each with a list of its own: the lists held
-    // stay bounded by the flows that run them.
+    // Flows come and go, each with a list of its own, sent (as the slow
+    // path sends a flow not exact on in_port) to a second datapath too,
+    // the slow path keeping its own handle on each: the lists held stay
+    // bounded by the flows that run them, in both.
     drop((a, b));
+    let mut dp2 = Datapath::new(CacheConfig::default(), 2);
+    let mut kept = Vec::new();
     for i in 0..2000u64 {
-        let id = 1000 + i;
-        insert(&mut dp, id, 3000, out(10 + i as u32));
-        dp.apply(DpCommand::Remove { id: FlowId(id) });
+        let id = FlowId(1000 + i);
+        let actions = out(10 + i as u32);
+        kept.push(actions.clone());
+        let insert = DpCommand::Insert {
+            id,
+            matched: flow(3000),
+            actions,
+        };
+        for d in [&mut dp, &mut dp2] {
+            d.apply(insert.clone());
+            d.apply(DpCommand::Remove { id });
+        }
     }
-    assert!(
-        dp.interned.lists.len() <= 2 * dp.len() + 65,
-        "{} lists",
-        dp.interned.lists.len()
-    );
+    for d in [&dp, &dp2] {
+        let n = d.interned.lists.len();
+        assert!(n <= 2 * d.len() + 65, "{n} lists for {} flows", d.len());
+    }
+    // Sharing goes on after the sweeps.
+    insert(&mut dp, 5000, 4000, out(2));
+    assert!(dp.flow(FlowId(5000)).expect("flow").1.holders() > 51);
     assert_eq!(send(&mut dp, 1007, 4).1.outputs[0].0, PortNo(2));
 }

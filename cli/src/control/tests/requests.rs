@@ -299,7 +299,6 @@ fn dp_stats_count_each_stage_of_a_stateful_table_and_clear_starts_them_again() {
     let v = ok(handle(&mut sw, &Request::DpStats, at(10)));
     let t = &v["datapaths"][0];
     assert_eq!(v["datapaths"].as_array().expect("threads").len(), 1);
-    // Six packets, each through two stages.
     // Six packets. The first missed at its first stage: the slow path
     // ran both its stages. The second recirculated and missed its second
     // stage (the reply's state, est, was new to it). The other four ran
